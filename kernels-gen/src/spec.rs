@@ -1,0 +1,323 @@
+//! The typed description of a fused kernel: what the planner builds, what the CUDA emitter
+//! turns into C, and what the CPU backend interprets. No strings of CUDA live here.
+//!
+//! A fused kernel runs over an iteration space of `rows x cols` elements. Each input is read at
+//! element `(i, j)` according to its [`Access`]; an expression tree ([`Expr`]) combines them.
+//! The kernel's [`Form`] says what it produces:
+//! - [`Form::Map`]: one or more `rows x cols` dense outputs, each an expression;
+//! - [`Form::Rows`]: per row `i`, reductions over `j` (sum, min, argmin, pick), optionally also
+//!   storing element-wise results;
+//! - [`Form::Cols`]: per column `j`, reductions over `i`.
+
+use serde::{Deserialize, Serialize};
+
+/// Floating-point type a kernel computes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ScalarType {
+    /// 32-bit IEEE float (`float`).
+    F32,
+    /// 64-bit IEEE float (`double`).
+    F64,
+}
+
+impl ScalarType {
+    /// The CUDA C name of the type.
+    pub fn c_name(self) -> &'static str {
+        match self {
+            ScalarType::F32 => "float",
+            ScalarType::F64 => "double",
+        }
+    }
+
+    /// Size of one element in bytes.
+    pub fn size_bytes(self) -> usize {
+        match self {
+            ScalarType::F32 => 4,
+            ScalarType::F64 => 8,
+        }
+    }
+}
+
+/// How an input is read at element `(i, j)` of the iteration space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Access {
+    /// A dense row-major matrix with a leading dimension (row stride) passed at launch.
+    /// Not transposed: element `(i, j)` is `ptr[i * ld + j]`; transposed: `ptr[j * ld + i]`.
+    Matrix {
+        /// Whether the matrix is read transposed.
+        transposed: bool,
+    },
+    /// A vector indexed by the row: element `(i, j)` is `ptr[i]` (broadcast along columns).
+    Col,
+    /// A vector indexed by the column: element `(i, j)` is `ptr[j]` (broadcast along rows).
+    Row,
+    /// A scalar passed by value.
+    Scalar,
+    /// An index vector (`unsigned int`) with one entry per row; only [`ReduceKind::Pick`] reads it.
+    IndexCol,
+}
+
+/// One input of a fused kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Input {
+    /// A C identifier, unique within the kernel (the planner's buffer or value name, sanitised).
+    pub name: String,
+    /// How the input is read.
+    pub access: Access,
+}
+
+/// Unary element-wise operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    /// `-x`
+    Neg,
+    /// `e^x`
+    Exp,
+    /// natural logarithm
+    Log,
+    /// square root
+    Sqrt,
+    /// absolute value
+    Abs,
+    /// hyperbolic tangent
+    Tanh,
+}
+
+/// Binary element-wise operations. Comparisons yield 1 or 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b` (element-wise)
+    Mul,
+    /// `a / b`
+    Div,
+    /// `a` raised to `b`
+    Pow,
+    /// larger of the two (NaN-propagating is not guaranteed; follows C `fmax`)
+    Max,
+    /// smaller of the two (follows C `fmin`)
+    Min,
+    /// `a < b` as 1 or 0
+    Lt,
+    /// `a <= b` as 1 or 0
+    Le,
+    /// `a > b` as 1 or 0
+    Gt,
+    /// `a >= b` as 1 or 0
+    Ge,
+    /// `a == b` as 1 or 0
+    Eq,
+    /// `a != b` as 1 or 0
+    Ne,
+}
+
+/// An element-wise expression at element `(i, j)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Expr {
+    /// The value of input number `.0` (an index into [`KernelSpec::inputs`]) at `(i, j)`.
+    Input(usize),
+    /// A constant. Infinities are allowed; NaN is not produced by the planner.
+    Const(f64),
+    /// A unary operation.
+    Unary(UnaryOp, Box<Expr>),
+    /// A binary operation.
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    /// `if cond != 0 { then } else { otherwise }`.
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+impl Expr {
+    /// Builds a unary node.
+    pub fn unary(op: UnaryOp, a: Expr) -> Expr {
+        Expr::Unary(op, Box::new(a))
+    }
+
+    /// Builds a binary node.
+    pub fn binary(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+        Expr::Binary(op, Box::new(a), Box::new(b))
+    }
+
+    /// Builds a select node.
+    pub fn select(cond: Expr, then: Expr, otherwise: Expr) -> Expr {
+        Expr::Select(Box::new(cond), Box::new(then), Box::new(otherwise))
+    }
+
+    /// Visits the indices of every input the expression reads (with repetitions).
+    pub fn for_each_input(&self, f: &mut impl FnMut(usize)) {
+        match self {
+            Expr::Input(i) => f(*i),
+            Expr::Const(_) => {}
+            Expr::Unary(_, a) => a.for_each_input(f),
+            Expr::Binary(_, a, b) => {
+                a.for_each_input(f);
+                b.for_each_input(f);
+            }
+            Expr::Select(c, a, b) => {
+                c.for_each_input(f);
+                a.for_each_input(f);
+                b.for_each_input(f);
+            }
+        }
+    }
+
+    /// Number of nodes, a rough measure of arithmetic per element.
+    pub fn node_count(&self) -> usize {
+        match self {
+            Expr::Input(_) | Expr::Const(_) => 1,
+            Expr::Unary(_, a) => 1 + a.node_count(),
+            Expr::Binary(_, a, b) => 1 + a.node_count() + b.node_count(),
+            Expr::Select(c, a, b) => 1 + c.node_count() + a.node_count() + b.node_count(),
+        }
+    }
+}
+
+/// The kind of a reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceKind {
+    /// Sum of the values.
+    Sum,
+    /// Smallest value (NaN-free inputs assumed; `+inf` for an empty range).
+    Min,
+    /// Largest value (`-inf` for an empty range).
+    Max,
+    /// Index of the smallest value, ties to the lowest index; output is `unsigned int`.
+    /// A row whose values are all NaN yields index 0.
+    ArgMin,
+    /// The value at the index given by input number `index_input` (an [`Access::IndexCol`]
+    /// input): for a row reduction, `value(i, idx[i])`. Only valid in [`Form::Rows`].
+    Pick {
+        /// Index into [`KernelSpec::inputs`] of the index vector.
+        index_input: usize,
+    },
+}
+
+/// One reduction: a kind applied to an expression.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reduction {
+    /// What is computed.
+    pub kind: ReduceKind,
+    /// The element-wise value reduced.
+    pub expr: Expr,
+}
+
+impl Reduction {
+    /// Whether the output of this reduction is an index (`unsigned int`) rather than a value.
+    pub fn yields_index(&self) -> bool {
+        matches!(self.kind, ReduceKind::ArgMin)
+    }
+}
+
+/// What a fused kernel produces.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Form {
+    /// Element-wise: each expression is written to its own `rows x cols` dense row-major output
+    /// (leading dimension `cols`).
+    Map {
+        /// One expression per output.
+        outputs: Vec<Expr>,
+    },
+    /// Per row: reductions over the columns of each row (outputs of length `rows`), plus
+    /// optional element-wise stores (each a `rows x cols` dense output).
+    Rows {
+        /// Element-wise values also written out in full.
+        stores: Vec<Expr>,
+        /// Row reductions, each producing a vector of length `rows`.
+        reductions: Vec<Reduction>,
+    },
+    /// Per column: reductions over the rows of each column (outputs of length `cols`).
+    /// Only `Sum`, `Min` and `Max` are valid here.
+    Cols {
+        /// Column reductions, each producing a vector of length `cols`.
+        reductions: Vec<Reduction>,
+    },
+}
+
+/// A complete fused kernel description.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelSpec {
+    /// Arithmetic type of values and outputs.
+    pub dtype: ScalarType,
+    /// Inputs, in kernel-parameter order.
+    pub inputs: Vec<Input>,
+    /// What the kernel computes.
+    pub form: Form,
+    /// Human-readable provenance (IR node names) for the header comment. Not part of the
+    /// kernel's identity for caching purposes beyond the generated text itself.
+    pub provenance: Vec<String>,
+}
+
+/// One kernel parameter, in order, as the launcher must pass it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Param {
+    /// `long long rows` of the iteration space.
+    Rows,
+    /// `long long cols` of the iteration space.
+    Cols,
+    /// Pointer to the values of input `.0` (`const T*`).
+    InputPtr(usize),
+    /// `long long` leading dimension of matrix input `.0`.
+    InputLd(usize),
+    /// Scalar input `.0` passed by value as `T`.
+    InputScalar(usize),
+    /// Pointer to index input `.0` (`const unsigned int*`).
+    InputIndex(usize),
+    /// Pointer to output `.0` (`T*`, or `unsigned int*` where the output is an index). Outputs
+    /// are numbered: stores (or map outputs) first, then reductions.
+    Output(usize),
+}
+
+/// What one output of a kernel is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputShape {
+    /// A `rows x cols` dense matrix, row-major, leading dimension `cols`.
+    Full,
+    /// A vector of length `rows` (values of type `T`).
+    PerRow,
+    /// A vector of length `rows` of `unsigned int` indices.
+    PerRowIndex,
+    /// A vector of length `cols`.
+    PerCol,
+}
+
+impl KernelSpec {
+    /// The kernel's outputs in parameter order: stores or map outputs first, then reductions.
+    pub fn outputs(&self) -> Vec<OutputShape> {
+        match &self.form {
+            Form::Map { outputs } => vec![OutputShape::Full; outputs.len()],
+            Form::Rows { stores, reductions } => {
+                let mut v = vec![OutputShape::Full; stores.len()];
+                v.extend(reductions.iter().map(|r| {
+                    if r.yields_index() {
+                        OutputShape::PerRowIndex
+                    } else {
+                        OutputShape::PerRow
+                    }
+                }));
+                v
+            }
+            Form::Cols { reductions } => vec![OutputShape::PerCol; reductions.len()],
+        }
+    }
+
+    /// The ordered parameter list of the generated kernel: `rows, cols`, then each input
+    /// (matrices as pointer and leading dimension), then each output pointer.
+    pub fn params(&self) -> Vec<Param> {
+        let mut p = vec![Param::Rows, Param::Cols];
+        for (k, input) in self.inputs.iter().enumerate() {
+            match input.access {
+                Access::Matrix { .. } => {
+                    p.push(Param::InputPtr(k));
+                    p.push(Param::InputLd(k));
+                }
+                Access::Col | Access::Row => p.push(Param::InputPtr(k)),
+                Access::Scalar => p.push(Param::InputScalar(k)),
+                Access::IndexCol => p.push(Param::InputIndex(k)),
+            }
+        }
+        p.extend((0..self.outputs().len()).map(Param::Output));
+        p
+    }
+}
