@@ -53,6 +53,9 @@ pub enum Access {
     Row,
     /// A scalar passed by value.
     Scalar,
+    /// A single value in device memory (a 1 x 1 result such as `sum(X)`) read at every
+    /// element: `ptr[0]`. Passed as a pointer (`const T*`), like `Col` and `Row`.
+    Broadcast,
     /// An index vector (`unsigned int`) with one entry per row; only [`ReduceKind::Pick`] reads it.
     IndexCol,
 }
@@ -312,7 +315,7 @@ impl KernelSpec {
                     p.push(Param::InputPtr(k));
                     p.push(Param::InputLd(k));
                 }
-                Access::Col | Access::Row => p.push(Param::InputPtr(k)),
+                Access::Col | Access::Row | Access::Broadcast => p.push(Param::InputPtr(k)),
                 Access::Scalar => p.push(Param::InputScalar(k)),
                 Access::IndexCol => p.push(Param::InputIndex(k)),
             }

@@ -1,10 +1,29 @@
 //! Popcorn's language: grammar, typed IR, shape inference, planner passes and plans.
+//!
+//! The pipeline: source tokens → [`ast`] (the [`parse`] module) → typed [`ir::Graph`] (the
+//! [`check`] module, errors on the offending tokens) → planner passes ([`passes`]) → a
+//! [`Plan`]: an ordered list of library calls and generated kernels over named buffers.
 #![warn(missing_docs)]
 
 pub mod ast;
+pub mod check;
 pub mod diag;
+pub mod ir;
 pub mod parse;
+pub mod program;
+pub mod scalar;
 pub mod types;
+pub mod typing;
 
 pub use diag::{Diagnostic, LocatedError};
+pub use program::{ParamSig, Program};
+pub use scalar::{ScalarBindings, ScalarExpr};
 pub use types::{DType, Dim, DimBindings, Shape, Storage, Type};
+pub mod log;
+pub mod passes;
+pub mod plan;
+pub mod planner;
+
+pub use passes::{PlanError, PlannerConfig};
+pub use plan::Plan;
+pub use planner::plan;

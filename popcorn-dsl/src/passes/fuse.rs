@@ -1,0 +1,414 @@
+//! Fusion: groups element-wise maps, broadcasts, transposed reads and reductions that share an
+//! iteration space into one generated kernel each.
+//!
+//! A producer joins its consumer's group when both iterate over the same `rows x cols` space,
+//! the merged group would not need its own result before it is computed (no cycle through a
+//! node outside it), row and column reductions do not mix, and no transpose reads a value of
+//! its own group. Inside a group, a node is *stored* (materialised) when it is an output of the
+//! program or something outside the group uses it; everything else is recomputed in registers.
+//! The result is a [`Fusion`]: groups of nodes, each turned into a [`KernelSpec`] by
+//! [`Fusion::spec`].
+
+use super::{PassContext, PlanError};
+use crate::ir::{Graph, NodeId, Op, Reduce};
+use crate::scalar::ScalarExpr;
+use crate::types::Storage;
+use kernels_gen::{Access, Expr, Form, Input, KernelSpec, ReduceKind, Reduction};
+use std::collections::{BTreeSet, HashMap};
+
+/// How the fusion pass sees a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// An element-wise map.
+    Elementwise,
+    /// A transposed read of a dense value.
+    Transpose,
+    /// A row reduction or a gather (one result per row).
+    RowReduce,
+    /// A column reduction (one result per column).
+    ColReduce,
+    /// A host scalar (an argument of kernels).
+    Scalar,
+    /// A transposed vector read by fused consumers only: no step of its own, its consumers
+    /// read the vector with the other orientation.
+    View,
+    /// Anything else: an input, a library call, a builtin.
+    Opaque,
+}
+
+/// The class of node `n`.
+pub fn classify(g: &Graph, n: NodeId) -> Class {
+    let node = g.node(n);
+    match &node.op {
+        Op::Scalar(_) => Class::Scalar,
+        _ if node.ty.storage != Storage::Dense && node.ty.storage != Storage::Index => Class::Opaque,
+        op if op.is_elementwise() => Class::Elementwise,
+        Op::Transpose if is_view(g, n) => Class::View,
+        Op::Transpose => Class::Transpose,
+        Op::RowReduce(_) | Op::Gather => Class::RowReduce,
+        Op::ColReduce(_) => Class::ColReduce,
+        _ => Class::Opaque,
+    }
+}
+
+/// Whether transpose `n` is of a vector and only fused consumers read it.
+fn is_view(g: &Graph, n: NodeId) -> bool {
+    let t = &g.node(g.operands(n)[0]).ty;
+    let vector = t.shape.rows.is_one() || t.shape.cols.is_one();
+    vector
+        && !g.is_output(n)
+        && g.users(n).iter().all(|u| {
+            let node = g.node(*u);
+            node.op.is_elementwise() || matches!(node.op, Op::RowReduce(_) | Op::ColReduce(_))
+        })
+}
+
+/// The fused groups of a graph.
+#[derive(Clone, Debug, Default)]
+pub struct Fusion {
+    /// Each group's nodes, in topological order.
+    pub groups: Vec<Vec<NodeId>>,
+    /// The group of each fused node.
+    pub group_of: HashMap<NodeId, usize>,
+}
+
+/// The iteration space of a fusible node: its own shape for maps and transposes, its operand's
+/// for reductions.
+fn space(g: &Graph, n: NodeId, cx: &PassContext<'_>) -> Option<(usize, usize)> {
+    let shape_of = |m: NodeId| g.node(m).ty.shape.resolve(cx.dims);
+    match classify(g, n) {
+        Class::RowReduce | Class::ColReduce => shape_of(g.operands(n)[0]),
+        _ => shape_of(n),
+    }
+}
+
+struct UnionFind {
+    parent: HashMap<NodeId, NodeId>,
+}
+
+impl UnionFind {
+    fn find(&mut self, n: NodeId) -> NodeId {
+        let p = *self.parent.get(&n).unwrap_or(&n);
+        if p == n {
+            return n;
+        }
+        let r = self.find(p);
+        self.parent.insert(n, r);
+        r
+    }
+}
+
+/// Builds the fusion groups. With fusion disabled every fusible node is its own group.
+pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
+    let order = g.topo_order();
+    let fusible: Vec<NodeId> = order
+        .iter()
+        .copied()
+        .filter(|n| !matches!(classify(g, *n), Class::Scalar | Class::Opaque | Class::View))
+        .collect();
+    let mut uf = UnionFind { parent: HashMap::new() };
+    let mut members: HashMap<NodeId, BTreeSet<NodeId>> =
+        fusible.iter().map(|n| (*n, BTreeSet::from([*n]))).collect();
+    let log = crate::log::enabled("fusion");
+    if cx.config.fusion {
+        for &c in &fusible {
+            let cclass = classify(g, c);
+            if cclass == Class::Transpose {
+                continue; // a transpose reads its operand from memory
+            }
+            for (pos, p) in g.operands(c).into_iter().enumerate() {
+                let pclass = classify(g, p);
+                if !matches!(pclass, Class::Elementwise | Class::Transpose) {
+                    continue;
+                }
+                if matches!(cclass, Class::RowReduce | Class::ColReduce) && pos != 0 {
+                    continue;
+                }
+                let (rp, rc) = (uf.find(p), uf.find(c));
+                if rp == rc {
+                    continue;
+                }
+                if space(g, p, cx) != space(g, c, cx) {
+                    if log {
+                        eprintln!("[popcorn fusion] {} stays apart from {}: different iteration spaces", g.describe(p), g.describe(c));
+                    }
+                    continue;
+                }
+                let merged: BTreeSet<NodeId> = members[&rp].union(&members[&rc]).copied().collect();
+                if let Err(why) = can_form_group(g, &merged) {
+                    if log {
+                        eprintln!("[popcorn fusion] {} stays apart from {}: {why}", g.describe(p), g.describe(c));
+                    }
+                    continue;
+                }
+                if log {
+                    eprintln!("[popcorn fusion] {} fuses into {}", g.describe(p), g.describe(c));
+                }
+                uf.parent.insert(rp, rc);
+                members.remove(&rp);
+                members.insert(rc, merged);
+            }
+        }
+    }
+    // Column reductions cannot store element-wise values: split them off such groups.
+    let mut groups: Vec<BTreeSet<NodeId>> = Vec::new();
+    for (_, set) in members {
+        let has_col = set.iter().any(|n| classify(g, *n) == Class::ColReduce);
+        let stores = set.iter().any(|n| {
+            classify(g, *n) != Class::ColReduce && is_stored(g, *n, &set)
+        });
+        if has_col && stores && set.len() > 1 {
+            let (cols, rest): (BTreeSet<NodeId>, BTreeSet<NodeId>) =
+                set.into_iter().partition(|n| classify(g, *n) == Class::ColReduce);
+            if log {
+                eprintln!("[popcorn fusion] column reductions split from a group that stores values");
+            }
+            groups.push(rest);
+            groups.extend(cols.into_iter().map(|c| BTreeSet::from([c])));
+        } else {
+            groups.push(set);
+        }
+    }
+    let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let mut groups: Vec<Vec<NodeId>> = groups
+        .into_iter()
+        .map(|s| {
+            let mut v: Vec<NodeId> = s.into_iter().collect();
+            v.sort_by_key(|n| pos[n]);
+            v
+        })
+        .collect();
+    groups.sort_by_key(|v| pos[&v[0]]);
+    let group_of = groups
+        .iter()
+        .enumerate()
+        .flat_map(|(i, v)| v.iter().map(move |n| (*n, i)))
+        .collect();
+    Ok(Fusion { groups, group_of })
+}
+
+/// Whether `n` must be written to memory: an output, a reduction, or used outside `group`.
+pub fn is_stored(g: &Graph, n: NodeId, group: &BTreeSet<NodeId>) -> bool {
+    g.is_output(n)
+        || matches!(classify(g, n), Class::RowReduce | Class::ColReduce)
+        || g.users(n).iter().any(|u| !group.contains(u))
+}
+
+/// Checks that a set of nodes can be one kernel.
+fn can_form_group(g: &Graph, set: &BTreeSet<NodeId>) -> Result<(), &'static str> {
+    let rows = set.iter().any(|n| classify(g, *n) == Class::RowReduce);
+    let cols = set.iter().any(|n| classify(g, *n) == Class::ColReduce);
+    if rows && cols {
+        return Err("row and column reductions cannot share a kernel");
+    }
+    for n in set {
+        if classify(g, *n) == Class::Transpose && set.contains(&g.operands(*n)[0]) {
+            return Err("a transpose must read its operand from memory");
+        }
+    }
+    // A path leaving the group and coming back would need the group's result before it exists.
+    let mut stack: Vec<NodeId> = Vec::new();
+    let mut seen: BTreeSet<NodeId> = BTreeSet::new();
+    for n in set {
+        for u in g.users(*n) {
+            if !set.contains(&u) {
+                stack.push(u);
+            }
+        }
+    }
+    while let Some(m) = stack.pop() {
+        if !seen.insert(m) {
+            continue;
+        }
+        for u in g.users(m) {
+            if set.contains(&u) {
+                return Err("it would depend on its own result through another step");
+            }
+            stack.push(u);
+        }
+    }
+    Ok(())
+}
+
+/// The kernel inputs a group reads: the node read and how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupInput {
+    /// The value read (a node outside the group, or a host scalar).
+    pub node: NodeId,
+    /// How it is read.
+    pub access: Access,
+}
+
+/// A group turned into a kernel description.
+#[derive(Clone, Debug)]
+pub struct GroupKernel {
+    /// The kernel.
+    pub spec: KernelSpec,
+    /// What each kernel input reads, in `spec.inputs` order.
+    pub inputs: Vec<GroupInput>,
+    /// The nodes each kernel output holds, in `spec.outputs()` order.
+    pub outputs: Vec<NodeId>,
+    /// Iteration space.
+    pub rows: usize,
+    /// Iteration space.
+    pub cols: usize,
+}
+
+impl Fusion {
+    /// Builds the kernel of group `gi`; `names` gives each node's display name.
+    pub fn spec(&self, gi: usize, g: &Graph, cx: &PassContext<'_>, names: &dyn Fn(NodeId) -> String) -> Result<GroupKernel, PlanError> {
+        let members = &self.groups[gi];
+        let set: BTreeSet<NodeId> = members.iter().copied().collect();
+        let (rows, cols) = space(g, members[0], cx).ok_or_else(|| PlanError::Internal {
+            pass: "fuse",
+            message: "unbound iteration space".into(),
+        })?;
+        let mut b = SpecBuilder { g, cx, set: &set, rows, cols, inputs: Vec::new(), names };
+        let mut stores = Vec::new();
+        let mut reductions = Vec::new();
+        let mut outputs = Vec::new();
+        let mut reduction_nodes = Vec::new();
+        let mut col_form = false;
+        for &n in members {
+            match classify(g, n) {
+                Class::Elementwise | Class::Transpose => {
+                    if is_stored(g, n, &set) {
+                        stores.push(b.expr(n)?);
+                        outputs.push(n);
+                    }
+                }
+                Class::RowReduce | Class::ColReduce => {
+                    col_form |= classify(g, n) == Class::ColReduce;
+                    let ops = g.operands(n);
+                    let expr = b.expr(ops[0])?;
+                    let kind = match &g.node(n).op {
+                        Op::RowReduce(r) | Op::ColReduce(r) => match r {
+                            Reduce::Sum => ReduceKind::Sum,
+                            Reduce::Min => ReduceKind::Min,
+                            Reduce::Max => ReduceKind::Max,
+                            Reduce::ArgMin => ReduceKind::ArgMin,
+                        },
+                        Op::Gather => ReduceKind::Pick { index_input: b.input(ops[1], Access::IndexCol) },
+                        _ => unreachable!("classified as a reduction"),
+                    };
+                    reductions.push(Reduction { kind, expr });
+                    reduction_nodes.push(n);
+                }
+                _ => {}
+            }
+        }
+        outputs.extend(reduction_nodes);
+        let form = if reductions.is_empty() {
+            Form::Map { outputs: stores }
+        } else if col_form {
+            Form::Cols { reductions }
+        } else {
+            Form::Rows { stores, reductions }
+        };
+        let provenance = members.iter().map(|n| g.describe(*n)).collect();
+        let spec = KernelSpec { dtype: cx.config.dtype.scalar_type(), inputs: b.inputs.iter().map(|(i, _)| i.clone()).collect(), form, provenance };
+        let inputs = b.inputs.into_iter().map(|(_, gi)| gi).collect();
+        Ok(GroupKernel { spec, inputs, outputs, rows, cols })
+    }
+}
+
+struct SpecBuilder<'a> {
+    g: &'a Graph,
+    cx: &'a PassContext<'a>,
+    set: &'a BTreeSet<NodeId>,
+    rows: usize,
+    cols: usize,
+    inputs: Vec<(Input, GroupInput)>,
+    names: &'a dyn Fn(NodeId) -> String,
+}
+
+/// A C identifier from a value name.
+fn c_ident(name: &str, index: usize) -> String {
+    let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    format!("v{index}_{}", clean.trim_matches('_'))
+}
+
+impl SpecBuilder<'_> {
+    /// The index of the kernel input reading `node` with `access`, added if new.
+    fn input(&mut self, node: NodeId, access: Access) -> usize {
+        if let Some(i) = self.inputs.iter().position(|(_, gi)| gi.node == node && gi.access == access) {
+            return i;
+        }
+        let i = self.inputs.len();
+        let name = c_ident(&(self.names)(node), i);
+        self.inputs.push((Input { name, access }, GroupInput { node, access }));
+        i
+    }
+
+    /// How a value of shape `(r, c)`, possibly read transposed, is read over the space.
+    fn access_for(&self, node: NodeId, transposed: bool) -> Result<Access, PlanError> {
+        let (r, c) = self.g.node(node).ty.shape.resolve(self.cx.dims).ok_or_else(|| PlanError::Internal {
+            pass: "fuse",
+            message: "unbound operand shape".into(),
+        })?;
+        let (vr, vc) = if transposed { (c, r) } else { (r, c) };
+        let access = if (vr, vc) == (self.rows, self.cols) {
+            if transposed && r != 1 && c != 1 {
+                Access::Matrix { transposed: true }
+            } else if transposed {
+                // A transposed vector has the same memory as the vector.
+                if vr == 1 { Access::Row } else { Access::Col }
+            } else {
+                Access::Matrix { transposed: false }
+            }
+        } else if vr == self.rows && vc == 1 {
+            Access::Col
+        } else if vr == 1 && vc == self.cols {
+            Access::Row
+        } else if vr == 1 && vc == 1 {
+            Access::Broadcast
+        } else {
+            return Err(PlanError::Internal {
+                pass: "fuse",
+                message: format!("cannot read a {vr} x {vc} value over a {} x {} space", self.rows, self.cols),
+            });
+        };
+        Ok(access)
+    }
+
+    /// The expression of `n` inside the group (or a read of it, if it comes from outside).
+    fn expr(&mut self, n: NodeId) -> Result<Expr, PlanError> {
+        let g = self.g;
+        match &g.node(n).op {
+            Op::Scalar(ScalarExpr::Lit(v)) => return Ok(Expr::Const(*v)),
+            Op::Scalar(_) => return Ok(Expr::Input(self.input(n, Access::Scalar))),
+            Op::Transpose if classify(g, n) == Class::View => {
+                let x = g.operands(n)[0];
+                let access = self.access_for(x, true)?;
+                return Ok(Expr::Input(self.input(x, access)));
+            }
+            _ => {}
+        }
+        if !self.set.contains(&n) {
+            let access = self.access_for(n, false)?;
+            return Ok(Expr::Input(self.input(n, access)));
+        }
+        let ops = g.operands(n);
+        Ok(match &g.node(n).op {
+            Op::Unary(u) => Expr::unary(*u, self.expr(ops[0])?),
+            Op::Binary(b) => {
+                let a = self.expr(ops[0])?;
+                let c = self.expr(ops[1])?;
+                Expr::binary(*b, a, c)
+            }
+            Op::Select => {
+                let c = self.expr(ops[0])?;
+                let a = self.expr(ops[1])?;
+                let e = self.expr(ops[2])?;
+                Expr::select(c, a, e)
+            }
+            Op::Transpose => {
+                let access = self.access_for(ops[0], true)?;
+                Expr::Input(self.input(ops[0], access))
+            }
+            other => {
+                return Err(PlanError::Internal { pass: "fuse", message: format!("{} inside a fused group", other.label()) })
+            }
+        })
+    }
+}

@@ -1,0 +1,106 @@
+//! Planner passes. Each pass is a small unit over the typed graph, run in sequence by
+//! [`crate::planner::plan`]:
+//!
+//! 1. [`infer`]: re-derives every node's type and checks that every dimension is bound;
+//! 2. [`canonicalize`]: transposes become product flags, scalar factors become alpha;
+//! 3. [`select`]: each product becomes a library operation (GEMM, SYRK, GEMV, SpMM, SpMV);
+//! 4. [`fuse`]: element-wise maps, broadcasts and reductions are grouped into kernels;
+//! 5. [`buffers`] (on the lowered plan): liveness and buffer reuse.
+//!
+//! Passes that recognise bigger patterns slot in between as further [`Pass`] values.
+
+pub mod buffers;
+pub mod canonicalize;
+pub mod fuse;
+pub mod infer;
+pub mod select;
+
+use crate::ir::Graph;
+use crate::types::{DType, DimBindings};
+use serde::{Deserialize, Serialize};
+
+/// Settings that steer the planner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannerConfig {
+    /// Element type of the plan.
+    pub dtype: DType,
+    /// `X * X^T` with `X: n x d` uses GEMM when `n / d` exceeds this, SYRK otherwise (SYRK does
+    /// half the flops but is slower per flop on wide outputs). Popcorn's reference uses 100.
+    pub syrk_gemm_ratio: f64,
+    /// Group element-wise operations and reductions into generated kernels.
+    pub fusion: bool,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        PlannerConfig { dtype: DType::F32, syrk_gemm_ratio: 100.0, fusion: true }
+    }
+}
+
+impl PlannerConfig {
+    /// The default configuration adjusted by the environment: `POPCORN_NO_FUSION=1` turns
+    /// fusion off.
+    pub fn from_env() -> PlannerConfig {
+        let mut c = PlannerConfig::default();
+        if std::env::var("POPCORN_NO_FUSION").is_ok_and(|v| v != "0" && !v.is_empty()) {
+            c.fusion = false;
+        }
+        c
+    }
+
+    /// The same configuration with another element type.
+    pub fn with_dtype(mut self, dtype: DType) -> PlannerConfig {
+        self.dtype = dtype;
+        self
+    }
+}
+
+/// Why planning failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A dimension of the program has no size.
+    #[error("dimension `{0}` has no size; give it (for example --dim {0}=100) or bind an input that has it")]
+    UnboundDim(String),
+    /// A dimension was given the size 0.
+    #[error("dimension `{0}` is 0; every dimension must be at least 1")]
+    ZeroDim(String),
+    /// A rewritten graph no longer type-checks (a planner bug).
+    #[error("internal planner error in pass `{pass}`: {message}")]
+    Internal {
+        /// The pass.
+        pass: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// The program uses something the planner cannot lower.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// What a pass sees besides the graph.
+pub struct PassContext<'a> {
+    /// Concrete dimension sizes.
+    pub dims: &'a DimBindings,
+    /// Planner settings.
+    pub config: &'a PlannerConfig,
+}
+
+/// A graph rewrite.
+pub trait Pass {
+    /// Name for logs and errors.
+    fn name(&self) -> &'static str;
+    /// Rewrites the graph in place; returns whether anything changed.
+    fn run(&self, graph: &mut Graph, cx: &PassContext<'_>) -> Result<bool, PlanError>;
+}
+
+/// Runs passes in order, logging the graph after each when `POPCORN_LOG` includes `plan`.
+pub fn run_passes(passes: &[&dyn Pass], graph: &mut Graph, cx: &PassContext<'_>) -> Result<(), PlanError> {
+    let log = crate::log::enabled("plan");
+    for p in passes {
+        let changed = p.run(graph, cx)?;
+        if log {
+            eprintln!("[popcorn plan] after pass `{}` (changed: {changed}):\n{graph}", p.name());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! Library selection: every canonical product becomes a library operation chosen from the
+//! storage and shape of its operands: dense x dense → GEMM (or SYRK for `X * X^T` below the
+//! configured `n/d` ratio), matrix x vector → GEMV, sparse x dense → SpMM, sparse x vector →
+//! SpMV.
+
+use super::{Pass, PassContext, PlanError};
+use crate::ir::{Graph, LibOp, NodeId, Op, ProductAttrs};
+use crate::types::{Storage, Type};
+
+/// The selection pass.
+pub struct Select;
+
+/// Whether a type is a dense vector (one side of size 1) once resolved.
+fn is_vector(t: &Type, cx: &PassContext<'_>) -> bool {
+    t.storage == Storage::Dense
+        && matches!(t.shape.resolve(cx.dims), Some((r, c)) if r == 1 || c == 1)
+}
+
+/// Chooses the library operation for a product `op(a) * op(b)` with result type `out`;
+/// returns it with its operands in library order.
+pub fn choose(g: &Graph, a: NodeId, b: NodeId, p: &ProductAttrs, out: &Type, cx: &PassContext<'_>) -> (LibOp, [NodeId; 2]) {
+    let ta = &g.node(a).ty;
+    let tb = &g.node(b).ty;
+    let alpha = p.alpha.clone();
+    let (out_rows, out_cols) = out.shape.resolve(cx.dims).unwrap_or((2, 2));
+    match (ta.storage, tb.storage) {
+        (Storage::Csr, _) => {
+            if out_cols == 1 {
+                (LibOp::SpMV { trans: p.trans_a, alpha }, [a, b])
+            } else {
+                (LibOp::SpMM { sparse_left: true, trans_sparse: p.trans_a, trans_dense: p.trans_b, alpha }, [a, b])
+            }
+        }
+        (_, Storage::Csr) => {
+            if out_rows == 1 {
+                // y^T = x^T op(S)  <=>  y = op(S)^T x
+                (LibOp::SpMV { trans: !p.trans_b, alpha }, [b, a])
+            } else {
+                (LibOp::SpMM { sparse_left: false, trans_sparse: p.trans_b, trans_dense: p.trans_a, alpha }, [a, b])
+            }
+        }
+        _ => {
+            if a == b && p.trans_a != p.trans_b {
+                // X * X^T (or X^T * X): n is the output order, d the inner dimension.
+                let n = out_rows as f64;
+                let (r, c) = ta.shape.resolve(cx.dims).unwrap_or((1, 1));
+                let d = if p.trans_a { r } else { c } as f64;
+                if n / d <= cx.config.syrk_gemm_ratio {
+                    return (LibOp::Syrk { trans: p.trans_a, alpha }, [a, a]);
+                }
+                return (LibOp::Gemm(p.clone()), [a, b]);
+            }
+            let a_vec = is_vector(ta, cx);
+            let b_vec = is_vector(tb, cx);
+            if out_cols == 1 && b_vec && !a_vec {
+                (LibOp::Gemv { trans: p.trans_a, alpha }, [a, b])
+            } else if out_rows == 1 && a_vec && !b_vec {
+                // y^T = x^T op(B)  <=>  y = op(B)^T x
+                (LibOp::Gemv { trans: !p.trans_b, alpha }, [b, a])
+            } else {
+                (LibOp::Gemm(p.clone()), [a, b])
+            }
+        }
+    }
+}
+
+impl Pass for Select {
+    fn name(&self) -> &'static str {
+        "select"
+    }
+
+    fn run(&self, g: &mut Graph, cx: &PassContext<'_>) -> Result<bool, PlanError> {
+        let mut changed = false;
+        for n in g.topo_order() {
+            let Op::Product(p) = g.node(n).op.clone() else { continue };
+            let ops = g.operands(n);
+            for o in &ops {
+                if g.node(*o).ty.storage == Storage::Scalar {
+                    return Err(PlanError::Internal { pass: "select", message: "a scalar reached a product".into() });
+                }
+                if matches!(g.node(*o).op, Op::Binary(_)) && g.node(*o).ty.storage == Storage::Csr {
+                    return Err(PlanError::Unsupported(
+                        "a scaled sparse matrix used by more than one product is not supported; write the scale factor next to each product".into(),
+                    ));
+                }
+            }
+            let ty = g.node(n).ty.clone();
+            let (lib, operands) = choose(g, ops[0], ops[1], &p, &ty, cx);
+            let is_syrk = matches!(lib, LibOp::Syrk { .. });
+            g.node_mut(n).op = Op::Library(lib);
+            if is_syrk {
+                g.set_operands(n, &operands[..1]);
+            } else {
+                g.set_operands(n, &operands);
+            }
+            changed = true;
+        }
+        Ok(changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::passes::{canonicalize::Canonicalize, PlannerConfig};
+    use crate::types::DimBindings;
+
+    fn libs(src: &str, dims: &[(&str, usize)]) -> Vec<LibOp> {
+        let p = crate::Program::parse(src).unwrap();
+        let mut g = p.graph.clone();
+        let cfg = PlannerConfig::default();
+        let dims: DimBindings = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let cx = PassContext { dims: &dims, config: &cfg };
+        Canonicalize.run(&mut g, &cx).unwrap();
+        Select.run(&mut g, &cx).unwrap();
+        g.topo_order()
+            .into_iter()
+            .filter_map(|n| match &g.node(n).op {
+                Op::Library(l) => Some(l.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gram_matrix_uses_syrk_or_gemm_by_ratio() {
+        let src = "fn f(X: Dense[n, d]) -> (B: Dense[n, n]) { B = X * X^T; }";
+        assert!(matches!(libs(src, &[("n", 1000), ("d", 100)])[0], LibOp::Syrk { trans: false, .. }));
+        assert!(matches!(libs(src, &[("n", 60000), ("d", 50)])[0], LibOp::Gemm(_)));
+    }
+
+    #[test]
+    fn kernel_kmeans_products() {
+        let src = "fn f(K: Dense[n, n], V: Csr[k, n], z: Col[n]) -> (E: Dense[n, k], c: Col[k]) { E = -2 * K * V^T; c = -0.5 * V * z; }";
+        let l = libs(src, &[("n", 100), ("k", 5)]);
+        assert!(matches!(&l[0], LibOp::SpMM { sparse_left: false, trans_sparse: true, trans_dense: false, .. }));
+        assert!(matches!(&l[1], LibOp::SpMV { trans: false, .. }));
+    }
+
+    #[test]
+    fn vectors_select_gemv_and_spmv() {
+        let src = "fn f(A: Dense[m, n], x: Col[n], y: Row[m], S: Csr[m, n], r: Row[m]) -> (u: Col[m], v: Row[n], w: Row[n]) { u = A * x; v = y * A; w = r * S; }";
+        let l = libs(src, &[("m", 7), ("n", 5)]);
+        assert!(matches!(&l[0], LibOp::Gemv { trans: false, .. }));
+        assert!(matches!(&l[1], LibOp::Gemv { trans: true, .. }));
+        assert!(matches!(&l[2], LibOp::SpMV { trans: true, .. }));
+    }
+}

@@ -1,0 +1,333 @@
+//! Plans: what runs, in order, over which buffers. A plan is built for one program, one set of
+//! dimension sizes and one element type; backends execute it step by step.
+//!
+//! Read a plan three ways: [`Plan`]'s `Display` (a table of steps with shapes, flops and
+//! bytes), [`Plan::to_dot`] (the graph with fused groups as clusters), and
+//! [`Plan::kernel_sources`] (the generated CUDA C of every fused kernel).
+
+mod display;
+pub mod dot;
+
+use crate::scalar::ScalarExpr;
+use crate::types::{DType, DimBindings};
+use kernels_gen::KernelSpec;
+use serde::{Deserialize, Serialize};
+
+pub use dot::GraphView;
+
+/// Index of a value in [`Plan::values`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ValueId(pub usize);
+
+/// Index of a buffer in [`Plan::buffers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BufferId(pub usize);
+
+/// What kind of data a value is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ValueKind {
+    /// Dense row-major `rows x cols` (vectors included), leading dimension `cols`.
+    Dense,
+    /// CSR `rows x cols`; `nnz` when known at planning time.
+    Csr {
+        /// Number of stored entries, if known.
+        nnz: Option<usize>,
+    },
+    /// An index vector of `rows` entries (`u32`).
+    Index,
+    /// A host scalar, evaluated when the plan runs.
+    Scalar(ScalarExpr),
+}
+
+/// Where a value lives while the plan runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Home {
+    /// A tensor passed in by the caller (read only).
+    Input(String),
+    /// An output, written into a tensor the caller provides (or the executor allocates).
+    Output(String),
+    /// A temporary in plan-owned buffers: one for dense and index values; three for CSR
+    /// (row pointers, column indices, values).
+    Temp(Vec<BufferId>),
+    /// A temporary that lives in an output's storage before the output itself is written
+    /// (so that, for example, `B = X * X^T` followed by `K = pow(B + c, r)` needs one `n x n`
+    /// buffer, not two).
+    InOutput(String),
+    /// A host scalar: no storage.
+    Host,
+}
+
+/// A value the plan reads or writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Value {
+    /// The program name bound to it, or a generated `%N`.
+    pub name: String,
+    /// What it is.
+    pub kind: ValueKind,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Where it lives.
+    pub home: Home,
+}
+
+impl Value {
+    /// Number of elements of a dense or index value.
+    pub fn len(&self) -> usize {
+        self.rows * self.cols
+    }
+
+    /// Whether the value has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The type as users write it (`Dense[60000, 10]`, `Col[60000]`, `Csr[10, 60000]`).
+    pub fn type_string(&self) -> String {
+        match &self.kind {
+            ValueKind::Scalar(_) => "Scalar".into(),
+            ValueKind::Index => format!("Index[{}]", self.rows),
+            ValueKind::Csr { .. } => format!("Csr[{}, {}]", self.rows, self.cols),
+            ValueKind::Dense if self.cols == 1 && self.rows != 1 => format!("Col[{}]", self.rows),
+            ValueKind::Dense if self.rows == 1 && self.cols != 1 => format!("Row[{}]", self.cols),
+            ValueKind::Dense => format!("Dense[{}, {}]", self.rows, self.cols),
+        }
+    }
+}
+
+/// Element type of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Elem {
+    /// The plan's floating-point type.
+    Float,
+    /// `u32` (index vectors).
+    U32,
+    /// `i32` (CSR row pointers and column indices).
+    I32,
+}
+
+/// A plan-owned buffer, allocated once and reused across runs of the plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Buffer {
+    /// Element type.
+    pub elem: Elem,
+    /// Number of elements.
+    pub len: usize,
+    /// The values that live in it, in order of definition.
+    pub holds: Vec<ValueId>,
+}
+
+/// A dense x dense product `C (m x n) = alpha * op(A) * op(B)`; `op(A)` is `m x k`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GemmStep {
+    /// A is stored `k x m` and read transposed.
+    pub trans_a: bool,
+    /// B is stored `n x k` and read transposed.
+    pub trans_b: bool,
+    /// Rows of C.
+    pub m: usize,
+    /// Columns of C.
+    pub n: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Scalar factor.
+    pub alpha: ScalarExpr,
+}
+
+/// Operations of plan steps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum StepOp {
+    /// cuBLAS GEMM (CPU: `gemm` crate). Inputs (A, B), output C.
+    Gemm(GemmStep),
+    /// Symmetric rank-k update, full output: `C (n x n) = alpha * A * A^T` (A stored `n x k`)
+    /// or, with `trans`, `alpha * A^T * A` (A stored `k x n`). Input A, output C.
+    Syrk {
+        /// Whether A is read transposed.
+        trans: bool,
+        /// Order of C.
+        n: usize,
+        /// Inner dimension.
+        k: usize,
+        /// Scalar factor.
+        alpha: ScalarExpr,
+    },
+    /// `y = alpha * op(A) * x` with A stored `m x n`. Inputs (A, x), output y.
+    Gemv {
+        /// Whether A is read transposed.
+        trans: bool,
+        /// Rows of A as stored.
+        m: usize,
+        /// Columns of A as stored.
+        n: usize,
+        /// Scalar factor.
+        alpha: ScalarExpr,
+    },
+    /// Sparse x dense: `C = alpha * op(S) * op(D)` (`sparse_left`) or `alpha * op(D) * op(S)`.
+    /// Inputs in product order, output C (`m x n`, inner dimension `k`).
+    SpMM {
+        /// Whether the sparse operand is on the left.
+        sparse_left: bool,
+        /// Whether S is read transposed.
+        trans_sparse: bool,
+        /// Whether D is read transposed.
+        trans_dense: bool,
+        /// Rows of C.
+        m: usize,
+        /// Columns of C.
+        n: usize,
+        /// Inner dimension.
+        k: usize,
+        /// Scalar factor.
+        alpha: ScalarExpr,
+    },
+    /// `y = alpha * op(S) * x`. Inputs (S, x), output y.
+    SpMV {
+        /// Whether S is read transposed.
+        trans: bool,
+        /// Scalar factor.
+        alpha: ScalarExpr,
+    },
+    /// A generated kernel. Inputs in `spec.inputs` order, outputs in `spec.outputs()` order.
+    Fused(FusedStep),
+    /// The diagonal of a square matrix. Input M, output the column vector.
+    Diag,
+    /// Cluster sizes. Input labels, output a `k`-vector.
+    Counts {
+        /// Number of clusters.
+        k: usize,
+    },
+    /// The selection matrix `V[c, i] = 1/|c|`. Input labels, output a CSR `k x n`.
+    Selection {
+        /// Number of clusters.
+        k: usize,
+    },
+    /// Copies a dense or index value (an output that is also an input or another output).
+    Copy,
+}
+
+/// A generated kernel in a plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FusedStep {
+    /// Deterministic kernel name (`pk_<hash>`).
+    pub name: String,
+    /// What it computes.
+    pub spec: KernelSpec,
+    /// CUDA C source.
+    pub source: String,
+    /// Rows of the iteration space.
+    pub rows: usize,
+    /// Columns of the iteration space.
+    pub cols: usize,
+}
+
+/// One step of a plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// What it does.
+    pub op: StepOp,
+    /// Values read.
+    pub inputs: Vec<ValueId>,
+    /// Values written.
+    pub outputs: Vec<ValueId>,
+    /// The IR nodes it came from (for reading plans and naming failed steps).
+    pub provenance: Vec<String>,
+    /// Floating-point operations (estimate).
+    pub flops: f64,
+    /// Bytes read and written in device memory (estimate, each operand once).
+    pub bytes: f64,
+}
+
+impl Step {
+    /// Short name of the operation: `gemm`, `syrk`, `spmm`, `fused map`, ...
+    pub fn op_name(&self) -> String {
+        match &self.op {
+            StepOp::Gemm(_) => "gemm".into(),
+            StepOp::Syrk { .. } => "syrk".into(),
+            StepOp::Gemv { .. } => "gemv".into(),
+            StepOp::SpMM { .. } => "spmm".into(),
+            StepOp::SpMV { .. } => "spmv".into(),
+            StepOp::Fused(f) => match &f.spec.form {
+                kernels_gen::Form::Map { .. } => "fused map".into(),
+                kernels_gen::Form::Rows { .. } => "fused rows".into(),
+                kernels_gen::Form::Cols { .. } => "fused cols".into(),
+            },
+            StepOp::Diag => "diag".into(),
+            StepOp::Counts { .. } => "counts".into(),
+            StepOp::Selection { .. } => "selection".into(),
+            StepOp::Copy => "copy".into(),
+        }
+    }
+}
+
+/// A plan for one program at concrete sizes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Program name.
+    pub program: String,
+    /// Program signature, as written.
+    pub signature: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Dimension sizes the plan was made for.
+    pub dims: DimBindings,
+    /// Every value the plan touches.
+    pub values: Vec<Value>,
+    /// Plan-owned buffers.
+    pub buffers: Vec<Buffer>,
+    /// Steps, in execution order.
+    pub steps: Vec<Step>,
+    /// Tensor inputs: parameter name and value.
+    pub inputs: Vec<(String, ValueId)>,
+    /// Outputs: name and value (host scalars included).
+    pub outputs: Vec<(String, ValueId)>,
+    /// The planned graph, for drawing.
+    pub graph: GraphView,
+}
+
+impl Plan {
+    /// The value with this id.
+    pub fn value(&self, id: ValueId) -> &Value {
+        &self.values[id.0]
+    }
+
+    /// Total estimated flops.
+    pub fn total_flops(&self) -> f64 {
+        self.steps.iter().map(|s| s.flops).sum()
+    }
+
+    /// Total estimated bytes moved.
+    pub fn total_bytes(&self) -> f64 {
+        self.steps.iter().map(|s| s.bytes).sum()
+    }
+
+    /// Bytes of plan-owned buffers (workspace), for the given element type size.
+    pub fn workspace_bytes(&self) -> usize {
+        self.buffers
+            .iter()
+            .map(|b| {
+                b.len
+                    * match b.elem {
+                        Elem::Float => self.dtype.size_bytes(),
+                        Elem::U32 | Elem::I32 => 4,
+                    }
+            })
+            .sum()
+    }
+
+    /// Every fused kernel: name and CUDA C source, in step order.
+    pub fn kernel_sources(&self) -> Vec<(&str, &str)> {
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.op {
+                StepOp::Fused(f) => Some((f.name.as_str(), f.source.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The plan as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}

@@ -1,0 +1,174 @@
+//! Host scalar expressions: literals, scalar parameters, dimension sizes and arithmetic on
+//! them. They are folded at build time and evaluated on the host when a plan runs (library
+//! alpha factors, kernel scalar arguments).
+
+use kernels_gen::{BinaryOp, UnaryOp};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::types::DimBindings;
+
+/// A scalar computed on the host from literals, parameters and dimension sizes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ScalarExpr {
+    /// A literal value.
+    Lit(f64),
+    /// A scalar parameter of the program, by name.
+    Param(String),
+    /// The size of a dimension, by name.
+    Dim(String),
+    /// A unary operation.
+    Unary(UnaryOp, Box<ScalarExpr>),
+    /// A binary operation.
+    Binary(BinaryOp, Box<ScalarExpr>, Box<ScalarExpr>),
+}
+
+/// Values of scalar parameters, by name.
+pub type ScalarBindings = BTreeMap<String, f64>;
+
+/// A scalar that could not be evaluated.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScalarError {
+    /// A scalar parameter has no value.
+    #[error("scalar parameter `{0}` has no value; pass it when calling the program")]
+    MissingParam(String),
+    /// A dimension has no value.
+    #[error("dimension `{0}` is not bound")]
+    MissingDim(String),
+}
+
+impl ScalarExpr {
+    /// Negation, folding literals and double negations.
+    pub fn neg(self) -> ScalarExpr {
+        match self {
+            ScalarExpr::Lit(v) => ScalarExpr::Lit(-v),
+            ScalarExpr::Unary(UnaryOp::Neg, inner) => *inner,
+            other => ScalarExpr::Unary(UnaryOp::Neg, Box::new(other)),
+        }
+    }
+
+    /// A binary operation, folding two literals and the identities `1 * x`, `x * 1`, `x / 1`.
+    pub fn binary(op: BinaryOp, a: ScalarExpr, b: ScalarExpr) -> ScalarExpr {
+        match (op, &a, &b) {
+            (_, ScalarExpr::Lit(x), ScalarExpr::Lit(y)) => ScalarExpr::Lit(apply_binary(op, *x, *y)),
+            (BinaryOp::Mul, ScalarExpr::Lit(one), _) if *one == 1.0 => b,
+            (BinaryOp::Mul | BinaryOp::Div, _, ScalarExpr::Lit(one)) if *one == 1.0 => a,
+            (BinaryOp::Mul, ScalarExpr::Lit(m), _) if *m == -1.0 => b.neg(),
+            (BinaryOp::Mul, _, ScalarExpr::Lit(m)) if *m == -1.0 => a.neg(),
+            _ => ScalarExpr::Binary(op, Box::new(a), Box::new(b)),
+        }
+    }
+
+    /// A unary operation, folding a literal.
+    pub fn unary(op: UnaryOp, a: ScalarExpr) -> ScalarExpr {
+        match (op, a) {
+            (UnaryOp::Neg, a) => a.neg(),
+            (op, ScalarExpr::Lit(x)) => ScalarExpr::Lit(apply_unary(op, x)),
+            (op, a) => ScalarExpr::Unary(op, Box::new(a)),
+        }
+    }
+
+    /// The literal value, if this is one.
+    pub fn as_lit(&self) -> Option<f64> {
+        match self {
+            ScalarExpr::Lit(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// Evaluates the expression.
+    pub fn eval(&self, scalars: &ScalarBindings, dims: &DimBindings) -> Result<f64, ScalarError> {
+        Ok(match self {
+            ScalarExpr::Lit(v) => *v,
+            ScalarExpr::Param(p) => {
+                *scalars.get(p).ok_or_else(|| ScalarError::MissingParam(p.clone()))?
+            }
+            ScalarExpr::Dim(d) => *dims.get(d).ok_or_else(|| ScalarError::MissingDim(d.clone()))? as f64,
+            ScalarExpr::Unary(op, a) => apply_unary(*op, a.eval(scalars, dims)?),
+            ScalarExpr::Binary(op, a, b) => {
+                apply_binary(*op, a.eval(scalars, dims)?, b.eval(scalars, dims)?)
+            }
+        })
+    }
+}
+
+/// Applies a unary operation to a value (the same semantics as the kernels).
+pub fn apply_unary(op: UnaryOp, x: f64) -> f64 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Tanh => x.tanh(),
+    }
+}
+
+/// Applies a binary operation to two values (the same semantics as the kernels).
+pub fn apply_binary(op: BinaryOp, a: f64, b: f64) -> f64 {
+    let flag = |c: bool| if c { 1.0 } else { 0.0 };
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Pow => a.powf(b),
+        BinaryOp::Max => a.max(b),
+        BinaryOp::Min => a.min(b),
+        BinaryOp::Lt => flag(a < b),
+        BinaryOp::Le => flag(a <= b),
+        BinaryOp::Gt => flag(a > b),
+        BinaryOp::Ge => flag(a >= b),
+        BinaryOp::Eq => flag(a == b),
+        BinaryOp::Ne => flag(a != b),
+    }
+}
+
+/// The symbol of a binary operation in the language.
+pub fn binary_symbol(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Sub => "-",
+        BinaryOp::Mul => ".*",
+        BinaryOp::Div => "/",
+        BinaryOp::Pow => "pow",
+        BinaryOp::Max => "max",
+        BinaryOp::Min => "min",
+        BinaryOp::Lt => "<",
+        BinaryOp::Le => "<=",
+        BinaryOp::Gt => ">",
+        BinaryOp::Ge => ">=",
+        BinaryOp::Eq => "==",
+        BinaryOp::Ne => "!=",
+    }
+}
+
+/// The name of a unary operation in the language.
+pub fn unary_name(op: UnaryOp) -> &'static str {
+    match op {
+        UnaryOp::Neg => "-",
+        UnaryOp::Exp => "exp",
+        UnaryOp::Log => "log",
+        UnaryOp::Sqrt => "sqrt",
+        UnaryOp::Abs => "abs",
+        UnaryOp::Tanh => "tanh",
+    }
+}
+
+impl fmt::Display for ScalarExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScalarExpr::Lit(v) => write!(f, "{v}"),
+            ScalarExpr::Param(p) => f.write_str(p),
+            ScalarExpr::Dim(d) => f.write_str(d),
+            ScalarExpr::Unary(UnaryOp::Neg, a) => write!(f, "-{a}"),
+            ScalarExpr::Unary(op, a) => write!(f, "{}({a})", unary_name(*op)),
+            ScalarExpr::Binary(op @ (BinaryOp::Pow | BinaryOp::Max | BinaryOp::Min), a, b) => {
+                write!(f, "{}({a}, {b})", binary_symbol(*op))
+            }
+            ScalarExpr::Binary(BinaryOp::Mul, a, b) => write!(f, "({a} * {b})"),
+            ScalarExpr::Binary(op, a, b) => write!(f, "({a} {} {b})", binary_symbol(*op)),
+        }
+    }
+}
