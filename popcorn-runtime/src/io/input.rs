@@ -1,0 +1,151 @@
+//! Opening input files (transparently gunzipping them) and reading raw bytes.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use flate2::read::MultiGzDecoder;
+
+use super::error::IoError;
+
+/// Buffer size for file and decompressor readers.
+const BUFFER_BYTES: usize = 1 << 16;
+
+/// The two bytes every gzip stream starts with.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Opens `path` for buffered reading. A file starting with the gzip magic bytes `1f 8b` is
+/// decompressed on the fly, whatever its name; a file named `.gz` that is not gzip data (for
+/// example already decompressed by a browser) is read as is.
+pub(super) fn open_input(path: &Path) -> Result<Box<dyn BufRead>, IoError> {
+    let file = File::open(path).map_err(|source| IoError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut reader = BufReader::with_capacity(BUFFER_BYTES, file);
+    // Peek without consuming. A fresh 64 KiB BufReader over a file returns at least two bytes
+    // unless the file is shorter than that.
+    let is_gzip = reader
+        .fill_buf()
+        .map_err(|source| read_error(path, source))?
+        .starts_with(&GZIP_MAGIC);
+    if is_gzip {
+        Ok(Box::new(BufReader::with_capacity(
+            BUFFER_BYTES,
+            MultiGzDecoder::new(reader),
+        )))
+    } else {
+        Ok(Box::new(reader))
+    }
+}
+
+/// Wraps a read failure with the file name.
+pub(super) fn read_error(path: &Path, source: std::io::Error) -> IoError {
+    IoError::Read {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Reads until `buf` is full or the input ends; returns how many bytes were read.
+///
+/// An `UnexpectedEof` from a decompressor (a truncated gzip stream) counts as the end of input,
+/// so the caller reports it as a truncated file with the offset reached.
+pub(super) fn read_full(
+    reader: &mut dyn Read,
+    buf: &mut [u8],
+    path: &Path,
+) -> Result<usize, IoError> {
+    let mut done = 0;
+    while done < buf.len() {
+        match reader.read(&mut buf[done..]) {
+            Ok(0) => break,
+            Ok(got) => done += got,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(read_error(path, e)),
+        }
+    }
+    Ok(done)
+}
+
+/// Reads exactly `buf.len()` bytes at byte `offset` or reports the file as truncated there.
+pub(super) fn read_exact_at(
+    reader: &mut dyn Read,
+    buf: &mut [u8],
+    offset: u64,
+    path: &Path,
+    what: &'static str,
+) -> Result<(), IoError> {
+    let got = read_full(reader, buf, path)?;
+    if got < buf.len() {
+        return Err(IoError::Truncated {
+            path: path.to_path_buf(),
+            offset: offset + got as u64,
+            missing: (buf.len() - got) as u64,
+            what,
+        });
+    }
+    Ok(())
+}
+
+/// Reads the next chunk of a data section of `total` bytes starting at byte `section_offset`,
+/// `done` bytes of which were already read; a short read reports the file as truncated with
+/// the bytes still missing from the whole section.
+pub(super) fn read_section_chunk(
+    reader: &mut dyn Read,
+    chunk: &mut [u8],
+    section_offset: u64,
+    done: u64,
+    total: u64,
+    path: &Path,
+    what: &'static str,
+) -> Result<(), IoError> {
+    let got = read_full(reader, chunk, path)? as u64;
+    if got < chunk.len() as u64 {
+        return Err(IoError::Truncated {
+            path: path.to_path_buf(),
+            offset: section_offset + done + got,
+            missing: total - done - got,
+            what,
+        });
+    }
+    Ok(())
+}
+
+/// Fails with [`IoError::TrailingBytes`] if anything is left after byte `offset`.
+pub(super) fn expect_end(reader: &mut dyn Read, offset: u64, path: &Path) -> Result<(), IoError> {
+    let mut one = [0u8; 1];
+    if read_full(reader, &mut one, path)? > 0 {
+        return Err(IoError::TrailingBytes {
+            path: path.to_path_buf(),
+            offset,
+        });
+    }
+    Ok(())
+}
+
+/// Reads up to `limit` bytes from the start of the (decompressed) file, for format sniffing.
+pub(super) fn read_head(path: &Path, limit: usize) -> Result<Vec<u8>, IoError> {
+    let mut reader = open_input(path)?;
+    let mut buf = vec![0u8; limit];
+    let got = read_full(&mut reader, &mut buf, path)?;
+    buf.truncate(got);
+    Ok(buf)
+}
+
+/// Allocates an empty `Vec<f64>` with room for `n * d` values, or explains why it cannot.
+pub(super) fn alloc_points(path: &Path, n: usize, d: usize) -> Result<Vec<f64>, IoError> {
+    let too_large = || IoError::TooLarge {
+        path: path.to_path_buf(),
+        n,
+        d,
+    };
+    let total = n.checked_mul(d).ok_or_else(too_large)?;
+    total
+        .checked_mul(std::mem::size_of::<f64>())
+        .ok_or_else(too_large)?;
+    let mut x = Vec::new();
+    x.try_reserve_exact(total).map_err(|_| too_large())?;
+    Ok(x)
+}

@@ -1,0 +1,37 @@
+//! Data readers and writers: load a point set `X` (`n x d`, row-major `f64`) and optional true
+//! labels for clustering, and write clustering results.
+//!
+//! Formats (each may be gzip-compressed, detected by the `1f 8b` magic):
+//! - delimited text ([`load_csv`]): header and label column detected, see [`LabelColumn`];
+//! - libsvm ([`load_libsvm`]): sparse `label index:value ...` lines made dense;
+//! - NumPy `.npy` ([`load_npy`]): `<f8`, `<f4`, `|u1`, C order;
+//! - IDX ([`load_idx`]): MNIST / Fashion-MNIST images and labels.
+//!
+//! [`load`] picks the reader from the file name or content ([`detect_format`]).
+//! Every value is checked finite. Errors ([`IoError`]) name the file, the 1-based line or the
+//! byte offset, the problem, and what to do; no input makes the readers panic.
+
+mod csv;
+mod dataset;
+mod error;
+mod idx;
+mod input;
+mod libsvm;
+mod load;
+mod npy;
+mod text;
+mod write;
+
+#[cfg(test)]
+mod test_support;
+#[cfg(test)]
+mod tests;
+
+pub use self::csv::{load_csv, CsvOptions, Header, LabelColumn, Separator};
+pub use self::dataset::{check_k, Dataset};
+pub use self::error::IoError;
+pub use self::idx::{find_idx_labels, load_idx, load_idx_labels};
+pub use self::libsvm::load_libsvm;
+pub use self::load::{detect_format, load, Format, IdxLabels, LoadOptions};
+pub use self::npy::load_npy;
+pub use self::write::{write_labeled_csv, write_labels};

@@ -1,0 +1,373 @@
+//! NumPy `.npy` reader (format versions 1.0, 2.0 and 3.0).
+//!
+//! Supported: dtypes `<f8`, `<f4`, `|u1` (also big-endian `>f8`, `>f4`), C order only.
+//! Shapes: `(n, d)` as is; `(n,)` as `n` points of one feature; `(n, a, b, ...)` as `n` points
+//! of `a * b * ...` features (each item flattened in C order, as for IDX images). Float data
+//! must be finite. A `.npy` file has no labels. Gzip-compressed files are read too.
+
+use std::io::Read;
+use std::path::Path;
+
+use super::dataset::Dataset;
+use super::error::{hex, IoError};
+use super::input::{alloc_points, expect_end, open_input, read_exact_at, read_section_chunk};
+
+/// The six bytes every `.npy` file starts with.
+const NPY_MAGIC: &[u8; 6] = b"\x93NUMPY";
+
+/// Largest header accepted; numpy's own headers are a few hundred bytes.
+const MAX_HEADER_BYTES: usize = 1 << 20;
+
+/// Values converted per read.
+const CHUNK_VALUES: usize = 1 << 16;
+
+/// Loads a `.npy` file as a point set (no labels).
+pub fn load_npy(path: impl AsRef<Path>) -> Result<Dataset, IoError> {
+    let path = path.as_ref();
+    let mut reader = open_input(path)?;
+    let (header, data_offset) = read_header(&mut reader, path)?;
+    let elem = Element::from_descr(&header.descr).ok_or_else(|| IoError::UnsupportedDtype {
+        path: path.to_path_buf(),
+        dtype: header.descr.clone(),
+    })?;
+    if header.fortran_order {
+        return Err(IoError::FortranOrder {
+            path: path.to_path_buf(),
+        });
+    }
+    let (n, d) = points_shape(&header.shape, path)?;
+    let mut x = alloc_points(path, n, d)?;
+    let total = n * d;
+    let size = elem.size();
+    let mut bytes = vec![0u8; CHUNK_VALUES.min(total) * size];
+    let mut done = 0usize;
+    while done < total {
+        let count = CHUNK_VALUES.min(total - done);
+        let chunk = &mut bytes[..count * size];
+        let offset = data_offset + (done * size) as u64;
+        let total_bytes = (total * size) as u64;
+        read_section_chunk(
+            &mut reader,
+            chunk,
+            data_offset,
+            (done * size) as u64,
+            total_bytes,
+            path,
+            "the array data",
+        )?;
+        for (i, raw) in chunk.chunks_exact(size).enumerate() {
+            let value = elem.decode(raw);
+            if !value.is_finite() {
+                let at = done + i;
+                return Err(IoError::NonFiniteBinary {
+                    path: path.to_path_buf(),
+                    offset: offset + (i * size) as u64,
+                    row: at / d + 1,
+                    column: at % d + 1,
+                    what: if value.is_nan() {
+                        "NaN".into()
+                    } else {
+                        "an infinite value".into()
+                    },
+                });
+            }
+            x.push(value);
+        }
+        done += count;
+    }
+    expect_end(&mut reader, data_offset + (total * size) as u64, path)?;
+    Ok(Dataset {
+        n,
+        d,
+        x,
+        labels: None,
+        source: path.to_path_buf(),
+    })
+}
+
+/// The element types the reader decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Element {
+    F64Little,
+    F64Big,
+    F32Little,
+    F32Big,
+    U8,
+}
+
+impl Element {
+    fn from_descr(descr: &str) -> Option<Self> {
+        Some(match descr {
+            "<f8" => Self::F64Little,
+            ">f8" => Self::F64Big,
+            "<f4" => Self::F32Little,
+            ">f4" => Self::F32Big,
+            "|u1" | "<u1" | ">u1" | "u1" => Self::U8,
+            _ => return None,
+        })
+    }
+
+    fn size(self) -> usize {
+        match self {
+            Self::F64Little | Self::F64Big => 8,
+            Self::F32Little | Self::F32Big => 4,
+            Self::U8 => 1,
+        }
+    }
+
+    /// Decodes one element; `raw.len() == self.size()`.
+    fn decode(self, raw: &[u8]) -> f64 {
+        let mut b8 = [0u8; 8];
+        let mut b4 = [0u8; 4];
+        match self {
+            Self::F64Little | Self::F64Big => b8.copy_from_slice(raw),
+            Self::F32Little | Self::F32Big => b4.copy_from_slice(raw),
+            Self::U8 => {}
+        }
+        match self {
+            Self::F64Little => f64::from_le_bytes(b8),
+            Self::F64Big => f64::from_be_bytes(b8),
+            Self::F32Little => f64::from(f32::from_le_bytes(b4)),
+            Self::F32Big => f64::from(f32::from_be_bytes(b4)),
+            Self::U8 => f64::from(raw[0]),
+        }
+    }
+}
+
+/// The fields of a `.npy` header dictionary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NpyHeader {
+    descr: String,
+    fortran_order: bool,
+    shape: Vec<usize>,
+}
+
+/// Reads magic, version and header; returns the header and the offset where the data starts.
+fn read_header(reader: &mut dyn Read, path: &Path) -> Result<(NpyHeader, u64), IoError> {
+    let mut preamble = [0u8; 8];
+    read_exact_at(reader, &mut preamble, 0, path, "the .npy preamble")?;
+    if &preamble[..6] != NPY_MAGIC {
+        return Err(IoError::BadMagic {
+            path: path.to_path_buf(),
+            found: hex(&preamble[..6]),
+            expected: "93 4e 55 4d 50 59 (\\x93NUMPY, a .npy file)".to_string(),
+        });
+    }
+    let (major, minor) = (preamble[6], preamble[7]);
+    let header_len = match major {
+        1 => {
+            let mut len = [0u8; 2];
+            read_exact_at(reader, &mut len, 8, path, "the .npy header length")?;
+            usize::from(u16::from_le_bytes(len))
+        }
+        2 | 3 => {
+            let mut len = [0u8; 4];
+            read_exact_at(reader, &mut len, 8, path, "the .npy header length")?;
+            u32::from_le_bytes(len) as usize
+        }
+        _ => {
+            return Err(IoError::NpyHeader {
+                path: path.to_path_buf(),
+                offset: 6,
+                problem: format!(
+                    "format version {major}.{minor} is not supported (only 1.0, 2.0, 3.0)"
+                ),
+            })
+        }
+    };
+    let header_offset: u64 = if major == 1 { 10 } else { 12 };
+    if header_len > MAX_HEADER_BYTES {
+        return Err(IoError::NpyHeader {
+            path: path.to_path_buf(),
+            offset: header_offset - if major == 1 { 2 } else { 4 },
+            problem: format!(
+                "header length {header_len} is implausibly large; the file is corrupt"
+            ),
+        });
+    }
+    let mut text = vec![0u8; header_len];
+    read_exact_at(reader, &mut text, header_offset, path, "the .npy header")?;
+    let header = parse_header(&text).map_err(|(at, problem)| IoError::NpyHeader {
+        path: path.to_path_buf(),
+        offset: header_offset + at as u64,
+        problem,
+    })?;
+    Ok((header, header_offset + header_len as u64))
+}
+
+/// `(n, d)` for a header shape (see the module documentation).
+fn points_shape(shape: &[usize], path: &Path) -> Result<(usize, usize), IoError> {
+    let describe = || {
+        let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+        if dims.len() == 1 {
+            format!("({},)", dims[0])
+        } else {
+            format!("({})", dims.join(", "))
+        }
+    };
+    let Some((&n, rest)) = shape.split_first() else {
+        return Err(IoError::BadShape {
+            path: path.to_path_buf(),
+            problem:
+                "the array is 0-dimensional (a single number); save a 2-D array of shape (n, d)"
+                    .into(),
+        });
+    };
+    let d = rest
+        .iter()
+        .try_fold(1usize, |acc, &dim| acc.checked_mul(dim))
+        .ok_or_else(|| IoError::TooLarge {
+            path: path.to_path_buf(),
+            n,
+            d: usize::MAX,
+        })?;
+    if n == 0 || d == 0 {
+        return Err(IoError::Empty {
+            path: path.to_path_buf(),
+            problem: format!("the array's shape {} holds no points", describe()),
+        });
+    }
+    Ok((n, d))
+}
+
+/// Parses the header dictionary, e.g. `{'descr': '<f8', 'fortran_order': False, 'shape': (3, 2), }`.
+/// Errors carry the byte position in the header text.
+fn parse_header(text: &[u8]) -> Result<NpyHeader, (usize, String)> {
+    let mut parser = DictParser { text, at: 0 };
+    let mut descr = None;
+    let mut fortran_order = None;
+    let mut shape = None;
+    parser.expect(b'{')?;
+    loop {
+        parser.skip_space();
+        if parser.eat(b'}') {
+            break;
+        }
+        let key_at = parser.at;
+        let key = parser.string()?;
+        parser.expect(b':')?;
+        match key.as_str() {
+            "descr" => {
+                parser.skip_space();
+                if parser.peek() == Some(b'[') {
+                    return Err((parser.at, "structured dtypes (record arrays) are not supported; save a plain numeric array".into()));
+                }
+                descr = Some(parser.string()?);
+            }
+            "fortran_order" => fortran_order = Some(parser.boolean()?),
+            "shape" => shape = Some(parser.tuple()?),
+            _ => return Err((key_at, format!("unexpected key `{key}`"))),
+        }
+        parser.skip_space();
+        if !parser.eat(b',') {
+            parser.expect(b'}')?;
+            break;
+        }
+    }
+    let missing = |key: &str| (0usize, format!("the key `{key}` is missing"));
+    Ok(NpyHeader {
+        descr: descr.ok_or_else(|| missing("descr"))?,
+        fortran_order: fortran_order.ok_or_else(|| missing("fortran_order"))?,
+        shape: shape.ok_or_else(|| missing("shape"))?,
+    })
+}
+
+/// A cursor over the header's Python-literal text.
+struct DictParser<'t> {
+    text: &'t [u8],
+    at: usize,
+}
+
+impl DictParser<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.at).copied()
+    }
+
+    fn skip_space(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_whitespace()) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        self.skip_space();
+        if self.peek() == Some(byte) {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, byte: u8) -> Result<(), (usize, String)> {
+        if self.eat(byte) {
+            Ok(())
+        } else {
+            Err((self.at, format!("expected `{}`", char::from(byte))))
+        }
+    }
+
+    /// A single- or double-quoted string without escapes.
+    fn string(&mut self) -> Result<String, (usize, String)> {
+        self.skip_space();
+        let start = self.at;
+        let quote = match self.peek() {
+            Some(q @ (b'\'' | b'"')) => q,
+            _ => return Err((start, "expected a quoted string".into())),
+        };
+        self.at += 1;
+        let body_start = self.at;
+        while let Some(b) = self.peek() {
+            if b == quote {
+                let body = String::from_utf8_lossy(&self.text[body_start..self.at]).into_owned();
+                self.at += 1;
+                return Ok(body);
+            }
+            self.at += 1;
+        }
+        Err((start, "unterminated string".into()))
+    }
+
+    fn boolean(&mut self) -> Result<bool, (usize, String)> {
+        self.skip_space();
+        let rest = &self.text[self.at..];
+        if rest.starts_with(b"True") {
+            self.at += 4;
+            Ok(true)
+        } else if rest.starts_with(b"False") {
+            self.at += 5;
+            Ok(false)
+        } else {
+            Err((self.at, "expected True or False".into()))
+        }
+    }
+
+    /// A tuple of non-negative integers such as `(3, 2)`, `(3,)`, `()` or `(3L, 2L)`.
+    fn tuple(&mut self) -> Result<Vec<usize>, (usize, String)> {
+        self.expect(b'(')?;
+        let mut dims = Vec::new();
+        loop {
+            self.skip_space();
+            if self.eat(b')') {
+                return Ok(dims);
+            }
+            let start = self.at;
+            while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+                self.at += 1;
+            }
+            let digits = std::str::from_utf8(&self.text[start..self.at]).unwrap_or("");
+            let dim: usize = digits.parse().map_err(|_| {
+                (
+                    start,
+                    "expected a non-negative integer in the shape".to_string(),
+                )
+            })?;
+            dims.push(dim);
+            self.eat(b'L');
+            if !self.eat(b',') {
+                self.expect(b')')?;
+                return Ok(dims);
+            }
+        }
+    }
+}
