@@ -3,7 +3,7 @@
 
 use crate::ir::{Graph, LibOp, NodeId, Op};
 use crate::passes::{
-    buffers, canonicalize::Canonicalize, fuse, infer::Infer, run_passes, select::Select, PassContext, PlanError,
+    buffers, canonicalize::Canonicalize, cse::Cse, fuse, infer::Infer, run_passes, select::Select, PassContext, PlanError,
     PlannerConfig,
 };
 use crate::plan::dot::ViewNode;
@@ -20,7 +20,7 @@ pub fn plan(program: &Program, dims: &DimBindings, config: &PlannerConfig, nnz: 
     let mut g = program.graph.clone();
     g.remove_dead();
     let cx = PassContext { dims, config };
-    run_passes(&[&Infer, &Canonicalize, &Select, &Infer], &mut g, &cx)?;
+    run_passes(&[&Infer, &Cse, &Canonicalize, &Select, &Cse, &Infer], &mut g, &cx)?;
     let fusion = fuse::fuse(&g, &cx)?;
     let mut lowering = Lowering::new(program, &g, &cx, nnz);
     lowering.lower(&fusion)?;

@@ -2,6 +2,7 @@
 //! [`crate::planner::plan`]:
 //!
 //! 1. [`infer`]: re-derives every node's type and checks that every dimension is bound;
+//!    [`cse`] then merges nodes that compute the same value;
 //! 2. [`canonicalize`]: transposes become product flags, scalar factors become alpha;
 //! 3. [`select`]: each product becomes a library operation (GEMM, SYRK, GEMV, SpMM, SpMV);
 //! 4. [`fuse`]: element-wise maps, broadcasts and reductions are grouped into kernels;
@@ -11,6 +12,7 @@
 
 pub mod buffers;
 pub mod canonicalize;
+pub mod cse;
 pub mod fuse;
 pub mod infer;
 pub mod select;

@@ -1,0 +1,126 @@
+//! Prints the plans of every program in a `.pop` file: the step table, and optionally the
+//! graph (DOT) and the generated CUDA C of every fused kernel. Needs no GPU.
+//!
+//! ```text
+//! cargo run --example plan -- examples/programs/kernel_kmeans.pop --dim n=60000 --dim k=10 --dim d=784 [--dot] [--cuda]
+//! ```
+
+use clap::Parser;
+use popcorn::dsl::{DType, DimBindings, PlannerConfig, Program};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Plans every program of a popcorn source file and prints the plans.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// A `.pop` file holding one or more programs.
+    file: PathBuf,
+    /// A dimension size, `name=value` (repeatable). Sizes a program does not use are ignored.
+    #[arg(long = "dim", value_name = "NAME=VALUE")]
+    dims: Vec<String>,
+    /// Also print the planned graph in Graphviz DOT (fused groups as clusters).
+    #[arg(long)]
+    dot: bool,
+    /// Also print the generated CUDA C of every fused kernel.
+    #[arg(long)]
+    cuda: bool,
+    /// Also print the plan as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Element type: f32 or f64.
+    #[arg(long, default_value = "f32")]
+    dtype: DType,
+    /// Plan without fusion (every element-wise operation its own kernel).
+    #[arg(long)]
+    no_fusion: bool,
+    /// `X * X^T` uses GEMM above this n/d ratio, SYRK below.
+    #[arg(long, value_name = "RATIO")]
+    syrk_ratio: Option<f64>,
+}
+
+fn parse_dims(items: &[String]) -> Result<DimBindings, String> {
+    let mut dims = BTreeMap::new();
+    for item in items {
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--dim {item}: expected NAME=VALUE, for example --dim n=60000"))?;
+        let v: usize = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("--dim {item}: `{value}` is not a positive integer"))?;
+        if v == 0 {
+            return Err(format!("--dim {item}: a dimension must be at least 1"));
+        }
+        dims.insert(name.trim().to_string(), v);
+    }
+    Ok(dims)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let source = match std::fs::read_to_string(&cli.file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", cli.file.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let programs = match Program::parse_all(&source) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error in {}: {e}", cli.file.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let dims = match parse_dims(&cli.dims) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut config = PlannerConfig::from_env().with_dtype(cli.dtype);
+    if cli.no_fusion {
+        config.fusion = false;
+    }
+    if let Some(r) = cli.syrk_ratio {
+        config.syrk_gemm_ratio = r;
+    }
+    let mut failed = false;
+    for program in &programs {
+        let missing: Vec<String> = program.dims().into_iter().filter(|d| !dims.contains_key(d)).collect();
+        if !missing.is_empty() {
+            let hint: Vec<String> = missing.iter().map(|d| format!("--dim {d}=...")).collect();
+            println!("# {}: not planned; give {}\n", program.signature(), hint.join(" "));
+            continue;
+        }
+        let used: DimBindings = program.dims().into_iter().map(|d| (d.clone(), dims[&d])).collect();
+        match popcorn::dsl::plan(program, &used, &config, &BTreeMap::new()) {
+            Ok(plan) => {
+                println!("{plan}\n");
+                if cli.dot {
+                    println!("{}", plan.to_dot());
+                }
+                if cli.cuda {
+                    for (name, src) in plan.kernel_sources() {
+                        println!("// ---- {name}.cu ----\n{src}");
+                    }
+                }
+                if cli.json {
+                    println!("{}", plan.to_json());
+                }
+            }
+            Err(e) => {
+                eprintln!("error: cannot plan `{}`: {e}", program.name);
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

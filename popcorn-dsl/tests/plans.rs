@@ -1,0 +1,117 @@
+//! Plans of the flagship programs: which library calls are selected, what fuses, where
+//! buffers go. These pin the planner's decisions; the runtime tests pin its numbers.
+
+use kernels_gen::{Form, ReduceKind};
+use popcorn_dsl::plan::{Home, Plan, StepOp};
+use popcorn_dsl::{plan, PlannerConfig, Program};
+use std::collections::BTreeMap;
+
+fn programs() -> Vec<Program> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/programs/kernel_kmeans.pop");
+    let src = std::fs::read_to_string(path).expect("kernel_kmeans.pop");
+    Program::parse_all(&src).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn plan_of(name: &str, dims: &[(&str, usize)], config: &PlannerConfig) -> Plan {
+    let p = programs().into_iter().find(|p| p.name == name).expect("program");
+    let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    plan(&p, &dims, config, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn ops(plan: &Plan) -> Vec<String> {
+    plan.steps.iter().map(|s| s.op_name()).collect()
+}
+
+const ITER_DIMS: &[(&str, usize)] = &[("n", 60000), ("k", 10)];
+
+#[test]
+fn iteration_is_spmm_spmv_and_fused_kernels() {
+    let p = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
+    let names = ops(&p);
+    for want in ["selection", "counts", "diag", "spmm", "spmv", "fused rows", "fused map", "fused cols"] {
+        assert!(names.iter().any(|n| n == want), "no {want} in {names:?}\n{p}");
+    }
+    // No transpose is ever materialised: V^T is an SpMM flag, cn^T a row-broadcast read.
+    assert!(!p.steps.iter().any(|s| s.provenance.iter().any(|x| x.contains("transpose"))), "{p}");
+    // D = E + diag(K) + cn^T, argmin_rows(D) and gather(D, labels) are ONE kernel.
+    let argmin = p
+        .steps
+        .iter()
+        .find_map(|s| match &s.op {
+            StepOp::Fused(f) => match &f.spec.form {
+                Form::Rows { reductions, .. } if reductions.iter().any(|r| r.kind == ReduceKind::ArgMin) => Some(f),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("an argmin kernel");
+    let Form::Rows { stores, reductions } = &argmin.spec.form else { unreachable!() };
+    assert!(stores.is_empty(), "D is never written to memory");
+    assert_eq!(reductions.len(), 2);
+    assert!(reductions.iter().any(|r| matches!(r.kind, ReduceKind::Pick { .. })));
+    assert_eq!((argmin.rows, argmin.cols), (60000, 10));
+    // The SpMM streams K once: its cost is one read of K plus small terms.
+    let spmm = p.steps.iter().find(|s| s.op_name() == "spmm").unwrap();
+    assert!(spmm.bytes >= 4.0 * 60000.0 * 60000.0 && spmm.bytes < 1.01 * 4.0 * 60000.0 * 60000.0);
+}
+
+#[test]
+fn kernel_matrix_epilogue_runs_in_place_in_the_output() {
+    let dims = [("n", 1000), ("d", 50)];
+    for name in ["kernel_polynomial", "kernel_sigmoid", "kernel_gaussian"] {
+        let p = plan_of(name, &dims, &PlannerConfig::default());
+        assert_eq!(ops(&p)[0], "syrk", "{p}");
+        assert_eq!(ops(&p).last().unwrap(), "fused map", "{p}");
+        // The product lives in K's own storage: no n x n workspace.
+        let b = p.steps[0].outputs[0];
+        assert_eq!(p.value(b).home, Home::InOutput("K".into()), "{p}");
+        assert!(p.workspace_bytes() < 1000 * 8 + 64, "{p}");
+    }
+}
+
+#[test]
+fn gram_matrix_uses_gemm_above_the_ratio_and_syrk_below() {
+    let cfg = PlannerConfig::default();
+    let tall = plan_of("kernel_linear", &[("n", 60000), ("d", 50)], &cfg);
+    assert_eq!(ops(&tall), ["gemm"]);
+    let wide = plan_of("kernel_linear", &[("n", 60000), ("d", 784)], &cfg);
+    assert_eq!(ops(&wide), ["syrk"]);
+    let cfg = PlannerConfig { syrk_gemm_ratio: 1e9, ..PlannerConfig::default() };
+    assert_eq!(ops(&plan_of("kernel_linear", &[("n", 60000), ("d", 50)], &cfg)), ["syrk"]);
+}
+
+#[test]
+fn without_fusion_every_elementwise_operation_is_its_own_kernel() {
+    let fused = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
+    let unfused = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig { fusion: false, ..PlannerConfig::default() });
+    assert!(unfused.steps.len() > fused.steps.len() + 2, "{unfused}");
+}
+
+#[test]
+fn readable_three_ways() {
+    let p = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
+    let table = p.to_string();
+    for want in ["plan for fn kkmeans_iteration", "spmm", "flops", "bytes", "Index[60000]"] {
+        assert!(table.contains(want), "{table}");
+    }
+    let dot = p.to_dot();
+    assert!(dot.starts_with("digraph") && dot.contains("subgraph cluster_"), "{dot}");
+    let sources = p.kernel_sources();
+    assert!(!sources.is_empty());
+    for (name, src) in &sources {
+        assert!(src.contains(name), "{src}");
+        assert!(src.contains("new_labels") || src.contains("cn") || src.contains("objective") || src.contains('z'));
+    }
+    // Deterministic: the same program and sizes give the same text.
+    let again = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
+    assert_eq!(again.kernel_sources(), sources);
+    assert_eq!(again.to_string(), table);
+}
+
+#[test]
+fn buffers_are_reused_once_values_die() {
+    let p = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
+    let temps = p.values.iter().filter(|v| matches!(v.home, Home::Temp(_))).count();
+    let buffers_used: usize = p.values.iter().map(|v| if let Home::Temp(b) = &v.home { b.len() } else { 0 }).sum();
+    assert!(p.buffers.len() < buffers_used, "{} buffers for {temps} temporaries", p.buffers.len());
+}

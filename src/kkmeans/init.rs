@@ -1,0 +1,105 @@
+//! Initial labels: `i mod k` (the reference's default), uniformly random, k-means++ in feature
+//! space, or given.
+
+use super::{FitError, Init};
+use crate::{Args, Context, Tensor};
+
+/// A small deterministic PRNG (splitmix64), so seeds give the same labels everywhere.
+#[derive(Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform value in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// A uniform integer in `0..n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_f64() * n as f64) as usize % n
+    }
+}
+
+/// Initial labels for run number `run` (seeds are offset by the run).
+pub fn initial_labels(init: &Init, n: usize, k: usize, run: usize, ctx: &Context, kmat: &Tensor, diag: &[f64]) -> Result<Vec<u32>, FitError> {
+    Ok(match init {
+        Init::Mod => (0..n).map(|i| (i % k) as u32).collect(),
+        Init::Random { seed } => {
+            let mut rng = SplitMix64::new(seed.wrapping_add(run as u64));
+            (0..n).map(|_| rng.below(k) as u32).collect()
+        }
+        Init::Labels(given) => {
+            if given.len() != n {
+                return Err(FitError::InitLabels(format!("{} initial labels given for {n} points", given.len())));
+            }
+            if let Some(p) = given.iter().position(|l| *l as usize >= k) {
+                return Err(FitError::InitLabels(format!("initial label {} of point {p} is not below k = {k}", given[p])));
+            }
+            given.clone()
+        }
+        Init::KMeansPlusPlus { seed } => kmeans_plus_plus(n, k, seed.wrapping_add(run as u64), ctx, kmat, diag)?,
+    })
+}
+
+/// k-means++ in feature space: the first center uniformly at random, each next one with
+/// probability proportional to the squared feature-space distance to the nearest chosen
+/// center, `K_ii - 2 K_ic + K_cc`; each point then takes its nearest center. Columns of K are
+/// read with a one-hot product (`kernel_column`), one per center.
+fn kmeans_plus_plus(n: usize, k: usize, seed: u64, ctx: &Context, kmat: &Tensor, diag: &[f64]) -> Result<Vec<u32>, FitError> {
+    let mut rng = SplitMix64::new(seed);
+    let program = super::programs::program("kernel_column");
+    let mut best = vec![f64::INFINITY; n];
+    let mut labels = vec![0u32; n];
+    let mut onehot = vec![0.0; n];
+    let e = ctx.col(&onehot)?;
+    let mut out = crate::Outputs::default();
+    let mut center = rng.below(n);
+    for c in 0..k {
+        onehot.iter_mut().for_each(|v| *v = 0.0);
+        onehot[center] = 1.0;
+        ctx.write_f64(&e, &onehot)?;
+        ctx.run_into(program, &Args::new().tensor("K", kmat).tensor("e", &e), &mut out)?;
+        let column = ctx.to_f64(out.tensor("column")?)?;
+        for i in 0..n {
+            let d = (diag[i] - 2.0 * column[i] + diag[center]).max(0.0);
+            if d < best[i] {
+                best[i] = d;
+                labels[i] = c as u32;
+            }
+        }
+        if c + 1 == k {
+            break;
+        }
+        let total: f64 = best.iter().sum();
+        center = if total > 0.0 && total.is_finite() {
+            let mut r = rng.next_f64() * total;
+            let mut pick = n - 1;
+            for (i, d) in best.iter().enumerate() {
+                r -= d;
+                if r < 0.0 {
+                    pick = i;
+                    break;
+                }
+            }
+            pick
+        } else {
+            // Every point coincides with a center: any unused point will do.
+            rng.below(n)
+        };
+    }
+    Ok(labels)
+}

@@ -1,0 +1,555 @@
+//! Kernel K-means, the flagship: the linear algebra (kernel matrix, distances, centroid norms,
+//! argmin, the selection matrix) is written in the DSL (`examples/programs/kernel_kmeans.pop`);
+//! the loop, initialisation and convergence are ordinary Rust.
+//!
+//! ```
+//! use popcorn::kkmeans::{Kernel, KernelKMeans, Points};
+//! use popcorn::DeviceSpec;
+//!
+//! // Two well separated groups on a line.
+//! let x = [0.0, 0.1, 0.2, 5.0, 5.1, 5.2];
+//! let fit = KernelKMeans::new(2)
+//!     .kernel(Kernel::Gaussian { gamma: Some(1.0) })
+//!     .device(DeviceSpec::Cpu)
+//!     .fit(Points::new(6, 1, &x).unwrap())
+//!     .unwrap();
+//! assert_eq!(fit.labels[0], fit.labels[2]);
+//! assert_ne!(fit.labels[0], fit.labels[3]);
+//! assert!(fit.converged);
+//! ```
+
+mod init;
+mod model;
+pub mod programs;
+
+pub use init::SplitMix64;
+pub use model::Model;
+
+use crate::{Args, Context, DType, DeviceSpec, Outputs, RuntimeError, Tensor};
+use serde::Serialize;
+use std::time::Instant;
+
+/// The kernel function kappa(x, y).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Kernel {
+    /// `x . y`
+    Linear,
+    /// `(gamma x . y + coef0)^degree` (the reference's runs: gamma 1, coef0 1, degree 2).
+    Polynomial {
+        /// Scale of the dot product.
+        gamma: f64,
+        /// Offset.
+        coef0: f64,
+        /// Exponent.
+        degree: f64,
+    },
+    /// `exp(-gamma ||x - y||^2)`; `gamma` defaults to `1/d`.
+    Gaussian {
+        /// Width; `None` means `1/d`.
+        gamma: Option<f64>,
+    },
+    /// `tanh(gamma x . y + coef0)`; `gamma` defaults to `1/d`.
+    Sigmoid {
+        /// Scale; `None` means `1/d`.
+        gamma: Option<f64>,
+        /// Offset.
+        coef0: f64,
+    },
+    /// The caller gives K itself ([`KernelKMeans::fit_precomputed`]).
+    Precomputed,
+}
+
+impl Kernel {
+    /// The polynomial kernel with the reference's parameters (1, 1, 2).
+    pub const POLYNOMIAL_DEFAULT: Kernel = Kernel::Polynomial { gamma: 1.0, coef0: 1.0, degree: 2.0 };
+
+    /// The kernel's name as in the CLI (`linear`, `polynomial`, `gaussian`, `sigmoid`,
+    /// `precomputed`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kernel::Linear => "linear",
+            Kernel::Polynomial { .. } => "polynomial",
+            Kernel::Gaussian { .. } => "gaussian",
+            Kernel::Sigmoid { .. } => "sigmoid",
+            Kernel::Precomputed => "precomputed",
+        }
+    }
+
+    /// Whether the kernel is positive semi-definite (the objective then never increases).
+    pub fn is_psd(&self) -> bool {
+        !matches!(self, Kernel::Sigmoid { .. } | Kernel::Precomputed)
+    }
+}
+
+/// How the first labels are chosen.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Init {
+    /// Point `i` starts in cluster `i mod k` (deterministic; the reference's default).
+    Mod,
+    /// Uniformly random labels.
+    Random {
+        /// Seed (run `r` of `n_init` uses `seed + r`).
+        seed: u64,
+    },
+    /// k-means++ in feature space (from columns of K).
+    KMeansPlusPlus {
+        /// Seed (run `r` of `n_init` uses `seed + r`).
+        seed: u64,
+    },
+    /// Given labels, each below `k`.
+    Labels(Vec<u32>),
+}
+
+/// Points to cluster: `n` rows of `d` features, row-major.
+#[derive(Clone, Copy, Debug)]
+pub struct Points<'a> {
+    /// Number of points.
+    pub n: usize,
+    /// Number of features.
+    pub d: usize,
+    /// `n * d` values, row-major.
+    pub data: &'a [f64],
+}
+
+impl<'a> Points<'a> {
+    /// Checks that `data` holds `n * d` finite values.
+    pub fn new(n: usize, d: usize, data: &'a [f64]) -> Result<Points<'a>, FitError> {
+        if n == 0 || d == 0 {
+            return Err(FitError::Input(format!("no data: {n} points of {d} features")));
+        }
+        if data.len() != n * d {
+            return Err(FitError::Input(format!("{n} points of {d} features need {} values, got {}", n * d, data.len())));
+        }
+        if let Some(p) = data.iter().position(|v| !v.is_finite()) {
+            return Err(FitError::Input(format!(
+                "point {}, feature {} is {} ; clean the data or drop the point",
+                p / d,
+                p % d,
+                data[p]
+            )));
+        }
+        Ok(Points { n, d, data })
+    }
+}
+
+impl<'a> TryFrom<&'a crate::io::Dataset> for Points<'a> {
+    type Error = FitError;
+    fn try_from(ds: &'a crate::io::Dataset) -> Result<Points<'a>, FitError> {
+        Points::new(ds.n, ds.d, &ds.x)
+    }
+}
+
+/// Why a fit failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    /// The points are unusable (empty, wrong length, NaN or infinite values).
+    #[error("invalid input: {0}")]
+    Input(String),
+    /// `k` does not fit the data.
+    #[error("invalid k: {0}")]
+    K(String),
+    /// The given initial labels are unusable.
+    #[error("invalid initial labels: {0}")]
+    InitLabels(String),
+    /// A parameter is out of range.
+    #[error("invalid parameter: {0}")]
+    Parameter(String),
+    /// The runtime failed (device, memory, a step).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// Seconds spent in each phase of a fit.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timings {
+    /// Creating the context and uploading the points.
+    pub upload_s: f64,
+    /// Computing the kernel matrix.
+    pub kernel_matrix_s: f64,
+    /// Initial labels (all runs).
+    pub init_s: f64,
+    /// All iterations of all runs.
+    pub iterations_s: f64,
+    /// Each iteration of the best run (distances, argmin, objective and the labels-changed
+    /// test).
+    pub per_iteration_s: Vec<f64>,
+    /// Everything.
+    pub total_s: f64,
+}
+
+/// What happened during a fit, for progress displays.
+#[derive(Clone, Debug)]
+pub enum Progress {
+    /// A phase started (`upload`, `kernel matrix`, `init`, `iterations`).
+    Phase(&'static str),
+    /// An iteration finished.
+    Iteration {
+        /// Run number (0-based) of `n_init`.
+        run: usize,
+        /// Iteration number (1-based).
+        iteration: usize,
+        /// Objective of the labels at the start of the iteration.
+        objective: f64,
+        /// Points whose label changed.
+        changed: usize,
+    },
+}
+
+/// The result of a fit.
+#[derive(Debug, Serialize)]
+pub struct FitResult {
+    /// Cluster of each point.
+    pub labels: Vec<u32>,
+    /// The objective of the final labels, `sum_i ||phi(x_i) - c_{label_i}||^2` (tr(K) included).
+    pub objective: f64,
+    /// The objective of the labels at the start of each iteration (best run).
+    pub objective_history: Vec<f64>,
+    /// Iterations run (best run).
+    pub iterations: usize,
+    /// Whether the best run stopped at a fixed point or under the tolerance, not at max_iter.
+    pub converged: bool,
+    /// Clusters without points at the end.
+    pub empty_clusters: usize,
+    /// Which of the `n_init` runs won.
+    pub best_run: usize,
+    /// Time per phase.
+    pub timings: Timings,
+    /// The device, in words.
+    pub device: String,
+    /// Element type of the computation.
+    pub dtype: DType,
+    /// The parameters of the fit.
+    pub params: KernelKMeans,
+    /// What [`FitResult::predict`] needs.
+    #[serde(skip)]
+    pub model: Option<Model>,
+}
+
+impl FitResult {
+    /// The nearest feature-space centroid for new points (`m x d`, the fit's `d`).
+    pub fn predict(&self, points: Points<'_>) -> Result<Vec<u32>, FitError> {
+        match &self.model {
+            Some(m) => m.predict(points),
+            None => Err(FitError::Parameter("this result has no model (precomputed kernel); use Model::predict_precomputed".into())),
+        }
+    }
+}
+
+/// Kernel K-means with a scikit-learn style builder.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelKMeans {
+    /// Number of clusters.
+    pub k: usize,
+    /// Kernel.
+    pub kernel: Kernel,
+    /// Initial labels.
+    pub init: Init,
+    /// Iteration limit (per run).
+    pub max_iter: usize,
+    /// Relative objective improvement under which a run stops (when `check_convergence`).
+    pub tol: f64,
+    /// Stop when the objective improves by less than `tol` (relative); a fixed point (no label
+    /// changed) always stops.
+    pub check_convergence: bool,
+    /// Number of runs from different seeds; the lowest final objective wins.
+    pub n_init: usize,
+    /// Standardise every feature (zero mean, unit variance) first.
+    pub zscore: bool,
+    /// Where to run.
+    #[serde(skip)]
+    pub device: DeviceSpec,
+    /// Element type.
+    pub dtype: DType,
+}
+
+impl KernelKMeans {
+    /// `k` clusters, linear kernel, `i mod k` start, up to 300 iterations, run until no label
+    /// changes, on the default device in f32.
+    pub fn new(k: usize) -> KernelKMeans {
+        KernelKMeans {
+            k,
+            kernel: Kernel::Linear,
+            init: Init::Mod,
+            max_iter: 300,
+            tol: 1e-4,
+            check_convergence: false,
+            n_init: 1,
+            zscore: false,
+            device: DeviceSpec::Auto,
+            dtype: DType::F32,
+        }
+    }
+
+    /// Sets the kernel.
+    pub fn kernel(mut self, kernel: Kernel) -> Self {
+        self.kernel = kernel;
+        self
+    }
+
+    /// Sets the initialisation.
+    pub fn init(mut self, init: Init) -> Self {
+        self.init = init;
+        self
+    }
+
+    /// Sets the iteration limit.
+    pub fn max_iter(mut self, max_iter: usize) -> Self {
+        self.max_iter = max_iter;
+        self
+    }
+
+    /// Sets the tolerance and turns the convergence check on.
+    pub fn tol(mut self, tol: f64) -> Self {
+        self.tol = tol;
+        self.check_convergence = true;
+        self
+    }
+
+    /// Turns the objective-based convergence check on or off.
+    pub fn check_convergence(mut self, on: bool) -> Self {
+        self.check_convergence = on;
+        self
+    }
+
+    /// Sets the number of runs.
+    pub fn n_init(mut self, n_init: usize) -> Self {
+        self.n_init = n_init;
+        self
+    }
+
+    /// Turns z-score normalisation on or off.
+    pub fn zscore(mut self, on: bool) -> Self {
+        self.zscore = on;
+        self
+    }
+
+    /// Sets the device.
+    pub fn device(mut self, device: DeviceSpec) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Sets the element type.
+    pub fn dtype(mut self, dtype: DType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+
+    fn validate(&self, n: usize) -> Result<(), FitError> {
+        if self.k == 0 {
+            return Err(FitError::K("k = 0; ask for at least one cluster".into()));
+        }
+        if self.k > n {
+            return Err(FitError::K(format!("k = {} is larger than the number of points n = {n}; use k <= n", self.k)));
+        }
+        if self.max_iter == 0 {
+            return Err(FitError::Parameter("max_iter = 0; allow at least one iteration".into()));
+        }
+        if self.n_init == 0 {
+            return Err(FitError::Parameter("n_init = 0; ask for at least one run".into()));
+        }
+        if !(self.tol >= 0.0 && self.tol.is_finite()) {
+            return Err(FitError::Parameter(format!("tol = {} must be a finite non-negative number", self.tol)));
+        }
+        let check = |name: &str, v: f64| {
+            if v.is_finite() {
+                Ok(())
+            } else {
+                Err(FitError::Parameter(format!("{name} = {v} must be finite")))
+            }
+        };
+        match self.kernel {
+            Kernel::Polynomial { gamma, coef0, degree } => {
+                check("gamma", gamma)?;
+                check("coef0", coef0)?;
+                check("degree", degree)?;
+            }
+            Kernel::Gaussian { gamma: Some(g) } | Kernel::Sigmoid { gamma: Some(g), .. } => check("gamma", g)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Clusters `points`.
+    pub fn fit<'a, P>(&self, points: P) -> Result<FitResult, FitError>
+    where
+        P: TryInto<Points<'a>>,
+        FitError: From<P::Error>,
+    {
+        self.fit_with_progress(points, &mut |_| {})
+    }
+
+    /// Clusters `points`, reporting progress.
+    pub fn fit_with_progress<'a, P>(&self, points: P, progress: &mut dyn FnMut(&Progress)) -> Result<FitResult, FitError>
+    where
+        P: TryInto<Points<'a>>,
+        FitError: From<P::Error>,
+    {
+        let points: Points<'a> = points.try_into()?;
+        if self.kernel == Kernel::Precomputed {
+            return Err(FitError::Parameter("the precomputed kernel needs fit_precomputed(K, n)".into()));
+        }
+        self.validate(points.n)?;
+        let start = Instant::now();
+        progress(&Progress::Phase("upload"));
+        let ctx = Context::new(self.device)?.with_dtype(self.dtype);
+        let scaling = self.zscore.then(|| model::Scaling::fit(points));
+        let x_host: Vec<f64> = match &scaling {
+            Some(s) => s.apply(points),
+            None => points.data.to_vec(),
+        };
+        let x = ctx.dense(points.n, points.d, &x_host)?;
+        ctx.synchronize()?;
+        let upload_s = start.elapsed().as_secs_f64();
+        progress(&Progress::Phase("kernel matrix"));
+        let t = Instant::now();
+        let (name, scalars) = model::kernel_program(&self.kernel, points.d);
+        let mut args = Args::new().tensor("X", &x);
+        for (n, v) in &scalars {
+            args = args.scalar(n, *v);
+        }
+        let mut out = ctx.run(programs::program(name), &args)?;
+        let kmat = out.take("K")?;
+        ctx.synchronize()?;
+        let kernel_matrix_s = t.elapsed().as_secs_f64();
+        let mut result = self.iterate(&ctx, &kmat, points.n, progress)?;
+        result.timings.upload_s = upload_s;
+        result.timings.kernel_matrix_s = kernel_matrix_s;
+        result.timings.total_s = start.elapsed().as_secs_f64();
+        result.model = Some(Model::new(ctx, self.kernel, points.d, x_host, scaling, &kmat, &result.labels, self.k)?);
+        Ok(result)
+    }
+
+    /// Clusters with a precomputed kernel matrix `kmat` (`n x n`, row-major, symmetric).
+    pub fn fit_precomputed(&self, kmat: &[f64], n: usize) -> Result<FitResult, FitError> {
+        self.validate(n)?;
+        if kmat.len() != n * n {
+            return Err(FitError::Input(format!("a {n} x {n} kernel matrix needs {} values, got {}", n * n, kmat.len())));
+        }
+        if let Some(p) = kmat.iter().position(|v| !v.is_finite()) {
+            return Err(FitError::Input(format!("kernel entry ({}, {}) is {}", p / n, p % n, kmat[p])));
+        }
+        let start = Instant::now();
+        let ctx = Context::new(self.device)?.with_dtype(self.dtype);
+        let k = ctx.dense(n, n, kmat)?;
+        ctx.synchronize()?;
+        let upload_s = start.elapsed().as_secs_f64();
+        let mut result = self.iterate(&ctx, &k, n, &mut |_| {})?;
+        result.timings.upload_s = upload_s;
+        result.timings.total_s = start.elapsed().as_secs_f64();
+        Ok(result)
+    }
+
+    /// The iterations of every run on kernel matrix `kmat`; the best run wins.
+    fn iterate(&self, ctx: &Context, kmat: &Tensor, n: usize, progress: &mut dyn FnMut(&Progress)) -> Result<FitResult, FitError> {
+        let k = self.k;
+        let runs = if matches!(self.init, Init::Mod | Init::Labels(_)) { 1 } else { self.n_init };
+        let t_init = Instant::now();
+        progress(&Progress::Phase("init"));
+        let diag = if matches!(self.init, Init::KMeansPlusPlus { .. }) {
+            let p = popcorn_dsl::Program::parse("fn d(K: Dense[n, n]) -> (g: Col[n]) { g = diag(K); }").map_err(RuntimeError::from)?;
+            ctx.to_f64(ctx.run(&p, &Args::new().tensor("K", kmat))?.tensor("g")?)?
+        } else {
+            Vec::new()
+        };
+        let mut init_s = t_init.elapsed().as_secs_f64();
+        progress(&Progress::Phase("iterations"));
+        let iteration = programs::program("kkmeans_iteration");
+        let t_iter = Instant::now();
+        let mut best: Option<(usize, RunResult)> = None;
+        for run in 0..runs {
+            let t = Instant::now();
+            let labels0 = init::initial_labels(&self.init, n, k, run, ctx, kmat, &diag)?;
+            init_s += t.elapsed().as_secs_f64();
+            let r = self.run_once(ctx, iteration, kmat, labels0, run, progress)?;
+            if best.as_ref().is_none_or(|(_, b)| r.objective < b.objective) {
+                best = Some((run, r));
+            }
+        }
+        let iterations_s = t_iter.elapsed().as_secs_f64();
+        let (best_run, r) = best.ok_or_else(|| FitError::Parameter("no run".into()))?;
+        let mut sizes = vec![0usize; k];
+        for l in &r.labels {
+            sizes[*l as usize] += 1;
+        }
+        Ok(FitResult {
+            objective: r.objective,
+            objective_history: r.history,
+            iterations: r.iterations,
+            converged: r.converged,
+            empty_clusters: sizes.iter().filter(|s| **s == 0).count(),
+            labels: r.labels,
+            best_run,
+            timings: Timings { init_s, iterations_s, per_iteration_s: r.per_iteration_s, ..Timings::default() },
+            device: ctx.describe(),
+            dtype: ctx.dtype(),
+            params: self.clone(),
+            model: None,
+        })
+    }
+
+    /// One run from `labels0`: iterate until no label changes, the objective stalls (when
+    /// checked) or `max_iter`.
+    fn run_once(
+        &self,
+        ctx: &Context,
+        iteration: &popcorn_dsl::Program,
+        kmat: &Tensor,
+        labels0: Vec<u32>,
+        run: usize,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<RunResult, FitError> {
+        let mut host_labels = labels0;
+        let mut labels = ctx.index(&host_labels)?;
+        let mut out = Outputs::default();
+        let mut history = Vec::new();
+        let mut per_iteration_s = Vec::new();
+        let mut converged = false;
+        for it in 1..=self.max_iter {
+            let t = Instant::now();
+            let args = Args::new().tensor("K", kmat).tensor("labels", &labels).dim("k", self.k);
+            ctx.run_into(iteration, &args, &mut out)?;
+            let objective = out.scalar("objective")?;
+            let new_labels = ctx.to_u32(out.tensor("new_labels")?)?;
+            per_iteration_s.push(t.elapsed().as_secs_f64());
+            let changed = new_labels.iter().zip(&host_labels).filter(|(a, b)| a != b).count();
+            history.push(objective);
+            progress(&Progress::Iteration { run, iteration: it, objective, changed });
+            if changed == 0 {
+                converged = true;
+                break;
+            }
+            if self.check_convergence && history.len() >= 2 {
+                let prev = history[history.len() - 2];
+                if (prev - objective).abs() <= self.tol * prev.abs().max(f64::MIN_POSITIVE) {
+                    // The objective stalled: keep the labels it was measured for.
+                    converged = true;
+                    break;
+                }
+            }
+            // The new labels become the input of the next iteration; the old buffer is reused
+            // as the next output.
+            let next = out.take("new_labels")?;
+            out.insert("new_labels", std::mem::replace(&mut labels, next));
+            host_labels = new_labels;
+        }
+        let mut objective = *history.last().unwrap_or(&f64::NAN);
+        if !converged {
+            // Stopped by max_iter: the labels changed after the last objective was measured.
+            labels = ctx.index(&host_labels)?;
+            let args = Args::new().tensor("K", kmat).tensor("labels", &labels).dim("k", self.k);
+            ctx.run_into(iteration, &args, &mut out)?;
+            objective = out.scalar("objective")?;
+        }
+        Ok(RunResult { iterations: history.len(), labels: host_labels, objective, history, converged, per_iteration_s })
+    }
+}
+
+struct RunResult {
+    labels: Vec<u32>,
+    objective: f64,
+    history: Vec<f64>,
+    iterations: usize,
+    converged: bool,
+    per_iteration_s: Vec<f64>,
+}
