@@ -178,19 +178,33 @@ impl Expr {
 }
 
 /// The kind of a reduction.
+///
+/// Each kind is defined by a sequential scan of the values `v_0, v_1, ...` of the reduced range
+/// (the columns of a row, or the rows of a column), which the CUDA kernels reproduce exactly
+/// except for the summation order of `Sum`:
+/// - `Sum`: `acc = 0; acc += v` for each value.
+/// - `Min`: `best = +inf; if v < best { best = v }`: NaN values are skipped, an empty or
+///   all-NaN range gives `+inf`.
+/// - `Max`: `best = -inf; if v > best { best = v }`: likewise `-inf`.
+/// - `ArgMin`: `(best, at) = (+inf, 0); for j ascending: if v_j < best { (best, at) = (v_j, j) }`:
+///   ties go to the lowest index, NaN values are skipped, and a range with no value below
+///   `+inf` (all `+inf`, all NaN, or empty) gives index 0.
+/// - `Pick`: `value(i, idx[i])`, computed once. An out-of-range `idx[i] >= cols` is an error on
+///   the CPU backend; the GPU cannot report it and writes NaN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ReduceKind {
     /// Sum of the values.
     Sum,
-    /// Smallest value (NaN-free inputs assumed; `+inf` for an empty range).
+    /// Smallest value (NaN values skipped; `+inf` for an empty range).
     Min,
-    /// Largest value (`-inf` for an empty range).
+    /// Largest value (NaN values skipped; `-inf` for an empty range).
     Max,
     /// Index of the smallest value, ties to the lowest index; output is `unsigned int`.
-    /// A row whose values are all NaN yields index 0.
+    /// NaN values are skipped; a row with no value below `+inf` (e.g. all NaN) yields index 0.
     ArgMin,
     /// The value at the index given by input number `index_input` (an [`Access::IndexCol`]
     /// input): for a row reduction, `value(i, idx[i])`. Only valid in [`Form::Rows`].
+    /// On the GPU an index `>= cols` yields NaN.
     Pick {
         /// Index into [`KernelSpec::inputs`] of the index vector.
         index_input: usize,

@@ -1,1 +1,28 @@
-//! placeholder
+//! Popcorn's runtime: the CPU and CUDA backends, tensors, the executor that runs plans, and
+//! the [`Context`] users call.
+//!
+//! A [`Context`] picks a device ([`DeviceSpec`]: `POPCORN_DEVICE=cpu|cuda|cuda:N`, default the
+//! first usable GPU), plans each program once per shape signature (cached with its workspace)
+//! and runs it. The same plan runs on both backends; the CPU backend is the reference every
+//! GPU result is tested against.
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod backend;
+pub mod context;
+pub mod cpu;
+pub mod cpu_backend;
+pub mod cuda;
+pub mod device;
+pub mod dump;
+pub mod error;
+pub mod executor;
+pub mod io;
+pub mod tensor;
+
+pub use args::{Args, Outputs};
+pub use backend::{ElemType, HostVec};
+pub use context::Context;
+pub use device::DeviceSpec;
+pub use error::RuntimeError;
+pub use tensor::{Tensor, TensorShape};

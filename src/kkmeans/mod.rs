@@ -159,6 +159,12 @@ pub enum FitError {
     Runtime(#[from] RuntimeError),
 }
 
+impl From<std::convert::Infallible> for FitError {
+    fn from(e: std::convert::Infallible) -> FitError {
+        match e {}
+    }
+}
+
 /// Seconds spent in each phase of a fit.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Timings {

@@ -33,7 +33,13 @@ fn storage(plan: &Plan, v: ValueId) -> Option<(Elem, usize)> {
 /// only at the element it writes, `o` being a full-size output of the same storage.
 fn in_place_ok(plan: &Plan, s: usize, u: ValueId, o: ValueId) -> bool {
     let step = &plan.steps[s];
+    // Only element-wise maps: each element is read and then written by the same thread, and
+    // nothing reads the input again afterwards (a row kernel's gather may, so it never works in
+    // place). Map kernels are generated without `__restrict__` for this reason.
     let StepOp::Fused(f) = &step.op else { return false };
+    if !matches!(f.spec.form, kernels_gen::Form::Map { .. }) {
+        return false;
+    }
     let Some(oi) = step.outputs.iter().position(|x| *x == o) else { return false };
     if f.spec.outputs().get(oi) != Some(&OutputShape::Full) || storage(plan, u) != storage(plan, o) {
         return false;

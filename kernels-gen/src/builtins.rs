@@ -1,0 +1,628 @@
+//! Fixed (non-fused) CUDA kernels the runtime needs beside the generated ones.
+//!
+//! Each function returns a [`BuiltinKernel`]: the `extern "C"` entry-point name and a complete
+//! source that NVRTC compiles without any `#include`. Kernels over values are instantiated for
+//! a [`ScalarType`] by substituting the C type into the template; their names end in `_f32` or
+//! `_f64`. Each function's documentation gives the exact parameter list (the launch ABI) and
+//! names the helper that computes its launch dimensions.
+//!
+//! All size parameters are `long long`; all loops are grid-stride with 64-bit indices, so the
+//! launch helpers cap grids at [`MAX_GRID_BLOCKS`](crate::emit::MAX_GRID_BLOCKS) without limiting problem sizes. None of these
+//! kernels uses floating-point atomics: every result is deterministic.
+
+use crate::emit::{blocks_for, LaunchDims};
+use crate::spec::ScalarType;
+
+/// A fixed kernel: entry-point name and complete CUDA C source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuiltinKernel {
+    /// The `extern "C"` entry point.
+    pub name: String,
+    /// The complete CUDA C source.
+    pub source: String,
+}
+
+/// Threads per block of the element-wise builtins (see [`linear_grid_block`]).
+pub const BUILTIN_BLOCK_THREADS: u32 = 256;
+/// The selection builder's chunks are made large enough that its workspace stays within this
+/// many `int`s (64 MiB) where possible (see [`selection_layout`]).
+pub const SELECTION_WORKSPACE_CAP_INTS: u64 = 1 << 24;
+/// Smallest number of points per chunk of the selection builder.
+pub const SELECTION_MIN_CHUNK: u64 = 1024;
+/// Warps per block of the selection builder's chunk kernels.
+const SELECTION_WARPS_PER_BLOCK: u32 = 8;
+
+/// `_f32` or `_f64`.
+fn suffix(dtype: ScalarType) -> &'static str {
+    match dtype {
+        ScalarType::F32 => "f32",
+        ScalarType::F64 => "f64",
+    }
+}
+
+/// Instantiates `template`: `{T}` becomes the C type, `{NAME}` the entry point
+/// `pk_{base}_{f32|f64}`.
+fn typed(base: &str, dtype: ScalarType, template: &str) -> BuiltinKernel {
+    let name = format!("pk_{base}_{}", suffix(dtype));
+    untyped(&name, &template.replace("{T}", dtype.c_name()))
+}
+
+/// A kernel whose source needs no type: `{NAME}` becomes `name`.
+fn untyped(name: &str, template: &str) -> BuiltinKernel {
+    BuiltinKernel {
+        name: name.to_string(),
+        source: template.replace("{NAME}", name),
+    }
+}
+
+/// Launch dimensions of the element-wise builtins over `len` items: 1-D blocks of
+/// [`BUILTIN_BLOCK_THREADS`], at least one and at most [`MAX_GRID_BLOCKS`](crate::emit::MAX_GRID_BLOCKS) blocks, no dynamic
+/// shared memory. For [`diag`] (`len = n`), [`fill`] and [`fill_u32`] (`len`), [`histogram`]
+/// (`len = n`) and [`selection_chunk_offsets`] (`len = k`).
+pub fn linear_grid_block(len: u64) -> LaunchDims {
+    let grid = blocks_for(len, u64::from(BUILTIN_BLOCK_THREADS));
+    ((grid, 1, 1), (BUILTIN_BLOCK_THREADS, 1, 1), 0)
+}
+
+const DIAG: &str = r#"// popcorn builtin kernel {NAME}: out[i] = a[i * lda + i] for 0 <= i < n.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long n,
+    const {T}* __restrict__ a,
+    const long long lda,
+    {T}* __restrict__ out)
+{
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long i = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         i < n; i += stride) {
+        out[i] = a[i * lda + i];
+    }
+}
+"#;
+
+/// The diagonal of a row-major matrix: `out[i] = a[i * lda + i]` for `0 <= i < n`.
+///
+/// Parameters: `(const long long n, const T* a, const long long lda, T* out)`.
+/// Launch: [`linear_grid_block`]`(n)`.
+pub fn diag(dtype: ScalarType) -> BuiltinKernel {
+    typed("diag", dtype, DIAG)
+}
+
+const FILL: &str = r#"// popcorn builtin kernel {NAME}: out[i] = value for 0 <= i < len.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long len,
+    const {T} value,
+    {T}* __restrict__ out)
+{
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long i = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         i < len; i += stride) {
+        out[i] = value;
+    }
+}
+"#;
+
+/// Fills a buffer with one value (tests poison outputs with NaN this way).
+///
+/// Parameters: `(const long long len, const T value, T* out)`.
+/// Launch: [`linear_grid_block`]`(len)`.
+pub fn fill(dtype: ScalarType) -> BuiltinKernel {
+    typed("fill", dtype, FILL)
+}
+
+/// Fills an `unsigned int` buffer with one value (e.g. zeroes histogram counts).
+///
+/// Parameters: `(const long long len, const unsigned int value, unsigned int* out)`; entry
+/// point `pk_fill_u32`. Launch: [`linear_grid_block`]`(len)`.
+pub fn fill_u32() -> BuiltinKernel {
+    untyped("pk_fill_u32", &FILL.replace("{T}", "unsigned int"))
+}
+
+const SYMMETRIZE: &str = r#"// popcorn builtin kernel {NAME}: a[i * lda + j] = a[j * lda + i] for j > i.
+// Blocks of (32, 8) threads move 32 x 32 tiles through shared memory: the block for the upper
+// tile (bi, bj), bj >= bi, reads the mirrored lower tile (bj, bi) row by row (coalesced) and
+// writes the transpose row by row (coalesced). Reads touch only entries with j <= i, writes only
+// entries with j > i, so blocks never race; a diagonal tile is read whole before it is written.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long n,
+    {T}* __restrict__ a,
+    const long long lda)
+{
+    __shared__ {T} tile[32][33];
+    const int tx = (int)threadIdx.x;
+    const int ty = (int)threadIdx.y;
+    const long long tiles = (n + 31) / 32;
+    for (long long bi = blockIdx.y; bi < tiles; bi += gridDim.y) {
+        for (long long bj = blockIdx.x; bj < tiles; bj += gridDim.x) {
+            if (bj < bi) {
+                continue;
+            }
+            for (int m = 0; m < 32; m += 8) {
+                const long long r = bj * 32 + ty + m;
+                const long long c = bi * 32 + tx;
+                if (r < n && c < n) {
+                    tile[ty + m][tx] = a[r * lda + c];
+                }
+            }
+            __syncthreads();
+            for (int m = 0; m < 32; m += 8) {
+                const long long i = bi * 32 + ty + m;
+                const long long j = bj * 32 + tx;
+                if (i < n && j < n && j > i) {
+                    a[i * lda + j] = tile[tx][ty + m];
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+"#;
+
+/// Copies the lower triangle of a row-major `n x n` matrix into its upper triangle:
+/// `a[i * lda + j] = a[j * lda + i]` for `j > i`, in place.
+///
+/// This completes the output of cuBLAS SYRK/GEMMT called with `CUBLAS_FILL_MODE_UPPER` on the
+/// column-major view of a row-major buffer: cuBLAS writes the column-major entries `C(r, c)`
+/// with `r <= c`, stored at `c * lda + r`. Read row-major, that offset is element
+/// `(i, j) = (c, r)`, so the valid entries are those with `j <= i`, the lower triangle of the
+/// row-major matrix. The result is symmetric, so the upper triangle is its mirror.
+///
+/// Parameters: `(const long long n, T* a, const long long lda)`.
+/// Launch: [`symmetrize_grid_block`]`(n)`.
+pub fn symmetrize_lower_to_upper(dtype: ScalarType) -> BuiltinKernel {
+    typed("symmetrize_lower_to_upper", dtype, SYMMETRIZE)
+}
+
+/// Launch dimensions of [`symmetrize_lower_to_upper`] for an `n x n` matrix: blocks of
+/// `(32, 8)` threads, a 2-D grid of 32 x 32 tiles (capped at [`MAX_GRID_BLOCKS`](crate::emit::MAX_GRID_BLOCKS) per dimension;
+/// the kernel grid-strides over the rest).
+pub fn symmetrize_grid_block(n: u64) -> LaunchDims {
+    let tiles = blocks_for(n, 32);
+    ((tiles, tiles, 1), (32, 8, 1), 0)
+}
+
+const HISTOGRAM: &str = r#"// popcorn builtin kernel {NAME}: counts[labels[p]] += 1 for 0 <= p < n.
+// Labels >= k are ignored. counts must be zeroed first (pk_fill_u32). Integer atomics: the
+// result does not depend on their order.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long n,
+    const unsigned int* __restrict__ labels,
+    const long long k,
+    unsigned int* __restrict__ counts)
+{
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long p = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         p < n; p += stride) {
+        const unsigned int label = labels[p];
+        if ((long long)label < k) {
+            atomicAdd(&counts[label], 1u);
+        }
+    }
+}
+"#;
+
+/// Cluster sizes: `counts[c]` = number of `p < n` with `labels[p] == c`, for `c < k`. Labels
+/// `>= k` are ignored. `counts` (`k` entries) must be zeroed first with [`fill_u32`].
+///
+/// Parameters: `(const long long n, const unsigned int* labels, const long long k,
+/// unsigned int* counts)`; entry point `pk_histogram`. Launch: [`linear_grid_block`]`(n)`.
+pub fn histogram() -> BuiltinKernel {
+    untyped("pk_histogram", HISTOGRAM)
+}
+
+/// How the selection builder splits the points: each warp owns one chunk of `chunk`
+/// consecutive points and one row of `k` workspace counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SelectionLayout {
+    /// Points per chunk (a multiple of 32, at least [`SELECTION_MIN_CHUNK`]); the kernels'
+    /// `chunk` argument.
+    pub chunk: u64,
+    /// Number of chunks, `ceil(n / chunk)`; the `chunks` argument of
+    /// [`selection_chunk_offsets`].
+    pub chunks: u64,
+    /// `int`s of workspace the kernels need: `chunks * k`.
+    pub workspace_ints: u64,
+}
+
+/// The chunking of the selection builder for `n` points and `k` clusters. Chunks are
+/// [`SELECTION_MIN_CHUNK`] points, made larger where needed to keep the workspace within
+/// [`SELECTION_WORKSPACE_CAP_INTS`] (or `k` ints where `k` alone exceeds that).
+pub fn selection_layout(n: u64, k: u64) -> SelectionLayout {
+    let max_chunks = (SELECTION_WORKSPACE_CAP_INTS / k.max(1)).max(1);
+    let chunk = n
+        .div_ceil(max_chunks)
+        .max(SELECTION_MIN_CHUNK)
+        .div_ceil(32)
+        .saturating_mul(32);
+    let chunks = n.div_ceil(chunk);
+    SelectionLayout {
+        chunk,
+        chunks,
+        workspace_ints: chunks.saturating_mul(k),
+    }
+}
+
+const SELECTION_SCAN: &str = r#"// popcorn builtin kernel {NAME}: row_ptr[c] = counts[0] + ... + counts[c - 1] for
+// 0 <= c <= k (an exclusive scan). One block of exactly 1024 threads walks counts in pieces of
+// 1024, carrying the running total.
+extern "C" __global__ void __launch_bounds__(1024) {NAME}(
+    const long long k,
+    const unsigned int* __restrict__ counts,
+    int* __restrict__ row_ptr)
+{
+    __shared__ int warp_sums[32];
+    __shared__ int carry;
+    const int tid = (int)threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    if (tid == 0) {
+        carry = 0;
+    }
+    __syncthreads();
+    for (long long base = 0; base < k; base += 1024) {
+        const long long c = base + tid;
+        const int v = (c < k) ? (int)counts[c] : 0;
+        int x = v;
+        for (int off = 1; off < 32; off <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, x, off);
+            if (lane >= off) {
+                x += y;
+            }
+        }
+        if (lane == 31) {
+            warp_sums[warp] = x;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            int s = warp_sums[lane];
+            for (int off = 1; off < 32; off <<= 1) {
+                const int y = __shfl_up_sync(0xffffffffu, s, off);
+                if (lane >= off) {
+                    s += y;
+                }
+            }
+            warp_sums[lane] = s;
+        }
+        __syncthreads();
+        const int exclusive = carry + ((warp == 0) ? 0 : warp_sums[warp - 1]) + x - v;
+        if (c < k) {
+            row_ptr[c] = exclusive;
+        }
+        __syncthreads();
+        if (tid == 1023) {
+            carry = exclusive + v;
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        row_ptr[k] = carry;
+    }
+}
+"#;
+
+/// Selection step 1: CSR row offsets from cluster sizes, `row_ptr[c] = sum(counts[..c])` for
+/// `0 <= c <= k` (so `row_ptr[k]` is the number of entries).
+///
+/// Parameters: `(const long long k, const unsigned int* counts, int* row_ptr)` with `row_ptr`
+/// of `k + 1` entries; entry point `pk_selection_scan`. Launch: [`selection_scan_grid_block`]
+/// (one block of exactly 1024 threads).
+pub fn selection_scan() -> BuiltinKernel {
+    untyped("pk_selection_scan", SELECTION_SCAN)
+}
+
+/// Launch dimensions of [`selection_scan`]: one block of 1024 threads.
+pub fn selection_scan_grid_block() -> LaunchDims {
+    ((1, 1, 1), (1024, 1, 1), 0)
+}
+
+/// Shared device code of the chunk kernels: `group` = the lanes of this warp holding the same
+/// key, found by 32 broadcasts (no `__match_any_sync`, so any architecture compiles it).
+/// Guarded, so sources may be concatenated into one module.
+const SELECTION_GROUP_FN: &str = r#"#ifndef PK_SELECTION_SAME_KEY
+#define PK_SELECTION_SAME_KEY
+static __device__ __forceinline__ unsigned int pk_selection_same_key(const unsigned int key)
+{
+    unsigned int group = 0u;
+    for (int l = 0; l < 32; ++l) {
+        if (__shfl_sync(0xffffffffu, key, l) == key) {
+            group |= 1u << l;
+        }
+    }
+    return group;
+}
+#endif
+"#;
+
+const SELECTION_CHUNK_COUNTS: &str = r#"// popcorn builtin kernel {NAME}: per-chunk cluster counts.
+// Warp w owns points [w * chunk, min((w + 1) * chunk, n)) and workspace row w (k ints): it
+// zeroes the row, then walks its points 32 at a time; for each label present among the 32, the
+// highest lane holding it adds the number of lanes holding it. Labels >= k are skipped.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long n,
+    const long long k,
+    const long long chunk,
+    const unsigned int* __restrict__ labels,
+    int* __restrict__ workspace)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+    const long long warps = (long long)(blockDim.x >> 5);
+    const long long chunks = (n + chunk - 1) / chunk;
+    for (long long w = (long long)blockIdx.x * warps + (long long)(threadIdx.x >> 5); w < chunks;
+         w += (long long)gridDim.x * warps) {
+        int* row = workspace + w * k;
+        for (long long c = lane; c < k; c += 32) {
+            row[c] = 0;
+        }
+        __syncwarp();
+        const long long start = w * chunk;
+        const long long end = (start + chunk < n) ? start + chunk : n;
+        for (long long base = start; base < end; base += 32) {
+            const long long p = base + lane;
+            const unsigned int label = (p < end) ? labels[p] : 0xffffffffu;
+            const bool valid = p < end && (long long)label < k;
+            const unsigned int key = valid ? label : 0xffffffffu;
+            const unsigned int group = pk_selection_same_key(key);
+            if (valid && (group >> lane) == 1u) {
+                row[label] += __popc(group);
+            }
+            __syncwarp();
+        }
+    }
+}
+"#;
+
+/// Selection step 2: per-chunk cluster counts into the workspace, `workspace[w * k + c]` = the
+/// number of points of chunk `w` with label `c`.
+///
+/// Parameters: `(const long long n, const long long k, const long long chunk,
+/// const unsigned int* labels, int* workspace)` with `chunk` and the workspace size from
+/// [`selection_layout`]; entry point `pk_selection_chunk_counts`.
+/// Launch: [`selection_chunks_grid_block`]`(chunks)`.
+pub fn selection_chunk_counts() -> BuiltinKernel {
+    let template = format!("{SELECTION_GROUP_FN}{SELECTION_CHUNK_COUNTS}");
+    untyped("pk_selection_chunk_counts", &template)
+}
+
+/// Launch dimensions of the warp-per-chunk kernels [`selection_chunk_counts`] and
+/// [`selection_scatter`]: blocks of 8 warps, one warp per chunk.
+pub fn selection_chunks_grid_block(chunks: u64) -> LaunchDims {
+    let grid = blocks_for(chunks, u64::from(SELECTION_WARPS_PER_BLOCK));
+    ((grid, 1, 1), (SELECTION_WARPS_PER_BLOCK * 32, 1, 1), 0)
+}
+
+const SELECTION_CHUNK_OFFSETS: &str = r#"// popcorn builtin kernel {NAME}: per-chunk start positions.
+// Thread c walks the chunks in order, replacing each count by the running position of cluster
+// c's points, which starts at row_ptr[c].
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long k,
+    const long long chunks,
+    const int* __restrict__ row_ptr,
+    int* __restrict__ workspace)
+{
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long c = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         c < k; c += stride) {
+        int running = row_ptr[c];
+        for (long long w = 0; w < chunks; ++w) {
+            const int count = workspace[w * k + c];
+            workspace[w * k + c] = running;
+            running += count;
+        }
+    }
+}
+"#;
+
+/// Selection step 3: turns the per-chunk counts into positions, `workspace[w * k + c]` =
+/// `row_ptr[c]` + the number of points with label `c` in chunks before `w`.
+///
+/// Parameters: `(const long long k, const long long chunks, const int* row_ptr,
+/// int* workspace)`; entry point `pk_selection_chunk_offsets`.
+/// Launch: [`linear_grid_block`]`(k)`.
+pub fn selection_chunk_offsets() -> BuiltinKernel {
+    untyped("pk_selection_chunk_offsets", SELECTION_CHUNK_OFFSETS)
+}
+
+const SELECTION_SCATTER: &str = r#"// popcorn builtin kernel {NAME}: CSR columns and values.
+// Warp w walks its chunk 32 points at a time. A point's position is its cluster's running
+// position for this chunk (workspace row w) plus the number of lower lanes with the same label;
+// the highest such lane then advances the running position. Points land in ascending order
+// within each cluster. Labels >= k are skipped.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long n,
+    const long long k,
+    const long long chunk,
+    const unsigned int* __restrict__ labels,
+    const unsigned int* __restrict__ counts,
+    int* __restrict__ workspace,
+    int* __restrict__ col_idx,
+    {T}* __restrict__ values)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+    const unsigned int lower_lanes = (1u << lane) - 1u;
+    const long long warps = (long long)(blockDim.x >> 5);
+    const long long chunks = (n + chunk - 1) / chunk;
+    for (long long w = (long long)blockIdx.x * warps + (long long)(threadIdx.x >> 5); w < chunks;
+         w += (long long)gridDim.x * warps) {
+        int* row = workspace + w * k;
+        const long long start = w * chunk;
+        const long long end = (start + chunk < n) ? start + chunk : n;
+        for (long long base = start; base < end; base += 32) {
+            const long long p = base + lane;
+            const unsigned int label = (p < end) ? labels[p] : 0xffffffffu;
+            const bool valid = p < end && (long long)label < k;
+            const unsigned int key = valid ? label : 0xffffffffu;
+            const unsigned int group = pk_selection_same_key(key);
+            const int first = valid ? row[label] : 0;
+            __syncwarp();
+            if (valid) {
+                const int pos = first + __popc(group & lower_lanes);
+                col_idx[pos] = (int)p;
+                values[pos] = ({T})1 / ({T})counts[label];
+                if ((group >> lane) == 1u) {
+                    row[label] = first + __popc(group);
+                }
+            }
+            __syncwarp();
+        }
+    }
+}
+"#;
+
+/// Selection step 4: the CSR matrix `V` (`k x n`) with `V[c, p] = 1 / counts[c]` where
+/// `labels[p] == c`: writes `col_idx` and `values` (`row_ptr[k]` entries, at most `n`), each
+/// cluster's points in ascending order. An empty cluster has an empty row. Consumes the
+/// workspace left by [`selection_chunk_offsets`]. Deterministic (no atomics).
+///
+/// The four steps, in order, for `n` points and `k` clusters (`counts` from [`histogram`], so
+/// that it matches `labels`; labels `>= k` are skipped everywhere, leaving `row_ptr[k] < n`):
+/// 1. `row_ptr` by [`selection_scan`];
+/// 2. per-chunk counts into the workspace by [`selection_chunk_counts`]
+///    ([`selection_layout`] gives `chunk`, `chunks` and the workspace size);
+/// 3. per-chunk positions by [`selection_chunk_offsets`];
+/// 4. `col_idx` and `values` by this kernel.
+///
+/// Parameters: `(const long long n, const long long k, const long long chunk,
+/// const unsigned int* labels, const unsigned int* counts, int* workspace, int* col_idx,
+/// T* values)`. Launch: [`selection_chunks_grid_block`]`(chunks)`.
+pub fn selection_scatter(dtype: ScalarType) -> BuiltinKernel {
+    let template = format!("{SELECTION_GROUP_FN}{SELECTION_SCATTER}");
+    typed("selection_scatter", dtype, &template)
+}
+
+/// Every builtin kernel for `dtype` (and the untyped ones), e.g. to compile them all up front.
+pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
+    vec![
+        diag(dtype),
+        fill(dtype),
+        fill_u32(),
+        symmetrize_lower_to_upper(dtype),
+        histogram(),
+        selection_scan(),
+        selection_chunk_counts(),
+        selection_chunk_offsets(),
+        selection_scatter(dtype),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emit::MAX_GRID_BLOCKS;
+
+    #[test]
+    fn typed_names_carry_the_dtype_suffix() {
+        assert_eq!(diag(ScalarType::F32).name, "pk_diag_f32");
+        assert_eq!(diag(ScalarType::F64).name, "pk_diag_f64");
+        assert_eq!(fill(ScalarType::F64).name, "pk_fill_f64");
+        assert_eq!(fill_u32().name, "pk_fill_u32");
+        assert_eq!(
+            symmetrize_lower_to_upper(ScalarType::F32).name,
+            "pk_symmetrize_lower_to_upper_f32"
+        );
+        assert_eq!(
+            selection_scatter(ScalarType::F64).name,
+            "pk_selection_scatter_f64"
+        );
+    }
+
+    #[test]
+    fn sources_are_fully_instantiated() {
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            for kernel in all(dtype) {
+                assert!(!kernel.source.contains("{T}"), "{}", kernel.name);
+                assert!(!kernel.source.contains("{NAME}"), "{}", kernel.name);
+                assert!(!kernel.source.contains("#include"), "{}", kernel.name);
+                let entry = format!(" {}(", kernel.name);
+                assert_eq!(kernel.source.matches(&entry).count(), 1, "{}", kernel.name);
+                assert!(kernel.source.contains("extern \"C\" __global__"));
+            }
+        }
+    }
+
+    #[test]
+    fn typed_sources_use_the_c_type() {
+        let f = fill(ScalarType::F64).source;
+        assert!(f.contains("const double value"));
+        assert!(f.contains("double* __restrict__ out"));
+        assert!(!f.contains("float"));
+        let u = fill_u32().source;
+        assert!(u.contains("const unsigned int value"));
+        assert!(u.contains("unsigned int* __restrict__ out"));
+        let s = selection_scatter(ScalarType::F32).source;
+        assert!(s.contains("float* __restrict__ values"));
+        assert!(s.contains("(float)1 / (float)counts[label]"));
+    }
+
+    #[test]
+    fn parameter_lists_follow_the_documented_abi() {
+        let d = diag(ScalarType::F32).source;
+        let order = [
+            "const long long n",
+            "const float* __restrict__ a",
+            "const long long lda",
+        ];
+        let positions: Vec<usize> = order
+            .iter()
+            .map(|p| d.find(p).unwrap_or(usize::MAX))
+            .collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+        let h = histogram().source;
+        let order = [
+            "const long long n",
+            "const unsigned int* __restrict__ labels",
+            "const long long k",
+            "unsigned int* __restrict__ counts",
+        ];
+        let positions: Vec<usize> = order
+            .iter()
+            .map(|p| h.find(p).unwrap_or(usize::MAX))
+            .collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+    }
+
+    #[test]
+    fn linear_launch_covers_the_length() {
+        assert_eq!(linear_grid_block(1), ((1, 1, 1), (256, 1, 1), 0));
+        assert_eq!(linear_grid_block(257), ((2, 1, 1), (256, 1, 1), 0));
+        assert_eq!(linear_grid_block(0).0, (1, 1, 1));
+        assert_eq!(linear_grid_block(10_000_000_000).0, (65_535, 1, 1));
+    }
+
+    #[test]
+    fn symmetrize_launch_tiles_the_matrix() {
+        assert_eq!(symmetrize_grid_block(1), ((1, 1, 1), (32, 8, 1), 0));
+        assert_eq!(symmetrize_grid_block(33), ((2, 2, 1), (32, 8, 1), 0));
+        assert_eq!(symmetrize_grid_block(64), ((2, 2, 1), (32, 8, 1), 0));
+    }
+
+    #[test]
+    fn selection_layout_uses_small_chunks_when_the_workspace_is_small() {
+        let layout = selection_layout(1_000_000, 100);
+        assert_eq!(layout.chunk, 1024);
+        assert_eq!(layout.chunks, 977);
+        assert_eq!(layout.workspace_ints, 97_700);
+        let tiny = selection_layout(1, 1);
+        assert_eq!((tiny.chunk, tiny.chunks, tiny.workspace_ints), (1024, 1, 1));
+        let empty = selection_layout(0, 5);
+        assert_eq!((empty.chunks, empty.workspace_ints), (0, 0));
+    }
+
+    #[test]
+    fn selection_layout_caps_the_workspace_for_many_clusters() {
+        let layout = selection_layout(1_000_000, 100_000);
+        assert_eq!(layout.chunk % 32, 0);
+        assert!(layout.chunk > 1024);
+        assert_eq!(layout.chunks, 1_000_000_u64.div_ceil(layout.chunk));
+        assert!(layout.workspace_ints <= SELECTION_WORKSPACE_CAP_INTS);
+        assert_eq!(layout.workspace_ints, layout.chunks * 100_000);
+    }
+
+    #[test]
+    fn grid_limits_hold() {
+        assert!(MAX_GRID_BLOCKS <= u64::from(u16::MAX));
+        assert_eq!(
+            selection_chunks_grid_block(977),
+            ((123, 1, 1), (256, 1, 1), 0)
+        );
+        assert_eq!(selection_scan_grid_block(), ((1, 1, 1), (1024, 1, 1), 0));
+    }
+}

@@ -1,0 +1,182 @@
+//! Element-wise expressions as a sequence of `const T tN = ...;` temporaries.
+//!
+//! One [`ElementScope`] covers the code for one element `(i, j)`: every input is loaded at most
+//! once and every distinct sub-expression is computed at most once (two nodes that print the
+//! same right-hand side share a temporary), so several outputs or reductions of one element
+//! share their common work.
+
+use std::collections::HashMap;
+
+use crate::spec::{Access, BinaryOp, Expr, KernelSpec, ScalarType, UnaryOp};
+
+/// Name of the macro holding `+inf` of `dtype` (defined by the kernel prelude).
+pub(crate) fn inf_macro(dtype: ScalarType) -> &'static str {
+    match dtype {
+        ScalarType::F32 => "PK_INF_F32",
+        ScalarType::F64 => "PK_INF_F64",
+    }
+}
+
+/// Name of the macro holding a quiet NaN of `dtype` (defined by the kernel prelude).
+pub(crate) fn nan_macro(dtype: ScalarType) -> &'static str {
+    match dtype {
+        ScalarType::F32 => "PK_NAN_F32",
+        ScalarType::F64 => "PK_NAN_F64",
+    }
+}
+
+/// Macro definitions every kernel of `dtype` relies on. NVRTC has no `<math.h>`, so `INFINITY`
+/// and `NAN` are built from bit patterns with CUDA's builtin reinterpreting intrinsics. Guarded,
+/// so sources may be concatenated into one module.
+pub(crate) fn prelude(dtype: ScalarType) -> String {
+    let (inf, nan) = match dtype {
+        ScalarType::F32 => ("__int_as_float(0x7f800000)", "__int_as_float(0x7fc00000)"),
+        ScalarType::F64 => (
+            "__longlong_as_double(0x7ff0000000000000LL)",
+            "__longlong_as_double(0x7ff8000000000000LL)",
+        ),
+    };
+    let inf_name = inf_macro(dtype);
+    let nan_name = nan_macro(dtype);
+    format!(
+        "#ifndef {inf_name}\n#define {inf_name} ({inf})\n#endif\n\
+         #ifndef {nan_name}\n#define {nan_name} ({nan})\n#endif\n"
+    )
+}
+
+/// The C text of constant `value` in type `dtype`, reproducing it exactly.
+///
+/// Finite values are printed with Rust's shortest round-trip representation of the `f64`,
+/// which C parses back to the same `double`; for `float` the `double` is then cast, which
+/// rounds to nearest exactly like Rust's `value as f32`. Infinities and NaN use the prelude's
+/// macros.
+pub(crate) fn const_literal(value: f64, dtype: ScalarType) -> String {
+    let t = dtype.c_name();
+    if value.is_nan() {
+        return nan_macro(dtype).to_string();
+    }
+    if value.is_infinite() {
+        let sign = if value > 0.0 { "" } else { "-" };
+        return format!("({sign}{})", inf_macro(dtype));
+    }
+    let digits = format!("{value:?}");
+    match dtype {
+        ScalarType::F64 if value.is_sign_negative() => format!("({digits})"),
+        ScalarType::F64 => digits,
+        ScalarType::F32 => format!("(({t})({digits}))"),
+    }
+}
+
+/// The C math function for a unary or binary operation in `dtype`.
+pub(crate) fn math_fn(name: &str, dtype: ScalarType) -> String {
+    match dtype {
+        ScalarType::F32 => format!("{name}f"),
+        ScalarType::F64 => name.to_string(),
+    }
+}
+
+/// The C expression reading input `index` at `(row, col)`, or `None` where the input cannot be
+/// read as a value (missing, or an index vector; validation reports these).
+pub(crate) fn input_load(spec: &KernelSpec, index: usize, row: &str, col: &str) -> Option<String> {
+    let input = spec.inputs.get(index)?;
+    let p = format!("in{index}");
+    Some(match input.access {
+        Access::Matrix { transposed: false } => format!("{p}[{row} * {p}_ld + {col}]"),
+        Access::Matrix { transposed: true } => format!("{p}[{col} * {p}_ld + {row}]"),
+        Access::Col => format!("{p}[{row}]"),
+        Access::Row => format!("{p}[{col}]"),
+        Access::Scalar => p,
+        Access::Broadcast => format!("{p}[0]"),
+        Access::IndexCol => return None,
+    })
+}
+
+/// Code for the expressions of one element `(row, col)`.
+pub(crate) struct ElementScope<'a> {
+    spec: &'a KernelSpec,
+    row: String,
+    col: String,
+    prefix: &'static str,
+    lines: Vec<String>,
+    temps: HashMap<String, String>,
+}
+
+impl<'a> ElementScope<'a> {
+    /// A scope reading element `(row, col)` (C expressions of type `long long`); temporaries
+    /// are named `{prefix}0`, `{prefix}1`, ...
+    pub(crate) fn new(spec: &'a KernelSpec, row: &str, col: &str, prefix: &'static str) -> Self {
+        ElementScope {
+            spec,
+            row: row.to_string(),
+            col: col.to_string(),
+            prefix,
+            lines: Vec::new(),
+            temps: HashMap::new(),
+        }
+    }
+
+    /// Emits the code computing `expr` and returns the name of the temporary holding it.
+    pub(crate) fn value(&mut self, expr: &Expr) -> String {
+        let dtype = self.spec.dtype;
+        let t = dtype.c_name();
+        let rhs = match expr {
+            Expr::Input(index) => input_load(self.spec, *index, &self.row, &self.col)
+                // Invalid reference: validation reports it as an `#error`; keep the C valid.
+                .unwrap_or_else(|| format!("(({t})0)")),
+            Expr::Const(value) => const_literal(*value, dtype),
+            Expr::Unary(op, a) => {
+                let a = self.value(a);
+                match op {
+                    UnaryOp::Neg => format!("-{a}"),
+                    UnaryOp::Exp => format!("{}({a})", math_fn("exp", dtype)),
+                    UnaryOp::Log => format!("{}({a})", math_fn("log", dtype)),
+                    UnaryOp::Sqrt => format!("{}({a})", math_fn("sqrt", dtype)),
+                    UnaryOp::Abs => format!("{}({a})", math_fn("fabs", dtype)),
+                    UnaryOp::Tanh => format!("{}({a})", math_fn("tanh", dtype)),
+                }
+            }
+            Expr::Binary(op, a, b) => {
+                let a = self.value(a);
+                let b = self.value(b);
+                let compare = |c_op: &str| format!("(({a} {c_op} {b}) ? ({t})1 : ({t})0)");
+                match op {
+                    BinaryOp::Add => format!("{a} + {b}"),
+                    BinaryOp::Sub => format!("{a} - {b}"),
+                    BinaryOp::Mul => format!("{a} * {b}"),
+                    BinaryOp::Div => format!("{a} / {b}"),
+                    BinaryOp::Pow => format!("{}({a}, {b})", math_fn("pow", dtype)),
+                    BinaryOp::Max => format!("{}({a}, {b})", math_fn("fmax", dtype)),
+                    BinaryOp::Min => format!("{}({a}, {b})", math_fn("fmin", dtype)),
+                    BinaryOp::Lt => compare("<"),
+                    BinaryOp::Le => compare("<="),
+                    BinaryOp::Gt => compare(">"),
+                    BinaryOp::Ge => compare(">="),
+                    BinaryOp::Eq => compare("=="),
+                    BinaryOp::Ne => compare("!="),
+                }
+            }
+            Expr::Select(cond, then, otherwise) => {
+                let c = self.value(cond);
+                let a = self.value(then);
+                let b = self.value(otherwise);
+                format!("(({c} != ({t})0) ? {a} : {b})")
+            }
+        };
+        if let Some(name) = self.temps.get(&rhs) {
+            return name.clone();
+        }
+        let name = format!("{}{}", self.prefix, self.temps.len());
+        self.lines.push(format!("const {t} {name} = {rhs};"));
+        self.temps.insert(rhs, name.clone());
+        name
+    }
+
+    /// Appends the emitted lines to `out`, each indented by `indent`.
+    pub(crate) fn write_to(&self, out: &mut String, indent: &str) {
+        for line in &self.lines {
+            out.push_str(indent);
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+}

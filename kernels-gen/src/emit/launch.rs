@@ -1,0 +1,201 @@
+//! Launch geometry of generated kernels.
+
+/// Grid dimensions, block dimensions and dynamic shared-memory bytes of one launch, as CUDA's
+/// launch API takes them.
+pub type LaunchDims = ((u32, u32, u32), (u32, u32, u32), u32);
+
+/// Largest grid dimension the launch helpers use. Kernels loop (grid-stride) over any work
+/// beyond `grid * block`, so capping the grid only bounds the number of blocks, never the size
+/// of the problem.
+pub const MAX_GRID_BLOCKS: u64 = 65_535;
+
+/// Threads per block of [`LaunchShape::Linear`] kernels.
+pub const LINEAR_BLOCK_THREADS: u32 = 256;
+/// Warps per block of [`LaunchShape::WarpPerRow`] kernels.
+pub const ROW_WARPS_PER_BLOCK: u32 = 8;
+/// Threads per block of [`LaunchShape::ColumnGroups`] kernels.
+pub const COLUMN_BLOCK_THREADS: u32 = 1024;
+/// Widest column group (one warp of columns) of [`LaunchShape::ColumnGroups`] kernels.
+pub const MAX_COLUMN_GROUP_WIDTH: u32 = 32;
+/// Column groups narrow (down to 4 columns, a 16- or 32-byte segment per row) until there are
+/// at least this many of them, to keep the GPU busy on tall matrices with few columns.
+pub const COLUMN_TARGET_BLOCKS: u64 = 256;
+
+/// Columns per block of a [`LaunchShape::ColumnGroups`] launch over `cols` columns: the widest
+/// of 32, 16, 8, 4 that still gives [`COLUMN_TARGET_BLOCKS`] groups; failing that 4, or fewer
+/// (the next power of two `>= cols`) when there are fewer than 4 columns.
+pub fn column_group_width(cols: u64) -> u32 {
+    for width in [32u32, 16, 8, 4] {
+        if cols.div_ceil(u64::from(width)) >= COLUMN_TARGET_BLOCKS {
+            return width;
+        }
+    }
+    match cols {
+        0 | 1 => 1,
+        2 => 2,
+        _ => 4,
+    }
+}
+
+/// How a generated kernel must be launched. The kernel is compiled for exactly this block
+/// shape (`__launch_bounds__`, and for column groups a shared-memory array sized by it), so the
+/// runtime must use [`LaunchShape::grid_block`] rather than a block shape of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LaunchShape {
+    /// One thread per element of the `rows x cols` space, 1-D blocks of `block_threads`,
+    /// grid-stride over the linear index `i * cols + j` ([`crate::Form::Map`]).
+    Linear {
+        /// Threads per block.
+        block_threads: u32,
+    },
+    /// One warp per row, 1-D blocks of `warps_per_block` warps, grid-stride over rows
+    /// ([`crate::Form::Rows`]).
+    WarpPerRow {
+        /// Warps (rows in flight) per block.
+        warps_per_block: u32,
+    },
+    /// Blocks of `block_threads` threads shaped `(W, block_threads / W)` by
+    /// [`column_group_width`]: each block handles `W` consecutive columns, its rows of threads
+    /// walking the rows `ty, ty + R, ...`; grid-stride over column groups; dynamic shared
+    /// memory of `block_threads * elem_bytes` ([`crate::Form::Cols`]).
+    ColumnGroups {
+        /// Threads per block (`W * R`).
+        block_threads: u32,
+        /// Size of one element of the kernel's type, for the shared-memory size.
+        elem_bytes: u32,
+    },
+}
+
+/// Number of blocks of `per_block` work items needed for `work` items, at least 1 (a launch
+/// with an empty grid is an error; the kernels do nothing when there is no work) and at most
+/// [`MAX_GRID_BLOCKS`].
+pub fn blocks_for(work: u64, per_block: u64) -> u32 {
+    let per_block = per_block.max(1);
+    let blocks = work.div_ceil(per_block).clamp(1, MAX_GRID_BLOCKS);
+    // The clamp keeps the value within u32.
+    u32::try_from(blocks).unwrap_or(u32::MAX)
+}
+
+impl LaunchShape {
+    /// Grid, block and dynamic shared bytes for an iteration space of `rows x cols`.
+    /// Always at least one block, so zero-sized problems launch (and do nothing) too.
+    pub fn grid_block(&self, rows: u64, cols: u64) -> LaunchDims {
+        match *self {
+            LaunchShape::Linear { block_threads } => {
+                let elements = rows.saturating_mul(cols);
+                let grid = blocks_for(elements, u64::from(block_threads));
+                ((grid, 1, 1), (block_threads, 1, 1), 0)
+            }
+            LaunchShape::WarpPerRow { warps_per_block } => {
+                let grid = blocks_for(rows, u64::from(warps_per_block));
+                ((grid, 1, 1), (warps_per_block * 32, 1, 1), 0)
+            }
+            LaunchShape::ColumnGroups {
+                block_threads,
+                elem_bytes,
+            } => {
+                let width = column_group_width(cols);
+                let grid = blocks_for(cols, u64::from(width));
+                let shared = block_threads.saturating_mul(elem_bytes);
+                ((grid, 1, 1), (width, block_threads / width, 1), shared)
+            }
+        }
+    }
+
+    /// Threads per block, the value of the kernel's `__launch_bounds__`.
+    pub fn threads_per_block(&self) -> u32 {
+        match *self {
+            LaunchShape::Linear { block_threads } => block_threads,
+            LaunchShape::WarpPerRow { warps_per_block } => warps_per_block * 32,
+            LaunchShape::ColumnGroups { block_threads, .. } => block_threads,
+        }
+    }
+
+    /// A one-line description for the kernel's header comment.
+    pub(crate) fn describe(&self) -> String {
+        match *self {
+            LaunchShape::Linear { block_threads } => format!(
+                "1-D blocks of {block_threads} threads, grid-stride over rows*cols elements"
+            ),
+            LaunchShape::WarpPerRow { warps_per_block } => format!(
+                "1-D blocks of {} threads (one warp per row), grid-stride over rows",
+                warps_per_block * 32
+            ),
+            LaunchShape::ColumnGroups {
+                block_threads,
+                elem_bytes,
+            } => format!(
+                "blocks of {block_threads} threads shaped (W, {block_threads} / W), W columns \
+                 per block (32 down to 1 for few columns), grid-stride over column groups, \
+                 {} bytes of dynamic shared memory",
+                block_threads * elem_bytes
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_grid_covers_small_problems_exactly() {
+        let shape = LaunchShape::Linear { block_threads: 256 };
+        assert_eq!(shape.grid_block(1, 1), ((1, 1, 1), (256, 1, 1), 0));
+        assert_eq!(shape.grid_block(3, 100), ((2, 1, 1), (256, 1, 1), 0));
+        assert_eq!(shape.grid_block(256, 1), ((1, 1, 1), (256, 1, 1), 0));
+        assert_eq!(shape.grid_block(257, 1), ((2, 1, 1), (256, 1, 1), 0));
+    }
+
+    #[test]
+    fn grids_are_capped_and_never_empty() {
+        let shape = LaunchShape::Linear { block_threads: 256 };
+        // 10^10 elements would need 39 million blocks; the kernel grid-strides instead.
+        assert_eq!(shape.grid_block(100_000, 100_000).0, (65_535, 1, 1));
+        assert_eq!(shape.grid_block(u64::MAX, u64::MAX).0, (65_535, 1, 1));
+        assert_eq!(shape.grid_block(0, 7).0, (1, 1, 1));
+    }
+
+    #[test]
+    fn warp_per_row_uses_one_warp_per_row() {
+        let shape = LaunchShape::WarpPerRow { warps_per_block: 8 };
+        assert_eq!(shape.grid_block(1, 5), ((1, 1, 1), (256, 1, 1), 0));
+        assert_eq!(shape.grid_block(17, 5), ((3, 1, 1), (256, 1, 1), 0));
+        assert_eq!(shape.grid_block(1_000_000, 5).0, (65_535, 1, 1));
+        assert_eq!(shape.threads_per_block(), 256);
+    }
+
+    #[test]
+    fn column_groups_narrow_for_few_columns() {
+        let shape = LaunchShape::ColumnGroups {
+            block_threads: 1024,
+            elem_bytes: 4,
+        };
+        assert_eq!(shape.grid_block(1000, 1), ((1, 1, 1), (1, 1024, 1), 4096));
+        assert_eq!(shape.grid_block(1000, 2), ((1, 1, 1), (2, 512, 1), 4096));
+        assert_eq!(shape.grid_block(1000, 3), ((1, 1, 1), (4, 256, 1), 4096));
+        assert_eq!(shape.grid_block(1000, 100), ((25, 1, 1), (4, 256, 1), 4096));
+        assert_eq!(shape.grid_block(10, 2048), ((256, 1, 1), (8, 128, 1), 4096));
+        assert_eq!(shape.grid_block(10, 8192), ((256, 1, 1), (32, 32, 1), 4096));
+        assert_eq!(shape.grid_block(10, 8193), ((257, 1, 1), (32, 32, 1), 4096));
+        assert_eq!(shape.grid_block(0, 0), ((1, 1, 1), (1, 1024, 1), 4096));
+        assert_eq!(shape.threads_per_block(), 1024);
+        let wide = LaunchShape::ColumnGroups {
+            block_threads: 1024,
+            elem_bytes: 8,
+        };
+        assert_eq!(
+            wide.grid_block(5, 10_000_000),
+            ((65_535, 1, 1), (32, 32, 1), 8192)
+        );
+    }
+
+    #[test]
+    fn column_group_shapes_are_powers_of_two() {
+        for cols in 0..20_000u64 {
+            let width = column_group_width(cols);
+            assert!(width.is_power_of_two() && width <= MAX_COLUMN_GROUP_WIDTH);
+            assert!((COLUMN_BLOCK_THREADS / width).is_power_of_two());
+        }
+    }
+}

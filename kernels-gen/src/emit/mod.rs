@@ -1,0 +1,285 @@
+//! CUDA C generation for a [`KernelSpec`].
+//!
+//! [`emit`] produces one `extern "C" __global__` kernel per spec from one of three templates
+//! ([`Form::Map`], [`Form::Rows`], [`Form::Cols`]; see the `map`, `rows` and `cols` modules).
+//! The source compiles with NVRTC without any `#include`.
+//!
+//! # Source layout and naming
+//!
+//! A generated source is a header comment followed by the kernel text:
+//! - the header lists the kernel name, the spec's provenance strings, the form, the dtype, the
+//!   inputs (with the planner's names), the parameter list, the outputs and the launch shape;
+//! - the kernel text is a guarded prelude (`PK_INF_*`/`PK_NAN_*` macros), then one `#error`
+//!   line per problem of an invalid spec (see [`KernelSpec::problems`]), then the kernel.
+//!
+//! The name is `pk_` followed by 16 hex digits of the FNV-1a 64-bit hash of the kernel text
+//! with the name left out. Only the kernel text is hashed: provenance and input names appear in
+//! the header alone (parameters are named by position, `in0`, `out0`, ...), so two specs that
+//! compute the same thing share the kernel name even when their buffers and IR nodes differ,
+//! while the full source still records where the kernel came from. Both are deterministic: a
+//! runtime may cache compiled modules by full source text or, to share more, by name.
+//!
+//! # Parameters
+//!
+//! In [`KernelSpec::params`] order: `const long long rows, const long long cols`, then for input
+//! `k`: a matrix as `const T* __restrict__ ink, const long long ink_ld`; a row or column vector
+//! or a broadcast value as `const T* __restrict__ ink`; a scalar as `const T ink`; an index vector as
+//! `const unsigned int* __restrict__ ink`; then output `k` as `T* __restrict__ outk` (or
+//! `unsigned int* __restrict__ outk` for an argmin). Sizes and scalars are arguments, so one
+//! compiled kernel serves every size. Outputs of row and column kernels must not alias inputs or
+//! each other (`__restrict__`); a map may write its output over an input it reads only at the
+//! element it writes (no `__restrict__` there). All index arithmetic is 64-bit.
+//!
+//! # Floating-point agreement with the CPU backend
+//!
+//! Reductions follow the sequential definitions documented on [`ReduceKind`] except for the
+//! summation order of `Sum` (documented per template). NVRTC contracts `a * b + c` into fused
+//! multiply-adds by default; pass `--fmad=false` for results closer to an unfused CPU
+//! evaluation.
+
+mod cols;
+mod expr;
+mod launch;
+mod map;
+mod rows;
+
+pub use launch::{
+    blocks_for, column_group_width, LaunchDims, LaunchShape, COLUMN_BLOCK_THREADS,
+    COLUMN_TARGET_BLOCKS, LINEAR_BLOCK_THREADS, MAX_COLUMN_GROUP_WIDTH, MAX_GRID_BLOCKS,
+    ROW_WARPS_PER_BLOCK,
+};
+
+pub(crate) use expr::prelude;
+
+use crate::hash::fnv1a64;
+use crate::spec::{Access, Expr, Form, KernelSpec, OutputShape, Param, ReduceKind, ScalarType};
+use crate::validate::SpecError;
+
+/// A generated kernel: its entry-point name, complete CUDA C source and launch geometry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeneratedKernel {
+    /// The `extern "C"` entry point, `pk_` and 16 hex digits.
+    pub name: String,
+    /// The complete CUDA C source (header comment and kernel), compilable by NVRTC as is.
+    pub source: String,
+    /// How to launch it for concrete sizes.
+    pub launch: LaunchShape,
+}
+
+/// Marker standing for the kernel name while the kernel text is hashed.
+const NAME_MARKER: &str = "@@PK_KERNEL_NAME@@";
+
+/// Generates the CUDA C kernel for `spec`. Deterministic: equal specs give equal names and
+/// sources.
+///
+/// Never panics. For a spec with structural problems (see [`KernelSpec::problems`]) the source
+/// carries one `#error` line per problem, so compiling it fails with that message; use
+/// [`try_emit`] to get the problem as an error instead.
+pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
+    let (statements, launch) = match &spec.form {
+        Form::Map { outputs } => (map::body(spec, outputs), map::LAUNCH),
+        Form::Rows { stores, reductions } => (rows::body(spec, stores, reductions), rows::LAUNCH),
+        Form::Cols { reductions } => (cols::body(spec, reductions), cols::launch(spec)),
+    };
+
+    let mut kernel = prelude(spec.dtype);
+    for problem in spec.problems() {
+        kernel.push_str(&format!(
+            "#error \"{}\"\n",
+            c_string_text(&problem.to_string())
+        ));
+    }
+    kernel.push_str(&format!(
+        "extern \"C\" __global__ void __launch_bounds__({}) {NAME_MARKER}(\n",
+        launch.threads_per_block()
+    ));
+    let params: Vec<String> = spec
+        .params()
+        .iter()
+        .map(|p| format!("    {}", param_decl(spec, p)))
+        .collect();
+    kernel.push_str(&params.join(",\n"));
+    kernel.push_str(")\n{\n");
+    kernel.push_str(&statements);
+    kernel.push_str("}\n");
+
+    let name = format!("pk_{:016x}", fnv1a64(kernel.as_bytes()));
+    let kernel = kernel.replacen(NAME_MARKER, &name, 1);
+    let mut source = header(spec, &name, &launch);
+    source.push_str(&kernel);
+    GeneratedKernel {
+        name,
+        source,
+        launch,
+    }
+}
+
+/// Like [`emit`], but returns the spec's first structural problem as an error.
+pub fn try_emit(spec: &KernelSpec) -> Result<GeneratedKernel, SpecError> {
+    spec.validate()?;
+    Ok(emit(spec))
+}
+
+/// The C declaration of one kernel parameter. Map kernels declare their pointers without
+/// `__restrict__`: the planner runs an element-wise map in place (its output over a dying
+/// input), which is safe because every element is read and then written by one thread, but
+/// would break a no-alias promise. Row and column kernels never run in place.
+pub(crate) fn param_decl(spec: &KernelSpec, param: &Param) -> String {
+    let t = spec.dtype.c_name();
+    let r = if matches!(spec.form, crate::spec::Form::Map { .. }) { "" } else { " __restrict__" };
+    match *param {
+        Param::Rows => "const long long rows".to_string(),
+        Param::Cols => "const long long cols".to_string(),
+        Param::InputPtr(k) => format!("const {t}*{r} in{k}"),
+        Param::InputLd(k) => format!("const long long in{k}_ld"),
+        Param::InputScalar(k) => format!("const {t} in{k}"),
+        Param::InputIndex(k) => format!("const unsigned int*{r} in{k}"),
+        Param::Output(k) => match spec.outputs().get(k) {
+            Some(OutputShape::PerRowIndex) => format!("unsigned int*{r} out{k}"),
+            _ => format!("{t}*{r} out{k}"),
+        },
+    }
+}
+
+/// Whether any of `exprs` reads an input that depends on the element's position (anything but
+/// a scalar or a broadcast value), i.e. whether the template must compute `i` and `j`.
+pub(crate) fn reads_position<'a>(spec: &KernelSpec, exprs: impl Iterator<Item = &'a Expr>) -> bool {
+    let mut positional = false;
+    for e in exprs {
+        e.for_each_input(&mut |k| {
+            let positional_access = |a: Access| !matches!(a, Access::Scalar | Access::Broadcast);
+            if spec
+                .inputs
+                .get(k)
+                .is_some_and(|input| positional_access(input.access))
+            {
+                positional = true;
+            }
+        });
+    }
+    positional
+}
+
+/// The header comment: everything a reader (or a launcher) needs to know about the kernel.
+fn header(spec: &KernelSpec, name: &str, launch: &LaunchShape) -> String {
+    let mut h = String::new();
+    h.push_str(&format!(
+        "// {name}: popcorn fused kernel, generated by kernels-gen (do not edit).\n"
+    ));
+    h.push_str("// provenance:\n");
+    if spec.provenance.is_empty() {
+        h.push_str("//   (none)\n");
+    }
+    for p in &spec.provenance {
+        h.push_str(&format!("//   {}\n", comment_text(p)));
+    }
+    h.push_str(&format!("// form: {}\n", describe_form(&spec.form)));
+    h.push_str(&format!(
+        "// dtype: {} ({})\n",
+        spec.dtype.c_name(),
+        dtype_label(spec.dtype)
+    ));
+    h.push_str("// inputs:\n");
+    if spec.inputs.is_empty() {
+        h.push_str("//   (none)\n");
+    }
+    for (k, input) in spec.inputs.iter().enumerate() {
+        h.push_str(&format!(
+            "//   in{k} = {}: {}\n",
+            comment_text(&input.name),
+            describe_access(k, input.access)
+        ));
+    }
+    h.push_str("// parameters:\n");
+    for p in spec.params() {
+        h.push_str(&format!("//   {}\n", param_decl(spec, &p)));
+    }
+    h.push_str("// outputs:\n");
+    if spec.outputs().is_empty() {
+        h.push_str("//   (none)\n");
+    }
+    for (k, shape) in spec.outputs().iter().enumerate() {
+        let what = match shape {
+            OutputShape::Full => "rows x cols, row-major, element (i, j) at [i * cols + j]",
+            OutputShape::PerRow => "one value per row, [i]",
+            OutputShape::PerRowIndex => "one unsigned int index per row, [i]",
+            OutputShape::PerCol => "one value per column, [j]",
+        };
+        h.push_str(&format!("//   out{k}: {what}\n"));
+    }
+    h.push_str(&format!("// launch: {}\n", launch.describe()));
+    h.push_str("// The kernel name hashes the text below this header only.\n");
+    h
+}
+
+/// `f32` or `f64`.
+fn dtype_label(dtype: ScalarType) -> &'static str {
+    match dtype {
+        ScalarType::F32 => "f32",
+        ScalarType::F64 => "f64",
+    }
+}
+
+/// How input `k` is read, for the header.
+fn describe_access(k: usize, access: Access) -> String {
+    match access {
+        Access::Matrix { transposed: false } => {
+            format!("matrix, element (i, j) at in{k}[i * in{k}_ld + j]")
+        }
+        Access::Matrix { transposed: true } => {
+            format!("matrix read transposed, element (i, j) at in{k}[j * in{k}_ld + i]")
+        }
+        Access::Col => format!("column vector, element (i, j) at in{k}[i]"),
+        Access::Row => format!("row vector, element (i, j) at in{k}[j]"),
+        Access::Scalar => "scalar, by value".to_string(),
+        Access::Broadcast => format!("single value in device memory, in{k}[0] at every element"),
+        Access::IndexCol => format!("index vector (unsigned int), in{k}[i] per row"),
+    }
+}
+
+/// A one-line summary of the form, for the header.
+fn describe_form(form: &Form) -> String {
+    let kinds = |reductions: &[crate::spec::Reduction]| -> String {
+        let names: Vec<String> = reductions
+            .iter()
+            .map(|r| match r.kind {
+                ReduceKind::Sum => "sum".to_string(),
+                ReduceKind::Min => "min".to_string(),
+                ReduceKind::Max => "max".to_string(),
+                ReduceKind::ArgMin => "argmin".to_string(),
+                ReduceKind::Pick { index_input } => format!("pick(in{index_input})"),
+            })
+            .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    match form {
+        Form::Map { outputs } => format!("map (outputs: {})", outputs.len()),
+        Form::Rows { stores, reductions } => format!(
+            "rows (stores: {}; reductions over j: {})",
+            stores.len(),
+            kinds(reductions)
+        ),
+        Form::Cols { reductions } => format!("cols (reductions over i: {})", kinds(reductions)),
+    }
+}
+
+/// `text` made safe inside a `//` comment: no line breaks or other control characters, no
+/// backslash (which would continue the comment onto the next line), ASCII only.
+fn comment_text(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\\' => '/',
+            c if c.is_ascii_graphic() || c == ' ' => c,
+            _ => '?',
+        })
+        .collect()
+}
+
+/// `text` made safe inside a C string literal of an `#error` line.
+fn c_string_text(text: &str) -> String {
+    comment_text(text).replace('"', "'")
+}

@@ -1,0 +1,633 @@
+//! Tests of the generated CUDA C: determinism, naming, parameter ABI, index expressions,
+//! reduction code and constants.
+
+mod common;
+
+use common::*;
+use kernels_gen::{
+    emit, try_emit, Access, BinaryOp, Expr, Form, KernelSpec, LaunchShape, ReduceKind, Reduction,
+    ScalarType, SpecError, UnaryOp,
+};
+
+/// The kernel text after the header comment.
+fn kernel_text(source: &str) -> &str {
+    let marker = "// The kernel name hashes the text below this header only.\n";
+    match source.find(marker) {
+        Some(at) => &source[at + marker.len()..],
+        None => panic!("header end marker missing:\n{source}"),
+    }
+}
+
+/// The parameter declarations of the kernel signature, in order.
+fn signature_params(source: &str) -> Vec<String> {
+    let kernel = kernel_text(source);
+    let start = kernel
+        .find("__launch_bounds__(")
+        .and_then(|at| kernel[at..].find("(\n").map(|p| at + p + 2));
+    let Some(start) = start else {
+        panic!("no signature in:\n{kernel}")
+    };
+    let end = start + kernel[start..].find(")\n{").unwrap_or(0);
+    kernel[start..end]
+        .split(',')
+        .map(|p| p.trim().to_string())
+        .collect()
+}
+
+/// The name of the temporary assigned `rhs` (`const T tN = rhs;`).
+fn temp_for(source: &str, rhs: &str) -> String {
+    let suffix = format!(" = {rhs};");
+    source
+        .lines()
+        .find_map(|l| {
+            let l = l.trim();
+            l.strip_suffix(&suffix)
+                .and_then(|decl| decl.rsplit(' ').next())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| panic!("no temporary for {rhs} in:\n{source}"))
+}
+
+fn assert_contains(haystack: &str, needle: &str) {
+    assert!(
+        haystack.contains(needle),
+        "expected to find {needle:?} in:\n{haystack}"
+    );
+}
+
+#[test]
+fn same_spec_gives_same_name_and_source() {
+    for (label, spec) in all_samples() {
+        let a = emit(&spec);
+        let b = emit(&spec.clone());
+        assert_eq!(a, b, "{label}");
+        assert!(a.name.starts_with("pk_"), "{label}");
+        assert_eq!(a.name.len(), 19, "{label}");
+        assert!(a.name[3..]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    }
+}
+
+#[test]
+fn different_specs_give_different_names() {
+    let samples = all_samples();
+    let mut names: Vec<String> = samples.iter().map(|(_, s)| emit(s).name).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), samples.len());
+
+    let base = map_affine(ScalarType::F32);
+    let mut changed = base.clone();
+    if let Form::Map { outputs } = &mut changed.form {
+        outputs[0] = bin(BinaryOp::Sub, inp(0), inp(1));
+    }
+    assert_ne!(emit(&base).name, emit(&changed).name);
+    let mut transposed = base.clone();
+    transposed.inputs[0].access = MATRIX_T;
+    assert_ne!(emit(&base).name, emit(&transposed).name);
+}
+
+#[test]
+fn provenance_and_input_names_change_the_source_but_not_the_name() {
+    let base = rows_kmeans(ScalarType::F64);
+    let mut renamed = base.clone();
+    renamed.provenance = vec!["elsewhere".to_string()];
+    renamed.inputs[0].name = "Gram".to_string();
+    let (a, b) = (emit(&base), emit(&renamed));
+    assert_eq!(a.name, b.name);
+    assert_ne!(a.source, b.source);
+    assert_eq!(kernel_text(&a.source), kernel_text(&b.source));
+    assert_contains(&b.source, "//   elsewhere\n");
+    assert_contains(&b.source, "//   in0 = Gram: matrix");
+}
+
+#[test]
+fn header_lists_provenance_form_dtype_and_parameters() {
+    let k = emit(&rows_kmeans(ScalarType::F32));
+    let header = &k.source[..k.source.len() - kernel_text(&k.source).len()];
+    assert!(header.starts_with(&format!("// {}: popcorn fused kernel", k.name)));
+    assert_contains(header, "// provenance:\n//   distances\n//   assign\n");
+    assert_contains(
+        header,
+        "// form: rows (stores: 1; reductions over j: sum, min, max, argmin, pick(in3))\n",
+    );
+    assert_contains(header, "// dtype: float (f32)\n");
+    assert_contains(
+        header,
+        "//   in3 = idx: index vector (unsigned int), in3[i] per row\n",
+    );
+    assert_contains(
+        header,
+        "// parameters:\n//   const long long rows\n//   const long long cols\n",
+    );
+    assert_contains(header, "//   out4: one unsigned int index per row, [i]\n");
+    assert!(header.lines().all(|l| l.starts_with("//")));
+}
+
+#[test]
+fn header_text_cannot_break_out_of_comments() {
+    let mut spec = map_affine(ScalarType::F32);
+    spec.provenance = vec!["line one\nint evil;\\".to_string()];
+    spec.inputs[0].name = "x\r\n#define rows 0".to_string();
+    let k = emit(&spec);
+    let header = &k.source[..k.source.len() - kernel_text(&k.source).len()];
+    assert!(header.lines().all(|l| l.starts_with("//")), "{header}");
+    assert!(!header.contains('\\'));
+}
+
+#[test]
+fn parameters_follow_param_order() {
+    let spec = KernelSpec {
+        dtype: ScalarType::F32,
+        inputs: vec![
+            input("A", MATRIX),
+            input("c", Access::Col),
+            input("r", Access::Row),
+            input("s", Access::Scalar),
+            input("idx", Access::IndexCol),
+            input("B", MATRIX_T),
+            input("g", Access::Broadcast),
+        ],
+        form: Form::Rows {
+            stores: vec![inp(0)],
+            reductions: vec![
+                Reduction {
+                    kind: ReduceKind::ArgMin,
+                    expr: inp(1),
+                },
+                Reduction {
+                    kind: ReduceKind::Sum,
+                    expr: inp(2),
+                },
+            ],
+        },
+        provenance: vec![],
+    };
+    let k = emit(&spec);
+    assert_eq!(
+        signature_params(&k.source),
+        vec![
+            "const long long rows",
+            "const long long cols",
+            "const float* __restrict__ in0",
+            "const long long in0_ld",
+            "const float* __restrict__ in1",
+            "const float* __restrict__ in2",
+            "const float in3",
+            "const unsigned int* __restrict__ in4",
+            "const float* __restrict__ in5",
+            "const long long in5_ld",
+            "const float* __restrict__ in6",
+            "float* __restrict__ out0",
+            "unsigned int* __restrict__ out1",
+            "float* __restrict__ out2",
+        ]
+    );
+    assert_eq!(signature_params(&k.source).len(), spec.params().len());
+}
+
+#[test]
+fn f64_parameters_use_double() {
+    let k = emit(&map_affine(ScalarType::F64));
+    let params = signature_params(&k.source);
+    // Map kernels may run in place, so their pointers are not `__restrict__`.
+    assert_eq!(params[2], "const double* in0");
+    assert_eq!(params[6], "const double in3");
+    assert_eq!(params.last().map(String::as_str), Some("double* out2"));
+    assert!(!kernel_text(&k.source).contains("float"));
+}
+
+#[test]
+fn index_expressions_per_access() {
+    let k = emit(&map_affine(ScalarType::F32));
+    let text = kernel_text(&k.source);
+    assert_contains(text, "in0[i * in0_ld + j]");
+    assert_contains(text, "in1[j]");
+    assert_contains(text, "in2[i]");
+    assert_contains(text, " = in3;");
+    assert_contains(text, "in4[j * in4_ld + i]");
+    assert_contains(text, "in5[0]");
+    // Map: grid-stride over the 64-bit linear index, output at the linear index.
+    assert_contains(text, "const long long pk_n = rows * cols;");
+    assert_contains(text, "pk_e += pk_stride");
+    assert_contains(text, "const long long i = pk_e / cols;");
+    assert_contains(text, "const long long j = pk_e - i * cols;");
+    assert_contains(text, "out0[pk_e] = ");
+    assert_contains(text, "out2[pk_e] = ");
+    assert_eq!(k.launch, LaunchShape::Linear { block_threads: 256 });
+}
+
+#[test]
+fn inputs_are_loaded_once_per_element() {
+    let k = emit(&map_affine(ScalarType::F32));
+    // X is read by out0 and out1, c once.
+    assert_eq!(
+        kernel_text(&k.source)
+            .matches("in0[i * in0_ld + j]")
+            .count(),
+        1
+    );
+    let k = emit(&map_all_ops(ScalarType::F64));
+    assert_eq!(
+        kernel_text(&k.source)
+            .matches("in0[i * in0_ld + j]")
+            .count(),
+        1
+    );
+    // The constant 0.5 is shared too.
+    assert_eq!(kernel_text(&k.source).matches(" = 0.5;").count(), 1);
+}
+
+#[test]
+fn map_without_positional_inputs_skips_the_index_division() {
+    let spec = KernelSpec {
+        dtype: ScalarType::F32,
+        inputs: vec![input("s", Access::Scalar), input("g", Access::Broadcast)],
+        form: Form::Map {
+            outputs: vec![bin(BinaryOp::Mul, inp(0), inp(1))],
+        },
+        provenance: vec![],
+    };
+    let text = emit(&spec).source;
+    assert!(!text.contains("pk_e / cols"));
+    assert_contains(&text, "out0[pk_e] = ");
+}
+
+#[test]
+fn every_operation_uses_the_dtype_function() {
+    let f32_text = emit(&map_all_ops(ScalarType::F32)).source;
+    let f64_text = emit(&map_all_ops(ScalarType::F64)).source;
+    for f in ["sqrtf(", "logf(", "tanhf(", "powf(", "fmaxf(", "fminf("] {
+        assert_contains(&f32_text, f);
+        assert!(!f64_text.contains(f), "{f} in f64 source");
+    }
+    for f in ["sqrt(", "log(", "tanh(", "pow(", "fmax(", "fmin("] {
+        assert_contains(&f64_text, f);
+    }
+    let affine32 = emit(&map_affine(ScalarType::F32)).source;
+    let affine64 = emit(&map_affine(ScalarType::F64)).source;
+    assert_contains(&affine32, "expf(");
+    assert_contains(&affine32, "fabsf(");
+    assert_contains(&affine64, "exp(");
+    assert_contains(&affine64, "fabs(");
+    assert!(!affine64.contains("expf(") && !affine64.contains("fabsf("));
+    // Negation, comparisons as 1/0, select on != 0, division.
+    let x32 = temp_for(&f32_text, "in0[i * in0_ld + j]");
+    let half32 = temp_for(&f32_text, "((float)(0.5))");
+    let x64 = temp_for(&f64_text, "in0[i * in0_ld + j]");
+    let half64 = temp_for(&f64_text, "0.5");
+    assert_contains(&f32_text, &format!(" = -{x32};"));
+    for op in ["<", "<=", ">", ">=", "==", "!="] {
+        assert_contains(
+            &f32_text,
+            &format!("(({x32} {op} {half32}) ? (float)1 : (float)0)"),
+        );
+        assert_contains(
+            &f64_text,
+            &format!("(({x64} {op} {half64}) ? (double)1 : (double)0)"),
+        );
+    }
+    let lt = temp_for(
+        &f32_text,
+        &format!("(({x32} < {half32}) ? (float)1 : (float)0)"),
+    );
+    let neg = temp_for(&f32_text, &format!("-{x32}"));
+    assert_contains(&f32_text, &format!("(({lt} != (float)0) ? {x32} : {neg})"));
+    assert_contains(&f32_text, &format!("{x32} / t"));
+}
+
+#[test]
+fn constants_round_trip_exactly() {
+    let values = [
+        0.1,
+        -2.5,
+        1.0,
+        1e-7,
+        3.0e300,
+        5e-324,
+        -0.0,
+        123_456_789.123_456_78,
+        2.0f64.powi(60),
+    ];
+    for &v in &values {
+        let spec = KernelSpec {
+            dtype: ScalarType::F64,
+            inputs: vec![],
+            form: Form::Map {
+                outputs: vec![c(v)],
+            },
+            provenance: vec![],
+        };
+        let text = emit(&spec).source;
+        let line = text
+            .lines()
+            .find(|l| l.contains("const double t0 = "))
+            .unwrap_or_else(|| panic!("no constant line in:\n{text}"));
+        let literal = line
+            .trim()
+            .trim_start_matches("const double t0 = ")
+            .trim_end_matches(';')
+            .trim_start_matches('(')
+            .trim_end_matches(')');
+        let parsed: f64 = literal
+            .parse()
+            .unwrap_or_else(|_| panic!("bad literal {literal}"));
+        assert_eq!(parsed.to_bits(), v.to_bits(), "{v} printed as {literal}");
+
+        let mut spec32 = spec.clone();
+        spec32.dtype = ScalarType::F32;
+        let text = emit(&spec32).source;
+        assert_contains(&text, &format!("const float t0 = ((float)({literal}));"));
+    }
+    // Negative constants are parenthesised so `a - -b` never appears.
+    let spec = KernelSpec {
+        dtype: ScalarType::F64,
+        inputs: vec![input("s", Access::Scalar)],
+        form: Form::Map {
+            outputs: vec![bin(BinaryOp::Sub, inp(0), c(-2.0))],
+        },
+        provenance: vec![],
+    };
+    assert_contains(&emit(&spec).source, "const double t1 = (-2.0);");
+}
+
+#[test]
+fn infinities_use_prelude_macros_without_headers() {
+    let k32 = emit(&map_all_ops(ScalarType::F32)).source;
+    assert_contains(&k32, "#define PK_INF_F32 (__int_as_float(0x7f800000))");
+    assert_contains(&k32, "#define PK_NAN_F32 (__int_as_float(0x7fc00000))");
+    assert_contains(&k32, "= (PK_INF_F32);");
+    assert_contains(&k32, "= (-PK_INF_F32);");
+    assert!(!k32.contains("INFINITY"));
+    let k64 = emit(&map_all_ops(ScalarType::F64)).source;
+    assert_contains(
+        &k64,
+        "#define PK_INF_F64 (__longlong_as_double(0x7ff0000000000000LL))",
+    );
+    assert_contains(&k64, "= (-PK_INF_F64);");
+    for source in [k32, k64] {
+        assert!(!source.contains("#include"));
+    }
+}
+
+#[test]
+fn row_reductions_initialise_and_combine_per_kind() {
+    let k = emit(&rows_kmeans(ScalarType::F32));
+    let text = kernel_text(&k.source);
+    assert_eq!(k.launch, LaunchShape::WarpPerRow { warps_per_block: 8 });
+    assert_contains(text, "__launch_bounds__(256)");
+    // One warp per row, lanes stride over columns.
+    assert_contains(
+        text,
+        "for (long long i = pk_first; i < rows; i += pk_step) {",
+    );
+    assert_contains(text, "for (long long j = pk_lane; j < cols; j += 32) {");
+    // Store as the lanes go.
+    assert_contains(text, "out0[i * cols + j] = t");
+    // Initial values.
+    assert_contains(text, "float r0 = (float)0;");
+    assert_contains(text, "float r1 = PK_INF_F32;");
+    assert_contains(text, "float r2 = -PK_INF_F32;");
+    assert_contains(
+        text,
+        "float r3 = PK_INF_F32;\n        unsigned int r3_at = 0u;",
+    );
+    // Lane-local folds.
+    let d = "t6"; // the distance temporary (d, 2, K, 2K, d - 2K, r, dist)
+    assert_contains(text, &format!("r0 += {d};"));
+    assert_contains(text, &format!("r1 = ({d} < r1) ? {d} : r1;"));
+    assert_contains(text, &format!("r2 = ({d} > r2) ? {d} : r2;"));
+    // ArgMin: strict < in ascending j keeps the lowest index of equal values.
+    assert_contains(
+        text,
+        &format!("if ({d} < r3) {{ r3 = {d}; r3_at = (unsigned int)j; }}"),
+    );
+    // Shuffle tree; argmin combines on (value, index).
+    assert_contains(text, "for (int pk_off = 16; pk_off > 0; pk_off >>= 1) {");
+    assert_contains(
+        text,
+        "const float o0 = __shfl_down_sync(0xffffffffu, r0, pk_off);",
+    );
+    assert_contains(
+        text,
+        "const unsigned int o3_at = __shfl_down_sync(0xffffffffu, r3_at, pk_off);",
+    );
+    assert_contains(
+        text,
+        "if (o3 < r3 || (o3 == r3 && o3_at < r3_at)) { r3 = o3; r3_at = o3_at; }",
+    );
+    // Lane 0 writes; outputs numbered after the store.
+    assert_contains(text, "if (pk_lane == 0) {");
+    assert_contains(text, "out1[i] = r0;");
+    assert_contains(text, "out4[i] = r3_at;");
+    // Pick: evaluated once at (i, idx[i]), NaN when out of range.
+    assert_contains(text, "const long long pk_pick4 = (long long)in3[i];");
+    assert_contains(text, "float v4 = PK_NAN_F32;");
+    assert_contains(text, "if (pk_pick4 < cols) {");
+    assert_contains(text, "in0[i * in0_ld + pk_pick4]");
+    assert_contains(text, "in2[pk_pick4]");
+    assert_contains(text, "out5[i] = v4;");
+    // The pick is not folded in the column loop.
+    assert!(!text.contains("r4"));
+}
+
+#[test]
+fn rows_with_only_picks_skip_the_column_pass() {
+    let spec = KernelSpec {
+        dtype: ScalarType::F64,
+        inputs: vec![input("X", MATRIX), input("idx", Access::IndexCol)],
+        form: Form::Rows {
+            stores: vec![],
+            reductions: vec![Reduction {
+                kind: ReduceKind::Pick { index_input: 1 },
+                expr: inp(0),
+            }],
+        },
+        provenance: vec![],
+    };
+    let text = emit(&spec).source;
+    assert!(!text.contains("j += 32"));
+    assert!(!text.contains("__shfl"));
+    assert_contains(&text, "double v0 = PK_NAN_F64;");
+}
+
+#[test]
+fn column_reductions_are_deterministic_block_reductions() {
+    let k = emit(&cols_stats(ScalarType::F64));
+    let text = kernel_text(&k.source);
+    assert_eq!(
+        k.launch,
+        LaunchShape::ColumnGroups {
+            block_threads: 1024,
+            elem_bytes: 8
+        }
+    );
+    assert_eq!(k.launch.grid_block(10, 70), ((18, 1, 1), (4, 256, 1), 8192));
+    assert_eq!(
+        k.launch.grid_block(10, 100_000),
+        ((3125, 1, 1), (32, 32, 1), 8192)
+    );
+    assert_contains(text, "__launch_bounds__(1024)");
+    assert_contains(
+        text,
+        "extern __shared__ __align__(8) unsigned char pk_smem[];",
+    );
+    assert_contains(text, "double* const pk_part = (double*)pk_smem;");
+    assert_contains(text, "pk_c0 += (long long)gridDim.x * pk_width");
+    assert_contains(text, "for (long long i = pk_ty; i < rows; i += pk_depth) {");
+    assert_contains(text, "double r0 = (double)0;");
+    assert_contains(text, "double r1 = PK_INF_F64;");
+    assert_contains(text, "double r2 = -PK_INF_F64;");
+    // Fixed-order tree over the rows of threads.
+    assert_contains(
+        text,
+        "for (int pk_half = pk_depth >> 1; pk_half > 0; pk_half >>= 1) {",
+    );
+    assert_contains(
+        text,
+        "const double pk_v = pk_part[pk_slot + pk_half * pk_width];",
+    );
+    assert_contains(text, "pk_acc += pk_v;");
+    assert_contains(text, "pk_acc = (pk_v < pk_acc) ? pk_v : pk_acc;");
+    assert_contains(text, "pk_acc = (pk_v > pk_acc) ? pk_v : pk_acc;");
+    assert_contains(text, "out2[j] = pk_part[pk_tx];");
+    assert!(!text.contains("atomic"));
+    // Every __syncthreads is reached by the whole block: none inside `if (j < cols)` or
+    // `if (pk_ty < pk_half)`; three per reduction.
+    assert_eq!(text.matches("__syncthreads();").count(), 9);
+    for block in text.split("if (").skip(1) {
+        let body = block.split('}').next().unwrap_or("");
+        assert!(
+            !body.contains("__syncthreads"),
+            "barrier under a condition:\n{body}"
+        );
+    }
+}
+
+#[test]
+fn invalid_specs_emit_error_directives_and_try_emit_reports_them() {
+    let spec = KernelSpec {
+        dtype: ScalarType::F32,
+        inputs: vec![input("X", MATRIX), input("idx", Access::IndexCol)],
+        form: Form::Cols {
+            reductions: vec![
+                Reduction {
+                    kind: ReduceKind::ArgMin,
+                    expr: inp(0),
+                },
+                Reduction {
+                    kind: ReduceKind::Sum,
+                    expr: bin(BinaryOp::Add, inp(7), inp(1)),
+                },
+            ],
+        },
+        provenance: vec![],
+    };
+    let problems = spec.problems();
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(matches!(
+        problems[0],
+        SpecError::UnsupportedColumnReduction { kind: "argmin", .. }
+    ));
+    assert!(matches!(
+        problems[1],
+        SpecError::InputOutOfRange {
+            index: 7,
+            count: 2,
+            ..
+        }
+    ));
+    assert!(matches!(
+        problems[2],
+        SpecError::IndexInputAsValue { index: 1, .. }
+    ));
+    let k = emit(&spec);
+    assert_eq!(k.source.matches("#error \"").count(), 3);
+    assert_contains(
+        &k.source,
+        "#error \"column reduction 0 is a argmin reduction",
+    );
+    assert_eq!(try_emit(&spec), Err(problems[0].clone()));
+
+    let bad_pick = KernelSpec {
+        dtype: ScalarType::F64,
+        inputs: vec![input("X", MATRIX)],
+        form: Form::Rows {
+            stores: vec![],
+            reductions: vec![Reduction {
+                kind: ReduceKind::Pick { index_input: 0 },
+                expr: inp(0),
+            }],
+        },
+        provenance: vec![],
+    };
+    assert!(matches!(
+        bad_pick.validate(),
+        Err(SpecError::PickIndexNotIndexCol { index_input: 0, .. })
+    ));
+    assert!(emit(&bad_pick).source.contains("#error"));
+}
+
+#[test]
+fn valid_samples_have_no_problems() {
+    for (label, spec) in all_samples() {
+        assert_eq!(spec.problems(), vec![], "{label}");
+        assert!(try_emit(&spec).is_ok(), "{label}");
+        assert!(!emit(&spec).source.contains("#error"), "{label}");
+    }
+}
+
+#[test]
+fn empty_forms_still_emit_valid_kernels() {
+    let specs = [
+        Form::Map { outputs: vec![] },
+        Form::Rows {
+            stores: vec![],
+            reductions: vec![],
+        },
+        Form::Cols { reductions: vec![] },
+    ];
+    for form in specs {
+        let spec = KernelSpec {
+            dtype: ScalarType::F32,
+            inputs: vec![],
+            form,
+            provenance: vec![],
+        };
+        let k = emit(&spec);
+        assert_eq!(
+            signature_params(&k.source),
+            vec!["const long long rows", "const long long cols"]
+        );
+    }
+}
+
+#[test]
+fn unary_and_select_compose() {
+    let spec = KernelSpec {
+        dtype: ScalarType::F64,
+        inputs: vec![input("x", Access::Col)],
+        form: Form::Map {
+            outputs: vec![Expr::select(
+                bin(BinaryOp::Ge, inp(0), c(0.0)),
+                un(UnaryOp::Sqrt, inp(0)),
+                un(UnaryOp::Neg, un(UnaryOp::Sqrt, un(UnaryOp::Neg, inp(0)))),
+            )],
+        },
+        provenance: vec![],
+    };
+    let text = emit(&spec).source;
+    assert_contains(&text, "const double t0 = in0[i];");
+    assert_contains(&text, "const double t1 = 0.0;");
+    assert_contains(
+        &text,
+        "const double t2 = ((t0 >= t1) ? (double)1 : (double)0);",
+    );
+    assert_contains(&text, "const double t3 = sqrt(t0);");
+    assert_contains(&text, "const double t4 = -t0;");
+    assert_contains(&text, "const double t5 = sqrt(t4);");
+    assert_contains(&text, "const double t6 = -t5;");
+    assert_contains(&text, "const double t7 = ((t2 != (double)0) ? t3 : t6);");
+    assert_contains(&text, "out0[pk_e] = t7;");
+}

@@ -1,0 +1,227 @@
+//! The contract between the executor and a backend: buffers, transfers, and one method that
+//! runs one plan step. The CPU backend and the CUDA backend implement it; the executor
+//! ([`crate::executor`]) resolves each step's values to buffers and calls
+//! [`Backend::run_step`].
+
+use crate::error::RuntimeError;
+use popcorn_dsl::plan::Step;
+use popcorn_dsl::DType;
+
+/// Element type of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElemType {
+    /// `f32`
+    F32,
+    /// `f64`
+    F64,
+    /// `u32` (index vectors)
+    U32,
+    /// `i32` (CSR row pointers and column indices)
+    I32,
+}
+
+impl ElemType {
+    /// The floating-point element type of a plan dtype.
+    pub fn float(dtype: DType) -> ElemType {
+        match dtype {
+            DType::F32 => ElemType::F32,
+            DType::F64 => ElemType::F64,
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size_bytes(self) -> usize {
+        match self {
+            ElemType::F64 => 8,
+            _ => 4,
+        }
+    }
+}
+
+/// Borrowed host data to upload.
+#[derive(Clone, Copy, Debug)]
+pub enum HostSlice<'a> {
+    /// `f32` values.
+    F32(&'a [f32]),
+    /// `f64` values.
+    F64(&'a [f64]),
+    /// `u32` values.
+    U32(&'a [u32]),
+    /// `i32` values.
+    I32(&'a [i32]),
+}
+
+impl HostSlice<'_> {
+    /// Element type.
+    pub fn elem(&self) -> ElemType {
+        match self {
+            HostSlice::F32(_) => ElemType::F32,
+            HostSlice::F64(_) => ElemType::F64,
+            HostSlice::U32(_) => ElemType::U32,
+            HostSlice::I32(_) => ElemType::I32,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            HostSlice::F32(s) => s.len(),
+            HostSlice::F64(s) => s.len(),
+            HostSlice::U32(s) => s.len(),
+            HostSlice::I32(s) => s.len(),
+        }
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Owned host data, downloaded from a buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostVec {
+    /// `f32` values.
+    F32(Vec<f32>),
+    /// `f64` values.
+    F64(Vec<f64>),
+    /// `u32` values.
+    U32(Vec<u32>),
+    /// `i32` values.
+    I32(Vec<i32>),
+}
+
+impl HostVec {
+    /// The values as `f64` (integers converted exactly).
+    pub fn to_f64(&self) -> Vec<f64> {
+        match self {
+            HostVec::F32(v) => v.iter().map(|x| *x as f64).collect(),
+            HostVec::F64(v) => v.clone(),
+            HostVec::U32(v) => v.iter().map(|x| *x as f64).collect(),
+            HostVec::I32(v) => v.iter().map(|x| *x as f64).collect(),
+        }
+    }
+
+    /// Borrows the data for an upload.
+    pub fn as_slice(&self) -> HostSlice<'_> {
+        match self {
+            HostVec::F32(v) => HostSlice::F32(v),
+            HostVec::F64(v) => HostSlice::F64(v),
+            HostVec::U32(v) => HostSlice::U32(v),
+            HostVec::I32(v) => HostSlice::I32(v),
+        }
+    }
+}
+
+/// A value handed to a step: its buffers and sizes. Outputs are passed the same way; backends
+/// write through them (GPU buffers by device pointer, CPU buffers through a lock). An output
+/// may share its buffer with an input of the same step when the plan says the step works in
+/// place.
+pub enum Arg<'a, B> {
+    /// Dense row-major `rows x cols` (leading dimension `cols`).
+    Dense {
+        /// The values.
+        buf: &'a B,
+        /// Rows.
+        rows: usize,
+        /// Columns.
+        cols: usize,
+    },
+    /// An index vector (`u32`).
+    Index {
+        /// The indices.
+        buf: &'a B,
+        /// Length.
+        len: usize,
+    },
+    /// A CSR matrix.
+    Csr {
+        /// `rows + 1` row offsets (`i32`).
+        row_ptr: &'a B,
+        /// `nnz` column indices (`i32`).
+        col_idx: &'a B,
+        /// `nnz` values.
+        values: &'a B,
+        /// Rows.
+        rows: usize,
+        /// Columns.
+        cols: usize,
+        /// Stored entries.
+        nnz: usize,
+    },
+    /// A host scalar, already evaluated.
+    Scalar(f64),
+}
+
+impl<B> Clone for Arg<'_, B> {
+    fn clone(&self) -> Self {
+        match self {
+            Arg::Dense { buf, rows, cols } => Arg::Dense { buf, rows: *rows, cols: *cols },
+            Arg::Index { buf, len } => Arg::Index { buf, len: *len },
+            Arg::Csr { row_ptr, col_idx, values, rows, cols, nnz } => Arg::Csr {
+                row_ptr,
+                col_idx,
+                values,
+                rows: *rows,
+                cols: *cols,
+                nnz: *nnz,
+            },
+            Arg::Scalar(v) => Arg::Scalar(*v),
+        }
+    }
+}
+
+/// A buffer's element type and length.
+pub trait BufferInfo {
+    /// Element type.
+    fn elem(&self) -> ElemType;
+    /// Number of elements.
+    fn len(&self) -> usize;
+    /// Whether the buffer has no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A compute backend.
+pub trait Backend: Send + Sync {
+    /// The backend's buffer type.
+    type Buf: BufferInfo + Send + Sync;
+
+    /// A one-line description (`cpu (16 threads)`, `cuda:0 NVIDIA H100 80GB HBM3 (sm_90)`).
+    fn describe(&self) -> String;
+
+    /// Allocates an uninitialised buffer.
+    fn alloc(&self, elem: ElemType, len: usize) -> Result<Self::Buf, RuntimeError>;
+
+    /// Allocates a buffer holding `data`.
+    fn upload(&self, data: HostSlice<'_>) -> Result<Self::Buf, RuntimeError>;
+
+    /// Copies `data` into an existing buffer of the same element type and length.
+    fn write(&self, buf: &Self::Buf, data: HostSlice<'_>) -> Result<(), RuntimeError>;
+
+    /// Reads a buffer back (synchronising as needed).
+    fn download(&self, buf: &Self::Buf) -> Result<HostVec, RuntimeError>;
+
+    /// Sets every element to `value` (NaN poisons float buffers in tests; integer buffers take
+    /// `value as u32`/`i32`, `u32::MAX` for NaN).
+    fn fill(&self, buf: &Self::Buf, value: f64) -> Result<(), RuntimeError>;
+
+    /// Free and total device memory in bytes, where that means something.
+    fn memory_info(&self) -> Option<(usize, usize)>;
+
+    /// Runs one plan step. `inputs` and `outputs` follow `step.inputs` and `step.outputs`;
+    /// `dtype` is the plan's element type; `alpha` is the library step's scalar factor,
+    /// evaluated (1 for steps without one).
+    fn run_step(
+        &self,
+        step: &Step,
+        inputs: &[Arg<'_, Self::Buf>],
+        outputs: &[Arg<'_, Self::Buf>],
+        dtype: DType,
+        alpha: f64,
+    ) -> Result<(), RuntimeError>;
+
+    /// Waits for queued work and reports asynchronous errors.
+    fn synchronize(&self) -> Result<(), RuntimeError>;
+}

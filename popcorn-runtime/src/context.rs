@@ -1,0 +1,560 @@
+//! The user's entry point: a [`Context`] owns a backend (CPU or CUDA), makes tensors, and runs
+//! programs, planning each program once per shape signature and reusing the plan and its
+//! workspace on every later call (so a loop allocates nothing).
+
+use crate::args::{Args, Outputs};
+use crate::backend::{Arg, Backend, ElemType, HostSlice, HostVec};
+use crate::cpu_backend::CpuBackend;
+use crate::cuda::CudaBackend;
+use crate::device::DeviceSpec;
+use crate::error::RuntimeError;
+use crate::executor::{execute, Workspace};
+use crate::tensor::{Tensor, TensorData, TensorShape};
+use popcorn_dsl::plan::{Home, Plan, ValueKind};
+use popcorn_dsl::{DType, DimBindings, PlannerConfig, Program, ScalarBindings, Storage};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+/// A backend's view of tensors: which buffers of a [`Tensor`] are its own.
+pub(crate) trait TensorStore: Backend + Sized {
+    fn bufs(data: &TensorData) -> Option<&[Self::Buf]>;
+    fn wrap(bufs: Vec<Self::Buf>) -> TensorData;
+}
+
+impl TensorStore for CpuBackend {
+    fn bufs(data: &TensorData) -> Option<&[Self::Buf]> {
+        match data {
+            TensorData::Cpu(b) => Some(b),
+            _ => None,
+        }
+    }
+    fn wrap(bufs: Vec<Self::Buf>) -> TensorData {
+        TensorData::Cpu(bufs)
+    }
+}
+
+impl TensorStore for CudaBackend {
+    fn bufs(data: &TensorData) -> Option<&[Self::Buf]> {
+        match data {
+            TensorData::Cuda(b) => Some(b),
+            _ => None,
+        }
+    }
+    fn wrap(bufs: Vec<Self::Buf>) -> TensorData {
+        TensorData::Cuda(bufs)
+    }
+}
+
+/// A plan with its workspace on one backend.
+struct Prepared<B: Backend> {
+    plan: Arc<Plan>,
+    workspace: Mutex<Workspace<B>>,
+}
+
+/// A backend with its plan cache.
+struct Engine<B: Backend> {
+    backend: B,
+    plans: Mutex<HashMap<u64, Arc<Prepared<B>>>>,
+}
+
+enum EngineKind {
+    Cpu(Engine<CpuBackend>),
+    Cuda(Engine<CudaBackend>),
+}
+
+/// Runs `$body` with `$e` bound to the context's engine, whatever its backend.
+macro_rules! with_engine {
+    ($self:expr, $e:ident => $body:expr) => {
+        match &$self.engine {
+            EngineKind::Cpu($e) => $body,
+            EngineKind::Cuda($e) => $body,
+        }
+    };
+}
+
+/// Where programs run, and the tensors they run on.
+///
+/// ```
+/// use popcorn_runtime::{Args, Context, DeviceSpec};
+/// let ctx = Context::new(DeviceSpec::Cpu).unwrap();
+/// let p = popcorn_dsl::Program::parse(
+///     "fn axpy(x: Col[n], y: Col[n], a: Scalar) -> (z: Col[n]) { z = a * x + y; }",
+/// ).unwrap();
+/// let x = ctx.col(&[1.0, 2.0, 3.0]).unwrap();
+/// let y = ctx.col(&[10.0, 20.0, 30.0]).unwrap();
+/// let out = ctx.run(&p, &Args::new().tensor("x", &x).tensor("y", &y).scalar("a", 2.0)).unwrap();
+/// assert_eq!(ctx.to_f64(out.tensor("z").unwrap()).unwrap(), vec![12.0, 24.0, 36.0]);
+/// ```
+pub struct Context {
+    engine: EngineKind,
+    config: PlannerConfig,
+}
+
+fn dense_arg<'a, B>(bufs: &'a [B], shape: TensorShape) -> Arg<'a, B> {
+    match shape {
+        TensorShape::Dense { rows, cols } => Arg::Dense { buf: &bufs[0], rows, cols },
+        TensorShape::Index { len } => Arg::Index { buf: &bufs[0], len },
+        TensorShape::Csr { rows, cols, nnz } => Arg::Csr {
+            row_ptr: &bufs[0],
+            col_idx: &bufs[1],
+            values: &bufs[2],
+            rows,
+            cols,
+            nnz,
+        },
+    }
+}
+
+impl Context {
+    /// A context on the given device, computing in `f32`.
+    pub fn new(device: DeviceSpec) -> Result<Context, RuntimeError> {
+        let engine = match device.resolve()? {
+            DeviceSpec::Cuda(n) => EngineKind::Cuda(Engine { backend: CudaBackend::new(n)?, plans: Mutex::default() }),
+            _ => EngineKind::Cpu(Engine { backend: CpuBackend::new(), plans: Mutex::default() }),
+        };
+        Ok(Context { engine, config: PlannerConfig::from_env() })
+    }
+
+    /// A context on the device named by `POPCORN_DEVICE` (`cpu`, `cuda`, `cuda:N`); without it,
+    /// the first usable GPU, else the CPU (with a one-line notice on stderr).
+    pub fn from_env() -> Result<Context, RuntimeError> {
+        Context::new(DeviceSpec::from_env()?)
+    }
+
+    /// The same context computing in `dtype`.
+    pub fn with_dtype(mut self, dtype: DType) -> Context {
+        self.config.dtype = dtype;
+        self
+    }
+
+    /// The same context with another planner configuration (its dtype included).
+    pub fn with_config(mut self, config: PlannerConfig) -> Context {
+        self.config = config;
+        self
+    }
+
+    /// The planner configuration.
+    pub fn config(&self) -> &PlannerConfig {
+        &self.config
+    }
+
+    /// Element type of computations.
+    pub fn dtype(&self) -> DType {
+        self.config.dtype
+    }
+
+    /// Whether the context runs on a GPU.
+    pub fn is_gpu(&self) -> bool {
+        matches!(self.engine, EngineKind::Cuda(_))
+    }
+
+    /// The device, in words.
+    pub fn describe(&self) -> String {
+        with_engine!(self, e => e.backend.describe())
+    }
+
+    /// Waits for queued work and reports asynchronous errors.
+    pub fn synchronize(&self) -> Result<(), RuntimeError> {
+        with_engine!(self, e => e.backend.synchronize())
+    }
+
+    /// Free and total device memory in bytes (GPU only).
+    pub fn memory_info(&self) -> Option<(usize, usize)> {
+        with_engine!(self, e => e.backend.memory_info())
+    }
+
+    fn float_upload(&self, data: &[f64]) -> HostVec {
+        match self.config.dtype {
+            DType::F32 => HostVec::F32(data.iter().map(|v| *v as f32).collect()),
+            DType::F64 => HostVec::F64(data.to_vec()),
+        }
+    }
+
+    fn make(&self, shape: TensorShape, elem: ElemType, parts: &[HostSlice<'_>]) -> Result<Tensor, RuntimeError> {
+        let data = with_engine!(self, e => {
+            let bufs = parts.iter().map(|p| e.backend.upload(*p)).collect::<Result<Vec<_>, _>>()?;
+            wrap_for(&e.backend, bufs)
+        });
+        Ok(Tensor { shape, elem, data })
+    }
+
+    /// A dense `rows x cols` matrix from row-major values (converted to the context's dtype).
+    pub fn dense(&self, rows: usize, cols: usize, values: &[f64]) -> Result<Tensor, RuntimeError> {
+        if values.len() != rows * cols {
+            return Err(RuntimeError::InvalidData(format!(
+                "a {rows} x {cols} matrix needs {} values, got {}",
+                rows * cols,
+                values.len()
+            )));
+        }
+        let host = self.float_upload(values);
+        self.make(TensorShape::Dense { rows, cols }, ElemType::float(self.config.dtype), &[host.as_slice()])
+    }
+
+    /// A dense matrix from `f32` values, without a detour through `f64` when the context
+    /// computes in `f32`.
+    pub fn dense_f32(&self, rows: usize, cols: usize, values: &[f32]) -> Result<Tensor, RuntimeError> {
+        if values.len() != rows * cols {
+            return Err(RuntimeError::InvalidData(format!(
+                "a {rows} x {cols} matrix needs {} values, got {}",
+                rows * cols,
+                values.len()
+            )));
+        }
+        match self.config.dtype {
+            DType::F32 => self.make(TensorShape::Dense { rows, cols }, ElemType::F32, &[HostSlice::F32(values)]),
+            DType::F64 => {
+                let v: Vec<f64> = values.iter().map(|x| *x as f64).collect();
+                self.dense(rows, cols, &v)
+            }
+        }
+    }
+
+    /// A column vector.
+    pub fn col(&self, values: &[f64]) -> Result<Tensor, RuntimeError> {
+        self.dense(values.len(), 1, values)
+    }
+
+    /// A row vector.
+    pub fn row(&self, values: &[f64]) -> Result<Tensor, RuntimeError> {
+        self.dense(1, values.len(), values)
+    }
+
+    /// An index vector (cluster labels).
+    pub fn index(&self, values: &[u32]) -> Result<Tensor, RuntimeError> {
+        self.make(TensorShape::Index { len: values.len() }, ElemType::U32, &[HostSlice::U32(values)])
+    }
+
+    /// A CSR matrix, checked: `row_ptr` has `rows + 1` non-decreasing offsets from 0 to
+    /// `nnz`, every column index is below `cols`.
+    pub fn csr(&self, rows: usize, cols: usize, row_ptr: &[i32], col_idx: &[i32], values: &[f64]) -> Result<Tensor, RuntimeError> {
+        let bad = |m: String| Err(RuntimeError::InvalidData(format!("CSR {rows} x {cols}: {m}")));
+        if row_ptr.len() != rows + 1 {
+            return bad(format!("row_ptr has {} entries, expected rows + 1 = {}", row_ptr.len(), rows + 1));
+        }
+        if col_idx.len() != values.len() {
+            return bad(format!("{} column indices but {} values", col_idx.len(), values.len()));
+        }
+        if row_ptr[0] != 0 || row_ptr[rows] as usize != values.len() {
+            return bad(format!("row_ptr must run from 0 to nnz = {}", values.len()));
+        }
+        if let Some(r) = row_ptr.windows(2).position(|w| w[1] < w[0]) {
+            return bad(format!("row_ptr decreases at row {r}"));
+        }
+        if let Some(p) = col_idx.iter().position(|c| *c < 0 || *c as usize >= cols) {
+            return bad(format!("column index {} at entry {p} is out of range", col_idx[p]));
+        }
+        let vals = self.float_upload(values);
+        self.make(
+            TensorShape::Csr { rows, cols, nnz: values.len() },
+            ElemType::float(self.config.dtype),
+            &[HostSlice::I32(row_ptr), HostSlice::I32(col_idx), vals.as_slice()],
+        )
+    }
+
+    fn download(&self, t: &Tensor, part: usize) -> Result<HostVec, RuntimeError> {
+        with_engine!(self, e => {
+            let bufs = bufs_for(&e.backend, &t.data)?;
+            e.backend.download(&bufs[part])
+        })
+    }
+
+    /// The values of a dense tensor (or of a CSR tensor's entries, or an index vector) as f64.
+    pub fn to_f64(&self, t: &Tensor) -> Result<Vec<f64>, RuntimeError> {
+        let part = if matches!(t.shape, TensorShape::Csr { .. }) { 2 } else { 0 };
+        Ok(self.download(t, part)?.to_f64())
+    }
+
+    /// The entries of an index vector.
+    pub fn to_u32(&self, t: &Tensor) -> Result<Vec<u32>, RuntimeError> {
+        match self.download(t, 0)? {
+            HostVec::U32(v) => Ok(v),
+            other => Err(RuntimeError::Binding(format!("expected an index vector, found {:?} data", other.as_slice().elem()))),
+        }
+    }
+
+    /// Overwrites a dense tensor's values (same length), converting to its element type.
+    pub fn write_f64(&self, t: &Tensor, values: &[f64]) -> Result<(), RuntimeError> {
+        if values.len() != t.len() || matches!(t.shape, TensorShape::Csr { .. }) {
+            return Err(RuntimeError::InvalidData(format!("cannot write {} values into a {}", values.len(), t.shape)));
+        }
+        let host = match t.elem {
+            ElemType::F32 => HostVec::F32(values.iter().map(|v| *v as f32).collect()),
+            ElemType::F64 => HostVec::F64(values.to_vec()),
+            ElemType::U32 => HostVec::U32(values.iter().map(|v| *v as u32).collect()),
+            ElemType::I32 => HostVec::I32(values.iter().map(|v| *v as i32).collect()),
+        };
+        with_engine!(self, e => e.backend.write(&bufs_for(&e.backend, &t.data)?[0], host.as_slice()))
+    }
+
+    /// Overwrites an index vector's entries (same length).
+    pub fn write_u32(&self, t: &Tensor, values: &[u32]) -> Result<(), RuntimeError> {
+        if values.len() != t.len() || t.elem != ElemType::U32 {
+            return Err(RuntimeError::InvalidData(format!("cannot write {} indices into a {}", values.len(), t.shape)));
+        }
+        with_engine!(self, e => e.backend.write(&bufs_for(&e.backend, &t.data)?[0], HostSlice::U32(values)))
+    }
+
+    /// Sets every stored element of a tensor to `value` (NaN to poison outputs in tests).
+    pub fn fill(&self, t: &Tensor, value: f64) -> Result<(), RuntimeError> {
+        with_engine!(self, e => {
+            for b in bufs_for(&e.backend, &t.data)? {
+                e.backend.fill(b, value)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The plan for `program` at the sizes in `dims` (cached), without running it.
+    pub fn plan(&self, program: &Program, dims: &DimBindings) -> Result<Arc<Plan>, RuntimeError> {
+        with_engine!(self, e => Ok(self.prepare(e, program, dims, &BTreeMap::new())?.plan.clone()))
+    }
+
+    fn prepare<B: TensorStore>(
+        &self,
+        engine: &Engine<B>,
+        program: &Program,
+        dims: &DimBindings,
+        nnz: &BTreeMap<String, usize>,
+    ) -> Result<Arc<Prepared<B>>, RuntimeError> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        program.name.hash(&mut h);
+        program.source.hash(&mut h);
+        dims.hash(&mut h);
+        format!("{:?}", self.config).hash(&mut h);
+        let key = h.finish();
+        let mut plans = engine.plans.lock().map_err(|_| RuntimeError::Device("plan cache lock poisoned".into()))?;
+        if let Some(p) = plans.get(&key) {
+            return Ok(p.clone());
+        }
+        let plan = popcorn_dsl::plan(program, dims, &self.config, nnz)?;
+        crate::dump::dump_plan(&plan);
+        if let Some((free, total)) = engine.backend.memory_info() {
+            let outputs: usize = plan
+                .outputs
+                .iter()
+                .map(|(_, v)| {
+                    let v = plan.value(*v);
+                    match v.kind {
+                        ValueKind::Dense => v.len() * self.config.dtype.size_bytes(),
+                        ValueKind::Index => v.rows * 4,
+                        _ => 0,
+                    }
+                })
+                .sum();
+            let needed = plan.workspace_bytes() + outputs;
+            if needed > free {
+                let mib = |b: usize| b / (1 << 20);
+                return Err(RuntimeError::OutOfMemory {
+                    needed_mib: mib(needed),
+                    what: format!("workspace and outputs of `{}`", program.name),
+                    free_mib: mib(free),
+                    total_mib: mib(total),
+                    hint: "use a smaller problem, f32 instead of f64, free other GPU memory, or run on the CPU (POPCORN_DEVICE=cpu)".into(),
+                });
+            }
+        }
+        let workspace = Workspace::allocate(&engine.backend, &plan)?;
+        let prepared = Arc::new(Prepared { plan: Arc::new(plan), workspace: Mutex::new(workspace) });
+        plans.insert(key, prepared.clone());
+        Ok(prepared)
+    }
+
+    /// Runs `program` with `args`, allocating its outputs.
+    pub fn run(&self, program: &Program, args: &Args<'_>) -> Result<Outputs, RuntimeError> {
+        let mut out = Outputs::default();
+        self.run_into(program, args, &mut out)?;
+        Ok(out)
+    }
+
+    /// Runs `program` with `args`, writing into the tensors already in `outputs` where their
+    /// shapes fit (allocating the others): a loop that passes the same `Outputs` every time
+    /// allocates nothing after its first call.
+    pub fn run_into(&self, program: &Program, args: &Args<'_>, outputs: &mut Outputs) -> Result<(), RuntimeError> {
+        let (dims, scalars, nnz) = bind(program, args)?;
+        with_engine!(self, e => self.run_on(e, program, args, outputs, &dims, &scalars, &nnz))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_on<B: TensorStore>(
+        &self,
+        engine: &Engine<B>,
+        program: &Program,
+        args: &Args<'_>,
+        outputs: &mut Outputs,
+        dims: &DimBindings,
+        scalars: &ScalarBindings,
+        nnz: &BTreeMap<String, usize>,
+    ) -> Result<(), RuntimeError> {
+        let prepared = self.prepare(engine, program, dims, nnz)?;
+        let plan = &prepared.plan;
+        let b = &engine.backend;
+        // Output tensors: reuse the caller's where the shape fits.
+        for (name, id) in &plan.outputs {
+            let v = plan.value(*id);
+            let (shape, elem) = match v.kind {
+                ValueKind::Dense => (TensorShape::Dense { rows: v.rows, cols: v.cols }, ElemType::float(plan.dtype)),
+                ValueKind::Index => (TensorShape::Index { len: v.rows }, ElemType::U32),
+                _ => continue,
+            };
+            let fits = outputs
+                .tensors
+                .get(name)
+                .is_some_and(|t| t.shape == shape && t.elem == elem && B::bufs(&t.data).is_some());
+            if !fits {
+                let buf = b.alloc(elem, v.len().max(1))?;
+                outputs.tensors.insert(name.clone(), Tensor { shape, elem, data: B::wrap(vec![buf]) });
+            }
+        }
+        let mut ins: HashMap<String, Arg<'_, B::Buf>> = HashMap::new();
+        for (name, t) in &args.tensors {
+            let bufs = B::bufs(&t.data).ok_or_else(|| {
+                RuntimeError::Binding(format!("tensor `{name}` lives on another device than this context ({})", b.describe()))
+            })?;
+            let declared = program.param(name).map(|p| p.ty.clone());
+            let arg = match (declared, t.shape) {
+                // A vector may be passed in either orientation: same memory.
+                (Some(ty), TensorShape::Dense { rows, cols }) if ty.storage == Storage::Dense && (rows == 1 || cols == 1) => {
+                    let len = rows * cols;
+                    let (r, c) = if ty.shape.cols.is_one() && !ty.shape.rows.is_one() { (len, 1) } else if ty.shape.rows.is_one() && !ty.shape.cols.is_one() { (1, len) } else { (rows, cols) };
+                    Arg::Dense { buf: &bufs[0], rows: r, cols: c }
+                }
+                _ => dense_arg(bufs, t.shape),
+            };
+            ins.insert(name.to_string(), arg);
+        }
+        let mut outs: HashMap<String, Arg<'_, B::Buf>> = HashMap::new();
+        for (name, t) in &outputs.tensors {
+            if let Some(bufs) = B::bufs(&t.data) {
+                outs.insert(name.clone(), dense_arg(bufs, t.shape));
+            }
+        }
+        {
+            let ws = prepared.workspace.lock().map_err(|_| RuntimeError::Device("workspace lock poisoned".into()))?;
+            execute(b, plan, &ws, &ins, &outs, scalars, dims)?;
+        }
+        // Scalar outputs: host expressions, or 1 x 1 results read back.
+        outputs.scalars.clear();
+        for (name, id) in &plan.outputs {
+            let v = plan.value(*id);
+            let declared_scalar = program.outputs.iter().any(|o| &o.name == name && o.ty.is_scalar());
+            match (&v.home, &v.kind) {
+                (Home::Host, ValueKind::Scalar(e)) => {
+                    let x = e.eval(scalars, dims).map_err(|e| RuntimeError::Binding(e.to_string()))?;
+                    outputs.scalars.insert(name.clone(), x);
+                }
+                _ if declared_scalar => {
+                    let t = &outputs.tensors[name];
+                    let x = b.download(&B::bufs(&t.data).expect("allocated above")[0])?.to_f64();
+                    outputs.scalars.insert(name.clone(), x.first().copied().unwrap_or(f64::NAN));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn wrap_for<B: TensorStore>(_b: &B, bufs: Vec<B::Buf>) -> TensorData {
+    B::wrap(bufs)
+}
+
+fn bufs_for<'a, B: TensorStore>(b: &B, data: &'a TensorData) -> Result<&'a [B::Buf], RuntimeError> {
+    B::bufs(data).ok_or_else(|| RuntimeError::Binding(format!("the tensor lives on another device than this context ({})", b.describe())))
+}
+
+/// Binds dimension sizes from the tensors' shapes, checks every argument against the
+/// signature, and collects scalars and the entry counts of CSR inputs.
+pub fn bind(program: &Program, args: &Args<'_>) -> Result<(DimBindings, ScalarBindings, BTreeMap<String, usize>), RuntimeError> {
+    let mut dims: DimBindings = DimBindings::new();
+    let mut from: BTreeMap<String, String> = BTreeMap::new();
+    let mut scalars = ScalarBindings::new();
+    let mut nnz = BTreeMap::new();
+    let mut set_dim = |dims: &mut DimBindings, d: &popcorn_dsl::Dim, value: usize, source: String| -> Result<(), RuntimeError> {
+        match d {
+            popcorn_dsl::Dim::Fixed(f) if *f != value => Err(RuntimeError::Binding(format!(
+                "{source} is {value} but the signature fixes it to {f}"
+            ))),
+            popcorn_dsl::Dim::Fixed(_) => Ok(()),
+            popcorn_dsl::Dim::Sym(s) => match dims.get(s) {
+                Some(prev) if *prev != value => Err(RuntimeError::DimensionMismatch {
+                    dim: s.clone(),
+                    first: *prev,
+                    first_from: from[s].clone(),
+                    second: value,
+                    second_from: source,
+                }),
+                _ => {
+                    dims.insert(s.clone(), value);
+                    from.insert(s.clone(), source);
+                    Ok(())
+                }
+            },
+        }
+    };
+    let expected = || program.params.iter().map(|p| format!("{}: {}", p.name, p.ty)).collect::<Vec<_>>().join(", ");
+    for (name, t) in &args.tensors {
+        let p = program.param(name).ok_or_else(|| {
+            RuntimeError::Binding(format!("`{}` has no parameter `{name}`; its parameters are {}", program.name, expected()))
+        })?;
+        let ty = &p.ty;
+        let kind_ok = matches!(
+            (ty.storage, t.shape),
+            (Storage::Dense, TensorShape::Dense { .. }) | (Storage::Csr, TensorShape::Csr { .. }) | (Storage::Index, TensorShape::Index { .. })
+        );
+        if !kind_ok {
+            return Err(RuntimeError::Binding(format!("`{name}` is declared {ty} but a {} was passed", t.shape)));
+        }
+        let (mut rows, mut cols) = t.dims();
+        if ty.storage == Storage::Dense && (rows == 1 || cols == 1) {
+            let len = rows * cols;
+            if ty.shape.cols.is_one() && !ty.shape.rows.is_one() {
+                (rows, cols) = (len, 1);
+            } else if ty.shape.rows.is_one() && !ty.shape.cols.is_one() {
+                (rows, cols) = (1, len);
+            }
+        }
+        set_dim(&mut dims, &ty.shape.rows, rows, format!("the rows of `{name}`"))?;
+        set_dim(&mut dims, &ty.shape.cols, cols, format!("the columns of `{name}`"))?;
+        if let TensorShape::Csr { nnz: z, .. } = t.shape {
+            nnz.insert(name.to_string(), z);
+        }
+    }
+    for (name, v) in &args.dims {
+        set_dim(&mut dims, &popcorn_dsl::Dim::Sym(name.to_string()), *v, format!("the value given for `{name}`"))?;
+    }
+    for (name, v) in &args.scalars {
+        match program.param(name) {
+            Some(p) if p.ty.is_scalar() => {
+                scalars.insert(name.to_string(), *v);
+            }
+            Some(p) => return Err(RuntimeError::Binding(format!("`{name}` is declared {} but a scalar was passed", p.ty))),
+            None => {
+                return Err(RuntimeError::Binding(format!(
+                    "`{}` has no parameter `{name}`; its parameters are {}",
+                    program.name,
+                    expected()
+                )))
+            }
+        }
+    }
+    for p in &program.params {
+        let given = if p.ty.is_scalar() { scalars.contains_key(&p.name) } else { args.tensors.iter().any(|(n, _)| *n == p.name) };
+        if !given {
+            return Err(RuntimeError::Binding(format!("missing argument `{}: {}` for `{}`", p.name, p.ty, program.name)));
+        }
+    }
+    for d in program.dims() {
+        if !dims.contains_key(&d) {
+            return Err(RuntimeError::Binding(format!(
+                "dimension `{d}` of `{}` is not determined by the inputs; pass it with Args::dim(\"{d}\", value)",
+                program.name
+            )));
+        }
+        if dims[&d] == 0 {
+            return Err(RuntimeError::Binding(format!("dimension `{d}` is 0; every dimension must be at least 1")));
+        }
+    }
+    Ok((dims, scalars, nnz))
+}

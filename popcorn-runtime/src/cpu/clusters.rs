@@ -1,0 +1,84 @@
+//! Cluster bookkeeping from a label vector: cluster sizes and the normalised selection matrix.
+
+use super::error::{check_vector, CpuError};
+use super::real::Real;
+
+/// Checks that every label is `< k`; reports the first offending position.
+fn check_labels(labels: &[u32], k: usize) -> Result<(), CpuError> {
+    match labels.iter().position(|&l| l as usize >= k) {
+        Some(position) => Err(CpuError::LabelOutOfRange {
+            position,
+            label: labels[position],
+            k,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Number of points per cluster as a count per label: `out[c] = |{i : labels[i] == c}|` for
+/// `c < k`. `out` needs at least `k` elements (extra ones are left alone).
+///
+/// # Errors
+/// [`CpuError::LabelOutOfRange`] naming the first label `>= k` (nothing is written);
+/// [`CpuError::Shape`] if `out` is shorter than `k`.
+pub fn counts<T: Real>(labels: &[u32], k: usize, out: &mut [T]) -> Result<(), CpuError> {
+    check_vector("out", out.len(), k)?;
+    check_labels(labels, k)?;
+    let mut tally = vec![0usize; k];
+    for &l in labels {
+        tally[l as usize] += 1;
+    }
+    for (o, &t) in out[..k].iter_mut().zip(&tally) {
+        *o = T::from_f64(t as f64);
+    }
+    Ok(())
+}
+
+/// Builds the normalised selection matrix `V` (`k x n`, `n = labels.len()`) in CSR form:
+/// `V[c, i] = 1 / |c|` where `labels[i] == c`, zero elsewhere. Row `c` lists the points of
+/// cluster `c` with column indices ascending; an empty cluster has an empty row.
+///
+/// `row_ptr` needs at least `k + 1` entries, `col_idx` and `values` at least `n` (extra entries
+/// are left alone).
+///
+/// # Errors
+/// [`CpuError::LabelOutOfRange`] naming the first label `>= k`; [`CpuError::Shape`] naming a
+/// short output; [`CpuError::TooLarge`] if `n` does not fit an `i32` index.
+pub fn selection<T: Real>(
+    labels: &[u32],
+    k: usize,
+    row_ptr: &mut [i32],
+    col_idx: &mut [i32],
+    values: &mut [T],
+) -> Result<(), CpuError> {
+    let n = labels.len();
+    if n > i32::MAX as usize {
+        return Err(CpuError::TooLarge {
+            what: "the number of points".to_string(),
+            value: n,
+            limit: i32::MAX as usize,
+        });
+    }
+    check_vector("row_ptr", row_ptr.len(), k.saturating_add(1))?;
+    check_vector("col_idx", col_idx.len(), n)?;
+    check_vector("values", values.len(), n)?;
+    check_labels(labels, k)?;
+    let row_ptr = &mut row_ptr[..k + 1];
+    row_ptr.fill(0);
+    for &l in labels {
+        row_ptr[l as usize + 1] += 1;
+    }
+    for c in 0..k {
+        row_ptr[c + 1] += row_ptr[c];
+    }
+    let mut cursor: Vec<i32> = row_ptr[..k].to_vec();
+    for (i, &l) in labels.iter().enumerate() {
+        let c = l as usize;
+        let slot = cursor[c] as usize;
+        col_idx[slot] = i as i32;
+        let size = row_ptr[c + 1] - row_ptr[c];
+        values[slot] = T::one() / T::from_f64(f64::from(size));
+        cursor[c] += 1;
+    }
+    Ok(())
+}

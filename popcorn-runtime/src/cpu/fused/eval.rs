@@ -1,0 +1,422 @@
+//! Vectorised evaluation of an expression tree over a tile of the iteration space.
+//!
+//! A tile is `nr` consecutive rows by `w` consecutive columns, flattened row-major (`nr * w <=
+//! TILE`). The tree is walked once per tile, not per element: every node is evaluated over the
+//! whole tile into a scratch slot with a tight, monomorphised loop. Values that are the same over
+//! the whole tile (constants, scalars, a column vector within one row) stay scalars, and inputs
+//! that are already contiguous in memory are borrowed instead of copied.
+
+use kernels_gen::{BinaryOp, Expr, UnaryOp};
+
+use super::super::real::Real;
+
+/// Elements per tile, and per scratch slot.
+pub(super) const TILE: usize = 1024;
+
+/// A rectangle of the iteration space: rows `r0..r0 + nr`, columns `j0..j0 + w`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Tile {
+    pub r0: usize,
+    pub nr: usize,
+    pub j0: usize,
+    pub w: usize,
+}
+
+impl Tile {
+    /// Number of elements.
+    pub(super) fn len(&self) -> usize {
+        self.nr * self.w
+    }
+}
+
+/// An input resolved against its access mode, ready to be read.
+#[derive(Clone, Copy)]
+pub(super) enum Source<'a, T> {
+    /// Element `(i, j)` is `data[i * ld + j]`.
+    Matrix { data: &'a [T], ld: usize },
+    /// Element `(i, j)` is `data[j * ld + i]`.
+    MatrixT { data: &'a [T], ld: usize },
+    /// Element `(i, j)` is `v[i]`.
+    Col(&'a [T]),
+    /// Element `(i, j)` is `v[j]`.
+    Row(&'a [T]),
+    /// The same value everywhere.
+    Scalar(T),
+    /// An index vector; never read by an expression (validation rejects that).
+    Index(&'a [u32]),
+}
+
+/// The value of a node over a tile.
+pub(super) enum Val<'a, T> {
+    /// The same value at every element of the tile.
+    Uniform(T),
+    /// Borrowed straight from an input, `tile.len()` elements.
+    Borrowed(&'a [T]),
+    /// In the scratch slot the node was evaluated into.
+    Slot,
+}
+
+/// A read-only operand of an element-wise loop.
+#[derive(Clone, Copy)]
+pub(super) enum Operand<'x, T> {
+    Uniform(T),
+    Slice(&'x [T]),
+}
+
+impl<'a, T: Real> Val<'a, T> {
+    /// The value as an operand, where `slot` is the scratch slot it was evaluated into.
+    pub(super) fn operand<'x>(&self, slot: &'x [T]) -> Operand<'x, T>
+    where
+        'a: 'x,
+    {
+        match *self {
+            Val::Uniform(x) => Operand::Uniform(x),
+            Val::Borrowed(s) => Operand::Slice(s),
+            Val::Slot => Operand::Slice(slot),
+        }
+    }
+}
+
+/// Number of scratch slots needed to evaluate `e` into slot `s` (slots `s..result`).
+pub(super) fn slots_needed(e: &Expr, s: usize) -> usize {
+    match e {
+        Expr::Input(_) | Expr::Const(_) => s + 1,
+        Expr::Unary(_, a) => slots_needed(a, s),
+        Expr::Binary(_, a, b) => slots_needed(a, s).max(slots_needed(b, s + 1)),
+        Expr::Select(c, a, b) => slots_needed(c, s)
+            .max(slots_needed(a, s + 1))
+            .max(slots_needed(b, s + 2)),
+    }
+}
+
+/// Evaluates `e` over `tile`, using scratch slots `s..` (each `TILE` elements) of `scratch`.
+/// Returns where the value is; `Val::Slot` means `scratch[s * TILE..][..tile.len()]`.
+pub(super) fn eval<'a, T: Real>(
+    e: &Expr,
+    srcs: &[Source<'a, T>],
+    tile: Tile,
+    scratch: &mut [T],
+    s: usize,
+) -> Val<'a, T> {
+    let len = tile.len();
+    match e {
+        Expr::Const(v) => Val::Uniform(T::from_f64(*v)),
+        Expr::Input(k) => match srcs.get(*k) {
+            Some(src) => load(*src, tile, &mut scratch[s * TILE..s * TILE + len]),
+            // Validation rejects out-of-range inputs; stay total anyway.
+            None => Val::Uniform(T::nan()),
+        },
+        Expr::Unary(op, a) => {
+            let va = eval(a, srcs, tile, scratch, s);
+            let out = &mut scratch[s * TILE..s * TILE + len];
+            match va {
+                Val::Uniform(x) => Val::Uniform(unary_scalar(*op, x)),
+                Val::Borrowed(xs) => {
+                    map_unary(*op, Some(xs), out);
+                    Val::Slot
+                }
+                Val::Slot => {
+                    map_unary(*op, None, out);
+                    Val::Slot
+                }
+            }
+        }
+        Expr::Binary(op, a, b) => {
+            let va = eval(a, srcs, tile, scratch, s);
+            let vb = eval(b, srcs, tile, scratch, s + 1);
+            if let (Val::Uniform(x), Val::Uniform(y)) = (&va, &vb) {
+                return Val::Uniform(binary_scalar(*op, *x, *y));
+            }
+            let (lo, hi) = scratch.split_at_mut((s + 1) * TILE);
+            let out = &mut lo[s * TILE..s * TILE + len];
+            let b_op = vb.operand(&hi[..len]);
+            let a_op = match va {
+                Val::Slot => None,
+                Val::Uniform(x) => Some(Operand::Uniform(x)),
+                Val::Borrowed(xs) => Some(Operand::Slice(xs)),
+            };
+            map_binary(*op, a_op, b_op, out);
+            Val::Slot
+        }
+        Expr::Select(c, a, b) => {
+            let vc = eval(c, srcs, tile, scratch, s);
+            if let Val::Uniform(x) = vc {
+                // The whole tile takes one branch: evaluate only that one, into slot `s`.
+                let chosen = if x != T::zero() { a } else { b };
+                return eval(chosen, srcs, tile, scratch, s);
+            }
+            let va = eval(a, srcs, tile, scratch, s + 1);
+            let vb = eval(b, srcs, tile, scratch, s + 2);
+            let (lo, hi) = scratch.split_at_mut((s + 1) * TILE);
+            let out = &mut lo[s * TILE..s * TILE + len];
+            let (slot_a, slot_b) = hi.split_at(TILE);
+            let a_op = va.operand(&slot_a[..len]);
+            let b_op = vb.operand(&slot_b[..len]);
+            let cond = match vc {
+                Val::Borrowed(cs) => Some(cs),
+                _ => None,
+            };
+            map_select(cond, a_op, b_op, out);
+            Val::Slot
+        }
+    }
+}
+
+/// Reads an input over a tile, borrowing when the memory is already laid out as the tile.
+fn load<'a, T: Real>(src: Source<'a, T>, t: Tile, out: &mut [T]) -> Val<'a, T> {
+    match src {
+        Source::Scalar(v) => Val::Uniform(v),
+        Source::Col(v) => {
+            if t.nr == 1 {
+                Val::Uniform(v[t.r0])
+            } else {
+                for (row, &x) in out.chunks_exact_mut(t.w).zip(&v[t.r0..t.r0 + t.nr]) {
+                    row.fill(x);
+                }
+                Val::Slot
+            }
+        }
+        Source::Row(v) => {
+            let seg = &v[t.j0..t.j0 + t.w];
+            if t.nr == 1 {
+                Val::Borrowed(seg)
+            } else {
+                for row in out.chunks_exact_mut(t.w) {
+                    row.copy_from_slice(seg);
+                }
+                Val::Slot
+            }
+        }
+        Source::Matrix { data, ld } => {
+            let start = t.r0 * ld + t.j0;
+            if t.nr == 1 || ld == t.w {
+                Val::Borrowed(&data[start..start + t.len()])
+            } else {
+                for (q, row) in out.chunks_exact_mut(t.w).enumerate() {
+                    row.copy_from_slice(&data[start + q * ld..start + q * ld + t.w]);
+                }
+                Val::Slot
+            }
+        }
+        Source::MatrixT { data, ld } => {
+            // Stored column `j` of the tile is contiguous over the tile's rows.
+            for jj in 0..t.w {
+                let base = (t.j0 + jj) * ld + t.r0;
+                for (q, &x) in data[base..base + t.nr].iter().enumerate() {
+                    out[q * t.w + jj] = x;
+                }
+            }
+            Val::Slot
+        }
+        Source::Index(_) => Val::Uniform(T::nan()),
+    }
+}
+
+#[inline(always)]
+fn bool_val<T: Real>(b: bool) -> T {
+    if b {
+        T::one()
+    } else {
+        T::zero()
+    }
+}
+
+#[inline(always)]
+fn op_add<T: Real>(x: T, y: T) -> T {
+    x + y
+}
+#[inline(always)]
+fn op_sub<T: Real>(x: T, y: T) -> T {
+    x - y
+}
+#[inline(always)]
+fn op_mul<T: Real>(x: T, y: T) -> T {
+    x * y
+}
+#[inline(always)]
+fn op_div<T: Real>(x: T, y: T) -> T {
+    x / y
+}
+#[inline(always)]
+fn op_pow<T: Real>(x: T, y: T) -> T {
+    x.powf(y)
+}
+#[inline(always)]
+fn op_max<T: Real>(x: T, y: T) -> T {
+    x.max(y)
+}
+#[inline(always)]
+fn op_min<T: Real>(x: T, y: T) -> T {
+    x.min(y)
+}
+#[inline(always)]
+fn op_lt<T: Real>(x: T, y: T) -> T {
+    bool_val(x < y)
+}
+#[inline(always)]
+fn op_le<T: Real>(x: T, y: T) -> T {
+    bool_val(x <= y)
+}
+#[inline(always)]
+fn op_gt<T: Real>(x: T, y: T) -> T {
+    bool_val(x > y)
+}
+#[inline(always)]
+fn op_ge<T: Real>(x: T, y: T) -> T {
+    bool_val(x >= y)
+}
+#[inline(always)]
+fn op_eq<T: Real>(x: T, y: T) -> T {
+    bool_val(x == y)
+}
+#[inline(always)]
+fn op_ne<T: Real>(x: T, y: T) -> T {
+    bool_val(x != y)
+}
+
+/// One unary operation on one value.
+pub(super) fn unary_scalar<T: Real>(op: UnaryOp, x: T) -> T {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Tanh => x.tanh(),
+    }
+}
+
+/// One binary operation on one pair of values.
+pub(super) fn binary_scalar<T: Real>(op: BinaryOp, x: T, y: T) -> T {
+    match op {
+        BinaryOp::Add => op_add(x, y),
+        BinaryOp::Sub => op_sub(x, y),
+        BinaryOp::Mul => op_mul(x, y),
+        BinaryOp::Div => op_div(x, y),
+        BinaryOp::Pow => op_pow(x, y),
+        BinaryOp::Max => op_max(x, y),
+        BinaryOp::Min => op_min(x, y),
+        BinaryOp::Lt => op_lt(x, y),
+        BinaryOp::Le => op_le(x, y),
+        BinaryOp::Gt => op_gt(x, y),
+        BinaryOp::Ge => op_ge(x, y),
+        BinaryOp::Eq => op_eq(x, y),
+        BinaryOp::Ne => op_ne(x, y),
+    }
+}
+
+/// `out = op(src)`, or `out = op(out)` in place when `src` is `None`.
+fn map_unary<T: Real>(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
+    #[inline(always)]
+    fn run<T: Copy>(src: Option<&[T]>, out: &mut [T], f: impl Fn(T) -> T) {
+        match src {
+            Some(xs) => {
+                for (o, &x) in out.iter_mut().zip(xs) {
+                    *o = f(x);
+                }
+            }
+            None => {
+                for o in out.iter_mut() {
+                    *o = f(*o);
+                }
+            }
+        }
+    }
+    match op {
+        UnaryOp::Neg => run(src, out, |x: T| -x),
+        UnaryOp::Exp => run(src, out, T::exp),
+        UnaryOp::Log => run(src, out, T::ln),
+        UnaryOp::Sqrt => run(src, out, T::sqrt),
+        UnaryOp::Abs => run(src, out, T::abs),
+        UnaryOp::Tanh => run(src, out, T::tanh),
+    }
+}
+
+/// `out = op(a, b)`, with `a = None` meaning `out` itself (in place).
+fn map_binary<T: Real>(op: BinaryOp, a: Option<Operand<'_, T>>, b: Operand<'_, T>, out: &mut [T]) {
+    #[inline(always)]
+    fn run<T: Copy>(
+        a: Option<Operand<'_, T>>,
+        b: Operand<'_, T>,
+        out: &mut [T],
+        f: impl Fn(T, T) -> T,
+    ) {
+        match (a, b) {
+            (None, Operand::Uniform(y)) => {
+                for o in out.iter_mut() {
+                    *o = f(*o, y);
+                }
+            }
+            (None, Operand::Slice(ys)) => {
+                for (o, &y) in out.iter_mut().zip(ys) {
+                    *o = f(*o, y);
+                }
+            }
+            (Some(Operand::Uniform(x)), Operand::Uniform(y)) => out.fill(f(x, y)),
+            (Some(Operand::Uniform(x)), Operand::Slice(ys)) => {
+                for (o, &y) in out.iter_mut().zip(ys) {
+                    *o = f(x, y);
+                }
+            }
+            (Some(Operand::Slice(xs)), Operand::Uniform(y)) => {
+                for (o, &x) in out.iter_mut().zip(xs) {
+                    *o = f(x, y);
+                }
+            }
+            (Some(Operand::Slice(xs)), Operand::Slice(ys)) => {
+                for ((o, &x), &y) in out.iter_mut().zip(xs).zip(ys) {
+                    *o = f(x, y);
+                }
+            }
+        }
+    }
+    match op {
+        BinaryOp::Add => run(a, b, out, op_add::<T>),
+        BinaryOp::Sub => run(a, b, out, op_sub::<T>),
+        BinaryOp::Mul => run(a, b, out, op_mul::<T>),
+        BinaryOp::Div => run(a, b, out, op_div::<T>),
+        BinaryOp::Pow => run(a, b, out, op_pow::<T>),
+        BinaryOp::Max => run(a, b, out, op_max::<T>),
+        BinaryOp::Min => run(a, b, out, op_min::<T>),
+        BinaryOp::Lt => run(a, b, out, op_lt::<T>),
+        BinaryOp::Le => run(a, b, out, op_le::<T>),
+        BinaryOp::Gt => run(a, b, out, op_gt::<T>),
+        BinaryOp::Ge => run(a, b, out, op_ge::<T>),
+        BinaryOp::Eq => run(a, b, out, op_eq::<T>),
+        BinaryOp::Ne => run(a, b, out, op_ne::<T>),
+    }
+}
+
+/// `out = cond != 0 ? a : b`, with `cond = None` meaning `out` itself holds the condition.
+fn map_select<T: Real>(cond: Option<&[T]>, a: Operand<'_, T>, b: Operand<'_, T>, out: &mut [T]) {
+    #[inline(always)]
+    fn run<T: Real>(
+        cond: Option<&[T]>,
+        out: &mut [T],
+        a: impl Iterator<Item = T>,
+        b: impl Iterator<Item = T>,
+    ) {
+        let zero = T::zero();
+        match cond {
+            Some(cs) => {
+                for (((o, &c), x), y) in out.iter_mut().zip(cs).zip(a).zip(b) {
+                    *o = if c != zero { x } else { y };
+                }
+            }
+            None => {
+                for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
+                    *o = if *o != zero { x } else { y };
+                }
+            }
+        }
+    }
+    use std::iter::repeat;
+    match (a, b) {
+        (Operand::Uniform(x), Operand::Uniform(y)) => run(cond, out, repeat(x), repeat(y)),
+        (Operand::Uniform(x), Operand::Slice(ys)) => run(cond, out, repeat(x), ys.iter().copied()),
+        (Operand::Slice(xs), Operand::Uniform(y)) => run(cond, out, xs.iter().copied(), repeat(y)),
+        (Operand::Slice(xs), Operand::Slice(ys)) => {
+            run(cond, out, xs.iter().copied(), ys.iter().copied())
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The CPU interpreter of fused kernels ([`KernelSpec`]): the same semantics as the generated
+//! CUDA, evaluated tile by tile (see `eval`) in parallel over rows.
+
+mod cols;
+mod eval;
+mod reduce;
+mod rows;
+
+use kernels_gen::{Access, Expr, Form, KernelSpec, OutputShape, ReduceKind};
+
+use self::eval::{slots_needed, Source};
+use super::error::{check_matrix, check_vector, CpuError};
+use super::real::Real;
+
+/// One argument of a fused kernel, matching one entry of [`KernelSpec::inputs`] in order.
+#[derive(Clone, Copy, Debug)]
+pub enum FusedArg<'a, T> {
+    /// For [`Access::Matrix`]: row-major data with leading dimension `ld`. Not transposed, it is
+    /// stored `rows x cols` and element `(i, j)` is `data[i * ld + j]`; transposed, it is stored
+    /// `cols x rows` and element `(i, j)` is `data[j * ld + i]`.
+    Matrix {
+        /// The elements.
+        data: &'a [T],
+        /// The leading dimension (row stride) of the stored matrix.
+        ld: usize,
+    },
+    /// For [`Access::Col`] (`rows` elements, read as `v[i]`), [`Access::Row`] (`cols` elements,
+    /// read as `v[j]`) or [`Access::Broadcast`] (at least one element, read as `v[0]`).
+    Vector(&'a [T]),
+    /// For [`Access::Scalar`] (or, equivalently, [`Access::Broadcast`] with the value read out).
+    Scalar(T),
+    /// For [`Access::IndexCol`]: one index per row, read only by `Pick` reductions.
+    Index(&'a [u32]),
+}
+
+/// One output of a fused kernel, matching one entry of [`KernelSpec::outputs`] in order.
+#[derive(Debug)]
+pub enum FusedOut<'a, T> {
+    /// For [`OutputShape::Full`] (`rows * cols` elements, row-major, leading dimension `cols`),
+    /// [`OutputShape::PerRow`] (`rows` elements) and [`OutputShape::PerCol`] (`cols` elements).
+    Values(&'a mut [T]),
+    /// For [`OutputShape::PerRowIndex`] (`rows` elements).
+    Indices(&'a mut [u32]),
+}
+
+/// Runs the fused kernel `spec` over the `rows x cols` iteration space on the CPU.
+///
+/// `args` holds one argument per `spec.inputs` entry and `outs` one output per
+/// `spec.outputs()` entry, in order; slices may be longer than needed (the rest is ignored).
+///
+/// Semantics (shared with the CUDA emitter): inputs are read at `(i, j)` according to their
+/// [`Access`]. `Map` writes `out_k[i * cols + j] = expr_k`. `Rows` writes its stores the same way
+/// and reduces each row: `Sum`; `Min` (from `+inf`); `Max` (from `-inf`); `ArgMin` (lowest index
+/// among equal minima, NaN values skipped, 0 for a row without a non-NaN value); `Pick` gives
+/// `expr(i, idx[i])`. `Cols` reduces each column over rows with `Sum`, `Min` or `Max`.
+/// Comparisons yield 1 or 0, `Select(c, a, b)` is `c != 0 ? a : b`, and `Max`/`Min` follow C
+/// `fmax`/`fmin` (a NaN operand yields the other one).
+///
+/// Results do not depend on the number of threads: row results depend only on their row, and
+/// column partials are combined in a fixed order.
+///
+/// # Errors
+/// [`CpuError::Fused`] when the spec is malformed or does not match `T`, `args` or `outs`;
+/// [`CpuError::Shape`] naming the input or output whose slice is too short;
+/// [`CpuError::PickOutOfRange`] naming the first row whose pick index is `>= cols`.
+/// Nothing is written on error.
+pub fn run_fused<T: Real>(
+    spec: &KernelSpec,
+    rows: usize,
+    cols: usize,
+    args: &[FusedArg<'_, T>],
+    outs: &mut [FusedOut<'_, T>],
+) -> Result<(), CpuError> {
+    if spec.dtype != T::SCALAR_TYPE {
+        return Err(CpuError::Fused(format!(
+            "the spec computes in {:?} but the buffers hold {:?}; pass buffers of the spec's type",
+            spec.dtype,
+            T::SCALAR_TYPE
+        )));
+    }
+    let srcs = resolve_inputs(spec, rows, cols, args)?;
+    let exprs = check_form(spec, cols)?;
+    let mut slots = 1;
+    for e in &exprs {
+        check_expr(spec, e)?;
+        slots = slots.max(slots_needed(e, 0));
+    }
+    check_outputs(spec, rows, cols, outs)?;
+    check_picks(spec, &srcs, rows, cols)?;
+
+    match &spec.form {
+        Form::Map { outputs } => {
+            if cols > 0 {
+                rows::run_rows(&srcs, outputs, &[], rows, cols, outs, slots);
+            }
+        }
+        Form::Rows { stores, reductions } => {
+            if cols > 0 {
+                rows::run_rows(&srcs, stores, reductions, rows, cols, outs, slots);
+            } else {
+                empty_rows(reductions, rows, &mut outs[stores.len()..]);
+            }
+        }
+        Form::Cols { reductions } => cols::run_cols(&srcs, reductions, rows, cols, outs, slots),
+    }
+    Ok(())
+}
+
+/// Row reductions over zero columns: identities (Sum 0, Min +inf, Max -inf, ArgMin 0).
+fn empty_rows<T: Real>(
+    reductions: &[kernels_gen::Reduction],
+    rows: usize,
+    outs: &mut [FusedOut<'_, T>],
+) {
+    for (red, out) in reductions.iter().zip(outs.iter_mut()) {
+        let acc = reduce::RowAcc::<T>::new(red.kind);
+        match out {
+            FusedOut::Values(v) => v[..rows].fill(acc.value()),
+            FusedOut::Indices(v) => v[..rows].fill(0),
+        }
+    }
+}
+
+/// Matches each argument to its input's access mode and checks its extent.
+fn resolve_inputs<'a, T: Real>(
+    spec: &KernelSpec,
+    rows: usize,
+    cols: usize,
+    args: &[FusedArg<'a, T>],
+) -> Result<Vec<Source<'a, T>>, CpuError> {
+    if args.len() != spec.inputs.len() {
+        return Err(CpuError::Fused(format!(
+            "the spec has {} inputs but {} arguments were passed; pass one argument per input, \
+             in order",
+            spec.inputs.len(),
+            args.len()
+        )));
+    }
+    let mut srcs = Vec::with_capacity(args.len());
+    for (k, (input, arg)) in spec.inputs.iter().zip(args).enumerate() {
+        let name = format!("input {k} (`{}`)", input.name);
+        let src = match (input.access, *arg) {
+            (Access::Matrix { transposed: false }, FusedArg::Matrix { data, ld }) => {
+                check_matrix(&name, data.len(), rows, cols, ld)?;
+                Source::Matrix { data, ld }
+            }
+            (Access::Matrix { transposed: true }, FusedArg::Matrix { data, ld }) => {
+                check_matrix(&name, data.len(), cols, rows, ld)?;
+                Source::MatrixT { data, ld }
+            }
+            (Access::Col, FusedArg::Vector(v)) => {
+                check_vector(&name, v.len(), rows)?;
+                Source::Col(v)
+            }
+            (Access::Row, FusedArg::Vector(v)) => {
+                check_vector(&name, v.len(), cols)?;
+                Source::Row(v)
+            }
+            (Access::Scalar | Access::Broadcast, FusedArg::Scalar(x)) => Source::Scalar(x),
+            (Access::Broadcast, FusedArg::Vector(v)) => {
+                check_vector(&name, v.len(), 1)?;
+                Source::Scalar(v[0])
+            }
+            (Access::IndexCol, FusedArg::Index(v)) => {
+                check_vector(&name, v.len(), rows)?;
+                Source::Index(v)
+            }
+            (access, _) => {
+                return Err(CpuError::Fused(format!(
+                    "{name} is accessed as {access:?} but the argument is {}; pass Matrix for \
+                     Matrix, Vector for Col/Row/Broadcast, Scalar for Scalar, Index for IndexCol",
+                    arg_kind(arg)
+                )))
+            }
+        };
+        srcs.push(src);
+    }
+    Ok(srcs)
+}
+
+fn arg_kind<T>(arg: &FusedArg<'_, T>) -> &'static str {
+    match arg {
+        FusedArg::Matrix { .. } => "a Matrix",
+        FusedArg::Vector(_) => "a Vector",
+        FusedArg::Scalar(_) => "a Scalar",
+        FusedArg::Index(_) => "an Index",
+    }
+}
+
+/// Checks the reductions allowed by the form and returns every expression of the spec.
+fn check_form(spec: &KernelSpec, cols: usize) -> Result<Vec<&Expr>, CpuError> {
+    Ok(match &spec.form {
+        Form::Map { outputs } => outputs.iter().collect(),
+        Form::Rows { stores, reductions } => {
+            for (r, red) in reductions.iter().enumerate() {
+                match red.kind {
+                    ReduceKind::Pick { index_input } => {
+                        let ok = spec
+                            .inputs
+                            .get(index_input)
+                            .is_some_and(|i| i.access == Access::IndexCol);
+                        if !ok {
+                            return Err(CpuError::Fused(format!(
+                                "reduction {r} picks with input {index_input}, which is not an \
+                                 IndexCol input"
+                            )));
+                        }
+                    }
+                    ReduceKind::ArgMin if cols > u32::MAX as usize => {
+                        return Err(CpuError::TooLarge {
+                            what: "the number of columns of an ArgMin".to_string(),
+                            value: cols,
+                            limit: u32::MAX as usize,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            stores
+                .iter()
+                .chain(reductions.iter().map(|r| &r.expr))
+                .collect()
+        }
+        Form::Cols { reductions } => {
+            for (r, red) in reductions.iter().enumerate() {
+                if !matches!(
+                    red.kind,
+                    ReduceKind::Sum | ReduceKind::Min | ReduceKind::Max
+                ) {
+                    return Err(CpuError::Fused(format!(
+                        "column reduction {r} is {:?}; only Sum, Min and Max reduce columns",
+                        red.kind
+                    )));
+                }
+            }
+            reductions.iter().map(|r| &r.expr).collect()
+        }
+    })
+}
+
+/// Checks that an expression reads only existing, non-index inputs.
+fn check_expr(spec: &KernelSpec, e: &Expr) -> Result<(), CpuError> {
+    let mut bad = None;
+    e.for_each_input(&mut |k| {
+        let ok = spec
+            .inputs
+            .get(k)
+            .is_some_and(|i| i.access != Access::IndexCol);
+        if !ok && bad.is_none() {
+            bad = Some(k);
+        }
+    });
+    match bad {
+        None => Ok(()),
+        Some(k) => Err(CpuError::Fused(format!(
+            "an expression reads input {k}, which {}",
+            if k < spec.inputs.len() {
+                "is an index vector (only Pick may use it)"
+            } else {
+                "does not exist"
+            }
+        ))),
+    }
+}
+
+/// Checks the outputs against `spec.outputs()`.
+fn check_outputs<T: Real>(
+    spec: &KernelSpec,
+    rows: usize,
+    cols: usize,
+    outs: &[FusedOut<'_, T>],
+) -> Result<(), CpuError> {
+    let shapes = spec.outputs();
+    if shapes.len() != outs.len() {
+        return Err(CpuError::Fused(format!(
+            "the spec has {} outputs but {} were passed; pass one per output, in order",
+            shapes.len(),
+            outs.len()
+        )));
+    }
+    let full = rows.checked_mul(cols).ok_or_else(|| CpuError::TooLarge {
+        what: "rows * cols".to_string(),
+        value: usize::MAX,
+        limit: usize::MAX,
+    })?;
+    for (o, (shape, out)) in shapes.iter().zip(outs).enumerate() {
+        let name = format!("output {o}");
+        let (needed, len) = match (shape, out) {
+            (OutputShape::Full, FusedOut::Values(v)) => (full, v.len()),
+            (OutputShape::PerRow, FusedOut::Values(v)) => (rows, v.len()),
+            (OutputShape::PerCol, FusedOut::Values(v)) => (cols, v.len()),
+            (OutputShape::PerRowIndex, FusedOut::Indices(v)) => (rows, v.len()),
+            (shape, _) => {
+                return Err(CpuError::Fused(format!(
+                    "{name} is {shape:?}, which needs {}",
+                    if *shape == OutputShape::PerRowIndex {
+                        "FusedOut::Indices"
+                    } else {
+                        "FusedOut::Values"
+                    }
+                )))
+            }
+        };
+        check_vector(&name, len, needed)?;
+    }
+    Ok(())
+}
+
+/// Checks every `Pick` index before anything is written.
+fn check_picks<T: Real>(
+    spec: &KernelSpec,
+    srcs: &[Source<'_, T>],
+    rows: usize,
+    cols: usize,
+) -> Result<(), CpuError> {
+    let Form::Rows { reductions, .. } = &spec.form else {
+        return Ok(());
+    };
+    for red in reductions {
+        let ReduceKind::Pick { index_input } = red.kind else {
+            continue;
+        };
+        if let Some(Source::Index(idx)) = srcs.get(index_input) {
+            if let Some(row) = idx[..rows].iter().position(|&x| x as usize >= cols) {
+                return Err(CpuError::PickOutOfRange {
+                    row,
+                    index: idx[row],
+                    cols,
+                });
+            }
+        }
+    }
+    Ok(())
+}

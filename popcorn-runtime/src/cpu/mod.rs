@@ -1,0 +1,34 @@
+//! The CPU backend's compute primitives: the fallback where no GPU exists and the reference
+//! every GPU result is tested against.
+//!
+//! Conventions shared by every primitive:
+//! - matrices are ROW-MAJOR with an explicit leading dimension (row stride) `ld >= width`;
+//! - slices must span the operand they hold and may be longer (the rest is ignored);
+//! - `beta == 0` means the output is not read, so it may hold NaN poison;
+//! - arguments are validated before anything is written; errors are [`CpuError`];
+//! - work runs on the current rayon pool, and results do not depend on its size.
+//!
+//! Element types are `f32` and `f64` ([`Real`]).
+
+mod clusters;
+mod csr;
+mod error;
+mod fused;
+mod matmul;
+mod matvec;
+mod real;
+mod sparse_products;
+mod syrk;
+
+#[cfg(test)]
+mod tests;
+
+pub use self::clusters::{counts, selection};
+pub use self::csr::CsrRef;
+pub use self::error::CpuError;
+pub use self::fused::{run_fused, FusedArg, FusedOut};
+pub use self::matmul::gemm;
+pub use self::matvec::{diag, gemv};
+pub use self::real::Real;
+pub use self::sparse_products::{spmm_dense_sparse, spmm_sparse_dense, spmv};
+pub use self::syrk::syrk;

@@ -1,0 +1,8 @@
+//! Tests of the CPU primitives against independent naive references.
+
+mod clusters;
+mod dense;
+mod fused;
+mod props;
+mod reference;
+mod sparse;

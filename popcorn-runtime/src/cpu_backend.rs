@@ -1,0 +1,347 @@
+//! The CPU backend: plan steps on host memory through the primitives of [`crate::cpu`]
+//! (multithreaded with rayon). It is the fallback where no GPU exists and the reference every
+//! GPU result is tested against.
+
+use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
+use crate::cpu::{self, CsrRef, FusedArg, FusedOut, Real};
+use crate::error::RuntimeError;
+use popcorn_dsl::plan::{Step, StepOp};
+use popcorn_dsl::DType;
+use std::ops::Deref;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// A buffer in host memory.
+pub struct CpuBuffer {
+    data: RwLock<HostVec>,
+    elem: ElemType,
+    len: usize,
+}
+
+impl BufferInfo for CpuBuffer {
+    fn elem(&self) -> ElemType {
+        self.elem
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl CpuBuffer {
+    fn read(&self) -> Result<RwLockReadGuard<'_, HostVec>, RuntimeError> {
+        self.data.read().map_err(|_| RuntimeError::Cpu("a buffer lock was poisoned by an earlier panic".into()))
+    }
+    fn write(&self) -> Result<RwLockWriteGuard<'_, HostVec>, RuntimeError> {
+        self.data.write().map_err(|_| RuntimeError::Cpu("a buffer lock was poisoned by an earlier panic".into()))
+    }
+}
+
+/// The CPU backend.
+#[derive(Default)]
+pub struct CpuBackend;
+
+impl CpuBackend {
+    /// A backend on the global rayon pool.
+    pub fn new() -> CpuBackend {
+        CpuBackend
+    }
+}
+
+impl From<cpu::CpuError> for RuntimeError {
+    fn from(e: cpu::CpuError) -> Self {
+        RuntimeError::Cpu(e.to_string())
+    }
+}
+
+/// Element types the CPU backend stores in a [`HostVec`].
+trait HostElem: Sized {
+    fn slice(v: &HostVec) -> Option<&[Self]>;
+    fn slice_mut(v: &mut HostVec) -> Option<&mut [Self]>;
+}
+
+macro_rules! host_elem {
+    ($t:ty, $variant:ident) => {
+        impl HostElem for $t {
+            fn slice(v: &HostVec) -> Option<&[$t]> {
+                match v {
+                    HostVec::$variant(x) => Some(x),
+                    _ => None,
+                }
+            }
+            fn slice_mut(v: &mut HostVec) -> Option<&mut [$t]> {
+                match v {
+                    HostVec::$variant(x) => Some(x),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+host_elem!(f32, F32);
+host_elem!(f64, F64);
+host_elem!(u32, U32);
+host_elem!(i32, I32);
+
+/// An input's data: a read lock, or a copy when the same step writes the buffer (in place).
+enum Held<'a> {
+    Guard(RwLockReadGuard<'a, HostVec>),
+    Copy(HostVec),
+}
+
+impl Deref for Held<'_> {
+    type Target = HostVec;
+    fn deref(&self) -> &HostVec {
+        match self {
+            Held::Guard(g) => g,
+            Held::Copy(v) => v,
+        }
+    }
+}
+
+fn parts<'a>(a: &Arg<'a, CpuBuffer>) -> Vec<&'a CpuBuffer> {
+    match a {
+        Arg::Dense { buf, .. } | Arg::Index { buf, .. } => vec![*buf],
+        Arg::Csr { row_ptr, col_idx, values, .. } => vec![*row_ptr, *col_idx, *values],
+        Arg::Scalar(_) => vec![],
+    }
+}
+
+fn wrong(what: &str) -> RuntimeError {
+    RuntimeError::Cpu(format!("internal error: {what} has the wrong element type"))
+}
+
+fn get<'a, T: HostElem>(h: &'a HostVec, what: &str) -> Result<&'a [T], RuntimeError> {
+    T::slice(h).ok_or_else(|| wrong(what))
+}
+
+impl Backend for CpuBackend {
+    type Buf = CpuBuffer;
+
+    fn describe(&self) -> String {
+        format!("cpu ({} threads)", rayon::current_num_threads())
+    }
+
+    fn alloc(&self, elem: ElemType, len: usize) -> Result<CpuBuffer, RuntimeError> {
+        let data = match elem {
+            ElemType::F32 => HostVec::F32(vec![0.0; len]),
+            ElemType::F64 => HostVec::F64(vec![0.0; len]),
+            ElemType::U32 => HostVec::U32(vec![0; len]),
+            ElemType::I32 => HostVec::I32(vec![0; len]),
+        };
+        Ok(CpuBuffer { data: RwLock::new(data), elem, len })
+    }
+
+    fn upload(&self, data: HostSlice<'_>) -> Result<CpuBuffer, RuntimeError> {
+        let v = match data {
+            HostSlice::F32(s) => HostVec::F32(s.to_vec()),
+            HostSlice::F64(s) => HostVec::F64(s.to_vec()),
+            HostSlice::U32(s) => HostVec::U32(s.to_vec()),
+            HostSlice::I32(s) => HostVec::I32(s.to_vec()),
+        };
+        Ok(CpuBuffer { elem: data.elem(), len: data.len(), data: RwLock::new(v) })
+    }
+
+    fn write(&self, buf: &CpuBuffer, data: HostSlice<'_>) -> Result<(), RuntimeError> {
+        if data.elem() != buf.elem || data.len() != buf.len {
+            return Err(RuntimeError::InvalidData(format!(
+                "cannot write {} {:?} values into a buffer of {} {:?}",
+                data.len(),
+                data.elem(),
+                buf.len,
+                buf.elem
+            )));
+        }
+        let mut g = buf.write()?;
+        match (&mut *g, data) {
+            (HostVec::F32(d), HostSlice::F32(s)) => d.copy_from_slice(s),
+            (HostVec::F64(d), HostSlice::F64(s)) => d.copy_from_slice(s),
+            (HostVec::U32(d), HostSlice::U32(s)) => d.copy_from_slice(s),
+            (HostVec::I32(d), HostSlice::I32(s)) => d.copy_from_slice(s),
+            _ => return Err(wrong("a written buffer")),
+        }
+        Ok(())
+    }
+
+    fn download(&self, buf: &CpuBuffer) -> Result<HostVec, RuntimeError> {
+        Ok(buf.read()?.clone())
+    }
+
+    fn fill(&self, buf: &CpuBuffer, value: f64) -> Result<(), RuntimeError> {
+        let mut g = buf.write()?;
+        let int = |v: f64| if v.is_nan() { u32::MAX } else { v as u32 };
+        match &mut *g {
+            HostVec::F32(d) => d.fill(value as f32),
+            HostVec::F64(d) => d.fill(value),
+            HostVec::U32(d) => d.fill(int(value)),
+            HostVec::I32(d) => d.fill(if value.is_nan() { -1 } else { value as i32 }),
+        }
+        Ok(())
+    }
+
+    fn memory_info(&self) -> Option<(usize, usize)> {
+        None
+    }
+
+    fn run_step(
+        &self,
+        step: &Step,
+        inputs: &[Arg<'_, CpuBuffer>],
+        outputs: &[Arg<'_, CpuBuffer>],
+        dtype: DType,
+        alpha: f64,
+    ) -> Result<(), RuntimeError> {
+        match dtype {
+            DType::F32 => run_typed::<f32>(step, inputs, outputs, alpha),
+            DType::F64 => run_typed::<f64>(step, inputs, outputs, alpha),
+        }
+    }
+
+    fn synchronize(&self) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+}
+
+/// Sizes of an argument, for building views.
+fn dims(a: &Arg<'_, CpuBuffer>) -> (usize, usize) {
+    match a {
+        Arg::Dense { rows, cols, .. } | Arg::Csr { rows, cols, .. } => (*rows, *cols),
+        Arg::Index { len, .. } => (*len, 1),
+        Arg::Scalar(_) => (1, 1),
+    }
+}
+
+fn run_typed<T: Real + HostElem>(
+    step: &Step,
+    inputs: &[Arg<'_, CpuBuffer>],
+    outputs: &[Arg<'_, CpuBuffer>],
+    alpha: f64,
+) -> Result<(), RuntimeError> {
+    // Lock outputs for writing; inputs that share a buffer with an output are copied first.
+    let out_bufs: Vec<&CpuBuffer> = outputs.iter().flat_map(parts).collect();
+    for (i, a) in out_bufs.iter().enumerate() {
+        if out_bufs[..i].iter().any(|b| std::ptr::eq(*a, *b)) {
+            return Err(RuntimeError::Cpu("internal error: two outputs of one step share a buffer".into()));
+        }
+    }
+    let held: Vec<Vec<Held<'_>>> = inputs
+        .iter()
+        .map(|a| {
+            parts(a)
+                .into_iter()
+                .map(|b| {
+                    if out_bufs.iter().any(|o| std::ptr::eq(*o, b)) {
+                        Ok(Held::Copy(b.read()?.clone()))
+                    } else {
+                        Ok(Held::Guard(b.read()?))
+                    }
+                })
+                .collect::<Result<Vec<_>, RuntimeError>>()
+        })
+        .collect::<Result<_, _>>()?;
+    let mut guards: Vec<RwLockWriteGuard<'_, HostVec>> = out_bufs.iter().map(|b| b.write()).collect::<Result<_, _>>()?;
+    let a = T::from_f64(alpha);
+    let zero = T::from_f64(0.0);
+    let dense = |i: usize| -> Result<&[T], RuntimeError> { get::<T>(&held[i][0], "a dense input") };
+    let csr = |i: usize| -> Result<CsrRef<'_, T>, RuntimeError> {
+        let (rows, cols) = dims(&inputs[i]);
+        Ok(CsrRef {
+            rows,
+            cols,
+            row_ptr: get::<i32>(&held[i][0], "row offsets")?,
+            col_idx: get::<i32>(&held[i][1], "column indices")?,
+            values: get::<T>(&held[i][2], "sparse values")?,
+        })
+    };
+    let in_dims = |i: usize| dims(&inputs[i]);
+    let out_dims = |i: usize| dims(&outputs[i]);
+    match &step.op {
+        StepOp::Gemm(g) => {
+            let (_, lda) = in_dims(0);
+            let (_, ldb) = in_dims(1);
+            let c = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the GEMM output"))?;
+            cpu::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, a, dense(0)?, lda, dense(1)?, ldb, zero, c, g.n)?;
+        }
+        StepOp::Syrk { trans, n, k, .. } => {
+            let (_, lda) = in_dims(0);
+            let c = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the SYRK output"))?;
+            cpu::syrk(*trans, *n, *k, a, dense(0)?, lda, zero, c, *n)?;
+        }
+        StepOp::Gemv { trans, m, n, .. } => {
+            let y = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the GEMV output"))?;
+            cpu::gemv(*trans, *m, *n, a, dense(0)?, *n, dense(1)?, zero, y)?;
+        }
+        StepOp::SpMM { sparse_left, trans_sparse, trans_dense, m, n, .. } => {
+            let (_, ldc) = out_dims(0);
+            if *sparse_left {
+                let (_, ldd) = in_dims(1);
+                let s = csr(0)?;
+                let d = dense(1)?;
+                let c = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the SpMM output"))?;
+                cpu::spmm_sparse_dense(*trans_sparse, s, *trans_dense, d, ldd, a, zero, c, ldc, *n)?;
+            } else {
+                let (_, ldd) = in_dims(0);
+                let d = dense(0)?;
+                let s = csr(1)?;
+                let c = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the SpMM output"))?;
+                cpu::spmm_dense_sparse(*trans_dense, d, ldd, *m, *trans_sparse, s, a, zero, c, ldc)?;
+            }
+        }
+        StepOp::SpMV { trans, .. } => {
+            let s = csr(0)?;
+            let x = dense(1)?;
+            let y = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the SpMV output"))?;
+            cpu::spmv(*trans, s, a, x, zero, y)?;
+        }
+        StepOp::Diag => {
+            let (n, lda) = in_dims(0);
+            let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the diagonal"))?;
+            cpu::diag(n, dense(0)?, lda, out)?;
+        }
+        StepOp::Counts { k } => {
+            let labels = get::<u32>(&held[0][0], "labels")?;
+            let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the counts"))?;
+            cpu::counts(labels, *k, out)?;
+        }
+        StepOp::Selection { k } => {
+            let labels = get::<u32>(&held[0][0], "labels")?;
+            let (rp, rest) = guards.split_at_mut(1);
+            let (ci, vals) = rest.split_at_mut(1);
+            cpu::selection(
+                labels,
+                *k,
+                i32::slice_mut(&mut rp[0]).ok_or_else(|| wrong("row offsets"))?,
+                i32::slice_mut(&mut ci[0]).ok_or_else(|| wrong("column indices"))?,
+                T::slice_mut(&mut vals[0]).ok_or_else(|| wrong("selection values"))?,
+            )?;
+        }
+        StepOp::Copy => match &mut *guards[0] {
+            HostVec::U32(d) => d.copy_from_slice(get::<u32>(&held[0][0], "copied indices")?),
+            other => {
+                let d = T::slice_mut(other).ok_or_else(|| wrong("the copy"))?;
+                d.copy_from_slice(&dense(0)?[..d.len()]);
+            }
+        },
+        StepOp::Fused(f) => {
+            let mut args = Vec::with_capacity(inputs.len());
+            for (i, inp) in inputs.iter().enumerate() {
+                args.push(match inp {
+                    Arg::Scalar(v) => FusedArg::Scalar(T::from_f64(*v)),
+                    Arg::Index { .. } => FusedArg::Index(get::<u32>(&held[i][0], "an index input")?),
+                    Arg::Dense { cols, .. } => match f.spec.inputs[i].access {
+                        kernels_gen::Access::Matrix { .. } => FusedArg::Matrix { data: dense(i)?, ld: *cols },
+                        _ => FusedArg::Vector(dense(i)?),
+                    },
+                    Arg::Csr { .. } => return Err(RuntimeError::Cpu("internal error: a sparse matrix in a fused kernel".into())),
+                });
+            }
+            let mut outs = Vec::with_capacity(guards.len());
+            for g in guards.iter_mut() {
+                outs.push(match &mut **g {
+                    HostVec::U32(v) => FusedOut::Indices(v),
+                    other => FusedOut::Values(T::slice_mut(other).ok_or_else(|| wrong("a fused output"))?),
+                });
+            }
+            cpu::run_fused(&f.spec, f.rows, f.cols, &args, &mut outs)?;
+        }
+    }
+    Ok(())
+}

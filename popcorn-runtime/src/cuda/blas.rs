@@ -1,0 +1,555 @@
+//! cuBLAS: a handle bound to the backend's stream, and row-major GEMM, SYRK and GEMV.
+//!
+//! popcorn stores matrices row-major; cuBLAS is column-major. A row-major `r x c` matrix with
+//! leading dimension `c` is, byte for byte, the column-major `c x r` matrix with the same
+//! leading dimension: its transpose. So row-major `C = op(A) op(B)` is computed as the
+//! column-major `C^T = op(B)^T op(A)^T`: the operands swap places, `m` and `n` swap, and each
+//! operand keeps its own transpose flag (the functions `col_major_*` below do the mapping, and
+//! the tests check it against naive loops by emulating cuBLAS's column-major definitions).
+
+use crate::cuda::errors::to_i64;
+use crate::error::RuntimeError;
+use cudarc::cublas::sys;
+use cudarc::driver::CudaStream;
+use popcorn_dsl::DType;
+use std::sync::Arc;
+
+/// A cuBLAS call's arguments in column-major terms: `C = op(first) * op(second)`, `C` being
+/// `m x n` with leading dimension `ldc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColMajorGemm {
+    /// Whether the first operand is read transposed.
+    pub trans_first: bool,
+    /// Whether the second operand is read transposed.
+    pub trans_second: bool,
+    /// Rows of the column-major `C`.
+    pub m: usize,
+    /// Columns of the column-major `C`.
+    pub n: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Leading dimension of the first operand.
+    pub ld_first: usize,
+    /// Leading dimension of the second operand.
+    pub ld_second: usize,
+    /// Leading dimension of `C`.
+    pub ldc: usize,
+}
+
+/// Maps row-major `C (m x n) = op(A) op(B)` (A stored `m x k`, or `k x m` when `trans_a`; B
+/// stored `k x n`, or `n x k` when `trans_b`) onto cuBLAS. The first operand is **B**, the
+/// second **A**.
+pub fn col_major_gemm(trans_a: bool, trans_b: bool, m: usize, n: usize, k: usize) -> ColMajorGemm {
+    let ld_a = if trans_a { m } else { k };
+    let ld_b = if trans_b { k } else { n };
+    ColMajorGemm {
+        trans_first: trans_b,
+        trans_second: trans_a,
+        m: n,
+        n: m,
+        k,
+        ld_first: ld_b.max(1),
+        ld_second: ld_a.max(1),
+        ldc: n.max(1),
+    }
+}
+
+/// A SYRK call in column-major terms: `C (n x n) = op(A) op(A)^T`, upper triangle written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColMajorSyrk {
+    /// cuBLAS's `trans`: `C = A^T A` when set.
+    pub trans: bool,
+    /// Order of `C`.
+    pub n: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Leading dimension of A.
+    pub lda: usize,
+}
+
+/// Maps row-major `C = A A^T` (A stored `n x k`) or, with `trans`, `C = A^T A` (A stored
+/// `k x n`) onto cuBLAS SYRK. The row-major A is the column-major `A^T`, so the flag flips.
+/// cuBLAS fills the column-major upper triangle, which is the row-major lower triangle; the
+/// backend mirrors it into the upper one on the device.
+pub fn col_major_syrk(trans: bool, n: usize, k: usize) -> ColMajorSyrk {
+    ColMajorSyrk {
+        trans: !trans,
+        n,
+        k,
+        lda: if trans { n.max(1) } else { k.max(1) },
+    }
+}
+
+/// A GEMV call in column-major terms: `y = op(A) x` with A `m x n`, leading dimension `lda`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColMajorGemv {
+    /// Whether A is read transposed.
+    pub trans: bool,
+    /// Rows of the column-major A.
+    pub m: usize,
+    /// Columns of the column-major A.
+    pub n: usize,
+    /// Leading dimension.
+    pub lda: usize,
+}
+
+/// Maps row-major `y = op(A) x` (A stored `m x n`) onto cuBLAS GEMV: the row-major A is the
+/// column-major `n x m` matrix `A^T`, so the flag flips.
+pub fn col_major_gemv(trans: bool, m: usize, n: usize) -> ColMajorGemv {
+    ColMajorGemv {
+        trans: !trans,
+        m: n,
+        n: m,
+        lda: n.max(1),
+    }
+}
+
+/// A cuBLAS handle bound to one stream. Not thread-safe: the backend keeps it behind a mutex.
+pub(crate) struct BlasHandle {
+    raw: sys::cublasHandle_t,
+    /// Keeps the stream (and its context) alive as long as the handle.
+    stream: Arc<CudaStream>,
+}
+
+// SAFETY: the handle is only used through `&mut self` behind the backend's mutex, so one
+// thread at a time uses it; cuBLAS handles may move between threads (the context is bound
+// before each use).
+unsafe impl Send for BlasHandle {}
+
+/// A failed cuBLAS call.
+fn blas_error(call: &str, status: sys::cublasStatus_t) -> RuntimeError {
+    // SAFETY: cublasGetStatusString returns a pointer to a static NUL-terminated string (or
+    // null), which is only read here.
+    let text = unsafe {
+        let p = sys::cublasGetStatusString(status);
+        if p.is_null() {
+            String::new()
+        } else {
+            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    };
+    RuntimeError::Cuda {
+        call: call.to_string(),
+        message: format!("{status:?}: {text}"),
+    }
+}
+
+/// Checks a cuBLAS status.
+fn check(call: &str, status: sys::cublasStatus_t) -> Result<(), RuntimeError> {
+    if status == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        Ok(())
+    } else {
+        Err(blas_error(call, status))
+    }
+}
+
+fn op(trans: bool) -> sys::cublasOperation_t {
+    if trans {
+        sys::cublasOperation_t::CUBLAS_OP_T
+    } else {
+        sys::cublasOperation_t::CUBLAS_OP_N
+    }
+}
+
+impl BlasHandle {
+    /// Creates a handle on `stream`. Strict fp32 unless `allow_tf32`.
+    pub(crate) fn new(stream: &Arc<CudaStream>, allow_tf32: bool) -> Result<Self, RuntimeError> {
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| crate::cuda::errors::driver("cuCtxSetCurrent", e))?;
+        let mut raw: sys::cublasHandle_t = std::ptr::null_mut();
+        // SAFETY: `raw` is a live out-pointer; the context is current.
+        check("cublasCreate", unsafe { sys::cublasCreate_v2(&mut raw) })?;
+        let handle = BlasHandle {
+            raw,
+            stream: stream.clone(),
+        };
+        // SAFETY: the handle is live; the stream belongs to the current context and outlives
+        // the handle (the handle holds an `Arc` to it).
+        check("cublasSetStream", unsafe {
+            sys::cublasSetStream_v2(handle.raw, stream.cu_stream() as sys::cudaStream_t)
+        })?;
+        let mode = if allow_tf32 {
+            sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
+        } else {
+            sys::cublasMath_t::CUBLAS_DEFAULT_MATH
+        };
+        // SAFETY: the handle is live.
+        check("cublasSetMathMode", unsafe {
+            sys::cublasSetMathMode(handle.raw, mode)
+        })?;
+        Ok(handle)
+    }
+
+    fn bind(&self) -> Result<(), RuntimeError> {
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| crate::cuda::errors::driver("cuCtxSetCurrent", e))
+    }
+
+    /// Row-major `C = alpha op(A) op(B)` (see [`col_major_gemm`]). `a`, `b`, `c` are device
+    /// addresses of arrays of `dtype` holding at least the stored sizes.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gemm(
+        &mut self,
+        dtype: DType,
+        trans_a: bool,
+        trans_b: bool,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: f64,
+        a: u64,
+        b: u64,
+        c: u64,
+    ) -> Result<(), RuntimeError> {
+        self.bind()?;
+        let g = col_major_gemm(trans_a, trans_b, m, n, k);
+        let (mm, nn, kk) = (to_i64(g.m, "m")?, to_i64(g.n, "n")?, to_i64(g.k, "k")?);
+        let (l1, l2, lc) = (
+            to_i64(g.ld_first, "lda")?,
+            to_i64(g.ld_second, "ldb")?,
+            to_i64(g.ldc, "ldc")?,
+        );
+        let (t1, t2) = (op(g.trans_first), op(g.trans_second));
+        let status = match dtype {
+            DType::F32 => {
+                let (alpha, beta) = (alpha as f32, 0f32);
+                // SAFETY: the handle is live and bound to the backend's stream; the pointers
+                // are device arrays of f32 whose sizes the caller validated against the
+                // stored shapes, and the leading dimensions are those of the shapes (at least
+                // 1), so cuBLAS reads and writes within them.
+                unsafe {
+                    sys::cublasSgemm_v2_64(
+                        self.raw,
+                        t1,
+                        t2,
+                        mm,
+                        nn,
+                        kk,
+                        &alpha,
+                        b as *const f32,
+                        l1,
+                        a as *const f32,
+                        l2,
+                        &beta,
+                        c as *mut f32,
+                        lc,
+                    )
+                }
+            }
+            DType::F64 => {
+                let beta = 0f64;
+                // SAFETY: as above, for f64 arrays.
+                unsafe {
+                    sys::cublasDgemm_v2_64(
+                        self.raw,
+                        t1,
+                        t2,
+                        mm,
+                        nn,
+                        kk,
+                        &alpha,
+                        b as *const f64,
+                        l1,
+                        a as *const f64,
+                        l2,
+                        &beta,
+                        c as *mut f64,
+                        lc,
+                    )
+                }
+            }
+        };
+        check(
+            if dtype == DType::F32 {
+                "cublasSgemm"
+            } else {
+                "cublasDgemm"
+            },
+            status,
+        )
+    }
+
+    /// Row-major SYRK into the lower triangle of the row-major `C` (see [`col_major_syrk`]);
+    /// the caller mirrors it into the upper triangle.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn syrk_lower(
+        &mut self,
+        dtype: DType,
+        trans: bool,
+        n: usize,
+        k: usize,
+        alpha: f64,
+        a: u64,
+        c: u64,
+    ) -> Result<(), RuntimeError> {
+        self.bind()?;
+        let s = col_major_syrk(trans, n, k);
+        let (nn, kk, lda, ldc) = (
+            to_i64(s.n, "n")?,
+            to_i64(s.k, "k")?,
+            to_i64(s.lda, "lda")?,
+            to_i64(n.max(1), "ldc")?,
+        );
+        let upper = sys::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER;
+        let status = match dtype {
+            DType::F32 => {
+                let (alpha, beta) = (alpha as f32, 0f32);
+                // SAFETY: live handle on the backend's stream; `a` holds n*k and `c` n*n f32
+                // values (validated by the caller) and the leading dimensions match.
+                unsafe {
+                    sys::cublasSsyrk_v2_64(
+                        self.raw,
+                        upper,
+                        op(s.trans),
+                        nn,
+                        kk,
+                        &alpha,
+                        a as *const f32,
+                        lda,
+                        &beta,
+                        c as *mut f32,
+                        ldc,
+                    )
+                }
+            }
+            DType::F64 => {
+                let beta = 0f64;
+                // SAFETY: as above, for f64 arrays.
+                unsafe {
+                    sys::cublasDsyrk_v2_64(
+                        self.raw,
+                        upper,
+                        op(s.trans),
+                        nn,
+                        kk,
+                        &alpha,
+                        a as *const f64,
+                        lda,
+                        &beta,
+                        c as *mut f64,
+                        ldc,
+                    )
+                }
+            }
+        };
+        check(
+            if dtype == DType::F32 {
+                "cublasSsyrk"
+            } else {
+                "cublasDsyrk"
+            },
+            status,
+        )
+    }
+
+    /// Row-major `y = alpha op(A) x` with A stored `m x n` (see [`col_major_gemv`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gemv(
+        &mut self,
+        dtype: DType,
+        trans: bool,
+        m: usize,
+        n: usize,
+        alpha: f64,
+        a: u64,
+        x: u64,
+        y: u64,
+    ) -> Result<(), RuntimeError> {
+        self.bind()?;
+        let g = col_major_gemv(trans, m, n);
+        let (mm, nn, lda) = (to_i64(g.m, "m")?, to_i64(g.n, "n")?, to_i64(g.lda, "lda")?);
+        let status = match dtype {
+            DType::F32 => {
+                let (alpha, beta) = (alpha as f32, 0f32);
+                // SAFETY: live handle on the backend's stream; `a` holds m*n values and `x`,
+                // `y` the lengths op(A) needs (validated by the caller); unit strides.
+                unsafe {
+                    sys::cublasSgemv_v2_64(
+                        self.raw,
+                        op(g.trans),
+                        mm,
+                        nn,
+                        &alpha,
+                        a as *const f32,
+                        lda,
+                        x as *const f32,
+                        1,
+                        &beta,
+                        y as *mut f32,
+                        1,
+                    )
+                }
+            }
+            DType::F64 => {
+                let beta = 0f64;
+                // SAFETY: as above, for f64 arrays.
+                unsafe {
+                    sys::cublasDgemv_v2_64(
+                        self.raw,
+                        op(g.trans),
+                        mm,
+                        nn,
+                        &alpha,
+                        a as *const f64,
+                        lda,
+                        x as *const f64,
+                        1,
+                        &beta,
+                        y as *mut f64,
+                        1,
+                    )
+                }
+            }
+        };
+        check(
+            if dtype == DType::F32 {
+                "cublasSgemv"
+            } else {
+                "cublasDgemv"
+            },
+            status,
+        )
+    }
+}
+
+impl Drop for BlasHandle {
+    fn drop(&mut self) {
+        let ctx = self.stream.context();
+        ctx.record_err(ctx.bind_to_thread());
+        // SAFETY: the handle was created by cublasCreate and is destroyed once.
+        let _ = unsafe { sys::cublasDestroy_v2(self.raw) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Column-major element (i, j) of a matrix with leading dimension ld, read through op.
+    fn at(data: &[f64], ld: usize, trans: bool, i: usize, j: usize) -> f64 {
+        if trans {
+            data[i * ld + j]
+        } else {
+            data[j * ld + i]
+        }
+    }
+
+    /// cuBLAS's GEMM definition, column-major.
+    fn emulate_gemm(g: &ColMajorGemm, first: &[f64], second: &[f64]) -> Vec<f64> {
+        let mut c = vec![f64::NAN; g.ldc * g.n];
+        for j in 0..g.n {
+            for i in 0..g.m {
+                let mut s = 0.0;
+                for p in 0..g.k {
+                    s += at(first, g.ld_first, g.trans_first, i, p)
+                        * at(second, g.ld_second, g.trans_second, p, j);
+                }
+                c[j * g.ldc + i] = s;
+            }
+        }
+        c
+    }
+
+    /// Naive row-major `op(A) op(B)`.
+    fn row_major_product(
+        ta: bool,
+        tb: bool,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f64],
+        b: &[f64],
+    ) -> Vec<f64> {
+        let a_at = |i: usize, p: usize| if ta { a[p * m + i] } else { a[i * k + p] };
+        let b_at = |p: usize, j: usize| if tb { b[j * k + p] } else { b[p * n + j] };
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|p| a_at(i, p) * b_at(p, j)).sum();
+            }
+        }
+        c
+    }
+
+    fn values(len: usize, seed: u64) -> Vec<f64> {
+        (0..len)
+            .map(|i| ((i as u64 * 7919 + seed * 104_729) % 97) as f64 / 13.0 - 3.0)
+            .collect()
+    }
+
+    #[test]
+    fn gemm_mapping_matches_row_major_products_in_all_transpose_combinations() {
+        for (m, n, k) in [(1, 1, 1), (3, 5, 7), (5, 2, 1), (33, 17, 9)] {
+            for ta in [false, true] {
+                for tb in [false, true] {
+                    let a = values(m * k, 1);
+                    let b = values(k * n, 2);
+                    let g = col_major_gemm(ta, tb, m, n, k);
+                    // The first operand is B, the second A; column-major C^T is row-major C.
+                    let got = emulate_gemm(&g, &b, &a);
+                    let want = row_major_product(ta, tb, m, n, k, &a, &b);
+                    assert_eq!(got, want, "m={m} n={n} k={k} ta={ta} tb={tb}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn syrk_mapping_computes_the_gram_matrix() {
+        for (n, k) in [(1, 1), (4, 3), (7, 10)] {
+            for trans in [false, true] {
+                let a = values(n * k, 3);
+                let s = col_major_syrk(trans, n, k);
+                // SYRK is GEMM with op(A) and op(A)^T.
+                let g = ColMajorGemm {
+                    trans_first: s.trans,
+                    trans_second: !s.trans,
+                    m: n,
+                    n,
+                    k,
+                    ld_first: s.lda,
+                    ld_second: s.lda,
+                    ldc: n,
+                };
+                let got = emulate_gemm(&g, &a, &a);
+                // Row-major reference: A A^T (A n x k) or A^T A (A k x n).
+                let want = row_major_product(trans, !trans, n, n, k, &a, &a);
+                assert_eq!(got, want, "n={n} k={k} trans={trans}");
+            }
+        }
+    }
+
+    #[test]
+    fn gemv_mapping_matches_row_major_products() {
+        for (m, n) in [(1, 1), (3, 5), (6, 2)] {
+            for trans in [false, true] {
+                let a = values(m * n, 4);
+                let x = values(if trans { m } else { n }, 5);
+                let g = col_major_gemv(trans, m, n);
+                let rows = if g.trans { g.n } else { g.m };
+                let inner = if g.trans { g.m } else { g.n };
+                let got: Vec<f64> = (0..rows)
+                    .map(|i| {
+                        (0..inner)
+                            .map(|p| at(&a, g.lda, g.trans, i, p) * x[p])
+                            .sum()
+                    })
+                    .collect();
+                let want: Vec<f64> = if trans {
+                    (0..n)
+                        .map(|j| (0..m).map(|i| a[i * n + j] * x[i]).sum())
+                        .collect()
+                } else {
+                    (0..m)
+                        .map(|i| (0..n).map(|j| a[i * n + j] * x[j]).sum())
+                        .collect()
+                };
+                assert_eq!(got, want, "m={m} n={n} trans={trans}");
+            }
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! The non-library, non-fused steps and helpers, on kernels-gen's builtin kernels: fill,
+//! symmetrize, diagonal, cluster counts and the CSR selection matrix. One small kernel of our
+//! own converts `u32` counts to floats (kernels-gen has none).
+
+use crate::cuda::errors::driver;
+use crate::cuda::launch::{launch, KernelArg};
+use crate::cuda::memory::GrowBuffer;
+use crate::cuda::nvrtc::KernelCache;
+use crate::error::RuntimeError;
+use cudarc::driver::{sys, CudaStream};
+use kernels_gen::builtins;
+use kernels_gen::ScalarType;
+use std::sync::Arc;
+
+/// The backend's own kernel: `out[i] = (T)in[i]` for `u32` input.
+const U32_TO_FLOAT: &str = r#"// popcorn runtime kernel {NAME}: out[i] = ({T})in[i] for 0 <= i < len.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long len,
+    const unsigned int* __restrict__ in,
+    {T}* __restrict__ out)
+{
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long i = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         i < len; i += stride) {
+        out[i] = ({T})in[i];
+    }
+}
+"#;
+
+/// Entry-point name of the conversion kernel for `dtype`.
+fn u32_to_float_name(dtype: ScalarType) -> &'static str {
+    match dtype {
+        ScalarType::F32 => "pk_rt_u32_to_f32",
+        ScalarType::F64 => "pk_rt_u32_to_f64",
+    }
+}
+
+/// The conversion kernel's source.
+fn u32_to_float_source(dtype: ScalarType) -> String {
+    U32_TO_FLOAT
+        .replace("{T}", dtype.c_name())
+        .replace("{NAME}", u32_to_float_name(dtype))
+}
+
+/// The builtin kernels the backend launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Fill,
+    Symmetrize,
+    Diag,
+    Histogram,
+    SelectionScan,
+    SelectionChunkCounts,
+    SelectionChunkOffsets,
+    SelectionScatter,
+}
+
+impl Kind {
+    #[cfg(test)]
+    const ALL: [Kind; 8] = [
+        Kind::Fill,
+        Kind::Symmetrize,
+        Kind::Diag,
+        Kind::Histogram,
+        Kind::SelectionScan,
+        Kind::SelectionChunkCounts,
+        Kind::SelectionChunkOffsets,
+        Kind::SelectionScatter,
+    ];
+
+    /// The entry-point name (known without building the source, so launches allocate no
+    /// source text once the kernel is loaded; a test checks it against kernels-gen).
+    fn name(self, dtype: ScalarType) -> &'static str {
+        let f32 = dtype == ScalarType::F32;
+        match self {
+            Kind::Fill => {
+                if f32 {
+                    "pk_fill_f32"
+                } else {
+                    "pk_fill_f64"
+                }
+            }
+            Kind::Symmetrize => {
+                if f32 {
+                    "pk_symmetrize_lower_to_upper_f32"
+                } else {
+                    "pk_symmetrize_lower_to_upper_f64"
+                }
+            }
+            Kind::Diag => {
+                if f32 {
+                    "pk_diag_f32"
+                } else {
+                    "pk_diag_f64"
+                }
+            }
+            Kind::Histogram => "pk_histogram",
+            Kind::SelectionScan => "pk_selection_scan",
+            Kind::SelectionChunkCounts => "pk_selection_chunk_counts",
+            Kind::SelectionChunkOffsets => "pk_selection_chunk_offsets",
+            Kind::SelectionScatter => {
+                if f32 {
+                    "pk_selection_scatter_f32"
+                } else {
+                    "pk_selection_scatter_f64"
+                }
+            }
+        }
+    }
+
+    /// The kernel from kernels-gen.
+    fn kernel(self, dtype: ScalarType) -> builtins::BuiltinKernel {
+        match self {
+            Kind::Fill => builtins::fill(dtype),
+            Kind::Symmetrize => builtins::symmetrize_lower_to_upper(dtype),
+            Kind::Diag => builtins::diag(dtype),
+            Kind::Histogram => builtins::histogram(),
+            Kind::SelectionScan => builtins::selection_scan(),
+            Kind::SelectionChunkCounts => builtins::selection_chunk_counts(),
+            Kind::SelectionChunkOffsets => builtins::selection_chunk_offsets(),
+            Kind::SelectionScatter => builtins::selection_scatter(dtype),
+        }
+    }
+}
+
+/// Launches builtin kernels on one stream.
+pub(crate) struct Builtins<'a> {
+    pub(crate) kernels: &'a KernelCache,
+    pub(crate) stream: &'a Arc<CudaStream>,
+}
+
+/// Scratch buffers of the counting and selection steps, reused across calls.
+#[derive(Default)]
+pub(crate) struct CountScratch {
+    counts: GrowBuffer,
+    workspace: GrowBuffer,
+}
+
+impl Builtins<'_> {
+    /// Launches a builtin kernel (compiled on first use).
+    fn run(
+        &self,
+        kind: Kind,
+        dtype: ScalarType,
+        dims: kernels_gen::LaunchDims,
+        args: &mut [KernelArg],
+    ) -> Result<(), RuntimeError> {
+        let name = kind.name(dtype);
+        let f = self.kernels.function(name, || kind.kernel(dtype).source)?;
+        launch(self.stream, &f, name, dims, args)
+    }
+
+    /// Sets `len` 32-bit words at `ptr` to `bits`.
+    pub(crate) fn memset32(&self, ptr: u64, bits: u32, len: usize) -> Result<(), RuntimeError> {
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: `ptr` is device memory of at least `len` 32-bit words on this stream (the
+        // caller's buffer or scratch of that size); the stream belongs to the current context.
+        unsafe { sys::cuMemsetD32Async(ptr, bits, len, self.stream.cu_stream()) }
+            .result()
+            .map_err(|e| driver("cuMemsetD32Async", e))
+    }
+
+    /// Fills `len` doubles at `ptr` with `value`.
+    pub(crate) fn fill_f64(&self, ptr: u64, len: usize, value: f64) -> Result<(), RuntimeError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(len)?,
+            KernelArg::F64(value),
+            KernelArg::Ptr(ptr),
+        ];
+        self.run(
+            Kind::Fill,
+            ScalarType::F64,
+            builtins::linear_grid_block(len as u64),
+            &mut args,
+        )
+    }
+
+    /// Mirrors the lower triangle of the row-major `n x n` matrix at `ptr` into its upper one.
+    pub(crate) fn symmetrize(
+        &self,
+        dtype: ScalarType,
+        ptr: u64,
+        n: usize,
+    ) -> Result<(), RuntimeError> {
+        if n < 2 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(n)?,
+            KernelArg::Ptr(ptr),
+            KernelArg::size(n)?,
+        ];
+        self.run(
+            Kind::Symmetrize,
+            dtype,
+            builtins::symmetrize_grid_block(n as u64),
+            &mut args,
+        )
+    }
+
+    /// `out[i] = a[i * lda + i]` for `i < n`.
+    pub(crate) fn diag(
+        &self,
+        dtype: ScalarType,
+        a: u64,
+        n: usize,
+        lda: usize,
+        out: u64,
+    ) -> Result<(), RuntimeError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(n)?,
+            KernelArg::Ptr(a),
+            KernelArg::size(lda)?,
+            KernelArg::Ptr(out),
+        ];
+        self.run(
+            Kind::Diag,
+            dtype,
+            builtins::linear_grid_block(n as u64),
+            &mut args,
+        )
+    }
+
+    /// Cluster sizes of `n` labels into the `u32` scratch (`k` entries); returns its address.
+    fn histogram(
+        &self,
+        scratch: &mut CountScratch,
+        labels: u64,
+        n: usize,
+        k: usize,
+    ) -> Result<u64, RuntimeError> {
+        let counts = scratch
+            .counts
+            .ensure(self.stream, k * 4, "cluster counts")?;
+        self.memset32(counts, 0, k)?;
+        if n > 0 && k > 0 {
+            let mut args = [
+                KernelArg::size(n)?,
+                KernelArg::Ptr(labels),
+                KernelArg::size(k)?,
+                KernelArg::Ptr(counts),
+            ];
+            self.run(
+                Kind::Histogram,
+                ScalarType::F32,
+                builtins::linear_grid_block(n as u64),
+                &mut args,
+            )?;
+        }
+        Ok(counts)
+    }
+
+    /// Cluster sizes as floats: `out[c]` = number of labels equal to `c`, for `c < k`.
+    pub(crate) fn counts(
+        &self,
+        dtype: ScalarType,
+        scratch: &mut CountScratch,
+        labels: u64,
+        n: usize,
+        k: usize,
+        out: u64,
+    ) -> Result<(), RuntimeError> {
+        if k == 0 {
+            return Ok(());
+        }
+        let counts = self.histogram(scratch, labels, n, k)?;
+        let name = u32_to_float_name(dtype);
+        let f = self.kernels.function(name, || u32_to_float_source(dtype))?;
+        let mut args = [
+            KernelArg::size(k)?,
+            KernelArg::Ptr(counts),
+            KernelArg::Ptr(out),
+        ];
+        launch(
+            self.stream,
+            &f,
+            name,
+            builtins::linear_grid_block(k as u64),
+            &mut args,
+        )
+    }
+
+    /// The selection matrix `V` (`k x n` CSR, `V[c, p] = 1/|c|` where `labels[p] == c`):
+    /// row offsets, column indices in ascending order per row, values. Empty clusters have
+    /// empty rows.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn selection(
+        &self,
+        dtype: ScalarType,
+        scratch: &mut CountScratch,
+        labels: u64,
+        n: usize,
+        k: usize,
+        row_ptr: u64,
+        col_idx: u64,
+        values: u64,
+    ) -> Result<(), RuntimeError> {
+        let counts = self.histogram(scratch, labels, n, k)?;
+        let mut args = [
+            KernelArg::size(k)?,
+            KernelArg::Ptr(counts),
+            KernelArg::Ptr(row_ptr),
+        ];
+        self.run(
+            Kind::SelectionScan,
+            dtype,
+            builtins::selection_scan_grid_block(),
+            &mut args,
+        )?;
+        if n == 0 || k == 0 {
+            return Ok(());
+        }
+        let layout = builtins::selection_layout(n as u64, k as u64);
+        let ws_ints = usize::try_from(layout.workspace_ints).map_err(|_| {
+            RuntimeError::InvalidData("the selection workspace does not fit in memory".into())
+        })?;
+        let ws = scratch
+            .workspace
+            .ensure(self.stream, ws_ints * 4, "selection workspace")?;
+        let chunk = i64::try_from(layout.chunk)
+            .map_err(|_| RuntimeError::InvalidData("selection chunk too large".into()))?;
+        let chunks = i64::try_from(layout.chunks)
+            .map_err(|_| RuntimeError::InvalidData("too many selection chunks".into()))?;
+        let chunk_dims = builtins::selection_chunks_grid_block(layout.chunks);
+
+        let mut args = [
+            KernelArg::size(n)?,
+            KernelArg::size(k)?,
+            KernelArg::I64(chunk),
+            KernelArg::Ptr(labels),
+            KernelArg::Ptr(ws),
+        ];
+        self.run(Kind::SelectionChunkCounts, dtype, chunk_dims, &mut args)?;
+
+        let mut args = [
+            KernelArg::size(k)?,
+            KernelArg::I64(chunks),
+            KernelArg::Ptr(row_ptr),
+            KernelArg::Ptr(ws),
+        ];
+        self.run(
+            Kind::SelectionChunkOffsets,
+            dtype,
+            builtins::linear_grid_block(k as u64),
+            &mut args,
+        )?;
+
+        let mut args = [
+            KernelArg::size(n)?,
+            KernelArg::size(k)?,
+            KernelArg::I64(chunk),
+            KernelArg::Ptr(labels),
+            KernelArg::Ptr(counts),
+            KernelArg::Ptr(ws),
+            KernelArg::Ptr(col_idx),
+            KernelArg::Ptr(values),
+        ];
+        self.run(Kind::SelectionScatter, dtype, chunk_dims, &mut args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_names_match_kernels_gen() {
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            for kind in Kind::ALL {
+                assert_eq!(
+                    kind.name(dtype),
+                    kind.kernel(dtype).name,
+                    "{kind:?} {dtype:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn conversion_kernel_is_instantiated_for_both_types() {
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            let src = u32_to_float_source(dtype);
+            assert!(!src.contains("{T}") && !src.contains("{NAME}"));
+            assert!(src.contains(&format!(" {}(", u32_to_float_name(dtype))));
+            assert!(src.contains(&format!("{}* __restrict__ out", dtype.c_name())));
+        }
+    }
+}

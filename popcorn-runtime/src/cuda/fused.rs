@@ -1,0 +1,335 @@
+//! Fused kernels: the argument list of a [`FusedStep`] in the order of
+//! [`kernels_gen::KernelSpec::params`], checked against the kernel's reads and writes.
+
+use crate::backend::{Arg, BufferInfo, ElemType};
+use crate::cuda::args::{check_buffer, kind};
+use crate::cuda::errors::invalid;
+use crate::cuda::launch::KernelArg;
+use crate::cuda::memory::DeviceAddress;
+use crate::error::RuntimeError;
+use kernels_gen::{Access, OutputShape, Param, ScalarType};
+use popcorn_dsl::plan::FusedStep;
+
+/// The element type of a kernel's values.
+fn float_elem(dtype: ScalarType) -> ElemType {
+    match dtype {
+        ScalarType::F32 => ElemType::F32,
+        ScalarType::F64 => ElemType::F64,
+    }
+}
+
+/// The kernel arguments of `step`, in parameter order: sizes as `long long`, pointers,
+/// leading dimensions (the value's columns) as `long long`, scalars by value in the kernel's
+/// type. Every buffer is checked to hold what the kernel reads or writes.
+pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
+    step: &FusedStep,
+    inputs: &[Arg<'_, B>],
+    outputs: &[Arg<'_, B>],
+) -> Result<Vec<KernelArg>, RuntimeError> {
+    let spec = &step.spec;
+    let out_shapes = spec.outputs();
+    if inputs.len() != spec.inputs.len() || outputs.len() != out_shapes.len() {
+        return Err(invalid(format!(
+            "fused kernel {} takes {} input(s) and {} output(s), got {} and {}",
+            step.name,
+            spec.inputs.len(),
+            out_shapes.len(),
+            inputs.len(),
+            outputs.len()
+        )));
+    }
+    let (rows, cols) = (step.rows, step.cols);
+    let empty = rows == 0 || cols == 0;
+    let elem = float_elem(spec.dtype);
+    let input_what = |k: usize| {
+        format!(
+            "input {k} (`{}`) of fused kernel {}",
+            spec.inputs[k].name, step.name
+        )
+    };
+    let output_what = |k: usize| format!("output {k} of fused kernel {}", step.name);
+    let params = spec.params();
+    let mut args = Vec::with_capacity(params.len());
+    for p in params {
+        let arg = match p {
+            Param::Rows => KernelArg::size(rows)?,
+            Param::Cols => KernelArg::size(cols)?,
+            Param::InputPtr(k) => {
+                let what = input_what(k);
+                let (buf, r, c) = dense_parts(&inputs[k], &what)?;
+                let needed = if empty {
+                    0
+                } else {
+                    match spec.inputs[k].access {
+                        Access::Matrix { transposed } => {
+                            let (need_r, need_c) = if transposed {
+                                (cols, rows)
+                            } else {
+                                (rows, cols)
+                            };
+                            if r < need_r || c < need_c {
+                                return Err(invalid(format!(
+                                    "{what} is {r} x {c} but the kernel reads {need_r} x {need_c}"
+                                )));
+                            }
+                            r * c
+                        }
+                        Access::Col => rows,
+                        Access::Row => cols,
+                        Access::Broadcast => 1,
+                        Access::Scalar | Access::IndexCol => {
+                            return Err(invalid(format!(
+                                "{what}: a pointer parameter for a by-value input"
+                            )))
+                        }
+                    }
+                };
+                if r * c < needed {
+                    return Err(invalid(format!(
+                        "{what} has {} elements but the kernel reads {needed}",
+                        r * c
+                    )));
+                }
+                check_buffer(buf, elem, r * c, &what)?;
+                KernelArg::Ptr(buf.address())
+            }
+            Param::InputLd(k) => {
+                let (_, _, c) = dense_parts(&inputs[k], &input_what(k))?;
+                KernelArg::size(c)?
+            }
+            Param::InputScalar(k) => match &inputs[k] {
+                Arg::Scalar(v) => KernelArg::float(*v, spec.dtype),
+                other => {
+                    return Err(invalid(format!(
+                        "{}: expected a scalar, got {}",
+                        input_what(k),
+                        kind(other)
+                    )))
+                }
+            },
+            Param::InputIndex(k) => match &inputs[k] {
+                Arg::Index { buf, len } => {
+                    let what = input_what(k);
+                    let needed = if empty { 0 } else { rows };
+                    if *len < needed {
+                        return Err(invalid(format!(
+                            "{what} has {len} entries but the kernel reads {needed}"
+                        )));
+                    }
+                    check_buffer(*buf, ElemType::U32, needed, &what)?;
+                    KernelArg::Ptr(buf.address())
+                }
+                other => {
+                    return Err(invalid(format!(
+                        "{}: expected an index vector, got {}",
+                        input_what(k),
+                        kind(other)
+                    )))
+                }
+            },
+            Param::Output(k) => {
+                let what = output_what(k);
+                let shape = out_shapes[k];
+                let (buf, len) = match &outputs[k] {
+                    Arg::Dense { buf, rows, cols } => (*buf, rows * cols),
+                    Arg::Index { buf, len } => (*buf, *len),
+                    other => {
+                        return Err(invalid(format!(
+                            "{what}: expected a dense or index value, got {}",
+                            kind(other)
+                        )))
+                    }
+                };
+                let (needed, out_elem) = match shape {
+                    OutputShape::Full => (rows * cols, elem),
+                    OutputShape::PerRow => (rows, elem),
+                    OutputShape::PerRowIndex => (rows, ElemType::U32),
+                    OutputShape::PerCol => (cols, elem),
+                };
+                if len < needed {
+                    return Err(invalid(format!(
+                        "{what} has {len} elements but the kernel writes {needed}"
+                    )));
+                }
+                check_buffer(buf, out_elem, needed, &what)?;
+                KernelArg::Ptr(buf.address())
+            }
+        };
+        args.push(arg);
+    }
+    Ok(args)
+}
+
+/// The buffer and shape of a dense input.
+fn dense_parts<'a, B>(arg: &Arg<'a, B>, what: &str) -> Result<(&'a B, usize, usize), RuntimeError> {
+    match arg {
+        Arg::Dense { buf, rows, cols } => Ok((*buf, *rows, *cols)),
+        other => Err(invalid(format!(
+            "{what}: expected a dense value, got {}",
+            kind(other)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::args::fake::{buf, FakeBuf};
+    use kernels_gen::{BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction};
+
+    fn step(spec: KernelSpec, rows: usize, cols: usize) -> FusedStep {
+        let k = kernels_gen::emit(&spec);
+        FusedStep {
+            name: k.name,
+            spec,
+            source: k.source,
+            rows,
+            cols,
+        }
+    }
+
+    fn input(name: &str, access: Access) -> Input {
+        Input {
+            name: name.into(),
+            access,
+        }
+    }
+
+    #[test]
+    fn parameters_follow_the_spec_order_with_sizes_pointers_and_scalars() {
+        // out0 = x^T[i, j] * s + b[j], plus argmin per row.
+        let spec = KernelSpec {
+            dtype: ScalarType::F64,
+            inputs: vec![
+                input("x", Access::Matrix { transposed: true }),
+                input("s", Access::Scalar),
+                input("b", Access::Row),
+            ],
+            form: Form::Rows {
+                stores: vec![Expr::binary(
+                    BinaryOp::Add,
+                    Expr::binary(BinaryOp::Mul, Expr::Input(0), Expr::Input(1)),
+                    Expr::Input(2),
+                )],
+                reductions: vec![Reduction {
+                    kind: ReduceKind::ArgMin,
+                    expr: Expr::Input(0),
+                }],
+            },
+            provenance: vec![],
+        };
+        let s = step(spec, 3, 5);
+        let x = buf(ElemType::F64, 15, 0x100);
+        let b = buf(ElemType::F64, 5, 0x200);
+        let out = buf(ElemType::F64, 15, 0x300);
+        let idx = buf(ElemType::U32, 3, 0x400);
+        let inputs = [
+            Arg::Dense {
+                buf: &x,
+                rows: 5,
+                cols: 3,
+            },
+            Arg::Scalar(2.5),
+            Arg::Dense {
+                buf: &b,
+                rows: 1,
+                cols: 5,
+            },
+        ];
+        let outputs = [
+            Arg::Dense {
+                buf: &out,
+                rows: 3,
+                cols: 5,
+            },
+            Arg::Index { buf: &idx, len: 3 },
+        ];
+        let args = kernel_args(&s, &inputs, &outputs).ok();
+        assert_eq!(
+            args,
+            Some(vec![
+                KernelArg::I64(3),
+                KernelArg::I64(5),
+                KernelArg::Ptr(0x100),
+                KernelArg::I64(3),
+                KernelArg::F64(2.5),
+                KernelArg::Ptr(0x200),
+                KernelArg::Ptr(0x300),
+                KernelArg::Ptr(0x400),
+            ])
+        );
+    }
+
+    #[test]
+    fn mismatched_arguments_are_errors() {
+        let spec = KernelSpec {
+            dtype: ScalarType::F32,
+            inputs: vec![
+                input("x", Access::Matrix { transposed: false }),
+                input("c", Access::Col),
+            ],
+            form: Form::Map {
+                outputs: vec![Expr::binary(BinaryOp::Sub, Expr::Input(0), Expr::Input(1))],
+            },
+            provenance: vec![],
+        };
+        let s = step(spec, 4, 2);
+        let x = buf(ElemType::F32, 8, 1);
+        let c = buf(ElemType::F32, 4, 2);
+        let short_c = buf(ElemType::F32, 3, 2);
+        let out = buf(ElemType::F32, 8, 3);
+        let wrong_type = buf(ElemType::F64, 8, 3);
+        let good_in = [
+            Arg::Dense {
+                buf: &x,
+                rows: 4,
+                cols: 2,
+            },
+            Arg::Dense {
+                buf: &c,
+                rows: 4,
+                cols: 1,
+            },
+        ];
+        let good_out = [Arg::Dense {
+            buf: &out,
+            rows: 4,
+            cols: 2,
+        }];
+        assert!(kernel_args(&s, &good_in, &good_out).is_ok());
+        let bad_in = [
+            Arg::Dense {
+                buf: &x,
+                rows: 4,
+                cols: 2,
+            },
+            Arg::Dense {
+                buf: &short_c,
+                rows: 3,
+                cols: 1,
+            },
+        ];
+        assert!(kernel_args(&s, &bad_in, &good_out).is_err());
+        let bad_out = [Arg::Dense {
+            buf: &wrong_type,
+            rows: 4,
+            cols: 2,
+        }];
+        assert!(kernel_args(&s, &good_in, &bad_out).is_err());
+        let small_x = [
+            Arg::Dense {
+                buf: &x,
+                rows: 2,
+                cols: 4,
+            },
+            Arg::Dense {
+                buf: &c,
+                rows: 4,
+                cols: 1,
+            },
+        ];
+        assert!(kernel_args(&s, &small_x, &good_out).is_err());
+        let none: [Arg<'_, FakeBuf>; 0] = [];
+        assert!(kernel_args(&s, &none, &good_out).is_err());
+    }
+}

@@ -1,0 +1,218 @@
+//! Device memory: an RAII allocation whose address can be read from `&self`, the backend's
+//! buffer type, and a growable scratch buffer.
+
+use crate::backend::{BufferInfo, ElemType};
+use crate::cuda::errors::{driver, driver_message, is_out_of_memory};
+use crate::error::RuntimeError;
+use cudarc::driver::{result as drv, sys::CUdeviceptr, CudaStream};
+use std::sync::Arc;
+
+/// One device allocation, freed (stream-ordered) when dropped. Zero bytes allocate nothing and
+/// have the null address.
+pub(crate) struct DeviceMemory {
+    ptr: CUdeviceptr,
+    bytes: usize,
+    stream: Arc<CudaStream>,
+    stream_ordered: bool,
+}
+
+impl DeviceMemory {
+    /// Allocates `bytes` on `stream`'s device; `what` names the allocation in an out-of-memory
+    /// error.
+    pub(crate) fn alloc(
+        stream: &Arc<CudaStream>,
+        bytes: usize,
+        what: &str,
+    ) -> Result<Self, RuntimeError> {
+        let ctx = stream.context();
+        ctx.bind_to_thread()
+            .map_err(|e| driver("cuCtxSetCurrent", e))?;
+        let stream_ordered = ctx.has_async_alloc();
+        if bytes == 0 {
+            return Ok(DeviceMemory {
+                ptr: 0,
+                bytes,
+                stream: stream.clone(),
+                stream_ordered,
+            });
+        }
+        let result = if stream_ordered {
+            // SAFETY: the stream belongs to the current context; the memory is only used on
+            // this stream (the backend has one) and is freed on it in `Drop`.
+            unsafe { drv::malloc_async(stream.cu_stream(), bytes) }
+        } else {
+            // SAFETY: a plain allocation in the current context, freed in `Drop`.
+            unsafe { drv::malloc_sync(bytes) }
+        };
+        match result {
+            Ok(ptr) => Ok(DeviceMemory {
+                ptr,
+                bytes,
+                stream: stream.clone(),
+                stream_ordered,
+            }),
+            Err(e) if is_out_of_memory(e) => {
+                let (free, total) = ctx.mem_get_info().unwrap_or((0, 0));
+                let mib = |b: usize| b.div_ceil(1 << 20);
+                Err(RuntimeError::OutOfMemory {
+                    needed_mib: mib(bytes),
+                    what: what.to_string(),
+                    free_mib: free >> 20,
+                    total_mib: total >> 20,
+                    hint: "use smaller inputs, f32 instead of f64, or stop other programs using the GPU"
+                        .to_string(),
+                })
+            }
+            Err(e) => Err(RuntimeError::Cuda {
+                call: if stream_ordered {
+                    "cuMemAllocAsync"
+                } else {
+                    "cuMemAlloc"
+                }
+                .to_string(),
+                message: format!(
+                    "{} (allocating {bytes} bytes for {what})",
+                    driver_message(e)
+                ),
+            }),
+        }
+    }
+
+    /// The device address (0 for an empty allocation).
+    pub(crate) fn ptr(&self) -> CUdeviceptr {
+        self.ptr
+    }
+
+    /// Size in bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        if self.ptr == 0 {
+            return;
+        }
+        let ctx = self.stream.context();
+        ctx.record_err(ctx.bind_to_thread());
+        let freed = if self.stream_ordered {
+            // SAFETY: `ptr` came from `cuMemAllocAsync` on this stream and is freed once; work
+            // queued on the stream that still uses it runs before the free (stream order).
+            unsafe { drv::free_async(self.ptr, self.stream.cu_stream()) }
+        } else {
+            // SAFETY: `ptr` came from `cuMemAlloc` and is freed once; `cuMemFree` waits for
+            // work using it to finish.
+            unsafe { drv::free_sync(self.ptr) }
+        };
+        ctx.record_err(freed);
+    }
+}
+
+/// A buffer in device memory: element type, length and the allocation. Steps receive buffers
+/// by shared reference and write through their device address.
+pub struct CudaBuffer {
+    mem: DeviceMemory,
+    elem: ElemType,
+    len: usize,
+}
+
+impl CudaBuffer {
+    /// Allocates an uninitialised buffer of `len` elements.
+    pub(crate) fn alloc(
+        stream: &Arc<CudaStream>,
+        elem: ElemType,
+        len: usize,
+    ) -> Result<Self, RuntimeError> {
+        let bytes = len.checked_mul(elem.size_bytes()).ok_or_else(|| {
+            RuntimeError::InvalidData(format!(
+                "a buffer of {len} {elem:?} elements is larger than memory"
+            ))
+        })?;
+        let what = format!("a buffer of {len} {elem:?} elements");
+        Ok(CudaBuffer {
+            mem: DeviceMemory::alloc(stream, bytes, &what)?,
+            elem,
+            len,
+        })
+    }
+
+    /// The device address of the first element (0 for an empty buffer).
+    pub fn device_ptr(&self) -> u64 {
+        self.mem.ptr()
+    }
+
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.mem.bytes()
+    }
+}
+
+impl BufferInfo for CudaBuffer {
+    fn elem(&self) -> ElemType {
+        self.elem
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl std::fmt::Debug for CudaBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CudaBuffer({:?} x {} at {:#x})",
+            self.elem,
+            self.len,
+            self.device_ptr()
+        )
+    }
+}
+
+/// Scratch memory that grows to the largest size asked for and is reused (never shrinks), so
+/// that steady-state steps allocate nothing.
+#[derive(Default)]
+pub(crate) struct GrowBuffer {
+    mem: Option<DeviceMemory>,
+}
+
+impl GrowBuffer {
+    /// The address of at least `bytes` bytes (reallocated only when larger than before).
+    /// Earlier work that used the old allocation stays valid: the free is stream-ordered.
+    pub(crate) fn ensure(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        bytes: usize,
+        what: &str,
+    ) -> Result<CudaDevicePtr, RuntimeError> {
+        let big_enough = self.mem.as_ref().is_some_and(|m| m.bytes() >= bytes);
+        if !big_enough {
+            // Free first so the old and new blocks need not coexist.
+            self.mem = None;
+            self.mem = Some(DeviceMemory::alloc(stream, bytes, what)?);
+        }
+        Ok(self.mem.as_ref().map_or(0, DeviceMemory::ptr))
+    }
+
+    /// Current capacity in bytes.
+    pub(crate) fn capacity(&self) -> usize {
+        self.mem.as_ref().map_or(0, DeviceMemory::bytes)
+    }
+}
+
+/// A raw device address.
+pub(crate) type CudaDevicePtr = u64;
+
+/// A buffer whose device address can be read (the backend's buffers; test doubles in host
+/// tests).
+pub(crate) trait DeviceAddress {
+    /// The device address of the first element.
+    fn address(&self) -> u64;
+}
+
+impl DeviceAddress for CudaBuffer {
+    fn address(&self) -> u64 {
+        self.device_ptr()
+    }
+}

@@ -1,0 +1,1426 @@
+//! GPU tests of the CUDA backend against naive host loops in f64.
+//!
+//! Every test needs a CUDA device. Without one it prints a notice and returns, unless
+//! `POPCORN_REQUIRE_GPU` is set, in which case it fails. Outputs are poisoned with NaN before
+//! each step, so an element a step forgets to write fails the comparison. Sizes include 1, odd
+//! sizes and sizes that are not multiples of 32 or 256.
+
+use super::*;
+use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
+use crate::error::RuntimeError;
+use kernels_gen::{
+    Access, BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction, UnaryOp,
+};
+use popcorn_dsl::plan::{FusedStep, GemmStep, Step, StepOp};
+use popcorn_dsl::{DType, ScalarExpr};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+
+/// Whether a missing GPU fails the tests.
+fn gpu_required() -> bool {
+    std::env::var_os("POPCORN_REQUIRE_GPU").is_some()
+}
+
+/// A backend for tests with its kernel cache in a per-process temporary directory (so the
+/// tests neither read nor fill the user's cache).
+fn test_config(tag: &str) -> CudaConfig {
+    CudaConfig {
+        allow_tf32: false,
+        sync_after_step: true,
+        cache_dir: Some(temp_dir(tag)),
+        dump_dir: None,
+        log_cache: std::env::var("POPCORN_LOG").is_ok_and(|v| v.contains("cache")),
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("popcorn-cuda-tests-{}-{tag}", std::process::id()))
+}
+
+/// A fresh backend with `config`, or `None` (after a notice) when there is no usable GPU.
+fn try_backend(config: CudaConfig) -> Option<CudaBackend> {
+    let why = match cuda_available() {
+        Ok(_) => match CudaBackend::with_config(0, config) {
+            Ok(b) => return Some(b),
+            Err(e) => e.to_string(),
+        },
+        Err(why) => why,
+    };
+    if gpu_required() {
+        panic!("POPCORN_REQUIRE_GPU is set but the CUDA backend is unusable: {why}");
+    }
+    eprintln!("skipping GPU test: {why}");
+    None
+}
+
+/// The backend shared by most tests (kernels compile once per process).
+fn gpu() -> Option<&'static CudaBackend> {
+    static SHARED: OnceLock<Option<CudaBackend>> = OnceLock::new();
+    let shared = SHARED.get_or_init(|| try_backend(test_config("shared")));
+    if shared.is_none() && gpu_required() {
+        panic!("POPCORN_REQUIRE_GPU is set but no CUDA backend could be created");
+    }
+    if shared.is_none() {
+        eprintln!("skipping GPU test: no CUDA device");
+    }
+    shared.as_ref()
+}
+
+/// A deterministic generator of values in [-1, 1).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((self.0 >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    }
+
+    fn values(&mut self, len: usize) -> Vec<f64> {
+        (0..len).map(|_| self.next()).collect()
+    }
+
+    fn below(&mut self, bound: usize) -> usize {
+        (((self.next() + 1.0) / 2.0) * bound as f64) as usize % bound.max(1)
+    }
+}
+
+/// Values rounded to `dtype`, so host references see exactly what the device sees.
+fn rounded(dtype: DType, v: &[f64]) -> Vec<f64> {
+    match dtype {
+        DType::F32 => v.iter().map(|x| *x as f32 as f64).collect(),
+        DType::F64 => v.to_vec(),
+    }
+}
+
+fn upload(b: &CudaBackend, dtype: DType, v: &[f64]) -> CudaBuffer {
+    let buf = match dtype {
+        DType::F32 => b.upload(HostSlice::F32(
+            &v.iter().map(|x| *x as f32).collect::<Vec<_>>(),
+        )),
+        DType::F64 => b.upload(HostSlice::F64(v)),
+    };
+    buf.expect("upload")
+}
+
+fn upload_u32(b: &CudaBackend, v: &[u32]) -> CudaBuffer {
+    b.upload(HostSlice::U32(v)).expect("upload u32")
+}
+
+fn upload_i32(b: &CudaBackend, v: &[i32]) -> CudaBuffer {
+    b.upload(HostSlice::I32(v)).expect("upload i32")
+}
+
+/// A buffer of `len` elements filled with NaN (`u32::MAX`, `-1` for integers).
+fn poisoned(b: &CudaBackend, elem: ElemType, len: usize) -> CudaBuffer {
+    let buf = b.alloc(elem, len).expect("alloc");
+    b.fill(&buf, f64::NAN).expect("fill NaN");
+    buf
+}
+
+fn download(b: &CudaBackend, buf: &CudaBuffer) -> Vec<f64> {
+    b.download(buf).expect("download").to_f64()
+}
+
+fn step(op: StepOp) -> Step {
+    Step {
+        op,
+        inputs: vec![],
+        outputs: vec![],
+        provenance: vec!["test".into()],
+        flops: 0.0,
+        bytes: 0.0,
+    }
+}
+
+fn dense(buf: &CudaBuffer, rows: usize, cols: usize) -> Arg<'_, CudaBuffer> {
+    Arg::Dense { buf, rows, cols }
+}
+
+fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-4,
+        DType::F64 => 1e-11,
+    }
+}
+
+/// Asserts `got` matches `want` within `tol * (1 + |want|)`; NaN never matches.
+fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= tol * (1.0 + w.abs());
+        assert!(ok, "{what}: element {i} is {g}, expected {w}");
+    }
+}
+
+/// Row-major element of a stored matrix read through an optional transpose.
+fn at(data: &[f64], cols: usize, trans: bool, i: usize, j: usize) -> f64 {
+    if trans {
+        data[j * cols + i]
+    } else {
+        data[i * cols + j]
+    }
+}
+
+const DTYPES: [DType; 2] = [DType::F32, DType::F64];
+
+// ---------------------------------------------------------------------------------------------
+// Device, buffers, transfers
+
+#[test]
+fn gpu_describes_the_device_and_its_memory() {
+    let Some(b) = gpu() else { return };
+    let d = b.describe();
+    assert!(
+        d.starts_with("cuda:0 ") && d.contains("(sm_") && d.ends_with(" MiB)"),
+        "{d}"
+    );
+    let (free, total) = b.memory_info().expect("memory info");
+    assert!(free > 0 && free <= total, "{free} of {total}");
+    println!("device: {d}");
+}
+
+#[test]
+fn gpu_transfers_and_fills_every_element_type() {
+    let Some(b) = gpu() else { return };
+    for len in [0usize, 1, 257, 1000] {
+        let f: Vec<f32> = (0..len).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let d: Vec<f64> = (0..len).map(|i| i as f64 / 3.0).collect();
+        let u: Vec<u32> = (0..len).map(|i| (i * 7) as u32).collect();
+        let s: Vec<i32> = (0..len).map(|i| i as i32 - 100).collect();
+        let cases = [
+            HostSlice::F32(&f),
+            HostSlice::F64(&d),
+            HostSlice::U32(&u),
+            HostSlice::I32(&s),
+        ];
+        for data in cases {
+            let buf = b.upload(data).expect("upload");
+            assert_eq!((buf.elem(), buf.len()), (data.elem(), len));
+            let back = b.download(&buf).expect("download");
+            assert_eq!(back.as_slice().len(), len);
+            assert_eq!(
+                back.to_f64(),
+                HostVec::to_f64(&owned(data)),
+                "round trip {:?}",
+                data.elem()
+            );
+            // Write reversed data into the same buffer.
+            let rev = owned(data).to_f64().into_iter().rev().collect::<Vec<_>>();
+            let rev_vec = from_f64(data.elem(), &rev);
+            b.write(&buf, rev_vec.as_slice()).expect("write");
+            assert_eq!(b.download(&buf).expect("download").to_f64(), rev);
+            // Poison, then a value.
+            b.fill(&buf, f64::NAN).expect("fill");
+            let poisoned = b.download(&buf).expect("download");
+            match &poisoned {
+                HostVec::F32(v) => assert!(v.iter().all(|x| x.is_nan())),
+                HostVec::F64(v) => assert!(v.iter().all(|x| x.is_nan())),
+                HostVec::U32(v) => assert!(v.iter().all(|x| *x == u32::MAX)),
+                HostVec::I32(v) => assert!(v.iter().all(|x| *x == -1)),
+            }
+            b.fill(&buf, 3.0).expect("fill");
+            assert!(b
+                .download(&buf)
+                .expect("download")
+                .to_f64()
+                .iter()
+                .all(|x| *x == 3.0));
+        }
+    }
+    // Writing data of the wrong length or type is an error, not a crash.
+    let buf = b.alloc(ElemType::F32, 4).expect("alloc");
+    assert!(matches!(
+        b.write(&buf, HostSlice::F32(&[1.0; 3])),
+        Err(RuntimeError::InvalidData(_))
+    ));
+    assert!(matches!(
+        b.write(&buf, HostSlice::F64(&[1.0; 4])),
+        Err(RuntimeError::InvalidData(_))
+    ));
+}
+
+fn owned(data: HostSlice<'_>) -> HostVec {
+    match data {
+        HostSlice::F32(v) => HostVec::F32(v.to_vec()),
+        HostSlice::F64(v) => HostVec::F64(v.to_vec()),
+        HostSlice::U32(v) => HostVec::U32(v.to_vec()),
+        HostSlice::I32(v) => HostVec::I32(v.to_vec()),
+    }
+}
+
+fn from_f64(elem: ElemType, v: &[f64]) -> HostVec {
+    match elem {
+        ElemType::F32 => HostVec::F32(v.iter().map(|x| *x as f32).collect()),
+        ElemType::F64 => HostVec::F64(v.to_vec()),
+        ElemType::U32 => HostVec::U32(v.iter().map(|x| *x as u32).collect()),
+        ElemType::I32 => HostVec::I32(v.iter().map(|x| *x as i32).collect()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// cuBLAS
+
+#[test]
+fn gpu_gemm_matches_host_in_all_four_transpose_combinations() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(1);
+    for dtype in DTYPES {
+        for (m, n, k) in [
+            (1, 1, 1),
+            (3, 5, 7),
+            (33, 17, 65),
+            (130, 1, 257),
+            (1, 300, 3),
+        ] {
+            for trans_a in [false, true] {
+                for trans_b in [false, true] {
+                    let a = rounded(dtype, &rng.values(m * k));
+                    let bm = rounded(dtype, &rng.values(k * n));
+                    let (a_shape, b_shape) = (
+                        if trans_a { (k, m) } else { (m, k) },
+                        if trans_b { (n, k) } else { (k, n) },
+                    );
+                    let alpha = 1.5;
+                    let mut want = vec![0.0; m * n];
+                    for i in 0..m {
+                        for j in 0..n {
+                            let s: f64 = (0..k)
+                                .map(|p| {
+                                    at(&a, a_shape.1, trans_a, i, p)
+                                        * at(&bm, b_shape.1, trans_b, p, j)
+                                })
+                                .sum();
+                            want[i * n + j] = alpha * s;
+                        }
+                    }
+                    let (ab, bb) = (upload(b, dtype, &a), upload(b, dtype, &bm));
+                    let c = poisoned(b, ElemType::float(dtype), m * n);
+                    let op = StepOp::Gemm(GemmStep {
+                        trans_a,
+                        trans_b,
+                        m,
+                        n,
+                        k,
+                        alpha: ScalarExpr::Lit(alpha),
+                    });
+                    b.run_step(
+                        &step(op),
+                        &[
+                            dense(&ab, a_shape.0, a_shape.1),
+                            dense(&bb, b_shape.0, b_shape.1),
+                        ],
+                        &[dense(&c, m, n)],
+                        dtype,
+                        alpha,
+                    )
+                    .expect("gemm");
+                    let what =
+                        format!("gemm {dtype:?} m={m} n={n} k={k} ta={trans_a} tb={trans_b}");
+                    assert_close(&download(b, &c), &want, tolerance(dtype), &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_syrk_writes_the_full_symmetric_matrix() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(2);
+    for dtype in DTYPES {
+        for (n, k) in [(1, 1), (5, 3), (37, 70), (100, 33), (257, 5)] {
+            for trans in [false, true] {
+                let a = rounded(dtype, &rng.values(n * k));
+                let cols = if trans { n } else { k };
+                let alpha = 0.75;
+                let mut want = vec![0.0; n * n];
+                for i in 0..n {
+                    for j in 0..n {
+                        let s: f64 = (0..k)
+                            .map(|p| at(&a, cols, trans, i, p) * at(&a, cols, trans, j, p))
+                            .sum();
+                        want[i * n + j] = alpha * s;
+                    }
+                }
+                let ab = upload(b, dtype, &a);
+                let c = poisoned(b, ElemType::float(dtype), n * n);
+                let op = StepOp::Syrk {
+                    trans,
+                    n,
+                    k,
+                    alpha: ScalarExpr::Lit(alpha),
+                };
+                let a_arg = if trans {
+                    dense(&ab, k, n)
+                } else {
+                    dense(&ab, n, k)
+                };
+                b.run_step(&step(op), &[a_arg], &[dense(&c, n, n)], dtype, alpha)
+                    .expect("syrk");
+                let got = download(b, &c);
+                let what = format!("syrk {dtype:?} n={n} k={k} trans={trans}");
+                assert_close(&got, &want, tolerance(dtype), &what);
+                for i in 0..n {
+                    for j in 0..i {
+                        assert_eq!(
+                            got[i * n + j].to_bits(),
+                            got[j * n + i].to_bits(),
+                            "{what}: not symmetric at ({i}, {j})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_gemv_matches_host() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(3);
+    for dtype in DTYPES {
+        for (m, n) in [(1, 1), (7, 5), (257, 33), (3, 300)] {
+            for trans in [false, true] {
+                let a = rounded(dtype, &rng.values(m * n));
+                let (x_len, y_len) = if trans { (m, n) } else { (n, m) };
+                let x = rounded(dtype, &rng.values(x_len));
+                let alpha = -2.0;
+                let want: Vec<f64> = (0..y_len)
+                    .map(|i| {
+                        alpha
+                            * (0..x_len)
+                                .map(|p| at(&a, n, trans, i, p) * x[p])
+                                .sum::<f64>()
+                    })
+                    .collect();
+                let (ab, xb) = (upload(b, dtype, &a), upload(b, dtype, &x));
+                let y = poisoned(b, ElemType::float(dtype), y_len);
+                let op = StepOp::Gemv {
+                    trans,
+                    m,
+                    n,
+                    alpha: ScalarExpr::Lit(alpha),
+                };
+                b.run_step(
+                    &step(op),
+                    &[dense(&ab, m, n), dense(&xb, x_len, 1)],
+                    &[dense(&y, y_len, 1)],
+                    dtype,
+                    alpha,
+                )
+                .expect("gemv");
+                assert_close(
+                    &download(b, &y),
+                    &want,
+                    tolerance(dtype),
+                    &format!("gemv {dtype:?} m={m} n={n} trans={trans}"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_degenerate_products_write_zeros_and_bad_shapes_are_errors() {
+    let Some(b) = gpu() else { return };
+    let dtype = DType::F64;
+    // k = 0: C is all zeros.
+    let empty = b.alloc(ElemType::F64, 0).expect("alloc");
+    let c = poisoned(b, ElemType::F64, 6);
+    let op = StepOp::Gemm(GemmStep {
+        trans_a: false,
+        trans_b: false,
+        m: 2,
+        n: 3,
+        k: 0,
+        alpha: ScalarExpr::Lit(1.0),
+    });
+    b.run_step(
+        &step(op),
+        &[dense(&empty, 2, 0), dense(&empty, 0, 3)],
+        &[dense(&c, 2, 3)],
+        dtype,
+        1.0,
+    )
+    .expect("gemm k=0");
+    assert_eq!(download(b, &c), vec![0.0; 6]);
+    // A wrong shape is reported before anything runs.
+    let a = upload(b, dtype, &[1.0; 6]);
+    let op = StepOp::Gemm(GemmStep {
+        trans_a: false,
+        trans_b: false,
+        m: 2,
+        n: 3,
+        k: 3,
+        alpha: ScalarExpr::Lit(1.0),
+    });
+    let e = b.run_step(
+        &step(op),
+        &[dense(&a, 2, 3), dense(&a, 2, 3)],
+        &[dense(&c, 2, 3)],
+        dtype,
+        1.0,
+    );
+    assert!(matches!(e, Err(RuntimeError::InvalidData(_))), "{e:?}");
+    // A buffer of the wrong element type too.
+    let f = b.alloc(ElemType::F32, 6).expect("alloc");
+    let op = StepOp::Diag;
+    let e = b.run_step(
+        &step(op),
+        &[dense(&f, 2, 3)],
+        &[dense(&c, 2, 1)],
+        dtype,
+        1.0,
+    );
+    assert!(matches!(e, Err(RuntimeError::InvalidData(_))), "{e:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// cuSPARSE
+
+/// A random CSR matrix (`rows x cols`, about `density` of the entries, row 0 empty when
+/// `rows > 2`): the dense copy and the CSR arrays.
+struct HostCsr {
+    dense: Vec<f64>,
+    row_ptr: Vec<i32>,
+    col_idx: Vec<i32>,
+    values: Vec<f64>,
+}
+
+fn random_csr(rng: &mut Rng, dtype: DType, rows: usize, cols: usize, density: f64) -> HostCsr {
+    let mut m = HostCsr {
+        dense: vec![0.0; rows * cols],
+        row_ptr: vec![0],
+        col_idx: vec![],
+        values: vec![],
+    };
+    for i in 0..rows {
+        for j in 0..cols {
+            let keep = (rng.next() + 1.0) / 2.0 < density && !(rows > 2 && i == 0);
+            if keep || (rows == 1 && cols == 1) {
+                let v = rounded(dtype, &[rng.next()])[0];
+                m.dense[i * cols + j] = v;
+                m.col_idx.push(j as i32);
+                m.values.push(v);
+            }
+        }
+        m.row_ptr.push(m.col_idx.len() as i32);
+    }
+    m
+}
+
+struct DeviceCsr {
+    row_ptr: CudaBuffer,
+    col_idx: CudaBuffer,
+    values: CudaBuffer,
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+}
+
+impl DeviceCsr {
+    fn new(b: &CudaBackend, dtype: DType, h: &HostCsr, rows: usize, cols: usize) -> DeviceCsr {
+        DeviceCsr {
+            row_ptr: upload_i32(b, &h.row_ptr),
+            col_idx: upload_i32(b, &h.col_idx),
+            values: upload(b, dtype, &h.values),
+            rows,
+            cols,
+            nnz: h.values.len(),
+        }
+    }
+
+    fn arg(&self) -> Arg<'_, CudaBuffer> {
+        Arg::Csr {
+            row_ptr: &self.row_ptr,
+            col_idx: &self.col_idx,
+            values: &self.values,
+            rows: self.rows,
+            cols: self.cols,
+            nnz: self.nnz,
+        }
+    }
+}
+
+#[test]
+fn gpu_spmm_matches_host_for_both_sides_and_all_transposes() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(4);
+    for dtype in DTYPES {
+        for (m, n, k) in [(1, 1, 1), (5, 3, 4), (37, 9, 70), (3, 257, 33)] {
+            for sparse_left in [true, false] {
+                for trans_sparse in [false, true] {
+                    for trans_dense in [false, true] {
+                        let (s_shape, d_shape) = if sparse_left {
+                            (
+                                if trans_sparse { (k, m) } else { (m, k) },
+                                if trans_dense { (n, k) } else { (k, n) },
+                            )
+                        } else {
+                            (
+                                if trans_sparse { (n, k) } else { (k, n) },
+                                if trans_dense { (k, m) } else { (m, k) },
+                            )
+                        };
+                        let s = random_csr(&mut rng, dtype, s_shape.0, s_shape.1, 0.3);
+                        let d = rounded(dtype, &rng.values(d_shape.0 * d_shape.1));
+                        let alpha = 1.25;
+                        let mut want = vec![0.0; m * n];
+                        for i in 0..m {
+                            for j in 0..n {
+                                let v: f64 = (0..k)
+                                    .map(|p| {
+                                        if sparse_left {
+                                            at(&s.dense, s_shape.1, trans_sparse, i, p)
+                                                * at(&d, d_shape.1, trans_dense, p, j)
+                                        } else {
+                                            at(&d, d_shape.1, trans_dense, i, p)
+                                                * at(&s.dense, s_shape.1, trans_sparse, p, j)
+                                        }
+                                    })
+                                    .sum();
+                                want[i * n + j] = alpha * v;
+                            }
+                        }
+                        let sd = DeviceCsr::new(b, dtype, &s, s_shape.0, s_shape.1);
+                        let db = upload(b, dtype, &d);
+                        let c = poisoned(b, ElemType::float(dtype), m * n);
+                        let op = StepOp::SpMM {
+                            sparse_left,
+                            trans_sparse,
+                            trans_dense,
+                            m,
+                            n,
+                            k,
+                            alpha: ScalarExpr::Lit(alpha),
+                        };
+                        let d_arg = dense(&db, d_shape.0, d_shape.1);
+                        let inputs = if sparse_left {
+                            [sd.arg(), d_arg]
+                        } else {
+                            [d_arg, sd.arg()]
+                        };
+                        let what = format!("spmm {dtype:?} m={m} n={n} k={k} left={sparse_left} ts={trans_sparse} td={trans_dense}");
+                        b.run_step(&step(op), &inputs, &[dense(&c, m, n)], dtype, alpha)
+                            .unwrap_or_else(|e| panic!("{what}: {e}"));
+                        assert_close(&download(b, &c), &want, tolerance(dtype), &what);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Labels of `n` points in `k` clusters with cluster `empty` unused.
+fn labels_with_empty_cluster(rng: &mut Rng, n: usize, k: usize, empty: usize) -> Vec<u32> {
+    (0..n)
+        .map(|_| loop {
+            let c = rng.below(k);
+            if c != empty || k == 1 {
+                break c as u32;
+            }
+        })
+        .collect()
+}
+
+/// The selection matrix on the host: row offsets, columns, values.
+fn host_selection(labels: &[u32], k: usize) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
+    let mut row_ptr = vec![0i32];
+    let mut cols = vec![];
+    let mut vals = vec![];
+    for c in 0..k {
+        let members: Vec<usize> = (0..labels.len())
+            .filter(|p| labels[*p] as usize == c)
+            .collect();
+        for p in &members {
+            cols.push(*p as i32);
+            vals.push(1.0 / members.len() as f64);
+        }
+        row_ptr.push(cols.len() as i32);
+    }
+    (row_ptr, cols, vals)
+}
+
+#[test]
+fn gpu_spmm_kernel_kmeans_case_k_times_v_transposed() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(5);
+    for dtype in DTYPES {
+        for (n, k) in [(1, 1), (300, 7), (1025, 10)] {
+            let kd = rounded(dtype, &rng.values(n * n));
+            let labels = labels_with_empty_cluster(&mut rng, n, k, 3);
+            let (row_ptr, col_idx, vals) = host_selection(&labels, k);
+            let vals = rounded(dtype, &vals);
+            let mut v_dense = vec![0.0; k * n];
+            for c in 0..k {
+                for e in row_ptr[c] as usize..row_ptr[c + 1] as usize {
+                    v_dense[c * n + col_idx[e] as usize] = vals[e];
+                }
+            }
+            // C (n x k) = K V^T.
+            let mut want = vec![0.0; n * k];
+            for i in 0..n {
+                for c in 0..k {
+                    want[i * k + c] = (0..n).map(|p| kd[i * n + p] * v_dense[c * n + p]).sum();
+                }
+            }
+            let h = HostCsr {
+                dense: v_dense,
+                row_ptr,
+                col_idx,
+                values: vals,
+            };
+            let v = DeviceCsr::new(b, dtype, &h, k, n);
+            let kb = upload(b, dtype, &kd);
+            let op = StepOp::SpMM {
+                sparse_left: false,
+                trans_sparse: true,
+                trans_dense: false,
+                m: n,
+                n: k,
+                k: n,
+                alpha: ScalarExpr::Lit(1.0),
+            };
+            let before = b.sparse_workspace_bytes();
+            for round in 0..2 {
+                let c = poisoned(b, ElemType::float(dtype), n * k);
+                b.run_step(
+                    &step(op.clone()),
+                    &[dense(&kb, n, n), v.arg()],
+                    &[dense(&c, n, k)],
+                    dtype,
+                    1.0,
+                )
+                .expect("spmm K V^T");
+                assert_close(
+                    &download(b, &c),
+                    &want,
+                    tolerance(dtype),
+                    &format!("K V^T {dtype:?} n={n} k={k} round {round}"),
+                );
+            }
+            // The work buffer is sized once: a second run of the same shape does not grow it.
+            let after_first = b.sparse_workspace_bytes();
+            assert!(after_first >= before);
+            let c = poisoned(b, ElemType::float(dtype), n * k);
+            b.run_step(
+                &step(op),
+                &[dense(&kb, n, n), v.arg()],
+                &[dense(&c, n, k)],
+                dtype,
+                1.0,
+            )
+            .expect("spmm");
+            assert_eq!(b.sparse_workspace_bytes(), after_first);
+        }
+    }
+}
+
+#[test]
+fn gpu_spmv_matches_host() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(6);
+    for dtype in DTYPES {
+        for (rows, cols) in [(1, 1), (9, 4), (300, 257)] {
+            for trans in [false, true] {
+                let s = random_csr(&mut rng, dtype, rows, cols, 0.2);
+                let (x_len, y_len) = if trans { (rows, cols) } else { (cols, rows) };
+                let x = rounded(dtype, &rng.values(x_len));
+                let alpha = 0.5;
+                let want: Vec<f64> = (0..y_len)
+                    .map(|i| {
+                        alpha
+                            * (0..x_len)
+                                .map(|p| at(&s.dense, cols, trans, i, p) * x[p])
+                                .sum::<f64>()
+                    })
+                    .collect();
+                let sd = DeviceCsr::new(b, dtype, &s, rows, cols);
+                let xb = upload(b, dtype, &x);
+                let y = poisoned(b, ElemType::float(dtype), y_len);
+                let op = StepOp::SpMV {
+                    trans,
+                    alpha: ScalarExpr::Lit(alpha),
+                };
+                b.run_step(
+                    &step(op),
+                    &[sd.arg(), dense(&xb, x_len, 1)],
+                    &[dense(&y, y_len, 1)],
+                    dtype,
+                    alpha,
+                )
+                .expect("spmv");
+                assert_close(
+                    &download(b, &y),
+                    &want,
+                    tolerance(dtype),
+                    &format!("spmv {dtype:?} {rows}x{cols} trans={trans}"),
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Builtin steps
+
+#[test]
+fn gpu_diag_matches_host() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(7);
+    for dtype in DTYPES {
+        for n in [1, 33, 300] {
+            let m = rounded(dtype, &rng.values(n * n));
+            let want: Vec<f64> = (0..n).map(|i| m[i * n + i]).collect();
+            let mb = upload(b, dtype, &m);
+            let out = poisoned(b, ElemType::float(dtype), n);
+            b.run_step(
+                &step(StepOp::Diag),
+                &[dense(&mb, n, n)],
+                &[dense(&out, n, 1)],
+                dtype,
+                1.0,
+            )
+            .expect("diag");
+            assert_eq!(download(b, &out), want, "diag {dtype:?} n={n}");
+        }
+    }
+}
+
+#[test]
+fn gpu_counts_match_host_with_an_empty_cluster() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(8);
+    for dtype in DTYPES {
+        for (n, k) in [(1, 1), (1000, 7), (5000, 33)] {
+            let labels = labels_with_empty_cluster(&mut rng, n, k, 2);
+            let want: Vec<f64> = (0..k)
+                .map(|c| labels.iter().filter(|l| **l as usize == c).count() as f64)
+                .collect();
+            let lb = upload_u32(b, &labels);
+            let out = poisoned(b, ElemType::float(dtype), k);
+            for _ in 0..2 {
+                // Twice: the scratch counters must be cleared between calls.
+                b.run_step(
+                    &step(StepOp::Counts { k }),
+                    &[Arg::Index { buf: &lb, len: n }],
+                    &[dense(&out, k, 1)],
+                    dtype,
+                    1.0,
+                )
+                .expect("counts");
+                assert_eq!(download(b, &out), want, "counts {dtype:?} n={n} k={k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_selection_matches_host_with_an_empty_cluster() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(9);
+    for dtype in DTYPES {
+        for (n, k, empty) in [(1, 1, 9), (7, 3, 1), (3000, 7, 3), (2049, 40, 0)] {
+            let labels = labels_with_empty_cluster(&mut rng, n, k, empty);
+            let (row_ptr, cols, vals) = host_selection(&labels, k);
+            let lb = upload_u32(b, &labels);
+            let rp = poisoned(b, ElemType::I32, k + 1);
+            let ci = poisoned(b, ElemType::I32, n);
+            let vb = poisoned(b, ElemType::float(dtype), n);
+            let out = Arg::Csr {
+                row_ptr: &rp,
+                col_idx: &ci,
+                values: &vb,
+                rows: k,
+                cols: n,
+                nnz: n,
+            };
+            b.run_step(
+                &step(StepOp::Selection { k }),
+                &[Arg::Index { buf: &lb, len: n }],
+                &[out],
+                dtype,
+                1.0,
+            )
+            .expect("selection");
+            let what = format!("selection {dtype:?} n={n} k={k}");
+            assert_eq!(
+                b.download(&rp).expect("download"),
+                HostVec::I32(row_ptr.clone()),
+                "{what}: row offsets"
+            );
+            if k > 1 && empty < k {
+                assert_eq!(
+                    row_ptr[empty],
+                    row_ptr[empty + 1],
+                    "{what}: the empty cluster has an empty row"
+                );
+            }
+            assert_eq!(
+                b.download(&ci).expect("download"),
+                HostVec::I32(cols),
+                "{what}: column indices"
+            );
+            assert_close(
+                &download(b, &vb),
+                &vals,
+                tolerance(dtype),
+                &format!("{what}: values"),
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_copy_copies_dense_and_index_values() {
+    let Some(b) = gpu() else { return };
+    let src = upload(b, DType::F64, &[1.0, 2.0, 3.0, 4.0, 5.0]);
+    let dst = poisoned(b, ElemType::F64, 5);
+    b.run_step(
+        &step(StepOp::Copy),
+        &[dense(&src, 5, 1)],
+        &[dense(&dst, 5, 1)],
+        DType::F64,
+        1.0,
+    )
+    .expect("copy");
+    assert_eq!(download(b, &dst), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+    let isrc = upload_u32(b, &[9, 8, 7]);
+    let idst = poisoned(b, ElemType::U32, 3);
+    b.run_step(
+        &step(StepOp::Copy),
+        &[Arg::Index { buf: &isrc, len: 3 }],
+        &[Arg::Index { buf: &idst, len: 3 }],
+        DType::F64,
+        1.0,
+    )
+    .expect("copy");
+    assert_eq!(
+        b.download(&idst).expect("download"),
+        HostVec::U32(vec![9, 8, 7])
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused kernels from kernels-gen
+
+fn input(name: &str, access: Access) -> Input {
+    Input {
+        name: name.into(),
+        access,
+    }
+}
+
+fn bin(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+    Expr::binary(op, a, b)
+}
+
+/// Map: out0 = x * s + r[j] - c[i]; out1 = (x > c[i]) ? t^T : exp(-|x|) * bc.
+fn map_spec(dtype: DType) -> KernelSpec {
+    KernelSpec {
+        dtype: dtype.scalar_type(),
+        inputs: vec![
+            input("x", Access::Matrix { transposed: false }),
+            input("t", Access::Matrix { transposed: true }),
+            input("r", Access::Row),
+            input("c", Access::Col),
+            input("s", Access::Scalar),
+            input("bc", Access::Broadcast),
+        ],
+        form: Form::Map {
+            outputs: vec![
+                bin(
+                    BinaryOp::Sub,
+                    bin(
+                        BinaryOp::Add,
+                        bin(BinaryOp::Mul, Expr::Input(0), Expr::Input(4)),
+                        Expr::Input(2),
+                    ),
+                    Expr::Input(3),
+                ),
+                Expr::select(
+                    bin(BinaryOp::Gt, Expr::Input(0), Expr::Input(3)),
+                    Expr::Input(1),
+                    bin(
+                        BinaryOp::Mul,
+                        Expr::unary(
+                            UnaryOp::Exp,
+                            Expr::unary(UnaryOp::Neg, Expr::unary(UnaryOp::Abs, Expr::Input(0))),
+                        ),
+                        Expr::Input(5),
+                    ),
+                ),
+            ],
+        },
+        provenance: vec!["gpu test map".into()],
+    }
+}
+
+/// Rows: store x - c[i]; sum of x^2, argmin of x - c[i], min of x, x[i, idx[i]].
+fn rows_spec(dtype: DType) -> KernelSpec {
+    KernelSpec {
+        dtype: dtype.scalar_type(),
+        inputs: vec![
+            input("x", Access::Matrix { transposed: false }),
+            input("c", Access::Col),
+            input("idx", Access::IndexCol),
+        ],
+        form: Form::Rows {
+            stores: vec![bin(BinaryOp::Sub, Expr::Input(0), Expr::Input(1))],
+            reductions: vec![
+                Reduction {
+                    kind: ReduceKind::Sum,
+                    expr: bin(BinaryOp::Mul, Expr::Input(0), Expr::Input(0)),
+                },
+                Reduction {
+                    kind: ReduceKind::ArgMin,
+                    expr: bin(BinaryOp::Sub, Expr::Input(0), Expr::Input(1)),
+                },
+                Reduction {
+                    kind: ReduceKind::Min,
+                    expr: Expr::Input(0),
+                },
+                Reduction {
+                    kind: ReduceKind::Pick { index_input: 2 },
+                    expr: Expr::Input(0),
+                },
+            ],
+        },
+        provenance: vec!["gpu test rows".into()],
+    }
+}
+
+/// Cols: sum of x * r[j], max of x, min of x (x read transposed when `transposed`).
+fn cols_spec(dtype: DType, transposed: bool) -> KernelSpec {
+    KernelSpec {
+        dtype: dtype.scalar_type(),
+        inputs: vec![
+            input("x", Access::Matrix { transposed }),
+            input("r", Access::Row),
+        ],
+        form: Form::Cols {
+            reductions: vec![
+                Reduction {
+                    kind: ReduceKind::Sum,
+                    expr: bin(BinaryOp::Mul, Expr::Input(0), Expr::Input(1)),
+                },
+                Reduction {
+                    kind: ReduceKind::Max,
+                    expr: Expr::Input(0),
+                },
+                Reduction {
+                    kind: ReduceKind::Min,
+                    expr: Expr::Input(0),
+                },
+            ],
+        },
+        provenance: vec!["gpu test cols".into()],
+    }
+}
+
+fn fused(spec: KernelSpec, rows: usize, cols: usize) -> Step {
+    let k = kernels_gen::emit(&spec);
+    step(StepOp::Fused(FusedStep {
+        name: k.name,
+        spec,
+        source: k.source,
+        rows,
+        cols,
+    }))
+}
+
+#[test]
+fn fused_test_specs_are_valid() {
+    // Runs without a GPU: the specs the GPU tests use are well-formed for kernels-gen.
+    for dtype in DTYPES {
+        for spec in [
+            map_spec(dtype),
+            rows_spec(dtype),
+            cols_spec(dtype, false),
+            cols_spec(dtype, true),
+        ] {
+            assert!(
+                kernels_gen::try_emit(&spec).is_ok(),
+                "{:?}",
+                kernels_gen::try_emit(&spec).err()
+            );
+        }
+    }
+}
+
+const FUSED_SIZES: [(usize, usize); 5] = [(1, 1), (37, 5), (3, 300), (300, 257), (1000, 33)];
+
+#[test]
+fn gpu_fused_map_matches_host() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(10);
+    for dtype in DTYPES {
+        for (rows, cols) in FUSED_SIZES {
+            let x = rounded(dtype, &rng.values(rows * cols));
+            let t = rounded(dtype, &rng.values(rows * cols)); // stored cols x rows
+            let r = rounded(dtype, &rng.values(cols));
+            let c = rounded(dtype, &rng.values(rows));
+            let s = rounded(dtype, &[1.75])[0];
+            let bc = rounded(dtype, &[0.5])[0];
+            let mut want0 = vec![0.0; rows * cols];
+            let mut want1 = vec![0.0; rows * cols];
+            for i in 0..rows {
+                for j in 0..cols {
+                    let xv = x[i * cols + j];
+                    want0[i * cols + j] = xv * s + r[j] - c[i];
+                    want1[i * cols + j] = if xv > c[i] {
+                        t[j * rows + i]
+                    } else {
+                        (-xv.abs()).exp() * bc
+                    };
+                }
+            }
+            let (xb, tb, rb, cb, bcb) = (
+                upload(b, dtype, &x),
+                upload(b, dtype, &t),
+                upload(b, dtype, &r),
+                upload(b, dtype, &c),
+                upload(b, dtype, &[bc]),
+            );
+            let o0 = poisoned(b, ElemType::float(dtype), rows * cols);
+            let o1 = poisoned(b, ElemType::float(dtype), rows * cols);
+            let inputs = [
+                dense(&xb, rows, cols),
+                dense(&tb, cols, rows),
+                dense(&rb, 1, cols),
+                dense(&cb, rows, 1),
+                Arg::Scalar(s),
+                dense(&bcb, 1, 1),
+            ];
+            b.run_step(
+                &fused(map_spec(dtype), rows, cols),
+                &inputs,
+                &[dense(&o0, rows, cols), dense(&o1, rows, cols)],
+                dtype,
+                1.0,
+            )
+            .expect("fused map");
+            let what = format!("fused map {dtype:?} {rows}x{cols}");
+            assert_close(
+                &download(b, &o0),
+                &want0,
+                tolerance(dtype),
+                &format!("{what} out0"),
+            );
+            assert_close(
+                &download(b, &o1),
+                &want1,
+                tolerance(dtype),
+                &format!("{what} out1"),
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_fused_rows_matches_host() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(11);
+    for dtype in DTYPES {
+        for (rows, cols) in FUSED_SIZES {
+            let x = rounded(dtype, &rng.values(rows * cols));
+            let c = rounded(dtype, &rng.values(rows));
+            let idx: Vec<u32> = (0..rows).map(|_| rng.below(cols) as u32).collect();
+            let mut store = vec![0.0; rows * cols];
+            let (mut sum, mut argmin, mut min, mut pick) = (
+                vec![0.0; rows],
+                vec![0.0; rows],
+                vec![0.0; rows],
+                vec![0.0; rows],
+            );
+            for i in 0..rows {
+                let row = &x[i * cols..(i + 1) * cols];
+                let mut best = (f64::INFINITY, 0usize);
+                for (j, v) in row.iter().enumerate() {
+                    let d = rounded(dtype, &[v - c[i]])[0];
+                    store[i * cols + j] = d;
+                    if d < best.0 {
+                        best = (d, j);
+                    }
+                }
+                sum[i] = row.iter().map(|v| v * v).sum();
+                argmin[i] = best.1 as f64;
+                min[i] = row.iter().cloned().fold(f64::INFINITY, f64::min);
+                pick[i] = row[idx[i] as usize];
+            }
+            let (xb, cb, ib) = (
+                upload(b, dtype, &x),
+                upload(b, dtype, &c),
+                upload_u32(b, &idx),
+            );
+            let fe = ElemType::float(dtype);
+            let (os, osum, oarg, omin, opick) = (
+                poisoned(b, fe, rows * cols),
+                poisoned(b, fe, rows),
+                poisoned(b, ElemType::U32, rows),
+                poisoned(b, fe, rows),
+                poisoned(b, fe, rows),
+            );
+            let outputs = [
+                dense(&os, rows, cols),
+                dense(&osum, rows, 1),
+                Arg::Index {
+                    buf: &oarg,
+                    len: rows,
+                },
+                dense(&omin, rows, 1),
+                dense(&opick, rows, 1),
+            ];
+            let inputs = [
+                dense(&xb, rows, cols),
+                dense(&cb, rows, 1),
+                Arg::Index {
+                    buf: &ib,
+                    len: rows,
+                },
+            ];
+            b.run_step(
+                &fused(rows_spec(dtype), rows, cols),
+                &inputs,
+                &outputs,
+                dtype,
+                1.0,
+            )
+            .expect("fused rows");
+            let what = format!("fused rows {dtype:?} {rows}x{cols}");
+            let tol = tolerance(dtype);
+            assert_close(&download(b, &os), &store, tol, &format!("{what} store"));
+            assert_close(
+                &download(b, &osum),
+                &sum,
+                tol * (cols as f64).sqrt().max(1.0),
+                &format!("{what} sum"),
+            );
+            assert_eq!(download(b, &oarg), argmin, "{what} argmin");
+            assert_eq!(download(b, &omin), min, "{what} min");
+            assert_eq!(download(b, &opick), pick, "{what} pick");
+        }
+    }
+}
+
+#[test]
+fn gpu_fused_cols_matches_host() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(12);
+    for dtype in DTYPES {
+        for (rows, cols) in FUSED_SIZES {
+            for transposed in [false, true] {
+                let x = rounded(dtype, &rng.values(rows * cols));
+                let r = rounded(dtype, &rng.values(cols));
+                let (xr, xc) = if transposed {
+                    (cols, rows)
+                } else {
+                    (rows, cols)
+                };
+                let xv = |i: usize, j: usize| at(&x, xc, transposed, i, j);
+                let sum: Vec<f64> = (0..cols)
+                    .map(|j| (0..rows).map(|i| xv(i, j) * r[j]).sum())
+                    .collect();
+                let max: Vec<f64> = (0..cols)
+                    .map(|j| {
+                        (0..rows)
+                            .map(|i| xv(i, j))
+                            .fold(f64::NEG_INFINITY, f64::max)
+                    })
+                    .collect();
+                let min: Vec<f64> = (0..cols)
+                    .map(|j| (0..rows).map(|i| xv(i, j)).fold(f64::INFINITY, f64::min))
+                    .collect();
+                let (xb, rb) = (upload(b, dtype, &x), upload(b, dtype, &r));
+                let fe = ElemType::float(dtype);
+                let (osum, omax, omin) = (
+                    poisoned(b, fe, cols),
+                    poisoned(b, fe, cols),
+                    poisoned(b, fe, cols),
+                );
+                b.run_step(
+                    &fused(cols_spec(dtype, transposed), rows, cols),
+                    &[dense(&xb, xr, xc), dense(&rb, 1, cols)],
+                    &[
+                        dense(&osum, 1, cols),
+                        dense(&omax, 1, cols),
+                        dense(&omin, 1, cols),
+                    ],
+                    dtype,
+                    1.0,
+                )
+                .expect("fused cols");
+                let what = format!("fused cols {dtype:?} {rows}x{cols} transposed={transposed}");
+                assert_close(
+                    &download(b, &osum),
+                    &sum,
+                    tolerance(dtype) * (rows as f64).sqrt().max(1.0),
+                    &format!("{what} sum"),
+                );
+                assert_eq!(download(b, &omax), max, "{what} max");
+                assert_eq!(download(b, &omin), min, "{what} min");
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_fused_arguments_are_checked() {
+    let Some(b) = gpu() else { return };
+    let x = upload(b, DType::F32, &[1.0; 6]);
+    let out = poisoned(b, ElemType::F32, 2);
+    // cols_spec expects two inputs; one is an error, not a launch.
+    let e = b.run_step(
+        &fused(cols_spec(DType::F32, false), 3, 2),
+        &[dense(&x, 3, 2)],
+        &[dense(&out, 1, 2)],
+        DType::F32,
+        1.0,
+    );
+    assert!(matches!(e, Err(RuntimeError::InvalidData(_))), "{e:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// NVRTC caches and errors
+
+const CACHE_TEST_SOURCE: &str = r#"extern "C" __global__ void pk_cache_test_kernel(const long long n, float* out)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        out[i] = (float)i * 2.0f;
+    }
+}
+"#;
+
+#[test]
+fn gpu_second_backend_loads_kernels_from_the_disk_cache() {
+    let dir = temp_dir("disk-cache");
+    let dump = temp_dir("dump");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dump);
+    let mut config = test_config("disk-cache");
+    config.dump_dir = Some(dump.clone());
+    let Some(first) = try_backend(config.clone()) else {
+        return;
+    };
+    first
+        .compile_kernel("pk_cache_test_kernel", CACHE_TEST_SOURCE)
+        .expect("compile");
+    let s = first.kernel_cache_stats();
+    assert_eq!((s.compiled, s.disk_hits), (1, 0), "{s:?}");
+    first
+        .compile_kernel("pk_cache_test_kernel", CACHE_TEST_SOURCE)
+        .expect("again");
+    assert_eq!(first.kernel_cache_stats().memory_hits, 1);
+    let cached: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        cached
+            .iter()
+            .any(|f| f.to_string_lossy().starts_with("pk_cache_test_kernel-")),
+        "{cached:?}"
+    );
+    assert!(
+        dump.join("pk_cache_test_kernel.cu").is_file(),
+        "no .cu dump"
+    );
+    let ptx = std::fs::read_to_string(dump.join("pk_cache_test_kernel.ptx")).unwrap_or_default();
+    assert!(
+        ptx.contains(".entry pk_cache_test_kernel"),
+        "no PTX dump: {ptx:.200}"
+    );
+
+    config.dump_dir = None;
+    let Some(second) = try_backend(config) else {
+        return;
+    };
+    second
+        .compile_kernel("pk_cache_test_kernel", CACHE_TEST_SOURCE)
+        .expect("load");
+    let s = second.kernel_cache_stats();
+    assert_eq!(
+        (s.compiled, s.disk_hits),
+        (0, 1),
+        "the second backend compiled again: {s:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dump);
+}
+
+#[test]
+fn gpu_compile_errors_carry_the_log_and_numbered_source() {
+    let Some(b) = gpu() else { return };
+    let src = "extern \"C\" __global__ void pk_broken_kernel(float* out)\n{\n    out[0] = undefined_name_xyz;\n}\n";
+    match b.compile_kernel("pk_broken_kernel", src) {
+        Err(RuntimeError::Compile {
+            name,
+            log,
+            numbered_source,
+        }) => {
+            assert_eq!(name, "pk_broken_kernel");
+            assert!(log.contains("undefined_name_xyz"), "log: {log}");
+            assert!(
+                numbered_source.contains("3 |     out[0] = undefined_name_xyz;"),
+                "{numbered_source}"
+            );
+            let message = RuntimeError::Compile {
+                name,
+                log,
+                numbered_source,
+            }
+            .to_string();
+            assert!(message.contains("NVRTC could not compile kernel pk_broken_kernel"));
+        }
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+    // A bad name is rejected before NVRTC sees it.
+    assert!(matches!(
+        b.compile_kernel("bad name", src),
+        Err(RuntimeError::InvalidData(_))
+    ));
+}
+
+#[test]
+fn gpu_tf32_mode_and_missing_devices() {
+    if try_backend(test_config("shared")).is_none() {
+        return;
+    }
+    // A device that does not exist is an error, not a panic.
+    let e = CudaBackend::with_config(1000, test_config("shared"));
+    assert!(matches!(e, Err(RuntimeError::Device(_))), "{e:?}");
+    // The TF32 option creates a working backend.
+    let mut config = test_config("shared");
+    config.allow_tf32 = true;
+    let b = try_backend(config).expect("backend with TF32");
+    let a = upload(&b, DType::F32, &[1.0, 2.0, 3.0, 4.0]);
+    let c = poisoned(&b, ElemType::F32, 4);
+    let op = StepOp::Gemm(GemmStep {
+        trans_a: false,
+        trans_b: false,
+        m: 2,
+        n: 2,
+        k: 2,
+        alpha: ScalarExpr::Lit(1.0),
+    });
+    b.run_step(
+        &step(op),
+        &[dense(&a, 2, 2), dense(&a, 2, 2)],
+        &[dense(&c, 2, 2)],
+        DType::F32,
+        1.0,
+    )
+    .expect("gemm");
+    assert_close(
+        &download(&b, &c),
+        &[7.0, 10.0, 15.0, 22.0],
+        1e-2,
+        "tf32 gemm",
+    );
+}

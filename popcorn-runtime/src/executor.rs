@@ -1,0 +1,119 @@
+//! Runs a plan on a backend: resolves every value of every step to its buffers (caller's
+//! tensors, plan workspace, or host scalars) and calls the backend step by step.
+
+use crate::backend::{Arg, Backend, ElemType};
+use crate::error::RuntimeError;
+use popcorn_dsl::plan::{Elem, Home, Plan, StepOp, ValueId, ValueKind};
+use popcorn_dsl::{DimBindings, ScalarBindings};
+use std::collections::HashMap;
+
+/// The plan-owned buffers of one plan on one backend, allocated once and reused by every run.
+pub struct Workspace<B: Backend> {
+    buffers: Vec<B::Buf>,
+}
+
+impl<B: Backend> Workspace<B> {
+    /// Allocates every buffer of `plan`.
+    pub fn allocate(backend: &B, plan: &Plan) -> Result<Workspace<B>, RuntimeError> {
+        let float = ElemType::float(plan.dtype);
+        let buffers = plan
+            .buffers
+            .iter()
+            .map(|b| {
+                let elem = match b.elem {
+                    Elem::Float => float,
+                    Elem::U32 => ElemType::U32,
+                    Elem::I32 => ElemType::I32,
+                };
+                backend.alloc(elem, b.len.max(1))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Workspace { buffers })
+    }
+}
+
+/// Whether `POPCORN_SYNC` asks for a synchronisation after every step.
+pub fn sync_each_step() -> bool {
+    std::env::var("POPCORN_SYNC").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// The scalar factor of a library step, or 1.
+fn alpha_of(op: &StepOp) -> Option<&popcorn_dsl::ScalarExpr> {
+    match op {
+        StepOp::Gemm(g) => Some(&g.alpha),
+        StepOp::Syrk { alpha, .. }
+        | StepOp::Gemv { alpha, .. }
+        | StepOp::SpMM { alpha, .. }
+        | StepOp::SpMV { alpha, .. } => Some(alpha),
+        _ => None,
+    }
+}
+
+/// Runs every step of `plan`. `inputs` and `outputs` map names to the caller's tensors (as
+/// [`Arg`]s); `scalars` gives scalar parameters; `dims` the dimension sizes.
+pub fn execute<B: Backend>(
+    backend: &B,
+    plan: &Plan,
+    workspace: &Workspace<B>,
+    inputs: &HashMap<String, Arg<'_, B::Buf>>,
+    outputs: &HashMap<String, Arg<'_, B::Buf>>,
+    scalars: &ScalarBindings,
+    dims: &DimBindings,
+) -> Result<(), RuntimeError> {
+    let sync = sync_each_step();
+    let resolve = |id: ValueId| -> Result<Arg<'_, B::Buf>, RuntimeError> {
+        let v = plan.value(id);
+        let missing = |what: &str, name: &str| RuntimeError::Binding(format!("{what} `{name}` was not provided"));
+        Ok(match &v.home {
+            Home::Input(name) => inputs.get(name).cloned().ok_or_else(|| missing("input", name))?,
+            Home::Output(name) => outputs.get(name).cloned().ok_or_else(|| missing("output", name))?,
+            Home::InOutput(name) => match outputs.get(name) {
+                Some(Arg::Dense { buf, .. }) => match v.kind {
+                    ValueKind::Index => Arg::Index { buf, len: v.rows },
+                    _ => Arg::Dense { buf, rows: v.rows, cols: v.cols },
+                },
+                Some(Arg::Index { buf, .. }) => Arg::Index { buf, len: v.rows },
+                _ => return Err(missing("output", name)),
+            },
+            Home::Temp(ids) => {
+                let b = |i: usize| &workspace.buffers[ids[i].0];
+                match &v.kind {
+                    ValueKind::Dense => Arg::Dense { buf: b(0), rows: v.rows, cols: v.cols },
+                    ValueKind::Index => Arg::Index { buf: b(0), len: v.rows },
+                    ValueKind::Csr { nnz } => Arg::Csr {
+                        row_ptr: b(0),
+                        col_idx: b(1),
+                        values: b(2),
+                        rows: v.rows,
+                        cols: v.cols,
+                        nnz: nnz.unwrap_or(v.cols),
+                    },
+                    ValueKind::Scalar(_) => unreachable!("scalars live on the host"),
+                }
+            }
+            Home::Host => match &v.kind {
+                ValueKind::Scalar(e) => Arg::Scalar(e.eval(scalars, dims).map_err(|e| RuntimeError::Binding(e.to_string()))?),
+                _ => unreachable!("only scalars live on the host"),
+            },
+        })
+    };
+    for (i, step) in plan.steps.iter().enumerate() {
+        let named = |e: RuntimeError| RuntimeError::Step {
+            step: i,
+            op: step.op_name(),
+            what: step.outputs.iter().map(|o| plan.value(*o).name.clone()).collect::<Vec<_>>().join(", "),
+            source: Box::new(e),
+        };
+        let ins = step.inputs.iter().map(|v| resolve(*v)).collect::<Result<Vec<_>, _>>().map_err(named)?;
+        let outs = step.outputs.iter().map(|v| resolve(*v)).collect::<Result<Vec<_>, _>>().map_err(named)?;
+        let alpha = match alpha_of(&step.op) {
+            Some(e) => e.eval(scalars, dims).map_err(|e| named(RuntimeError::Binding(e.to_string())))?,
+            None => 1.0,
+        };
+        backend.run_step(step, &ins, &outs, plan.dtype, alpha).map_err(named)?;
+        if sync {
+            backend.synchronize().map_err(named)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,4 @@
+// An invocation without programs.
+popcorn::program! {}
+
+fn main() {}
