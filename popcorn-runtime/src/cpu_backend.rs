@@ -297,12 +297,12 @@ fn run_typed<T: Real + HostElem>(
             cpu::diag(n, dense(0)?, lda, out)?;
         }
         StepOp::Counts { k } => {
-            let labels = get::<u32>(&held[0][0], "labels")?;
+            let labels = &get::<u32>(&held[0][0], "labels")?[..in_dims(0).0];
             let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the counts"))?;
             cpu::counts(labels, *k, out)?;
         }
         StepOp::Selection { k } => {
-            let labels = get::<u32>(&held[0][0], "labels")?;
+            let labels = &get::<u32>(&held[0][0], "labels")?[..in_dims(0).0];
             let (rp, rest) = guards.split_at_mut(1);
             let (ci, vals) = rest.split_at_mut(1);
             cpu::selection(
@@ -313,19 +313,23 @@ fn run_typed<T: Real + HostElem>(
                 T::slice_mut(&mut vals[0]).ok_or_else(|| wrong("selection values"))?,
             )?;
         }
-        StepOp::Copy => match &mut *guards[0] {
-            HostVec::U32(d) => d.copy_from_slice(get::<u32>(&held[0][0], "copied indices")?),
-            other => {
-                let d = T::slice_mut(other).ok_or_else(|| wrong("the copy"))?;
-                d.copy_from_slice(&dense(0)?[..d.len()]);
+        StepOp::Copy => {
+            let (r, c) = in_dims(0);
+            let len = r * c;
+            match &mut *guards[0] {
+                HostVec::U32(d) => d[..len].copy_from_slice(&get::<u32>(&held[0][0], "copied indices")?[..len]),
+                other => {
+                    let d = T::slice_mut(other).ok_or_else(|| wrong("the copy"))?;
+                    d[..len].copy_from_slice(&dense(0)?[..len]);
+                }
             }
-        },
+        }
         StepOp::Fused(f) => {
             let mut args = Vec::with_capacity(inputs.len());
             for (i, inp) in inputs.iter().enumerate() {
                 args.push(match inp {
                     Arg::Scalar(v) => FusedArg::Scalar(T::from_f64(*v)),
-                    Arg::Index { .. } => FusedArg::Index(get::<u32>(&held[i][0], "an index input")?),
+                    Arg::Index { len, .. } => FusedArg::Index(&get::<u32>(&held[i][0], "an index input")?[..*len]),
                     Arg::Dense { cols, .. } => match f.spec.inputs[i].access {
                         kernels_gen::Access::Matrix { .. } => FusedArg::Matrix { data: dense(i)?, ld: *cols },
                         _ => FusedArg::Vector(dense(i)?),

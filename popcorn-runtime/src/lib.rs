@@ -18,6 +18,7 @@ pub mod dump;
 pub mod error;
 pub mod executor;
 pub mod io;
+pub mod reference;
 pub mod tensor;
 
 pub use args::{Args, Outputs};

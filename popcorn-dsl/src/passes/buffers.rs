@@ -132,6 +132,15 @@ pub fn assign(plan: &mut Plan) {
             let inplace = step.inputs.iter().copied().find(|u| {
                 last.get(u) == Some(&s) && place.contains_key(u) && !transferred.contains(u) && in_place_ok(plan, s, *u, o)
             });
+            // Taking over a place in an output's storage is only possible if the new value also
+            // dies before that output is written (or is what the output is written from).
+            let fits_slot = |p: &Place| match p {
+                Place::Buffer(_) => true,
+                Place::Output(name) => slots.iter().find(|x| &x.0 == name).is_some_and(|(_, _, _, d, _)| {
+                    hi < *d || (hi == *d && in_place_target(plan, *d, o))
+                }),
+            };
+            let inplace = inplace.filter(|u| fits_slot(&place[u]));
             if let Some(u) = inplace {
                 let p = place[&u].clone();
                 transferred.push(u);

@@ -205,6 +205,20 @@ fn can_form_group(g: &Graph, set: &BTreeSet<NodeId>) -> Result<(), &'static str>
         if classify(g, *n) == Class::Transpose && set.contains(&g.operands(*n)[0]) {
             return Err("a transpose must read its operand from memory");
         }
+        // A reduction is complete only at the end of the kernel: nothing in the same kernel
+        // can read it (not a map, not a gather's index).
+        for o in g.operands(*n) {
+            if set.contains(&o) && matches!(classify(g, o), Class::RowReduce | Class::ColReduce) {
+                return Err("it would read a reduction computed by the same kernel");
+            }
+            // Through a view too: `r = x^T` read where `x` is a reduction of this group.
+            if classify(g, o) == Class::View {
+                let x = g.operands(o)[0];
+                if set.contains(&x) && matches!(classify(g, x), Class::RowReduce | Class::ColReduce) {
+                    return Err("it would read a reduction computed by the same kernel");
+                }
+            }
+        }
     }
     // A path leaving the group and coming back would need the group's result before it exists.
     let mut stack: Vec<NodeId> = Vec::new();

@@ -1,0 +1,229 @@
+//! The command line: flags compatible with the reference's `gpukmeans`, plus popcorn's own.
+
+use clap::Parser;
+use popcorn::io::LabelColumn;
+use popcorn::{DType, DeviceSpec};
+use std::path::PathBuf;
+
+/// Points in the synthetic data sets when `-n` is not given.
+pub const DEFAULT_N: usize = 1500;
+
+/// Kernel K-means on the CPU or a GPU with popcorn.
+#[derive(Parser, Debug)]
+#[command(
+    name = "kernel_kmeans",
+    version,
+    about = "Kernel K-means with popcorn (flags compatible with the reference's gpukmeans)",
+    long_about = None,
+    after_help = "\
+DATA:
+  -i FILE          cluster FILE (.csv/.tsv/.txt, libsvm, .npy, IDX; gzip too). With
+                   -f precomputed, FILE holds the n x n kernel matrix instead (.csv or .npy).
+  (no -i, no -d)   the demo: 2 concentric rings (radii 0.25 and 1, radial noise 0.05, seeded
+                   by -s, n = 1500 unless -n), clustered with the gaussian kernel (gamma 4)
+                   AND with the linear kernel (plain k-means), printing the ARI of both
+                   (-f replaces the gaussian kernel; --gamma its gamma).
+  (no -i, -d D)    n x D uniform random values in [0, 1), as the reference draws.
+
+DEFAULTS:
+  -k               the number of classes of a labeled file; 2 for the synthetic data.
+  -f               gaussian for the rings demo; linear otherwise.
+  --gamma          polynomial 1; gaussian and sigmoid 1/d (4 in the rings demo).
+  --coef0, --degree  1 and 2 (the reference's polynomial kernel is (1, 1, 2)).
+
+When the data has true labels, the ARI and NMI of the clustering are printed.
+Exit status: 0 done, 1 bad data or a failed run, 2 bad usage."
+)]
+pub struct Cli {
+    /// Number of points of the synthetic data; with -i, cluster only the first N points
+    #[arg(short = 'n', value_name = "N")]
+    pub n: Option<usize>,
+
+    /// Dimensions: without -i, draw uniform random data of N x D; with -i, the file must
+    /// have D features
+    #[arg(short = 'd', value_name = "D")]
+    pub d: Option<usize>,
+
+    /// Number of clusters
+    #[arg(short = 'k', value_name = "K")]
+    pub k: Option<usize>,
+
+    /// Maximum number of iterations (per run)
+    #[arg(short = 'm', value_name = "ITERS", default_value_t = 300)]
+    pub max_iter: usize,
+
+    /// Relative objective improvement under which -c 1 stops
+    #[arg(
+        short = 't',
+        value_name = "TOL",
+        default_value_t = 1e-4,
+        allow_negative_numbers = true
+    )]
+    pub tol: f64,
+
+    /// Check convergence: 1 also stops when the objective improves by less than -t
+    /// (a fixed point, where no label changes, always stops)
+    #[arg(short = 'c', value_name = "0|1", default_value = "0", action = clap::ArgAction::Set, value_parser = parse_switch)]
+    pub check_convergence: bool,
+
+    /// Runs from different seeds (random and kmeans++ inits); the lowest objective wins
+    #[arg(short = 'r', value_name = "RUNS", default_value_t = 1)]
+    pub runs: usize,
+
+    /// Seed of the synthetic data and of the random and kmeans++ inits
+    #[arg(short = 's', value_name = "SEED", default_value_t = 0)]
+    pub seed: u64,
+
+    /// Input file (see DATA below)
+    #[arg(short = 'i', value_name = "FILE")]
+    pub input: Option<PathBuf>,
+
+    /// Output CSV: the label, then the coordinates, one point a line
+    #[arg(short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Kernel: linear, polynomial, gaussian (or rbf), sigmoid, precomputed
+    #[arg(short = 'f', value_name = "KERNEL", value_parser = parse_kernel)]
+    pub kernel: Option<KernelName>,
+
+    /// Initial labels: mod (point i in cluster i mod k), random, kmeans++
+    #[arg(long, value_name = "INIT", default_value = "mod", value_parser = parse_init)]
+    pub init: InitName,
+
+    /// Implementation level: popcorn (or 2); naive (or 0) is not available yet
+    #[arg(short = 'l', value_name = "LEVEL", default_value = "popcorn", value_parser = parse_level)]
+    pub level: Level,
+
+    /// Kernel gamma (polynomial, gaussian, sigmoid)
+    #[arg(long, value_name = "G", allow_negative_numbers = true)]
+    pub gamma: Option<f64>,
+
+    /// Kernel coef0 (polynomial, sigmoid)
+    #[arg(long, value_name = "C", allow_negative_numbers = true)]
+    pub coef0: Option<f64>,
+
+    /// Kernel degree (polynomial)
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    pub degree: Option<f64>,
+
+    /// Standardise every feature (zero mean, unit variance) before clustering
+    #[arg(long)]
+    pub zscore: bool,
+
+    /// Device: cpu, cuda, cuda:N or auto (default: $POPCORN_DEVICE, else the first GPU, else
+    /// the CPU)
+    #[arg(long, value_name = "DEVICE", value_parser = parse_device)]
+    pub device: Option<DeviceSpec>,
+
+    /// Element type of the computation: f32 or f64
+    #[arg(long, value_name = "DTYPE", default_value = "f32", value_parser = parse_dtype)]
+    pub dtype: DType,
+
+    /// Which column of a CSV input holds the true labels: auto, first, last, none
+    #[arg(long, value_name = "COLUMN", default_value = "auto", value_parser = parse_label_column)]
+    pub label_column: LabelColumn,
+
+    /// Write the labels, one a line
+    #[arg(long, value_name = "FILE")]
+    pub labels_out: Option<PathBuf>,
+
+    /// Write the whole result as JSON
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Print the plans of the programs the run uses, then run
+    #[arg(long)]
+    pub plan: bool,
+}
+
+/// The kernel named on the command line (its parameters come from other flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelName {
+    /// `linear`
+    Linear,
+    /// `polynomial`
+    Polynomial,
+    /// `gaussian` or `rbf`
+    Gaussian,
+    /// `sigmoid`
+    Sigmoid,
+    /// `precomputed`
+    Precomputed,
+}
+
+/// The initialisation named on the command line (seeded by `-s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitName {
+    /// `mod`
+    Mod,
+    /// `random`
+    Random,
+    /// `kmeans++`
+    KMeansPlusPlus,
+}
+
+/// The implementation level (`-l`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// `naive` or `0`: the reference's naive GPU baseline.
+    Naive,
+    /// `popcorn` or `2`.
+    Popcorn,
+}
+
+fn parse_switch(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "0" | "false" | "no" | "off" => Ok(false),
+        "1" | "true" | "yes" | "on" => Ok(true),
+        _ => Err("expected 0 or 1".into()),
+    }
+}
+
+fn parse_kernel(s: &str) -> Result<KernelName, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "linear" => Ok(KernelName::Linear),
+        "polynomial" | "poly" => Ok(KernelName::Polynomial),
+        "gaussian" | "rbf" => Ok(KernelName::Gaussian),
+        "sigmoid" => Ok(KernelName::Sigmoid),
+        "precomputed" => Ok(KernelName::Precomputed),
+        _ => Err(
+            "unknown kernel; expected linear, polynomial, gaussian (rbf), sigmoid or precomputed"
+                .into(),
+        ),
+    }
+}
+
+fn parse_init(s: &str) -> Result<InitName, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "mod" => Ok(InitName::Mod),
+        "random" => Ok(InitName::Random),
+        "kmeans++" | "k-means++" | "kmeanspp" => Ok(InitName::KMeansPlusPlus),
+        _ => Err("unknown init; expected mod, random or kmeans++".into()),
+    }
+}
+
+fn parse_level(s: &str) -> Result<Level, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "popcorn" | "2" => Ok(Level::Popcorn),
+        "naive" | "0" => Ok(Level::Naive),
+        _ => Err("unknown level; expected popcorn (2) or naive (0)".into()),
+    }
+}
+
+fn parse_device(s: &str) -> Result<DeviceSpec, String> {
+    s.parse::<DeviceSpec>().map_err(|e| e.to_string())
+}
+
+fn parse_dtype(s: &str) -> Result<DType, String> {
+    s.trim().to_ascii_lowercase().parse::<DType>()
+}
+
+fn parse_label_column(s: &str) -> Result<LabelColumn, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(LabelColumn::Auto),
+        "first" => Ok(LabelColumn::First),
+        "last" => Ok(LabelColumn::Last),
+        "none" => Ok(LabelColumn::None),
+        _ => Err("expected auto, first, last or none".into()),
+    }
+}

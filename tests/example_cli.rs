@@ -1,0 +1,540 @@
+//! The `kernel_kmeans` example's command line, driven in-process: its code is a module
+//! (`examples/kernel_kmeans/mod.rs`) that this test includes and calls with argument lists,
+//! so the test needs no separately built binary. One test also runs the built example binary
+//! when `cargo test` has built it (it checks the exit status and the one-line error of `main`).
+
+#[allow(dead_code)]
+#[path = "../examples/kernel_kmeans/mod.rs"]
+mod kernel_kmeans_cli;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// What one run of the command gave.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run_cli(args: &[&str]) -> Run {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("kernel_kmeans").chain(args.iter().copied());
+    let code = kernel_kmeans_cli::run(argv, &mut out, &mut err, false);
+    Run {
+        code,
+        stdout: String::from_utf8_lossy(&out).into_owned(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+    }
+}
+
+/// A fresh scratch folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("popcorn-example-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a scratch folder");
+    dir
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("temp paths are UTF-8 here")
+}
+
+/// Three well-separated blobs of 21, 17 and 13 points (odd, unequal sizes) around (0, 0),
+/// (20, 0) and (0, 20), jittered by at most 1, in a shuffled order: (class, x, y) per point.
+fn blobs() -> Vec<(i64, f64, f64)> {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let centers = [(0.0, 0.0), (20.0, 0.0), (0.0, 20.0)];
+    let sizes = [21, 17, 13];
+    let mut points = Vec::new();
+    for (c, (&(cx, cy), &size)) in centers.iter().zip(&sizes).enumerate() {
+        for _ in 0..size {
+            points.push((c as i64, cx + 2.0 * next() - 1.0, cy + 2.0 * next() - 1.0));
+        }
+    }
+    for i in (1..points.len()).rev() {
+        let j = (next() * (i + 1) as f64) as usize % (i + 1);
+        points.swap(i, j);
+    }
+    points
+}
+
+/// Writes the blobs as CSV with a `label,x,y` header.
+fn write_blobs_csv(path: &Path, points: &[(i64, f64, f64)]) {
+    let mut text = String::from("label,x,y\n");
+    for (c, x, y) in points {
+        text += &format!("{c},{x:?},{y:?}\n");
+    }
+    std::fs::write(path, text).expect("write the blobs");
+}
+
+/// Checks that `pred` groups the points exactly as `truth` does (a bijection of labels).
+fn assert_same_partition(truth: &[i64], pred: &[u32]) {
+    assert_eq!(truth.len(), pred.len());
+    let mut forward: HashMap<i64, u32> = HashMap::new();
+    let mut backward: HashMap<u32, i64> = HashMap::new();
+    for (t, p) in truth.iter().zip(pred) {
+        assert_eq!(
+            *forward.entry(*t).or_insert(*p),
+            *p,
+            "class {t} is split: {pred:?}"
+        );
+        assert_eq!(
+            *backward.entry(*p).or_insert(*t),
+            *t,
+            "cluster {p} mixes classes: {pred:?}"
+        );
+    }
+}
+
+fn read_labels(path: &Path) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .expect("read the labels")
+        .lines()
+        .map(|l| l.trim().parse().expect("one label a line"))
+        .collect()
+}
+
+/// The values of a summary row (`  ARI   1.0000   0.0053`).
+fn summary_row(stdout: &str, name: &str) -> Vec<String> {
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with(name) && l.trim_start()[name.len()..].starts_with(' '))
+        .unwrap_or_else(|| panic!("no `{name}` row in:\n{stdout}"));
+    line.trim_start()[name.len()..]
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The objective of plain k-means (the linear kernel, tr(K) included): the sum of squared
+/// distances to the cluster means, in f64.
+fn linear_objective(points: &[(i64, f64, f64)], labels: &[u32]) -> f64 {
+    let k = labels.iter().max().map_or(0, |m| *m as usize + 1);
+    let mut sums = vec![(0.0, 0.0, 0usize); k];
+    for (p, &l) in points.iter().zip(labels) {
+        let s = &mut sums[l as usize];
+        s.0 += p.1;
+        s.1 += p.2;
+        s.2 += 1;
+    }
+    points
+        .iter()
+        .zip(labels)
+        .map(|(p, &l)| {
+            let (sx, sy, c) = sums[l as usize];
+            let (mx, my) = (sx / c as f64, sy / c as f64);
+            (p.1 - mx).powi(2) + (p.2 - my).powi(2)
+        })
+        .sum()
+}
+
+#[test]
+fn csv_input_with_labels_writes_every_output() {
+    let dir = scratch("csv");
+    let points = blobs();
+    let truth: Vec<i64> = points.iter().map(|p| p.0).collect();
+    let (input, csv, labels_out, json) = (
+        dir.join("blobs.csv"),
+        dir.join("out.csv"),
+        dir.join("labels.txt"),
+        dir.join("result.json"),
+    );
+    write_blobs_csv(&input, &points);
+    let r = run_cli(&[
+        "-i",
+        path_str(&input),
+        "-k",
+        "3",
+        "--device",
+        "cpu",
+        "-o",
+        path_str(&csv),
+        "--labels-out",
+        path_str(&labels_out),
+        "--json",
+        path_str(&json),
+    ]);
+    assert_eq!(r.code, 0, "stderr: {}", r.stderr);
+    assert_eq!(summary_row(&r.stdout, "ARI"), ["1.0000"]);
+    assert_eq!(summary_row(&r.stdout, "NMI"), ["1.0000"]);
+    assert_eq!(summary_row(&r.stdout, "n x d"), ["51", "x", "2"]);
+    assert_eq!(summary_row(&r.stdout, "kernel"), ["linear"]);
+
+    // --labels-out: one label a line, grouping the points as the blobs do.
+    let labels = read_labels(&labels_out);
+    assert_eq!(labels.len(), 51);
+    assert_same_partition(&truth, &labels);
+
+    // -o: the label, then the coordinates exactly as read.
+    let text = std::fs::read_to_string(&csv).expect("read -o");
+    let rows: Vec<Vec<f64>> = text
+        .lines()
+        .map(|l| l.split(',').map(|f| f.parse().expect("a number")).collect())
+        .collect();
+    assert_eq!(rows.len(), 51);
+    for ((row, p), l) in rows.iter().zip(&points).zip(&labels) {
+        assert_eq!(row, &vec![f64::from(*l), p.1, p.2]);
+    }
+
+    // --json: the fit's fields plus the data's.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("read --json"))
+            .expect("valid JSON");
+    let json_labels: Vec<u32> = doc["labels"]
+        .as_array()
+        .expect("labels")
+        .iter()
+        .map(|v| v.as_u64().expect("a label") as u32)
+        .collect();
+    assert_eq!(json_labels, labels);
+    let objective = doc["objective"].as_f64().expect("objective");
+    let expected = linear_objective(&points, &labels);
+    assert!(
+        (objective - expected).abs() <= 1e-4 * expected,
+        "objective {objective}, expected {expected}"
+    );
+    let history: Vec<f64> = doc["objective_history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|v| v.as_f64().expect("a number"))
+        .collect();
+    assert_eq!(
+        history.len() as u64,
+        doc["iterations"].as_u64().expect("iterations")
+    );
+    assert!(
+        history.windows(2).all(|w| w[1] <= w[0] * (1.0 + 1e-6)),
+        "the objective increased: {history:?}"
+    );
+    assert!((history[history.len() - 1] - objective).abs() <= 1e-6 * objective);
+    assert_eq!(doc["converged"], true);
+    assert_eq!(doc["ari"].as_f64(), Some(1.0));
+    assert!((doc["nmi"].as_f64().expect("nmi") - 1.0).abs() < 1e-12);
+    assert_eq!(
+        (doc["n"].as_u64(), doc["d"].as_u64(), doc["k"].as_u64()),
+        (Some(51), Some(2), Some(3))
+    );
+    assert_eq!(doc["kernel"], "linear");
+    assert!(doc["input"].as_str().expect("input").ends_with("blobs.csv"));
+    for field in [
+        "total_s",
+        "kernel_matrix_s",
+        "iterations_s",
+        "per_iteration_s",
+        "data_s",
+    ] {
+        assert!(
+            !doc["timings"][field].is_null(),
+            "timings.{field} missing: {}",
+            doc["timings"]
+        );
+    }
+    assert_eq!(doc["params"]["max_iter"], 300);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn default_demo_separates_the_rings_only_with_the_gaussian_kernel() {
+    let dir = scratch("rings");
+    let json = dir.join("rings.json");
+    let r = run_cli(&["--device", "cpu", "--json", path_str(&json)]);
+    assert_eq!(r.code, 0, "stderr: {}", r.stderr);
+    assert_eq!(
+        summary_row(&r.stdout, "n x d"),
+        ["1500", "x", "2", "1500", "x", "2"]
+    );
+    let ari: Vec<f64> = summary_row(&r.stdout, "ARI")
+        .iter()
+        .map(|v| v.parse().expect("a number"))
+        .collect();
+    assert_eq!(ari.len(), 2, "{}", r.stdout);
+    assert!(ari[0] > 0.99, "gaussian ARI {}", ari[0]);
+    assert!(ari[1].abs() < 0.1, "linear ARI {}", ari[1]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("read --json"))
+            .expect("valid JSON");
+    assert_eq!(doc["kernel"], "gaussian");
+    assert_eq!(doc["kernel_params"]["gamma"].as_f64(), Some(4.0));
+    assert_eq!(doc["labels"].as_array().map(Vec::len), Some(1500));
+    assert_eq!(doc["comparison"][0]["kernel"], "linear");
+    assert!(doc["comparison"][0]["ari"].as_f64().expect("linear ari") < 0.1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn uniform_random_data_has_no_scores() {
+    let dir = scratch("uniform");
+    let labels_out = dir.join("labels.txt");
+    let r = run_cli(&[
+        "-n",
+        "41",
+        "-d",
+        "3",
+        "-k",
+        "4",
+        "--device",
+        "cpu",
+        "--init",
+        "kmeans++",
+        "-r",
+        "2",
+        "--labels-out",
+        path_str(&labels_out),
+    ]);
+    assert_eq!(r.code, 0, "stderr: {}", r.stderr);
+    assert!(!r.stdout.contains("ARI"), "{}", r.stdout);
+    assert_eq!(summary_row(&r.stdout, "n x d"), ["41", "x", "3"]);
+    let labels = read_labels(&labels_out);
+    assert_eq!(labels.len(), 41);
+    assert!(labels.iter().all(|l| *l < 4));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn precomputed_kernel_matrix_groups_the_blobs() {
+    let dir = scratch("precomputed");
+    let points = blobs();
+    let truth: Vec<i64> = points.iter().map(|p| p.0).collect();
+    let n = points.len();
+    // The gaussian kernel with gamma 0.1, computed here in f64.
+    let mut text = String::new();
+    for a in &points {
+        let row: Vec<String> = points
+            .iter()
+            .map(|b| {
+                format!(
+                    "{:?}",
+                    (-0.1 * ((a.1 - b.1).powi(2) + (a.2 - b.2).powi(2))).exp()
+                )
+            })
+            .collect();
+        text += &row.join(",");
+        text.push('\n');
+    }
+    let kfile = dir.join("K.csv");
+    std::fs::write(&kfile, text).expect("write K");
+    let labels_out = dir.join("labels.txt");
+    let r = run_cli(&[
+        "-f",
+        "precomputed",
+        "-i",
+        path_str(&kfile),
+        "-k",
+        "3",
+        "--device",
+        "cpu",
+        "--labels-out",
+        path_str(&labels_out),
+    ]);
+    assert_eq!(r.code, 0, "stderr: {}", r.stderr);
+    assert!(
+        r.stdout
+            .contains(&format!("{n} (precomputed {n} x {n} kernel matrix)")),
+        "{}",
+        r.stdout
+    );
+    assert_same_partition(&truth, &read_labels(&labels_out));
+
+    // The leading 20 x 20 block with -n.
+    let r = run_cli(&[
+        "-f",
+        "precomputed",
+        "-i",
+        path_str(&kfile),
+        "-k",
+        "3",
+        "-n",
+        "20",
+        "--device",
+        "cpu",
+    ]);
+    assert_eq!(r.code, 0, "stderr: {}", r.stderr);
+    assert!(
+        r.stdout.contains("20 (precomputed 20 x 20 kernel matrix)"),
+        "{}",
+        r.stdout
+    );
+
+    // A matrix that is not square.
+    let bad = dir.join("bad.csv");
+    std::fs::write(&bad, "1,0,0\n0,1,0\n").expect("write");
+    let r = run_cli(&[
+        "-f",
+        "precomputed",
+        "-i",
+        path_str(&bad),
+        "-k",
+        "2",
+        "--device",
+        "cpu",
+    ]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "2 x 3 matrix");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The run printed exactly one line on stderr, an `error:` line containing `needle`.
+fn assert_one_error_line(r: &Run, needle: &str) {
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "stderr: {}", r.stderr);
+    assert!(lines[0].starts_with("error: "), "stderr: {}", r.stderr);
+    assert!(lines[0].contains(needle), "`{needle}` not in: {}", r.stderr);
+}
+
+#[test]
+fn bad_input_gives_one_error_line_and_a_non_zero_status() {
+    let dir = scratch("errors");
+    let points = blobs();
+    let input = dir.join("blobs.csv");
+    write_blobs_csv(&input, &points);
+
+    let missing = dir.join("missing.csv");
+    let r = run_cli(&["-i", path_str(&missing), "-k", "3", "--device", "cpu"]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "missing.csv");
+
+    let r = run_cli(&["-i", path_str(&input), "-k", "52", "--device", "cpu"]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "k = 52");
+
+    let r = run_cli(&["-n", "2", "-k", "3", "--device", "cpu"]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "k = 3");
+
+    let nan = dir.join("nan.csv");
+    std::fs::write(&nan, "label,x,y\n0,1.0,2.0\n1,NaN,3.0\n").expect("write");
+    let r = run_cli(&["-i", path_str(&nan), "--device", "cpu"]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "NaN");
+
+    let r = run_cli(&["-i", path_str(&input), "-f", "laplacian", "--device", "cpu"]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "unknown kernel");
+
+    let r = run_cli(&["-l", "naive", "--device", "cpu"]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "naive baseline");
+
+    let r = run_cli(&["--gamma", "-1e400", "--device", "cpu"]);
+    assert_ne!(r.code, 0);
+    assert_one_error_line(&r, "gamma");
+
+    let r = run_cli(&["-i", path_str(&input), "-d", "5", "--device", "cpu"]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "2 features");
+
+    let r = run_cli(&["-f", "precomputed", "--device", "cpu"]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, "-i");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn plan_flag_prints_the_plans_of_every_program_run() {
+    let r = run_cli(&["-n", "31", "--plan", "--device", "cpu"]);
+    assert_eq!(r.code, 0, "stderr: {}", r.stderr);
+    for program in [
+        "kernel_gaussian",
+        "kernel_linear",
+        "kkmeans_iteration",
+        "kkmeans_centroid_norms",
+    ] {
+        assert!(
+            r.stdout.contains(&format!("plan for fn {program}(")),
+            "no plan of {program}:\n{}",
+            r.stdout
+        );
+    }
+    assert!(r.stdout.contains("n=31"), "{}", r.stdout);
+    assert_eq!(
+        r.stdout.matches("plan for fn kkmeans_iteration(").count(),
+        1
+    );
+}
+
+#[test]
+fn help_lists_the_flags_and_exits_zero() {
+    let r = run_cli(&["--help"]);
+    assert_eq!(r.code, 0);
+    for flag in [
+        "-n <N>",
+        "-f <KERNEL>",
+        "--init <INIT>",
+        "--labels-out",
+        "--json",
+        "--plan",
+        "concentric rings",
+    ] {
+        assert!(
+            r.stdout.contains(flag),
+            "`{flag}` not in the help:\n{}",
+            r.stdout
+        );
+    }
+}
+
+/// The example binary that `cargo test` built next to this test's own binary, if it is newer
+/// than the example's sources.
+fn built_example() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let profile_dir = exe.parent()?.parent()?;
+    let bin = profile_dir
+        .join("examples")
+        .join(format!("kernel_kmeans{}", std::env::consts::EXE_SUFFIX));
+    let built = std::fs::metadata(&bin).ok()?.modified().ok()?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut sources = vec![root.join("kernel_kmeans.rs")];
+    sources.extend(
+        std::fs::read_dir(root.join("kernel_kmeans"))
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path())),
+    );
+    let newest = sources
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok()?.modified().ok())
+        .max()?;
+    (built >= newest).then_some(bin)
+}
+
+#[test]
+fn built_binary_exits_non_zero_with_one_error_line() {
+    let Some(bin) = built_example() else {
+        eprintln!(
+            "skipped: no up-to-date kernel_kmeans example binary (plain `cargo test` builds it)"
+        );
+        return;
+    };
+    let out = std::process::Command::new(&bin)
+        .args([
+            "-i",
+            "/nonexistent/popcorn/points.csv",
+            "-k",
+            "2",
+            "--device",
+            "cpu",
+        ])
+        .output()
+        .expect("run the example binary");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: cannot open") && stderr.contains("points.csv"),
+        "{stderr}"
+    );
+    let out = std::process::Command::new(&bin)
+        .args(["-f", "nope"])
+        .output()
+        .expect("run the example binary");
+    assert_eq!(out.status.code(), Some(2));
+}

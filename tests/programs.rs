@@ -1,0 +1,493 @@
+//! Programs that must run: every example program runs on the CPU context on small random
+//! inputs (f64 and f32 with fusion, f64 without) and matches hand-written loops in f64
+//! (1e-9 relative in f64, 1e-4 in f32). Sizes include n = 1, k = 1, odd sizes and empty
+//! clusters.
+
+mod common;
+
+use common::*;
+use popcorn_dsl::{DType, PlannerConfig, Program};
+use popcorn_runtime::{Args, Context};
+use std::collections::BTreeMap;
+
+/// (dtype, fusion) pairs every program runs under.
+const CONFIGS: [(DType, bool); 3] = [(DType::F64, true), (DType::F32, true), (DType::F64, false)];
+
+/// A CPU context for one configuration, and its label for messages.
+fn context(dtype: DType, fusion: bool) -> (Context, String) {
+    let config = PlannerConfig {
+        dtype,
+        fusion,
+        ..PlannerConfig::default()
+    };
+    let label = format!("{dtype}, {}", if fusion { "fused" } else { "unfused" });
+    (cpu_with(config), label)
+}
+
+/// (n, d) pairs for kernel matrices and Lloyd steps.
+const POINT_SIZES: [(usize, usize); 9] = [
+    (1, 1),
+    (1, 4),
+    (2, 1),
+    (3, 2),
+    (5, 3),
+    (7, 7),
+    (16, 5),
+    (33, 4),
+    (17, 40),
+];
+
+fn programs() -> BTreeMap<String, Program> {
+    example_programs()
+}
+
+fn program<'a>(all: &'a BTreeMap<String, Program>, name: &str) -> &'a Program {
+    all.get(name).unwrap_or_else(|| {
+        panic!(
+            "no example program `{name}`; found {:?}",
+            all.keys().collect::<Vec<_>>()
+        )
+    })
+}
+
+/// `x_i . x_j` for rows of the row-major `n x d` matrix `x`.
+fn dot(x: &[f64], d: usize, i: usize, j: usize) -> f64 {
+    (0..d).map(|l| x[i * d + l] * x[j * d + l]).sum()
+}
+
+/// `||x_i - x_j||^2`.
+fn sq_dist(x: &[f64], d: usize, i: usize, j: usize) -> f64 {
+    (0..d).map(|l| (x[i * d + l] - x[j * d + l]).powi(2)).sum()
+}
+
+/// The kernels of the example file, by hand.
+#[derive(Clone, Copy, Debug)]
+enum Kernel {
+    Linear,
+    Polynomial { gamma: f64, coef0: f64, degree: f64 },
+    Gaussian { gamma: f64 },
+    Sigmoid { gamma: f64, coef0: f64 },
+}
+
+impl Kernel {
+    fn program(&self) -> &'static str {
+        match self {
+            Kernel::Linear => "kernel_linear",
+            Kernel::Polynomial { .. } => "kernel_polynomial",
+            Kernel::Gaussian { .. } => "kernel_gaussian",
+            Kernel::Sigmoid { .. } => "kernel_sigmoid",
+        }
+    }
+
+    /// K by loops over pairs of points.
+    fn by_hand(&self, x: &[f64], n: usize, d: usize) -> Vec<f64> {
+        let mut k = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                k[i * n + j] = match *self {
+                    Kernel::Linear => dot(x, d, i, j),
+                    Kernel::Polynomial {
+                        gamma,
+                        coef0,
+                        degree,
+                    } => (gamma * dot(x, d, i, j) + coef0).powf(degree),
+                    Kernel::Gaussian { gamma } => (-gamma * sq_dist(x, d, i, j)).exp(),
+                    Kernel::Sigmoid { gamma, coef0 } => (gamma * dot(x, d, i, j) + coef0).tanh(),
+                };
+            }
+        }
+        k
+    }
+
+    fn run(&self, ctx: &Context, p: &Program, x: &[f64], n: usize, d: usize) -> Vec<f64> {
+        let xt = ctx.dense(n, d, x).expect("X uploads");
+        let args = Args::new().tensor("X", &xt);
+        let args = match *self {
+            Kernel::Linear => args,
+            Kernel::Polynomial {
+                gamma,
+                coef0,
+                degree,
+            } => args
+                .scalar("gamma", gamma)
+                .scalar("coef0", coef0)
+                .scalar("degree", degree),
+            Kernel::Gaussian { gamma } => args.scalar("gamma", gamma),
+            Kernel::Sigmoid { gamma, coef0 } => args.scalar("gamma", gamma).scalar("coef0", coef0),
+        };
+        let out = ctx
+            .run(p, &args)
+            .unwrap_or_else(|e| panic!("{} ({n} x {d}) fails: {e}", p.name));
+        let kt = out.tensor("K").expect("output K");
+        ctx.to_f64(kt).expect("K downloads")
+    }
+}
+
+const KERNELS: [Kernel; 6] = [
+    Kernel::Linear,
+    Kernel::Polynomial {
+        gamma: 0.5,
+        coef0: 1.0,
+        degree: 2.0,
+    },
+    Kernel::Polynomial {
+        gamma: 0.75,
+        coef0: 0.25,
+        degree: 3.0,
+    },
+    Kernel::Gaussian { gamma: 0.5 },
+    Kernel::Gaussian { gamma: 2.0 },
+    Kernel::Sigmoid {
+        gamma: 0.5,
+        coef0: 0.25,
+    },
+];
+
+#[test]
+fn every_example_program_parses() {
+    let all = programs();
+    for name in [
+        "kernel_linear",
+        "kernel_polynomial",
+        "kernel_gaussian",
+        "kernel_sigmoid",
+        "kkmeans_iteration",
+        "lloyd_step",
+        "pagerank_step",
+    ] {
+        program(&all, name);
+    }
+}
+
+#[test]
+fn kernel_matrices_match_loops_over_pairs() {
+    let all = programs();
+    for (dtype, fusion) in CONFIGS {
+        let (ctx, label) = context(dtype, fusion);
+        for (s, &(n, d)) in POINT_SIZES.iter().enumerate() {
+            let mut rng = SplitMix64::new(100 + s as u64);
+            let x = random_values(&mut rng, n * d);
+            for kernel in KERNELS {
+                let p = program(&all, kernel.program());
+                let got = kernel.run(&ctx, p, &x, n, d);
+                let want = kernel.by_hand(&x, n, d);
+                assert_close(
+                    &format!("{kernel:?} {n} x {d} in {label}"),
+                    &got,
+                    &want,
+                    rtol(dtype),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn gaussian_kernel_has_an_exact_unit_diagonal_and_no_negative_distances() {
+    // Duplicate points: rounding in b + b^T - 2B must be clamped, so K stays <= 1.
+    let all = programs();
+    let p = program(&all, "kernel_gaussian");
+    let x = vec![0.3, -0.7, 0.3, -0.7, 0.1, 0.9];
+    for (dtype, fusion) in CONFIGS {
+        let (ctx, label) = context(dtype, fusion);
+        let got = Kernel::Gaussian { gamma: 1.0 }.run(&ctx, p, &x, 3, 2);
+        for i in 0..3 {
+            assert_eq!(got[i * 3 + i], 1.0, "K[{i}, {i}] in {label}");
+        }
+        assert!(got.iter().all(|v| *v <= 1.0), "{got:?}");
+        assert_eq!(got[1], 1.0, "duplicate points have kernel 1 in {label}");
+    }
+}
+
+/// Kernel k-means distances from the definition:
+/// `D_ic = K_ii - 2/|c| sum_{j in c} K_ij + 1/|c|^2 sum_{j,l in c} K_jl`, `+inf` when c is empty.
+fn kkmeans_distances(kmat: &[f64], labels: &[u32], k: usize) -> Vec<f64> {
+    let n = labels.len();
+    let mut d = vec![0.0; n * k];
+    for c in 0..k {
+        let members: Vec<usize> = (0..n).filter(|&j| labels[j] as usize == c).collect();
+        let size = members.len() as f64;
+        let mut within = 0.0;
+        for &j in &members {
+            for &l in &members {
+                within += kmat[j * n + l];
+            }
+        }
+        for i in 0..n {
+            d[i * k + c] = if members.is_empty() {
+                f64::INFINITY
+            } else {
+                let to_members: f64 = members.iter().map(|&j| kmat[i * n + j]).sum();
+                kmat[i * n + i] - 2.0 * to_members / size + within / (size * size)
+            };
+        }
+    }
+    d
+}
+
+struct KkmeansCase {
+    what: String,
+    kmat: Vec<f64>,
+    labels: Vec<u32>,
+    k: usize,
+}
+
+fn run_kkmeans(ctx: &Context, p: &Program, case: &KkmeansCase) -> (Vec<u32>, f64) {
+    let n = case.labels.len();
+    let kt = ctx.dense(n, n, &case.kmat).expect("K uploads");
+    let lt = ctx.index(&case.labels).expect("labels upload");
+    let out = ctx
+        .run(
+            p,
+            &Args::new()
+                .tensor("K", &kt)
+                .tensor("labels", &lt)
+                .dim("k", case.k),
+        )
+        .unwrap_or_else(|e| panic!("kkmeans_iteration ({}) fails: {e}", case.what));
+    let labels = ctx
+        .to_u32(out.tensor("new_labels").expect("output new_labels"))
+        .expect("labels download");
+    let objective = out.scalar("objective").expect("output objective");
+    (labels, objective)
+}
+
+/// A positive semi-definite K (gaussian kernel of random points), f32-representable.
+fn psd_kernel(rng: &mut SplitMix64, n: usize, d: usize) -> Vec<f64> {
+    let x = random_values(rng, n * d);
+    let g = Kernel::Gaussian {
+        gamma: 1.0 / d as f64,
+    };
+    g.by_hand(&x, n, d)
+        .into_iter()
+        .map(|v| v as f32 as f64)
+        .collect()
+}
+
+fn kkmeans_cases() -> Vec<KkmeansCase> {
+    let mut cases = Vec::new();
+    // (n, d, k, labels): None draws labels in 0..k; Some(list) fixes them.
+    let specs: Vec<(usize, usize, usize, Option<Vec<u32>>)> = vec![
+        (1, 1, 1, None),
+        (1, 3, 3, Some(vec![1])), // n = 1, two empty clusters
+        (2, 2, 1, None),          // k = 1
+        (5, 3, 2, None),
+        (7, 2, 3, None),
+        (9, 4, 4, Some(vec![0, 1, 3, 0, 1, 3, 3, 0, 1])), // cluster 2 is empty
+        (16, 3, 5, None),
+        (33, 5, 7, None),
+        (33, 8, 4, None),
+    ];
+    for (s, (n, d, k, labels)) in specs.into_iter().enumerate() {
+        let mut rng = SplitMix64::new(1000 + s as u64);
+        let kmat = psd_kernel(&mut rng, n, d);
+        for round in 0..2 {
+            // Two label sets at the same size: the second call reuses the cached plan.
+            let labels = match &labels {
+                Some(l) if round == 0 => l.clone(),
+                _ => random_labels(&mut rng, n, k),
+            };
+            cases.push(KkmeansCase {
+                what: format!("n={n} d={d} k={k} labels={labels:?}"),
+                kmat: kmat.clone(),
+                labels,
+                k,
+            });
+        }
+    }
+    cases
+}
+
+#[test]
+fn kkmeans_iteration_matches_the_definition() {
+    let all = programs();
+    let p = program(&all, "kkmeans_iteration");
+    for (dtype, fusion) in CONFIGS {
+        let (ctx, label) = context(dtype, fusion);
+        for case in kkmeans_cases() {
+            let n = case.labels.len();
+            let d = kkmeans_distances(&case.kmat, &case.labels, case.k);
+            let want_labels = argmin_rows(&d, case.k);
+            let want_objective: f64 = (0..n)
+                .map(|i| d[i * case.k + case.labels[i] as usize])
+                .sum();
+            let (labels, objective) = run_kkmeans(&ctx, p, &case);
+            // Every D entry is a sum of terms bounded by 4 max|K|.
+            let tol = rtol(dtype) * 4.0 * scale_of(&case.kmat);
+            let what = format!("{} in {label}", case.what);
+            check_labels(
+                &format!("new_labels, {what}"),
+                &labels,
+                &want_labels,
+                &d,
+                case.k,
+                tol,
+            )
+            .unwrap();
+            for (i, &l) in labels.iter().enumerate() {
+                assert!(
+                    d[i * case.k + l as usize].is_finite(),
+                    "{what}: point {i} chose the empty cluster {l}"
+                );
+            }
+            check_close_scaled(
+                &format!("objective, {what}"),
+                &[objective],
+                &[want_objective],
+                tol * n as f64,
+            )
+            .unwrap();
+        }
+    }
+}
+
+#[test]
+fn kkmeans_iteration_breaks_exact_ties_to_the_lowest_cluster() {
+    // Linear kernel of the 1-d points [-1, -1, 1, 1, 0, 0] with labels [0, 0, 1, 1, 0, 1]:
+    // the centroids are -2/3 and 2/3 and the points at 0 are exactly as far from both.
+    let all = programs();
+    let p = program(&all, "kkmeans_iteration");
+    let x = [-1.0, -1.0, 1.0, 1.0, 0.0, 0.0];
+    let kmat = Kernel::Linear.by_hand(&x, 6, 1);
+    let labels = vec![0, 0, 1, 1, 0, 1];
+    let d = kkmeans_distances(&kmat, &labels, 2);
+    assert_eq!(d[4 * 2], d[4 * 2 + 1], "the hand computation has the tie");
+    for (dtype, fusion) in CONFIGS {
+        let (ctx, label) = context(dtype, fusion);
+        let case = KkmeansCase {
+            what: "tie".into(),
+            kmat: kmat.clone(),
+            labels: labels.clone(),
+            k: 2,
+        };
+        let (got, objective) = run_kkmeans(&ctx, p, &case);
+        assert_eq!(
+            got,
+            vec![0, 0, 1, 1, 0, 0],
+            "ties go to the lowest cluster in {label}"
+        );
+        // J = tr(K) - sum_c (1/|c|) sum_{i,j in c} K_ij = 4 - 4/3 - 4/3.
+        assert_close("objective", &[objective], &[4.0 - 8.0 / 3.0], rtol(dtype));
+    }
+}
+
+#[test]
+fn lloyd_step_matches_centroids_and_distances_by_hand() {
+    let all = programs();
+    let p = program(&all, "lloyd_step");
+    for (dtype, fusion) in CONFIGS {
+        let (ctx, label) = context(dtype, fusion);
+        for (s, &(n, d)) in POINT_SIZES.iter().enumerate() {
+            for k in [1usize, 2, 3, 5] {
+                let mut rng = SplitMix64::new(2000 + 10 * s as u64 + k as u64);
+                let x = random_values(&mut rng, n * d);
+                let labels = random_labels(&mut rng, n, k);
+                // Centroids: means of the members, 0 for an empty cluster.
+                let mut c = vec![0.0; k * d];
+                for cl in 0..k {
+                    let members: Vec<usize> =
+                        (0..n).filter(|&i| labels[i] as usize == cl).collect();
+                    for &i in &members {
+                        for l in 0..d {
+                            c[cl * d + l] += x[i * d + l] / members.len() as f64;
+                        }
+                    }
+                }
+                let mut dist = vec![0.0; n * k];
+                for i in 0..n {
+                    for cl in 0..k {
+                        dist[i * k + cl] =
+                            (0..d).map(|l| (x[i * d + l] - c[cl * d + l]).powi(2)).sum();
+                    }
+                }
+                let want_labels = argmin_rows(&dist, k);
+                let xt = ctx.dense(n, d, &x).expect("X uploads");
+                let lt = ctx.index(&labels).expect("labels upload");
+                let out = ctx
+                    .run(
+                        p,
+                        &Args::new()
+                            .tensor("X", &xt)
+                            .tensor("labels", &lt)
+                            .dim("k", k),
+                    )
+                    .unwrap_or_else(|e| panic!("lloyd_step n={n} d={d} k={k} fails: {e}"));
+                let what = format!("n={n} d={d} k={k} in {label}");
+                let got_c = ctx
+                    .to_f64(out.tensor("C").expect("output C"))
+                    .expect("C downloads");
+                assert_close(&format!("C, {what}"), &got_c, &c, rtol(dtype));
+                let got_labels = ctx
+                    .to_u32(out.tensor("new_labels").expect("output new_labels"))
+                    .expect("download");
+                // Distances are sums of terms bounded by 4 max(||x||^2, ||c||^2) <= 4 d.
+                let tol = rtol(dtype) * 4.0 * d as f64;
+                check_labels(
+                    &format!("new_labels, {what}"),
+                    &got_labels,
+                    &want_labels,
+                    &dist,
+                    k,
+                    tol,
+                )
+                .unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn pagerank_step_matches_a_sparse_loop() {
+    let all = programs();
+    let p = program(&all, "pagerank_step");
+    for (dtype, fusion) in CONFIGS {
+        let (ctx, label) = context(dtype, fusion);
+        for (s, n) in [1usize, 2, 3, 7, 16, 33, 100].into_iter().enumerate() {
+            for density in [0.0, 0.2, 0.9] {
+                let mut rng = SplitMix64::new(3000 + 10 * s as u64 + (density * 10.0) as u64);
+                let mut a = random_csr(&mut rng, n, n, density);
+                // Column-stochastic: positive entries scaled by their column's sum.
+                let mut colsum = vec![0.0; n];
+                for (v, &j) in a.values.iter_mut().zip(&a.col_idx) {
+                    *v = v.abs() + 0.125;
+                    colsum[j as usize] += *v;
+                }
+                for (v, &j) in a.values.iter_mut().zip(&a.col_idx) {
+                    *v = (*v / colsum[j as usize]) as f32 as f64;
+                }
+                let r: Vec<f64> = (0..n).map(|_| rng.uniform(0.0, 2.0 / n as f64)).collect();
+                let alpha = 0.85;
+                let mut want = vec![0.0; n];
+                for (i, w) in want.iter_mut().enumerate() {
+                    let mut s = 0.0;
+                    for q in a.row_ptr[i] as usize..a.row_ptr[i + 1] as usize {
+                        s += a.values[q] * r[a.col_idx[q] as usize];
+                    }
+                    *w = alpha * s + (1.0 - alpha) / n as f64;
+                }
+                let at = ctx
+                    .csr(n, n, &a.row_ptr, &a.col_idx, &a.values)
+                    .expect("A uploads");
+                let rt = ctx.col(&r).expect("r uploads");
+                let out = ctx
+                    .run(
+                        p,
+                        &Args::new()
+                            .tensor("A", &at)
+                            .tensor("r", &rt)
+                            .scalar("a", alpha),
+                    )
+                    .unwrap_or_else(|e| panic!("pagerank_step n={n} density={density} fails: {e}"));
+                let got = ctx
+                    .to_f64(out.tensor("r_next").expect("output r_next"))
+                    .expect("download");
+                assert_close(
+                    &format!("r_next n={n} density={density} in {label}"),
+                    &got,
+                    &want,
+                    rtol(dtype),
+                );
+            }
+        }
+    }
+}
