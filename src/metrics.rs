@@ -103,8 +103,9 @@ mod tests {
     fn ari_matches_hand_computed_values() {
         // scikit-learn: adjusted_rand_score([0,0,1,1],[0,0,1,2]) = 0.5714285714285715
         assert!((adjusted_rand_index(&[0, 0, 1, 1], &[0, 0, 1, 2]) - 0.5714285714285715).abs() < 1e-12);
-        // adjusted_rand_score([0,0,0,1,1,1],[0,1,2,0,1,2]) = -0.25
-        assert!((adjusted_rand_index(&[0, 0, 0, 1, 1, 1], &[0, 1, 2, 0, 1, 2]) + 0.25).abs() < 1e-12);
+        // No pair together in both: index 0, expected 6 * 3 / 15 = 1.2, max (6 + 3) / 2 = 4.5,
+        // so (0 - 1.2) / (4.5 - 1.2) = -4/11.
+        assert!((adjusted_rand_index(&[0, 0, 0, 1, 1, 1], &[0, 1, 2, 0, 1, 2]) + 4.0 / 11.0).abs() < 1e-12);
         assert_eq!(adjusted_rand_index(&[1, 1, 1], &[2, 2, 2]), 1.0);
     }
 

@@ -18,20 +18,7 @@ use std::collections::BTreeMap;
 
 /// A GPU context, or `None` (skip) when there is no GPU and the suite may skip.
 fn gpu(dtype: DType) -> Option<Context> {
-    match popcorn::runtime::cuda::cuda_available() {
-        Ok(n) if n > 0 => Some(Context::new(DeviceSpec::Cuda(0)).expect("GPU context").with_dtype(dtype)),
-        other => {
-            let why = match other {
-                Ok(_) => "no CUDA device".to_string(),
-                Err(e) => e,
-            };
-            if std::env::var_os("POPCORN_REQUIRE_GPU").is_some_and(|v| !v.is_empty() && v != "0") {
-                panic!("POPCORN_REQUIRE_GPU is set but no GPU is usable: {why}");
-            }
-            eprintln!("skipping GPU test: {why}");
-            None
-        }
-    }
+    common::gpu_or_skip(dtype)
 }
 
 fn seed() -> u64 {

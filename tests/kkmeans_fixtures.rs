@@ -79,3 +79,14 @@ fn digits_f32_agrees_within_tolerance() {
         check(k, DType::F32, DeviceSpec::Cpu);
     }
 }
+
+#[test]
+fn digits_on_the_gpu_f32_and_f64() {
+    if common::gpu_or_skip(DType::F32).is_none() {
+        return;
+    }
+    for k in ["linear", "polynomial", "gaussian", "sigmoid"] {
+        check(k, DType::F32, DeviceSpec::Cuda(0));
+        check(k, DType::F64, DeviceSpec::Cuda(0));
+    }
+}

@@ -280,3 +280,26 @@ pub fn argmin_rows(d: &[f64], k: usize) -> Vec<u32> {
         })
         .collect()
 }
+
+/// A context on the first GPU, or `None` when there is none and tests may skip; with
+/// `POPCORN_REQUIRE_GPU` set (the GPU bundle sets it), a missing GPU panics instead.
+pub fn gpu_or_skip(dtype: DType) -> Option<Context> {
+    match popcorn_runtime::cuda::cuda_available() {
+        Ok(n) if n > 0 => Some(
+            Context::new(DeviceSpec::Cuda(0))
+                .expect("GPU context")
+                .with_dtype(dtype),
+        ),
+        other => {
+            let why = match other {
+                Ok(_) => "no CUDA device".to_string(),
+                Err(e) => e,
+            };
+            if std::env::var_os("POPCORN_REQUIRE_GPU").is_some_and(|v| !v.is_empty() && v != "0") {
+                panic!("POPCORN_REQUIRE_GPU is set but no GPU is usable: {why}");
+            }
+            eprintln!("skipping GPU test: {why}");
+            None
+        }
+    }
+}

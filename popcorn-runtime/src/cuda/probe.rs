@@ -62,8 +62,65 @@ const LIBRARIES: [Library; 4] = [
     },
 ];
 
+/// Directories where CUDA toolkits put their libraries, searched when a library is not on the
+/// loader's path: `$CUDA_HOME`, `$CUDA_PATH`, then the usual install locations.
+fn toolkit_dirs() -> Vec<std::path::PathBuf> {
+    let mut dirs = Vec::new();
+    for var in ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"] {
+        if let Some(root) = std::env::var_os(var) {
+            let root = std::path::PathBuf::from(root);
+            dirs.push(root.join("lib64"));
+            dirs.push(root.join("targets/x86_64-linux/lib"));
+        }
+    }
+    for root in ["/usr/local/cuda", "/opt/cuda", "/usr/lib/cuda"] {
+        dirs.push(std::path::PathBuf::from(root).join("lib64"));
+        dirs.push(std::path::PathBuf::from(root).join("targets/x86_64-linux/lib"));
+    }
+    dirs
+}
+
+/// Loads the toolkit libraries that the loader cannot find by name from a toolkit directory,
+/// by full path and globally, so that cudarc's later load by soname (`libcublas.so.13`) finds
+/// them already loaded. Users then need no `LD_LIBRARY_PATH` for a standard CUDA install.
+fn preload_from_toolkit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Dependencies first: cuBLAS needs cuBLASLt, cuSPARSE needs nvJitLink.
+        for stem in ["libcublasLt.so.", "libcublas.so.", "libnvJitLink.so.", "libcusparse.so.", "libnvrtc.so."] {
+            for dir in toolkit_dirs() {
+                let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+                // The soname link (`libcublas.so.13`): the shortest matching name.
+                let best = entries
+                    .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+                    .filter(|n| n.starts_with(stem) && n[stem.len()..].chars().all(|c| c.is_ascii_digit() || c == '.'))
+                    .min_by_key(|n| n.len());
+                if let Some(name) = best {
+                    let path = dir.join(name);
+                    // SAFETY: loading a CUDA toolkit library runs its initialisers, which only set
+                    // up the library itself; the handle is leaked on purpose so it stays loaded
+                    // for the process, as cudarc expects of the libraries it opens.
+                    let lib = unsafe {
+                        libloading::os::unix::Library::open(
+                            Some(&path),
+                            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_GLOBAL,
+                        )
+                    };
+                    if let Ok(lib) = lib {
+                        std::mem::forget(lib);
+                        break;
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// Checks that every library the backend needs can be loaded.
 pub(crate) fn check_libraries() -> Result<(), String> {
+    if !(LIBRARIES.iter().all(|lib| (lib.present)())) {
+        preload_from_toolkit();
+    }
     for lib in &LIBRARIES {
         if !(lib.present)() {
             return Err(format!("{} could not be loaded; {}", lib.name, lib.hint));
