@@ -149,6 +149,9 @@ const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (3, 5, 7), (33, 17, 65), (
 
 #[test]
 fn gemm_in_all_four_transpose_combinations() {
+    if gpu(DType::F32).is_none() {
+        return;
+    }
     let mut rng = SplitMix64::new(seed());
     for &(m, n, k) in SHAPES {
         for (a_shape, b_shape, expr) in [
@@ -170,6 +173,9 @@ fn gemm_in_all_four_transpose_combinations() {
 
 #[test]
 fn syrk_both_ways_and_gemm_give_the_same_k() {
+    if gpu(DType::F32).is_none() {
+        return;
+    }
     let mut rng = SplitMix64::new(seed());
     for &(n, d, _) in SHAPES {
         let x = dense(&mut rng, n, d);
@@ -195,6 +201,9 @@ fn syrk_both_ways_and_gemm_give_the_same_k() {
 
 #[test]
 fn gemv_spmm_spmv_every_layout() {
+    if gpu(DType::F32).is_none() {
+        return;
+    }
     let mut rng = SplitMix64::new(seed());
     for &(m, n, k) in SHAPES {
         let s = Host::Csr(random_csr(&mut rng, m, k, 0.3));
@@ -220,6 +229,9 @@ fn gemv_spmm_spmv_every_layout() {
 
 #[test]
 fn fused_maps_reductions_and_builtins() {
+    if gpu(DType::F32).is_none() {
+        return;
+    }
     let mut rng = SplitMix64::new(seed());
     for &(m, n, _) in SHAPES {
         let k = 1 + m % 7;
@@ -309,6 +321,9 @@ fn inputs_for(p: &Program, rng: &mut SplitMix64, dims: &BTreeMap<&str, usize>) -
 
 #[test]
 fn every_example_program() {
+    if gpu(DType::F32).is_none() {
+        return;
+    }
     let mut rng = SplitMix64::new(seed());
     for sizes in [[("n", 1), ("k", 1), ("d", 1), ("m", 1)], [("n", 257), ("k", 7), ("d", 33), ("m", 31)], [("n", 1025), ("k", 100), ("d", 3), ("m", 5)]] {
         let dims: BTreeMap<&str, usize> = sizes.into_iter().collect();
@@ -329,6 +344,9 @@ fn every_example_program() {
 
 #[test]
 fn large_iteration_n_20000() {
+    if gpu(DType::F32).is_none() {
+        return;
+    }
     let mut rng = SplitMix64::new(seed());
     let p = common::example_programs().remove("kkmeans_iteration").unwrap();
     let dims = BTreeMap::from([("n", 20000), ("k", 100), ("d", 8), ("m", 1)]);

@@ -720,13 +720,15 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
             },
             1e-9,
         ),
-        // Without fusion, and with GEMM instead of SYRK for every X * X^T.
+        // Without fusion, with GEMM instead of SYRK for every X * X^T, and with products by a
+        // selection matrix as cluster sums.
         (
-            "f64, unfused, gemm",
+            "f64, unfused, gemm, cluster sums",
             PlannerConfig {
                 dtype: DType::F64,
                 fusion: false,
                 syrk_gemm_ratio: 0.0,
+                cluster_sums_max_k: 1024,
             },
             1e-9,
         ),

@@ -90,7 +90,8 @@ pub struct Cli {
     #[arg(long, value_name = "INIT", default_value = "mod", value_parser = parse_init)]
     pub init: InitName,
 
-    /// Implementation level: popcorn (or 2); naive (or 0) is not available yet
+    /// Implementation level: popcorn (or 2); naive (or 0), the hand-written GPU baseline
+    /// (GPU only; --init mod or random)
     #[arg(short = 'l', value_name = "LEVEL", default_value = "popcorn", value_parser = parse_level)]
     pub level: Level,
 

@@ -3,6 +3,7 @@
 mod cli;
 mod data;
 mod error;
+mod naive;
 mod plans;
 mod progress;
 mod report;
@@ -75,12 +76,6 @@ fn execute(
     err: &mut dyn Write,
     terminal: bool,
 ) -> Result<(), CliError> {
-    if cli.level == Level::Naive {
-        return Err(CliError::Usage(
-            "the naive baseline (-l naive, -l 0) is not available yet; use -l popcorn (-l 2)"
-                .into(),
-        ));
-    }
     let precomputed = cli.kernel == Some(KernelName::Precomputed);
     if precomputed && cli.input.is_none() {
         return Err(CliError::Usage("-f precomputed reads the n x n kernel matrix from a file; give it with -i K.csv or -i K.npy".into()));
@@ -93,6 +88,9 @@ fn execute(
         .device
         .map_or_else(DeviceSpec::from_env, Ok)?
         .resolve()?;
+    if cli.level == Level::Naive {
+        naive::check_flags(cli, device)?;
+    }
     let mut warnings = Vec::new();
 
     // The data.
@@ -178,7 +176,7 @@ fn execute(
 
     let mut outcomes = Vec::new();
     for spec in specs {
-        let fit = fit_one(&spec, &data, err, terminal)?;
+        let fit = fit_one(&spec, &data, cli.level, err, terminal)?;
         let scores = report::score(&data, &fit.labels);
         outcomes.push(Outcome { spec, fit, scores });
     }
@@ -212,6 +210,7 @@ fn execute(
 fn fit_one(
     spec: &FitSpec,
     data: &Data,
+    level: Level,
     err: &mut dyn Write,
     terminal: bool,
 ) -> Result<popcorn::kkmeans::FitResult, CliError> {
@@ -221,6 +220,10 @@ fn fit_one(
         spec.params.n_init
     };
     let mut line = ProgressLine::new(err, terminal, &format!("{} kernel", spec.name), runs);
+    if level == Level::Naive {
+        line.phase("naive baseline");
+        return naive::fit(&spec.params, data);
+    }
     if spec.params.kernel == Kernel::Precomputed {
         line.phase("upload and iterations");
         return Ok(spec.params.fit_precomputed(&data.x, data.n)?);

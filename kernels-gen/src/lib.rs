@@ -39,6 +39,7 @@
 #![warn(missing_docs)]
 
 pub mod builtins;
+pub mod cluster_sums;
 pub mod emit;
 mod hash;
 pub mod spec;

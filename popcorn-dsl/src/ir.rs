@@ -145,6 +145,13 @@ pub enum Op {
         /// Number of clusters.
         k: Dim,
     },
+    /// Sums of each row of `M` by the label of the column: `S[i, c] = sum_{j: labels_j = c}
+    /// M[i, j]`. Not in the language: the planner introduces it for products with a selection
+    /// matrix (one nonzero per column), which it computes in one streaming pass over `M`.
+    ClusterSums {
+        /// Number of clusters.
+        k: Dim,
+    },
 }
 
 impl Op {
@@ -176,6 +183,7 @@ impl Op {
             Op::Gather => "gather".into(),
             Op::Counts { k } => format!("counts(k={k})"),
             Op::Selection { k } => format!("selection(k={k})"),
+            Op::ClusterSums { k } => format!("cluster_sums(k={k})"),
         }
     }
 }

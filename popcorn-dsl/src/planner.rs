@@ -3,7 +3,7 @@
 
 use crate::ir::{Graph, LibOp, NodeId, Op};
 use crate::passes::{
-    buffers, canonicalize::Canonicalize, cse::Cse, fuse, infer::Infer, run_passes, select::Select, PassContext, PlanError,
+    buffers, canonicalize::Canonicalize, cluster_sums::ClusterSumsPattern, cse::Cse, fuse, infer::Infer, run_passes, select::Select, PassContext, PlanError,
     PlannerConfig,
 };
 use crate::plan::dot::ViewNode;
@@ -20,7 +20,7 @@ pub fn plan(program: &Program, dims: &DimBindings, config: &PlannerConfig, nnz: 
     let mut g = program.graph.clone();
     g.remove_dead();
     let cx = PassContext { dims, config };
-    run_passes(&[&Infer, &Cse, &Canonicalize, &Select, &Cse, &Infer], &mut g, &cx)?;
+    run_passes(&[&Infer, &Cse, &Canonicalize, &Select, &ClusterSumsPattern, &Cse, &Infer], &mut g, &cx)?;
     let fusion = fuse::fuse(&g, &cx)?;
     let mut lowering = Lowering::new(program, &g, &cx, nnz);
     lowering.lower(&fusion)?;
@@ -216,6 +216,7 @@ impl<'a> Lowering<'a> {
             Op::Diag => StepOp::Diag,
             Op::Counts { k } => StepOp::Counts { k: k.resolve(self.cx.dims).unwrap_or(0) },
             Op::Selection { k } => StepOp::Selection { k: k.resolve(self.cx.dims).unwrap_or(0) },
+            Op::ClusterSums { k } => StepOp::ClusterSums { k: k.resolve(self.cx.dims).unwrap_or(0) },
             Op::Transpose if node.ty.storage == Storage::Csr => {
                 return Err(PlanError::Unsupported(format!(
                     "`{}`: a transposed sparse matrix can only be used inside a product",
@@ -386,6 +387,10 @@ impl<'a> Lowering<'a> {
                 (n, 4.0 * n + n * (4.0 + s) + (*k as f64 + 1.0) * 8.0)
             }
             StepOp::Copy => (0.0, 2.0 * s * elems(&inputs[0])),
+            StepOp::ClusterSums { .. } => {
+                let m = elems(&inputs[0]);
+                (m, s * (m + elems(&outputs[0])) + 4.0 * elems(&inputs[1]))
+            }
         }
     }
 

@@ -248,6 +248,16 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             require_index(operands[0], 0, "counts")?;
             Ok(Type::col(k.clone()))
         }
+        Op::ClusterSums { k } => {
+            arity(2)?;
+            let (m, labels) = (operands[0], operands[1]);
+            require_dense(m, 0, "cluster_sums")?;
+            require_index(labels, 1, "cluster_sums")?;
+            if labels.shape.rows != m.shape.cols {
+                return Err(TypeError::new(format!("cluster_sums needs one label per column of {m}, found {labels}")).at(1));
+            }
+            Ok(Type::dense(m.shape.rows.clone(), k.clone()))
+        }
         Op::Selection { k } => {
             arity(1)?;
             let labels = operands[0];

@@ -56,6 +56,20 @@ fn iteration_is_spmm_spmv_and_fused_kernels() {
 }
 
 #[test]
+fn iteration_with_cluster_sums_reads_k_once_without_sparse_indexing() {
+    let cfg = PlannerConfig { cluster_sums_max_k: 1024, ..PlannerConfig::default() };
+    let p = plan_of("kkmeans_iteration", ITER_DIMS, &cfg);
+    let names = ops(&p);
+    assert!(names.iter().any(|n| n == "cluster sums") && !names.iter().any(|n| n == "spmm"), "{p}");
+    let sums = p.steps.iter().find(|s| s.op_name() == "cluster sums").unwrap();
+    let k_bytes = 4.0 * 60000.0 * 60000.0;
+    assert!(sums.bytes >= k_bytes && sums.bytes < 1.001 * k_bytes, "{p}");
+    // Everything else together moves well under 1% of K.
+    let rest: f64 = p.steps.iter().filter(|s| s.op_name() != "cluster sums").map(|s| s.bytes).sum();
+    assert!(rest < 0.01 * k_bytes, "{p}");
+}
+
+#[test]
 fn kernel_matrix_epilogue_runs_in_place_in_the_output() {
     let dims = [("n", 1000), ("d", 50)];
     for name in ["kernel_polynomial", "kernel_sigmoid", "kernel_gaussian"] {

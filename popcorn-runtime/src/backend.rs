@@ -188,6 +188,10 @@ pub trait Backend: Send + Sync {
     /// The backend's buffer type.
     type Buf: BufferInfo + Send + Sync;
 
+    /// A point in the backend's timeline: on a GPU an event recorded on the stream (so it
+    /// marks when the work queued before it finishes), on the CPU the current instant.
+    type Mark: Send + Sync;
+
     /// A one-line description (`cpu (16 threads)`, `cuda:0 NVIDIA H100 80GB HBM3 (sm_90)`).
     fn describe(&self) -> String;
 
@@ -224,4 +228,11 @@ pub trait Backend: Send + Sync {
 
     /// Waits for queued work and reports asynchronous errors.
     fn synchronize(&self) -> Result<(), RuntimeError>;
+
+    /// Records a mark after the work queued so far.
+    fn mark(&self) -> Result<Self::Mark, RuntimeError>;
+
+    /// Milliseconds from mark `a` to mark `b` (recorded after `a`). Waits for the work before
+    /// `b` to finish on a GPU.
+    fn elapsed_ms(&self, a: &Self::Mark, b: &Self::Mark) -> Result<f64, RuntimeError>;
 }

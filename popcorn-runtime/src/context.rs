@@ -5,7 +5,7 @@
 use crate::args::{Args, Outputs};
 use crate::backend::{Arg, Backend, ElemType, HostSlice, HostVec};
 use crate::cpu_backend::CpuBackend;
-use crate::cuda::CudaBackend;
+use crate::cuda::{CudaBackend, NaiveKkmeans};
 use crate::device::DeviceSpec;
 use crate::error::RuntimeError;
 use crate::executor::{execute, Workspace};
@@ -162,6 +162,42 @@ impl Context {
     /// Free and total device memory in bytes (GPU only).
     pub fn memory_info(&self) -> Option<(usize, usize)> {
         with_engine!(self, e => e.backend.memory_info())
+    }
+
+    /// Runs `f` and returns its value with the milliseconds between a mark before and a mark
+    /// after it (CUDA events on the backend's stream on a GPU, the host clock on the CPU),
+    /// waiting for the work `f` queued to finish. Work queued before the call is not counted;
+    /// time the GPU spends idle while the host prepares `f`'s work (planning on first use,
+    /// kernel compiles, read-backs inside `f`) is.
+    ///
+    /// ```
+    /// use popcorn_runtime::{Context, DeviceSpec};
+    /// let ctx = Context::new(DeviceSpec::Cpu).unwrap();
+    /// let (x, ms) = ctx.time(|| ctx.col(&[1.0, 2.0])).unwrap();
+    /// assert_eq!(ctx.to_f64(&x).unwrap(), vec![1.0, 2.0]);
+    /// assert!(ms >= 0.0);
+    /// ```
+    pub fn time<T>(&self, f: impl FnOnce() -> Result<T, RuntimeError>) -> Result<(T, f64), RuntimeError> {
+        with_engine!(self, e => {
+            let start = e.backend.mark()?;
+            let value = f()?;
+            let end = e.backend.mark()?;
+            let ms = e.backend.elapsed_ms(&start, &end)?;
+            Ok((value, ms))
+        })
+    }
+
+    /// The hand-written naive GPU baseline of Kernel K-means ([`crate::cuda::naive`]) for `n`
+    /// points and `k` clusters on this context's GPU, computing in the context's dtype; it
+    /// iterates on a kernel matrix and label vectors made by this context. On the CPU this is
+    /// an error: the baseline exists to be compared with popcorn on a GPU.
+    pub fn naive_kkmeans(&self, n: usize, k: usize) -> Result<NaiveKkmeans<'_>, RuntimeError> {
+        match &self.engine {
+            EngineKind::Cuda(e) => NaiveKkmeans::new(&e.backend, n, k, self.config.dtype),
+            EngineKind::Cpu(_) => Err(RuntimeError::Device(
+                "the naive baseline is a GPU implementation; run it on a CUDA device (--device cuda or POPCORN_DEVICE=cuda), or use popcorn's own path on the CPU".into(),
+            )),
+        }
     }
 
     fn float_upload(&self, data: &[f64]) -> HostVec {

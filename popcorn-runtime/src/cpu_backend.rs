@@ -9,6 +9,7 @@ use popcorn_dsl::plan::{Step, StepOp};
 use popcorn_dsl::DType;
 use std::ops::Deref;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
 
 /// A buffer in host memory.
 pub struct CpuBuffer {
@@ -115,6 +116,7 @@ fn get<'a, T: HostElem>(h: &'a HostVec, what: &str) -> Result<&'a [T], RuntimeEr
 
 impl Backend for CpuBackend {
     type Buf = CpuBuffer;
+    type Mark = Instant;
 
     fn describe(&self) -> String {
         format!("cpu ({} threads)", rayon::current_num_threads())
@@ -197,6 +199,15 @@ impl Backend for CpuBackend {
 
     fn synchronize(&self) -> Result<(), RuntimeError> {
         Ok(())
+    }
+
+    fn mark(&self) -> Result<Instant, RuntimeError> {
+        // Steps run synchronously on the calling thread, so the host clock marks their end.
+        Ok(Instant::now())
+    }
+
+    fn elapsed_ms(&self, a: &Instant, b: &Instant) -> Result<f64, RuntimeError> {
+        Ok(b.saturating_duration_since(*a).as_secs_f64() * 1e3)
     }
 }
 
@@ -290,6 +301,12 @@ fn run_typed<T: Real + HostElem>(
             let x = dense(1)?;
             let y = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the SpMV output"))?;
             cpu::spmv(*trans, s, a, x, zero, y)?;
+        }
+        StepOp::ClusterSums { k } => {
+            let (rows, cols) = in_dims(0);
+            let labels = &get::<u32>(&held[1][0], "labels")?[..in_dims(1).0];
+            let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the cluster sums"))?;
+            cpu::cluster_sums(rows, cols, dense(0)?, cols, labels, *k, out)?;
         }
         StepOp::Diag => {
             let (n, lda) = in_dims(0);

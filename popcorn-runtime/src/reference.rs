@@ -678,6 +678,24 @@ fn eval_node(
             }
             Ok(sparsify(&v))
         }
+        Op::ClusterSums { k } => {
+            arity(2)?;
+            let k = size(k, dims)?;
+            let m = densify(ops[0])?;
+            let labels = index_of(ops[1], "cluster_sums")?;
+            let mut s = Mat::zeros(m.rows, k);
+            for i in 0..m.rows {
+                for (j, &c) in labels.iter().enumerate() {
+                    if c as usize >= k {
+                        return Err(format!(
+                            "cluster_sums: label {c} at {j} is not below k = {k}"
+                        ));
+                    }
+                    s.set(i, c as usize, s.at(i, c as usize) + m.at(i, j));
+                }
+            }
+            Ok(RefValue::dense(s.rows, s.cols, s.data))
+        }
     }
 }
 

@@ -516,6 +516,12 @@ impl KernelKMeans {
             let args = Args::new().tensor("K", kmat).tensor("labels", &labels).dim("k", self.k);
             ctx.run_into(iteration, &args, &mut out)?;
             let objective = out.scalar("objective")?;
+            if !objective.is_finite() {
+                return Err(FitError::Input(format!(
+                    "the objective is {objective} at iteration {it}: the kernel values overflow {}; scale the data (for example with zscore) or compute in f64",
+                    ctx.dtype()
+                )));
+            }
             let new_labels = ctx.to_u32(out.tensor("new_labels")?)?;
             per_iteration_s.push(t.elapsed().as_secs_f64());
             let changed = new_labels.iter().zip(&host_labels).filter(|(a, b)| a != b).count();

@@ -31,7 +31,7 @@ impl Pass for Infer {
         let mut changed = false;
         for n in graph.topo_order() {
             let node = graph.node(n);
-            if let Op::Counts { k: Dim::Sym(s) } | Op::Selection { k: Dim::Sym(s) } = &node.op {
+            if let Op::Counts { k: Dim::Sym(s) } | Op::Selection { k: Dim::Sym(s) } | Op::ClusterSums { k: Dim::Sym(s) } = &node.op {
                 if !cx.dims.contains_key(s) {
                     return Err(PlanError::UnboundDim(s.clone()));
                 }

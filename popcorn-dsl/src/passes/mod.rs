@@ -5,6 +5,7 @@
 //!    [`cse`] then merges nodes that compute the same value;
 //! 2. [`canonicalize`]: transposes become product flags, scalar factors become alpha;
 //! 3. [`select`]: each product becomes a library operation (GEMM, SYRK, GEMV, SpMM, SpMV);
+//!    [`cluster_sums`] then turns products with a selection matrix into streaming cluster sums;
 //! 4. [`fuse`]: element-wise maps, broadcasts and reductions are grouped into kernels;
 //! 5. [`buffers`] (on the lowered plan): liveness and buffer reuse.
 //!
@@ -12,6 +13,7 @@
 
 pub mod buffers;
 pub mod canonicalize;
+pub mod cluster_sums;
 pub mod cse;
 pub mod fuse;
 pub mod infer;
@@ -31,21 +33,35 @@ pub struct PlannerConfig {
     pub syrk_gemm_ratio: f64,
     /// Group element-wise operations and reductions into generated kernels.
     pub fusion: bool,
+    /// Products `M * V^T` with a selection matrix `V = selection(labels, k)` become one
+    /// streaming pass of cluster sums over `M` (instead of a general sparse product) when
+    /// `k` is at most this; 0 (the default until its GPU kernel is benchmarked against
+    /// cuSPARSE) turns the pattern off. `POPCORN_CLUSTER_SUMS_MAX_K` sets it.
+    pub cluster_sums_max_k: usize,
 }
 
 impl Default for PlannerConfig {
     fn default() -> Self {
-        PlannerConfig { dtype: DType::F32, syrk_gemm_ratio: 100.0, fusion: true }
+        PlannerConfig { dtype: DType::F32, syrk_gemm_ratio: 100.0, fusion: true, cluster_sums_max_k: 0 }
     }
 }
 
 impl PlannerConfig {
     /// The default configuration adjusted by the environment: `POPCORN_NO_FUSION=1` turns
-    /// fusion off.
+    /// fusion off; `POPCORN_CLUSTER_SUMS_MAX_K=N` turns the cluster-sums pattern on up to N
+    /// clusters and `POPCORN_NO_CLUSTER_SUMS=1` off (products with a selection matrix then go to
+    /// the general sparse product).
     pub fn from_env() -> PlannerConfig {
+        let set = |name: &str| std::env::var(name).is_ok_and(|v| v != "0" && !v.is_empty());
         let mut c = PlannerConfig::default();
-        if std::env::var("POPCORN_NO_FUSION").is_ok_and(|v| v != "0" && !v.is_empty()) {
+        if set("POPCORN_NO_FUSION") {
             c.fusion = false;
+        }
+        if let Some(k) = std::env::var("POPCORN_CLUSTER_SUMS_MAX_K").ok().and_then(|v| v.parse().ok()) {
+            c.cluster_sums_max_k = k;
+        }
+        if set("POPCORN_NO_CLUSTER_SUMS") {
+            c.cluster_sums_max_k = 0;
         }
         c
     }

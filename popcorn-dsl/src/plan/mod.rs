@@ -202,6 +202,12 @@ pub enum StepOp {
         /// Number of clusters.
         k: usize,
     },
+    /// `S[i, c] = sum_{j: labels_j = c} M[i, j]`: one streaming pass over M. Inputs (M,
+    /// labels), output S (`rows(M) x k`).
+    ClusterSums {
+        /// Number of clusters.
+        k: usize,
+    },
     /// Copies a dense or index value (an output that is also an input or another output).
     Copy,
 }
@@ -255,6 +261,7 @@ impl Step {
             StepOp::Diag => "diag".into(),
             StepOp::Counts { .. } => "counts".into(),
             StepOp::Selection { .. } => "selection".into(),
+            StepOp::ClusterSums { .. } => "cluster sums".into(),
             StepOp::Copy => "copy".into(),
         }
     }

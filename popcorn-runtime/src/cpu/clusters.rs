@@ -82,3 +82,45 @@ pub fn selection<T: Real>(
     }
     Ok(())
 }
+
+/// Sums of each row of `m` (`rows x cols`, leading dimension `ldm`) by the label of the column:
+/// `out[i * k + c] = sum over j with labels[j] == c of m[i * ldm + j]` (`out` is `rows x k`).
+/// Rows are independent and summed left to right, so the result does not depend on the
+/// thread count.
+///
+/// # Errors
+/// [`CpuError::LabelOutOfRange`] for a label `>= k` (before anything is written);
+/// [`CpuError::Shape`] for slices too short.
+#[allow(clippy::too_many_arguments)]
+pub fn cluster_sums<T: Real>(
+    rows: usize,
+    cols: usize,
+    m: &[T],
+    ldm: usize,
+    labels: &[u32],
+    k: usize,
+    out: &mut [T],
+) -> Result<(), CpuError> {
+    use rayon::prelude::*;
+    if labels.len() < cols {
+        return Err(CpuError::Shape { operand: "labels".into(), detail: format!("{} labels for {cols} columns", labels.len()) });
+    }
+    if let Some(p) = labels[..cols].iter().position(|l| *l as usize >= k) {
+        return Err(CpuError::LabelOutOfRange { position: p, label: labels[p], k });
+    }
+    if rows > 0 && (ldm < cols || m.len() < (rows - 1) * ldm + cols) {
+        return Err(CpuError::Shape { operand: "M".into(), detail: format!("{} values for {rows} x {cols} with ld {ldm}", m.len()) });
+    }
+    if out.len() < rows * k {
+        return Err(CpuError::Shape { operand: "S".into(), detail: format!("{} values for {rows} x {k}", out.len()) });
+    }
+    let labels = &labels[..cols];
+    out[..rows * k].par_chunks_mut(k.max(1)).enumerate().for_each(|(i, acc)| {
+        acc.iter_mut().for_each(|a| *a = T::zero());
+        let row = &m[i * ldm..i * ldm + cols];
+        for (v, l) in row.iter().zip(labels) {
+            acc[*l as usize] += *v;
+        }
+    });
+    Ok(())
+}

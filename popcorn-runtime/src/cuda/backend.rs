@@ -13,7 +13,8 @@ use crate::cuda::probe::check_libraries;
 use crate::cuda::sparse::safe::ValueType;
 use crate::cuda::sparse::{DenseOperand, SparseOps, SpmmRequest};
 use crate::error::RuntimeError;
-use cudarc::driver::{result as drv, CudaContext, CudaStream};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{result as drv, CudaContext, CudaEvent, CudaFunction, CudaStream};
 use kernels_gen::LaunchShape;
 use popcorn_dsl::plan::{FusedStep, Step, StepOp};
 use popcorn_dsl::DType;
@@ -177,7 +178,24 @@ impl CudaBackend {
             .map(|_| ())
     }
 
-    fn bind(&self) -> Result<(), RuntimeError> {
+    /// The kernel `name` from the kernel cache, compiled from `source()` on first use (for the
+    /// backend's own hand-written kernels, such as the naive baseline's).
+    pub(crate) fn kernel(
+        &self,
+        name: &str,
+        source: impl FnOnce() -> String,
+    ) -> Result<CudaFunction, RuntimeError> {
+        self.bind()?;
+        self.kernels.function(name, source)
+    }
+
+    /// The stream every operation of this backend is queued on.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Makes the backend's context current on the calling thread.
+    pub(crate) fn bind(&self) -> Result<(), RuntimeError> {
         self.ctx
             .bind_to_thread()
             .map_err(|e| driver("cuCtxSetCurrent", e))
@@ -396,6 +414,14 @@ impl CudaBackend {
                     v.values,
                 )
             }
+            StepOp::ClusterSums { k } => crate::cuda::cluster_sums::run_step(
+                &self.kernels,
+                &self.stream,
+                inputs,
+                outputs,
+                dtype,
+                *k,
+            ),
             StepOp::Copy => {
                 count("copy", inputs, outputs, 1, 1)?;
                 let (src, src_len, src_elem) = flat(&inputs[0], "copy input")?;
@@ -496,6 +522,7 @@ fn flat(arg: &Arg<'_, CudaBuffer>, what: &str) -> Result<(u64, usize, ElemType),
 
 impl Backend for CudaBackend {
     type Buf = CudaBuffer;
+    type Mark = CudaMark;
 
     fn describe(&self) -> String {
         self.description.clone()
@@ -620,4 +647,25 @@ impl Backend for CudaBackend {
             .synchronize()
             .map_err(|e| driver("cuStreamSynchronize", e))
     }
+
+    fn mark(&self) -> Result<CudaMark, RuntimeError> {
+        self.bind()?;
+        self.stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map(CudaMark)
+            .map_err(|e| driver("cuEventRecord", e))
+    }
+
+    fn elapsed_ms(&self, a: &CudaMark, b: &CudaMark) -> Result<f64, RuntimeError> {
+        self.bind()?;
+        // Waits for both events, then reads the time between them.
+        a.0.elapsed_ms(&b.0)
+            .map(f64::from)
+            .map_err(|e| driver("cuEventElapsedTime", e))
+    }
 }
+
+/// A CUDA event recorded on the backend's stream ([`Backend::mark`]): it completes when the
+/// work queued before it has finished.
+#[derive(Debug)]
+pub struct CudaMark(CudaEvent);

@@ -25,10 +25,12 @@ mod args;
 mod backend;
 pub mod blas;
 mod builtin_ops;
+mod cluster_sums;
 mod errors;
 mod fused;
 mod launch;
 mod memory;
+pub mod naive;
 pub mod nvrtc;
 mod probe;
 pub mod sparse;
@@ -36,7 +38,8 @@ pub mod sparse;
 #[cfg(test)]
 mod tests;
 
-pub use backend::{CudaBackend, CudaConfig};
+pub use backend::{CudaBackend, CudaConfig, CudaMark};
 pub use memory::CudaBuffer;
+pub use naive::{NaiveKkmeans, NaiveRun, NaiveRunOptions};
 pub use nvrtc::KernelCacheStats;
 pub use probe::cuda_available;

@@ -1,0 +1,306 @@
+//! The `bench_kkmeans` command: measures the device's ceilings, checks the naive baseline
+//! against the library, then times popcorn and the naive baseline on every (shape, k).
+
+mod cli;
+mod data;
+mod measure;
+mod programs;
+mod report;
+
+use clap::Parser;
+use cli::Cli;
+use data::Points;
+use measure::Ceilings;
+use popcorn::{Context, DeviceSpec, RuntimeError};
+use report::{KRun, Report, ShapeRun};
+use std::io::Write;
+use std::time::Instant;
+
+/// What can stop the benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// No usable GPU: not a failure (status 0), the message says what to do.
+    #[error("{0}")]
+    NoDevice(String),
+    /// The flags do not make sense.
+    #[error("{0}")]
+    Usage(String),
+    /// The runtime failed.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The library's fit failed (the check).
+    #[error(transparent)]
+    Fit(#[from] popcorn::kkmeans::FitError),
+    /// Fashion-MNIST could not be read.
+    #[error(transparent)]
+    Io(#[from] popcorn::io::IoError),
+    /// The JSON could not be written.
+    #[error("cannot write `{path}`: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Runs the command; returns the exit status.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    if let Err(m) = cli.validate() {
+        eprintln!("error: {m} (see --help)");
+        return 2;
+    }
+    match run(&cli) {
+        Ok(()) => 0,
+        Err(BenchError::NoDevice(m)) => {
+            println!("{m}");
+            0
+        }
+        Err(e @ BenchError::Usage(_)) => {
+            eprintln!("error: {e}");
+            2
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+/// Prints a progress line at once (so that a run cut short still shows how far it went).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        println!($($t)*);
+        let _ = std::io::stdout().flush();
+    }};
+}
+
+fn run(cli: &Cli) -> Result<(), BenchError> {
+    let device = match cli.device.resolve() {
+        Ok(d) => d,
+        Err(e) => {
+            return Err(BenchError::NoDevice(format!(
+                "bench_kkmeans: no usable GPU ({e}); nothing to benchmark. For a smoke run on the CPU: --device cpu --scale 0.01"
+            )))
+        }
+    };
+    let on_gpu = matches!(device, DeviceSpec::Cuda(_));
+    let ctx = Context::new(device)?;
+    let fashion_path = data::find_fashion(cli.fashion.as_deref());
+    let shapes = data::select(&cli.shapes, fashion_path.is_some()).map_err(BenchError::Usage)?;
+    let mut report = Report::new(cli, ctx.describe(), ctx.dtype().to_string());
+    say!("bench_kkmeans on {}", report.device);
+    if let Some((free, total)) = ctx.memory_info() {
+        say!("memory: {} MiB free of {} MiB", free >> 20, total >> 20);
+    }
+    let naive_on = on_gpu && !cli.no_naive;
+    if !on_gpu && !cli.no_naive {
+        report.note("naive baseline skipped: it is a GPU implementation");
+    }
+
+    // Ceilings.
+    if !cli.no_ceilings {
+        let copy_bytes = ((2usize << 30) as f64 * cli.scale).max((16 << 20) as f64) as usize;
+        let dim = ((8192.0 * cli.scale.cbrt() / 64.0).round() as usize * 64).max(256);
+        let t = Instant::now();
+        let c = measure::ceilings(&ctx, copy_bytes, dim, cli.reps, cli.seed)?;
+        say!(
+            "ceilings: copy {:.0} GB/s (read + write, {} MiB buffer), SGEMM {:.1} TFLOP/s ({}^3, strict fp32)  [{:.1} s]",
+            c.copy_gb_s,
+            c.copy_bytes >> 20,
+            c.sgemm_tflop_s,
+            c.sgemm_dim,
+            t.elapsed().as_secs_f64()
+        );
+        report.ceilings = Some(c);
+    }
+
+    // The naive baseline against the library.
+    if naive_on && !cli.no_check {
+        let (n, d, k) = (3000, 16, 10);
+        let blobs = data::blobs(n, d, k, cli.seed);
+        let uniform: Vec<f64> = data::uniform(2000, 32, cli.seed ^ 0x5eed)
+            .x
+            .iter()
+            .map(|v| *v as f64)
+            .collect();
+        for (what, x, n, d) in [("blobs", &blobs, n, d), ("uniform", &uniform, 2000, 32)] {
+            let c = measure::check(&ctx, what, x, n, d, k, cli.iters, device)?;
+            say!(
+                "check naive vs library ({what} {n} x {d}, k {k}): {} of {n} labels equal, iterations {} vs {}, objective rel. diff {:.1e} -> {}",
+                c.same_labels,
+                c.naive_iterations,
+                c.library_iterations,
+                c.objective_rel_diff,
+                if c.pass { "PASS" } else { "MISMATCH" }
+            );
+            report.checks.push(c);
+        }
+    }
+
+    for shape in &shapes {
+        let n = data::scaled(shape.n, cli.scale);
+        let t = Instant::now();
+        let points = match shape.name {
+            "fashion" => match &fashion_path {
+                Some(p) => data::fashion(p, n)?,
+                None => continue,
+            },
+            _ => data::uniform(n, shape.d, cli.seed ^ hash(shape.name)),
+        };
+        let gen_s = t.elapsed().as_secs_f64();
+        let mut run = ShapeRun::new(shape.name, &points);
+        if let Some(skip) = memory_problem(&ctx, &points) {
+            say!("{}: skipped: {skip}", shape.name);
+            run.skipped = Some(skip);
+            report.shapes.push(run);
+            continue;
+        }
+        match shape_runs(
+            cli,
+            &ctx,
+            &points,
+            naive_on,
+            report.ceilings.as_ref(),
+            &mut run,
+        ) {
+            Ok(()) => {}
+            Err(BenchError::Runtime(e)) => {
+                // One shape failing (memory, say) should not lose the others.
+                say!("{}: failed: {e}", shape.name);
+                run.skipped = Some(format!("failed: {e}"));
+            }
+            Err(e) => return Err(e),
+        }
+        say!(
+            "{}: {} x {} ({}, made in {:.1} s) done",
+            shape.name,
+            points.n,
+            points.d,
+            points.source,
+            gen_s
+        );
+        report::print_shape(&run);
+        report.shapes.push(run);
+    }
+
+    report.print();
+    if let Some(path) = &cli.json {
+        report.write_json(path)?;
+        say!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// A stable per-shape seed offset.
+fn hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Why the shape cannot fit on the GPU, if it cannot: X and K, plus a margin.
+fn memory_problem(ctx: &Context, p: &Points) -> Option<String> {
+    let (free, _) = ctx.memory_info()?;
+    let need = 4 * (p.n * p.d + p.n * p.n) + (512 << 20);
+    (need > free).then(|| {
+        format!(
+            "needs about {} MiB (X and K) but {} MiB are free",
+            need >> 20,
+            free >> 20
+        )
+    })
+}
+
+/// Everything measured on one shape: popcorn's kernel matrix and iterations for every k,
+/// then (K freed first) the naive baseline's.
+fn shape_runs(
+    cli: &Cli,
+    ctx: &Context,
+    points: &Points,
+    naive_on: bool,
+    ceilings: Option<&Ceilings>,
+    run: &mut ShapeRun,
+) -> Result<(), BenchError> {
+    let (x, upload_ms) = measure::upload(ctx, points)?;
+    run.upload_ms = upload_ms;
+    let n = points.n;
+    let sgemm = ceilings.map(|c| c.sgemm_tflop_s);
+    let floor_ms = ceilings.map(|c| 4.0 * (n as f64).powi(2) / (c.copy_gb_s * 1e9) * 1e3);
+    run.floor_ms = floor_ms;
+    let ks: Vec<usize> = cli.ks.iter().copied().filter(|k| *k <= n).collect();
+    for k in cli.ks.iter().filter(|k| **k > n) {
+        run.notes.push(format!(
+            "k = {k} skipped: more clusters than the {n} points"
+        ));
+    }
+
+    let (kt, kmat) = measure::kernel_matrix(
+        ctx,
+        popcorn::kkmeans::programs::program("kernel_polynomial"),
+        &x,
+        false,
+        cli.kernel_reps(),
+        sgemm,
+    )?;
+    say!(
+        "  popcorn K: {} {:.1} ms ({:.1} TFLOP/s)",
+        kt.product,
+        kt.median_ms,
+        kt.tflop_s
+    );
+    let kernel_ms = kt.median_ms;
+    run.popcorn_kernel = Some(kt);
+    for &k in &ks {
+        let it =
+            measure::popcorn_iterations(ctx, &kmat, k, cli.iters, cli.reps, floor_ms, kernel_ms)?;
+        say!(
+            "  popcorn k {k}: iteration {:.2} ms (distance {:.2} ms), end to end {:.3} s",
+            it.iteration_median_ms,
+            it.distance_median_ms,
+            it.end_to_end_s
+        );
+        run.runs.push(KRun::new(k, it, points.truth.as_deref()));
+    }
+    drop(kmat);
+
+    if naive_on {
+        let (kt, kmat) = measure::kernel_matrix(
+            ctx,
+            programs::program("kernel_polynomial_gemm"),
+            &x,
+            true,
+            cli.kernel_reps(),
+            sgemm,
+        )?;
+        say!(
+            "  naive K: {} {:.1} ms ({:.1} TFLOP/s)",
+            kt.product,
+            kt.median_ms,
+            kt.tflop_s
+        );
+        let kernel_ms = kt.median_ms;
+        run.naive_kernel = Some(kt);
+        for r in run.runs.iter_mut() {
+            let it = measure::naive_iterations(
+                ctx, &kmat, r.k, cli.iters, cli.reps, floor_ms, kernel_ms,
+            )?;
+            say!(
+                "  naive k {}: iteration {:.2} ms (row sums {:.2} ms), end to end {:.3} s",
+                r.k,
+                it.iteration_median_ms,
+                it.distance_median_ms,
+                it.end_to_end_s
+            );
+            r.add_naive(it, points.truth.as_deref());
+        }
+    }
+    Ok(())
+}

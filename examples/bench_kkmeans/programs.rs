@@ -1,0 +1,42 @@
+//! Programs the benchmark needs besides the library's own (`kernel_polynomial` and
+//! `kkmeans_iteration` from `examples/programs/kernel_kmeans.pop`).
+
+use popcorn::Program;
+use std::sync::OnceLock;
+
+/// The benchmark's programs.
+const SOURCE: &str = "
+// The naive baseline's kernel matrix: always GEMM (X and Y are the same points, which the
+// planner cannot know, so it does not choose SYRK), then the fused polynomial map.
+fn kernel_polynomial_gemm(X: Dense[n, d], Y: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scalar) -> (K: Dense[n, n]) {
+    K = pow(gamma * X * Y^T + coef0, degree);
+}
+
+// The distance step of an iteration alone: the selection matrix and E = -2 K V^T.
+fn distances_only(K: Dense[n, n], labels: Index[n]) -> (E: Dense[n, k]) {
+    V = selection(labels, k);
+    E = -2 * K * V^T;
+}
+
+// A device-to-device copy (the bandwidth ceiling).
+fn copy(x: Dense[n, m]) -> (y: Dense[n, m]) {
+    y = x;
+}
+
+// A plain matrix product (the SGEMM ceiling).
+fn sgemm(A: Dense[m, p], B: Dense[p, q]) -> (C: Dense[m, q]) {
+    C = A * B;
+}
+";
+
+/// A benchmark program by name.
+pub fn program(name: &str) -> &'static Program {
+    static ALL: OnceLock<Vec<Program>> = OnceLock::new();
+    let all = ALL.get_or_init(|| {
+        Program::parse_all(SOURCE)
+            .unwrap_or_else(|e| panic!("the benchmark's programs do not check (a bug): {e}"))
+    });
+    all.iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("the benchmark has no program `{name}` (a bug)"))
+}

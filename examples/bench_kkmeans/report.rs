@@ -1,0 +1,317 @@
+//! The results: per-shape progress tables, the final tables and the JSON file.
+
+use super::cli::Cli;
+use super::data::Points;
+use super::measure::{Ceilings, Check, Iterations, KernelMatrix};
+use super::BenchError;
+use serde::Serialize;
+use std::path::Path;
+
+/// Everything one run measured.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// The device, in words.
+    pub device: String,
+    /// Element type.
+    pub dtype: String,
+    /// Iterations per run.
+    pub iters: usize,
+    /// Timed repetitions.
+    pub reps: usize,
+    /// Timed repetitions of the kernel matrix.
+    pub kernel_reps: usize,
+    /// Factor on every n.
+    pub scale: f64,
+    /// The kernel.
+    pub kernel: &'static str,
+    /// The device's ceilings.
+    pub ceilings: Option<Ceilings>,
+    /// The naive baseline against the library.
+    pub checks: Vec<Check>,
+    /// Every shape.
+    pub shapes: Vec<ShapeRun>,
+    /// Remarks.
+    pub notes: Vec<String>,
+}
+
+/// One shape's results.
+#[derive(Debug, Serialize)]
+pub struct ShapeRun {
+    /// Name.
+    pub name: String,
+    /// Points.
+    pub n: usize,
+    /// Features.
+    pub d: usize,
+    /// The data, in words.
+    pub source: String,
+    /// Milliseconds of uploading the points.
+    pub upload_ms: f64,
+    /// One read of K (4 n^2 bytes) at the measured copy bandwidth, milliseconds.
+    pub floor_ms: Option<f64>,
+    /// Popcorn's kernel matrix.
+    pub popcorn_kernel: Option<KernelMatrix>,
+    /// The naive baseline's kernel matrix (GEMM).
+    pub naive_kernel: Option<KernelMatrix>,
+    /// Every k.
+    pub runs: Vec<KRun>,
+    /// Why the shape was not (fully) measured.
+    pub skipped: Option<String>,
+    /// Remarks.
+    pub notes: Vec<String>,
+}
+
+/// One (shape, k).
+#[derive(Debug, Serialize)]
+pub struct KRun {
+    /// Clusters.
+    pub k: usize,
+    /// Popcorn.
+    pub popcorn: Iterations,
+    /// The naive baseline.
+    pub naive: Option<Iterations>,
+    /// Naive end to end over popcorn end to end.
+    pub speedup_end_to_end: Option<f64>,
+    /// Naive iteration over popcorn iteration (medians).
+    pub speedup_iteration: Option<f64>,
+    /// Naive row sums over popcorn's distance step (medians).
+    pub speedup_distance: Option<f64>,
+    /// Points whose final label is the same in both (near ties may differ in f32).
+    pub same_labels: Option<usize>,
+    /// ARI of popcorn's labels against the true classes.
+    pub ari_popcorn: Option<f64>,
+    /// ARI of the naive baseline's labels against the true classes.
+    pub ari_naive: Option<f64>,
+}
+
+fn ari(truth: Option<&[i64]>, labels: &[u32]) -> Option<f64> {
+    let t = truth?;
+    let pred: Vec<i64> = labels.iter().map(|l| *l as i64).collect();
+    (t.len() == pred.len()).then(|| popcorn::metrics::adjusted_rand_index(t, &pred))
+}
+
+impl KRun {
+    /// Popcorn's results for `k`.
+    pub fn new(k: usize, popcorn: Iterations, truth: Option<&[i64]>) -> KRun {
+        KRun {
+            k,
+            ari_popcorn: ari(truth, &popcorn.labels),
+            popcorn,
+            naive: None,
+            speedup_end_to_end: None,
+            speedup_iteration: None,
+            speedup_distance: None,
+            same_labels: None,
+            ari_naive: None,
+        }
+    }
+
+    /// Adds the naive baseline's results.
+    pub fn add_naive(&mut self, naive: Iterations, truth: Option<&[i64]>) {
+        let p = &self.popcorn;
+        self.speedup_end_to_end = Some(naive.end_to_end_s / p.end_to_end_s);
+        self.speedup_iteration = Some(naive.iteration_median_ms / p.iteration_median_ms);
+        self.speedup_distance = Some(naive.distance_median_ms / p.distance_median_ms);
+        self.same_labels = Some(
+            naive
+                .labels
+                .iter()
+                .zip(&p.labels)
+                .filter(|(a, b)| a == b)
+                .count(),
+        );
+        self.ari_naive = ari(truth, &naive.labels);
+        self.naive = Some(naive);
+    }
+}
+
+impl ShapeRun {
+    /// An empty result for the points.
+    pub fn new(name: &str, p: &Points) -> ShapeRun {
+        ShapeRun {
+            name: name.into(),
+            n: p.n,
+            d: p.d,
+            source: p.source.clone(),
+            upload_ms: f64::NAN,
+            floor_ms: None,
+            popcorn_kernel: None,
+            naive_kernel: None,
+            runs: Vec::new(),
+            skipped: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// A number with `digits` decimals, or `-`.
+fn num(v: Option<f64>, digits: usize) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.digits$}"),
+        _ => "-".into(),
+    }
+}
+
+fn kernel_row(s: &ShapeRun) -> String {
+    let k = |m: &Option<KernelMatrix>| match m {
+        Some(m) => format!(
+            "{:>4} {:>9} {:>6} {:>5}",
+            m.product,
+            num(Some(m.median_ms), 1),
+            num(Some(m.tflop_s), 1),
+            num(m.of_sgemm.map(|f| 100.0 * f), 0)
+        ),
+        None => format!("{:>4} {:>9} {:>6} {:>5}", "-", "-", "-", "-"),
+    };
+    format!(
+        "{:<9} {:>6} {:>6} | {} | {} | {:>8}",
+        s.name,
+        s.n,
+        s.d,
+        k(&s.popcorn_kernel),
+        k(&s.naive_kernel),
+        num(s.floor_ms, 2)
+    )
+}
+
+const KERNEL_HEADER: &str = "shape          n      d | popcorn K: op        ms TFLOP/s %SGEMM | naive K:   op        ms TFLOP/s %SGEMM | floor ms";
+
+fn iteration_rows(s: &ShapeRun) -> Vec<String> {
+    s.runs
+        .iter()
+        .map(|r| {
+            let p = &r.popcorn;
+            let naive = r.naive.as_ref();
+            format!(
+                "{:<9} {:>4} | {:>8} {:>8} {:>6} {:>7} {:>6} {:>8} | {:>8} {:>8} {:>6} {:>7} {:>8} | {:>5} {:>5} {:>5} | {:>6}",
+                s.name,
+                r.k,
+                num(Some(p.iteration_median_ms), 2),
+                num(Some(p.distance_median_ms), 2),
+                num(p.distance_over_floor, 2),
+                num(Some(p.argmin_median_ms), 2),
+                num(Some(p.readback_median_ms), 2),
+                num(Some(p.end_to_end_s), 3),
+                num(naive.map(|n| n.iteration_median_ms), 2),
+                num(naive.map(|n| n.distance_median_ms), 2),
+                num(naive.and_then(|n| n.distance_over_floor), 2),
+                num(naive.map(|n| n.argmin_median_ms), 2),
+                num(naive.map(|n| n.end_to_end_s), 3),
+                num(r.speedup_end_to_end, 2),
+                num(r.speedup_iteration, 2),
+                num(r.speedup_distance, 2),
+                match r.same_labels {
+                    Some(same) => format!("{:.1}%", 100.0 * same as f64 / s.n as f64),
+                    None => "-".into(),
+                }
+            )
+        })
+        .collect()
+}
+
+const ITERATION_HEADER: &str = "                    popcorn (per iteration, ms; e2e s)                  | naive (per iteration, ms; e2e s)               | speedup naive/popcorn | same\nshape        k |     iter     dist  /flr    rest   rdbk    e2e s |     iter  rowsums  /flr   k2+k3    e2e s |   e2e  iter  dist | labels";
+
+/// Prints one shape's rows as soon as it is done.
+pub fn print_shape(s: &ShapeRun) {
+    if let Some(why) = &s.skipped {
+        println!("  {}: {why}", s.name);
+    }
+    println!("  {}", kernel_row(s));
+    for row in iteration_rows(s) {
+        println!("  {row}");
+    }
+}
+
+impl Report {
+    /// An empty report for the run's settings.
+    pub fn new(cli: &Cli, device: String, dtype: String) -> Report {
+        Report {
+            device,
+            dtype,
+            iters: cli.iters,
+            reps: cli.reps,
+            kernel_reps: cli.kernel_reps(),
+            scale: cli.scale,
+            kernel: "polynomial (gamma 1, coef0 1, degree 2)",
+            ceilings: None,
+            checks: Vec::new(),
+            shapes: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Adds a remark (printed with the tables).
+    pub fn note(&mut self, what: &str) {
+        self.notes.push(what.into());
+    }
+
+    /// The final tables.
+    pub fn print(&self) {
+        println!();
+        println!("== Kernel K-means benchmark on {} ({}, {} iterations, medians of {} reps, K of {} reps) ==", self.device, self.dtype, self.iters, self.reps, self.kernel_reps);
+        if let Some(c) = &self.ceilings {
+            println!(
+                "ceilings: copy {:.0} GB/s (read + write), SGEMM {:.1} TFLOP/s ({}^3 fp32)",
+                c.copy_gb_s, c.sgemm_tflop_s, c.sgemm_dim
+            );
+        }
+        for c in &self.checks {
+            println!(
+                "check naive vs library ({} {} points, k {}): {} labels equal, objective rel. diff {:.1e}: {}",
+                c.data,
+                c.n,
+                c.k,
+                c.same_labels,
+                c.objective_rel_diff,
+                if c.pass { "PASS" } else { "MISMATCH" }
+            );
+        }
+        println!();
+        println!("Kernel matrix (ms: whole program, product and fused map; TFLOP/s of the product; floor: one read of K at the copy bandwidth)");
+        println!("{KERNEL_HEADER}");
+        for s in &self.shapes {
+            println!("{}", kernel_row(s));
+        }
+        println!();
+        println!("Iterations (iter: device time of one iteration; dist: popcorn's distance step alone / naive kernel 1; /flr: over the K-read floor; rest: argmin and update; rdbk: label read-back; e2e: K + {} iterations with read-backs)", self.iters);
+        println!("{ITERATION_HEADER}");
+        for s in &self.shapes {
+            for row in iteration_rows(s) {
+                println!("{row}");
+            }
+            if let Some(why) = &s.skipped {
+                println!("{:<9} skipped: {why}", s.name);
+            }
+            for n in &s.notes {
+                println!("{:<9} note: {n}", s.name);
+            }
+        }
+        for s in &self.shapes {
+            for r in &s.runs {
+                if let (Some(a), b) = (r.ari_popcorn, r.ari_naive) {
+                    println!(
+                        "{} k {}: ARI against the true classes: popcorn {a:.4}, naive {}",
+                        s.name,
+                        r.k,
+                        num(b, 4)
+                    );
+                }
+            }
+        }
+        for n in &self.notes {
+            println!("note: {n}");
+        }
+    }
+
+    /// Writes the whole report as JSON.
+    pub fn write_json(&self, path: &Path) -> Result<(), BenchError> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| BenchError::Write {
+            path: path.display().to_string(),
+            source: e.into(),
+        })?;
+        std::fs::write(path, text).map_err(|e| BenchError::Write {
+            path: path.display().to_string(),
+            source: e,
+        })
+    }
+}

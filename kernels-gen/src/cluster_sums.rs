@@ -1,0 +1,848 @@
+//! The cluster-sums kernel: `S[i, c] = sum over j with labels[j] == c of M[i, j]`, one
+//! streaming pass over a dense row-major `M` (`rows x cols`, leading dimension `ld`) with `u32`
+//! labels (one per column), into a row-major `S` (`rows x k`, leading dimension `k`).
+//!
+//! This is the step that turns Kernel K-means' distance product `-2 K V^T` (with the selection
+//! matrix `V`) into one read of the kernel matrix, so it is written to run at memory bandwidth.
+//!
+//! # Design
+//!
+//! - **One warp, 32 rows.** Each warp is an independent worker with its own slice of shared
+//!   memory (blocks are one warp). It owns *row groups* of 32 consecutive rows; lane `r` owns
+//!   row `r` of the group. Walking the columns of a row group, every lane reads the same column,
+//!   so the label is the same for the whole warp: the 32 lanes never collide on a bin, and no
+//!   atomics or private copies of the bins are needed.
+//! - **Staging.** The rows are streamed in tiles of `32 x tile_cols` through a ring of
+//!   `stages` shared-memory buffers filled with `cp.async` (16-byte copies when the matrix, its
+//!   leading dimension and the labels allow it, element copies otherwise). Each lane then reads
+//!   its row of the tile with 16-byte shared loads; rows are padded by 16 bytes so those loads
+//!   are free of bank conflicts. The labels of the tile travel with it.
+//! - **Bins.** Each lane's running sums live in shared memory, `bins[c * 33 + lane]` (stride 33
+//!   so both the per-column updates and the transposed write-out are conflict-free), plus one
+//!   spare "dump" row that absorbs labels outside the current cluster range (labels `>= k` are
+//!   skipped this way: they never touch `S`). A run of equal consecutive labels is summed in a
+//!   register; the bin of a new label is loaded *before* the previous run is stored (the two
+//!   differ), so the shared-memory read-modify-write chain overlaps two columns deep.
+//! - **Balance.** The `row_groups x column_tiles` tiles are split into `workers` contiguous,
+//!   equal ranges (one per warp, a persistent grid sized to the device's resident warps and at
+//!   most the number of row groups). A worker writes a row group it covers entirely with plain
+//!   stores; a row group split between two workers is added into a zeroed `S` with `atomicAdd`
+//!   by both.
+//! - **Large k.** The bins of one pass hold `clusters_per_pass` clusters; for larger `k` the
+//!   host launches several passes over disjoint cluster ranges (each pass reads `M` again).
+//!
+//! # Summation order (determinism)
+//!
+//! Each lane adds its row's values in column order, runs of equal labels first summed in a
+//! register (`bin + (v1 + v2 + ...)`), which differs from a plain sequential sum only in
+//! rounding. A split row group has exactly two partial sums (each worker's range spans at least
+//! one whole row group, because `workers <= row groups`), added into zero: IEEE addition is
+//! commutative, so the result does not depend on which atomic lands first. The result is
+//! therefore **deterministic** for a given device and launch configuration (the number of
+//! workers depends on the device's multiprocessor count and occupancy), and matches a
+//! sequential CPU sum to rounding. Note that `atomicAdd` on `float` flushes subnormal results to
+//! zero (PTX `atom.add.f32`).
+//!
+//! # Parameters (the launch ABI)
+//!
+//! ```text
+//! (const long long rows, const long long cols, const long long ld,
+//!  const T* m, const unsigned int* labels,
+//!  const long long c_lo, const long long kb, const long long k,
+//!  T* s, const long long workers)
+//! ```
+//!
+//! One launch computes the columns `c_lo .. c_lo + kb` of `S` (`kb <= clusters_per_pass`).
+//! Launch `workers` blocks of 32 threads ([`ClusterSumsLaunch::grid_block`]) with
+//! [`ClusterSumsLaunch::shared_bytes`] of dynamic shared memory (raise the function's
+//! dynamic-shared-memory limit first when that exceeds 48 KiB). When
+//! [`ClusterSumsLaunch::needs_zeroed_output`] is true, `S` must be zeroed before the first pass.
+//! Requirements: `ld >= cols`; for a vectorized variant, `m` and `labels` 16-byte aligned and
+//! `ld` a multiple of 16 bytes; `rows, cols >= 1` (for `cols == 0` the host writes zeros).
+
+use crate::emit::LaunchDims;
+use crate::spec::ScalarType;
+
+/// Threads per block: one warp, an independent worker.
+pub const CLUSTER_SUMS_THREADS: u32 = 32;
+/// Rows per row group (one per lane).
+pub const ROWS_PER_GROUP: u64 = 32;
+/// Stride of the shared-memory bins, in elements per cluster.
+pub const BIN_STRIDE: u32 = 33;
+/// The fewest resident warps per multiprocessor a launch plans for: with fewer the kernel
+/// cannot keep enough bytes in flight, so larger `k` is split into passes instead.
+pub const MIN_WARPS_PER_SM: u32 = 4;
+/// Tile widths a variant may use, in bytes per row (16-byte multiples, powers of two).
+const TILE_ROW_BYTES: [u32; 4] = [64, 128, 256, 512];
+
+/// Why a cluster-sums variant or launch cannot be made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterSumsError {
+    /// The tile width is not one of the supported sizes.
+    #[error(
+        "cluster sums: a tile of {tile_cols} columns of {dtype:?} is {bytes} bytes per row; use 64, 128, 256 or 512 bytes"
+    )]
+    TileWidth {
+        /// Requested columns per tile.
+        tile_cols: u32,
+        /// Element type.
+        dtype: ScalarType,
+        /// Bytes per tile row.
+        bytes: u64,
+    },
+    /// The pipeline depth is out of range.
+    #[error("cluster sums: {stages} pipeline stages requested; use 2 to 4")]
+    Stages {
+        /// Requested stages.
+        stages: u32,
+    },
+    /// Not even one cluster fits in the device's shared memory next to the staging buffers.
+    #[error(
+        "cluster sums: the {name} kernel needs {needed} bytes of shared memory per block for one cluster, the device allows {allowed}; use a variant with fewer or narrower stages"
+    )]
+    SharedMemory {
+        /// Kernel name.
+        name: String,
+        /// Bytes needed for one cluster per pass.
+        needed: u64,
+        /// Bytes the device allows per block.
+        allowed: u64,
+    },
+}
+
+/// The compile-time shape of a cluster-sums kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ClusterSumsVariant {
+    /// Element type of `M` and `S`.
+    pub dtype: ScalarType,
+    /// Columns per staged tile (64 to 512 bytes per row, a power of two).
+    pub tile_cols: u32,
+    /// Shared-memory buffers in the `cp.async` ring (2 to 4): `stages - 1` tiles are in flight
+    /// while one is summed.
+    pub stages: u32,
+    /// 16-byte copies of `M` and the labels (needs 16-byte aligned `m`, `labels` and a leading
+    /// dimension that is a multiple of 16 bytes); element copies otherwise.
+    pub vectorized: bool,
+}
+
+impl ClusterSumsVariant {
+    /// A checked variant.
+    pub fn new(
+        dtype: ScalarType,
+        tile_cols: u32,
+        stages: u32,
+        vectorized: bool,
+    ) -> Result<ClusterSumsVariant, ClusterSumsError> {
+        let bytes = u64::from(tile_cols) * dtype.size_bytes() as u64;
+        if !TILE_ROW_BYTES.iter().any(|b| u64::from(*b) == bytes) {
+            return Err(ClusterSumsError::TileWidth {
+                tile_cols,
+                dtype,
+                bytes,
+            });
+        }
+        if !(2..=4).contains(&stages) {
+            return Err(ClusterSumsError::Stages { stages });
+        }
+        Ok(ClusterSumsVariant {
+            dtype,
+            tile_cols,
+            stages,
+            vectorized,
+        })
+    }
+
+    /// The variant used by default: 256-byte tile rows, three stages.
+    pub fn preferred(dtype: ScalarType, vectorized: bool) -> ClusterSumsVariant {
+        ClusterSumsVariant {
+            dtype,
+            tile_cols: 256 / dtype.size_bytes() as u32,
+            stages: 3,
+            vectorized,
+        }
+    }
+
+    /// The variants tried in order when the preferred one leaves too little room for the bins
+    /// (see [`plan_cluster_sums`]): the preferred one, then ever smaller staging rings.
+    pub fn fallbacks(dtype: ScalarType, vectorized: bool) -> Vec<ClusterSumsVariant> {
+        let esz = dtype.size_bytes() as u32;
+        [(256, 3), (256, 2), (128, 2), (64, 2)]
+            .into_iter()
+            .map(|(row_bytes, stages)| ClusterSumsVariant {
+                dtype,
+                tile_cols: row_bytes / esz,
+                stages,
+                vectorized,
+            })
+            .collect()
+    }
+
+    /// Whether a matrix at `m_addr` with leading dimension `ld` (elements) and labels at
+    /// `labels_addr` allow the vectorized variant.
+    pub fn can_vectorize(dtype: ScalarType, m_addr: u64, ld: u64, labels_addr: u64) -> bool {
+        let esz = dtype.size_bytes() as u64;
+        m_addr % 16 == 0 && labels_addr % 16 == 0 && (ld * esz) % 16 == 0
+    }
+
+    /// Elements per 16 bytes.
+    fn vector_elems(&self) -> u32 {
+        16 / self.dtype.size_bytes() as u32
+    }
+
+    /// Bytes of one stage: the padded `32 x tile_cols` tile and its labels.
+    pub fn stage_bytes(&self) -> u64 {
+        let esz = self.dtype.size_bytes() as u64;
+        let row = u64::from(self.tile_cols + self.vector_elems()) * esz;
+        ROWS_PER_GROUP * row + u64::from(self.tile_cols) * 4
+    }
+
+    /// Dynamic shared memory of one block (one warp) whose bins hold `clusters` clusters
+    /// (plus the dump row).
+    pub fn shared_bytes(&self, clusters: u64) -> u64 {
+        let esz = self.dtype.size_bytes() as u64;
+        u64::from(self.stages) * self.stage_bytes()
+            + (clusters + 1) * u64::from(BIN_STRIDE) * esz
+    }
+
+    /// The most clusters one pass can hold when a block may use `bytes` of shared memory.
+    pub fn clusters_within(&self, bytes: u64) -> u64 {
+        let esz = self.dtype.size_bytes() as u64;
+        let staging = u64::from(self.stages) * self.stage_bytes();
+        (bytes.saturating_sub(staging) / (u64::from(BIN_STRIDE) * esz)).saturating_sub(1)
+    }
+
+    /// The kernel's entry-point name, e.g. `pk_cluster_sums_f32_t64_s3_v16`.
+    pub fn name(&self) -> String {
+        let ty = match self.dtype {
+            ScalarType::F32 => "f32",
+            ScalarType::F64 => "f64",
+        };
+        let copy = if self.vectorized { "v16" } else { "e" };
+        format!(
+            "pk_cluster_sums_{ty}_t{}_s{}_{copy}",
+            self.tile_cols, self.stages
+        )
+    }
+}
+
+/// Shared-memory limits of a device (the CUDA device attributes of the same names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// Multiprocessors.
+    pub multiprocessors: u32,
+    /// Shared memory per multiprocessor, bytes.
+    pub shared_bytes_per_sm: u32,
+    /// The largest dynamic shared memory a block may opt into, bytes.
+    pub shared_bytes_per_block_optin: u32,
+    /// Shared memory the system reserves per resident block, bytes.
+    pub reserved_shared_bytes_per_block: u32,
+    /// Resident blocks per multiprocessor at most.
+    pub max_blocks_per_sm: u32,
+}
+
+impl DeviceLimits {
+    /// An NVIDIA H100 (SXM): 132 multiprocessors, 228 KiB of shared memory each.
+    pub const H100: DeviceLimits = DeviceLimits {
+        multiprocessors: 132,
+        shared_bytes_per_sm: 233_472,
+        shared_bytes_per_block_optin: 232_448,
+        reserved_shared_bytes_per_block: 1024,
+        max_blocks_per_sm: 32,
+    };
+
+    /// Resident one-warp blocks per multiprocessor with `shared` bytes each (shared memory and
+    /// the block limit only; the runtime also asks the driver's occupancy calculator).
+    pub fn blocks_per_sm(&self, shared: u64) -> u32 {
+        let per_block = shared + u64::from(self.reserved_shared_bytes_per_block);
+        let fit = u64::from(self.shared_bytes_per_sm) / per_block.max(1);
+        fit.min(u64::from(self.max_blocks_per_sm)) as u32
+    }
+}
+
+/// How to compute cluster sums for one `k` on one device: the kernel, its passes over cluster
+/// ranges and its shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterSumsLaunch {
+    /// The kernel.
+    pub variant: ClusterSumsVariant,
+    /// Number of clusters `k`.
+    pub k: u64,
+    /// Clusters per pass (the bins of one launch).
+    pub clusters_per_pass: u64,
+    /// Dynamic shared memory per block, bytes.
+    pub shared_bytes: u32,
+}
+
+impl ClusterSumsLaunch {
+    /// Number of launches (each reads `M` once).
+    pub fn passes(&self) -> u64 {
+        self.k.div_ceil(self.clusters_per_pass.max(1))
+    }
+
+    /// The cluster range `(c_lo, kb)` of pass `p`.
+    pub fn pass_range(&self, p: u64) -> (u64, u64) {
+        let lo = p * self.clusters_per_pass;
+        (lo, self.clusters_per_pass.min(self.k.saturating_sub(lo)))
+    }
+
+    /// Workers (warps, one per block) for a `rows x cols` matrix when `resident_blocks` blocks
+    /// fit on the device at once: all of them, but at most one per row group, and at least one.
+    pub fn workers(rows: u64, cols: u64, resident_blocks: u64) -> u64 {
+        let groups = rows.div_ceil(ROWS_PER_GROUP);
+        if groups == 0 || cols == 0 {
+            return 0;
+        }
+        resident_blocks.clamp(1, groups)
+    }
+
+    /// Whether some row group is split between two workers, so `S` must be zeroed first.
+    pub fn needs_zeroed_output(rows: u64, workers: u64) -> bool {
+        workers < rows.div_ceil(ROWS_PER_GROUP)
+    }
+
+    /// Grid, block and dynamic shared memory for `workers` workers.
+    pub fn grid_block(&self, workers: u64) -> LaunchDims {
+        let grid = u32::try_from(workers.max(1)).unwrap_or(u32::MAX);
+        (
+            (grid, 1, 1),
+            (CLUSTER_SUMS_THREADS, 1, 1),
+            self.shared_bytes,
+        )
+    }
+}
+
+/// Chooses the kernel and the clusters per pass for `k` clusters.
+///
+/// With `forced`, that variant is used, its bins as large as one block may have (so it may run
+/// with fewer resident warps; for benchmarks and tests). Otherwise the first variant of
+/// [`ClusterSumsVariant::fallbacks`] whose bins hold all `k` clusters while
+/// [`MIN_WARPS_PER_SM`] warps stay resident, or, when none does, the one that needs the fewest
+/// passes at that occupancy.
+pub fn plan_cluster_sums(
+    k: u64,
+    dtype: ScalarType,
+    vectorized: bool,
+    forced: Option<ClusterSumsVariant>,
+    limits: &DeviceLimits,
+) -> Result<ClusterSumsLaunch, ClusterSumsError> {
+    let k = k.max(1);
+    let make = |variant: ClusterSumsVariant, budget: u64| {
+        let fit = variant.clusters_within(budget);
+        if fit == 0 {
+            return Err(ClusterSumsError::SharedMemory {
+                name: variant.name(),
+                needed: variant.shared_bytes(1),
+                allowed: budget,
+            });
+        }
+        let per_pass = fit.min(k);
+        Ok(ClusterSumsLaunch {
+            variant,
+            k,
+            clusters_per_pass: per_pass,
+            shared_bytes: u32::try_from(variant.shared_bytes(per_pass)).unwrap_or(u32::MAX),
+        })
+    };
+    let per_block = u64::from(limits.shared_bytes_per_block_optin);
+    if let Some(variant) = forced {
+        return make(variant, per_block);
+    }
+    let per_warp = (u64::from(limits.shared_bytes_per_sm) / u64::from(MIN_WARPS_PER_SM))
+        .saturating_sub(u64::from(limits.reserved_shared_bytes_per_block))
+        .min(per_block);
+    let mut best: Option<ClusterSumsLaunch> = None;
+    let mut first_error = None;
+    for variant in ClusterSumsVariant::fallbacks(dtype, vectorized) {
+        match make(variant, per_warp) {
+            Ok(launch) if launch.passes() == 1 => return Ok(launch),
+            Ok(launch) => {
+                if best.is_none_or(|b| launch.passes() < b.passes()) {
+                    best = Some(launch);
+                }
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match (best, first_error) {
+        (Some(b), _) => Ok(b),
+        (None, Some(e)) => Err(e),
+        (None, None) => make(ClusterSumsVariant::preferred(dtype, vectorized), per_warp),
+    }
+}
+
+const TEMPLATE: &str = r#"// popcorn builtin kernel {NAME}: cluster sums over one range of clusters,
+//   s[i * k + c_lo + c] = sum over j < cols with labels[j] == c_lo + c of m[i * ld + j],
+// for 0 <= i < rows and 0 <= c < kb. Labels outside [c_lo, c_lo + kb) are skipped.
+// One warp per block, each an independent worker over a contiguous range of 32-row x {TW}-column
+// tiles; lane r owns row r of its row group. Tiles stream through a {STAGES}-stage cp.async ring
+// ({COPY} copies); per-lane bins live in shared memory at bins[c * 33 + lane] plus a dump row kb.
+// Row groups split between two workers are added with atomicAdd into a zeroed s.
+namespace {NAME}_impl {
+
+typedef {T} real;
+constexpr int TW = {TW};
+constexpr int STAGES = {STAGES};
+constexpr int VE = {VE};
+constexpr int TWP = TW + VE;
+constexpr int CW = {CW};
+constexpr int CPR = TW / CW;
+constexpr int LPC = {LPC};
+constexpr int LCOPIES = TW / LPC;
+constexpr int TILE_BYTES = 32 * TWP * (int)sizeof(real);
+constexpr int STAGE_BYTES = TILE_BYTES + TW * 4;
+constexpr unsigned BSTRIDE = 33u;
+
+__device__ __forceinline__ void copy_m(unsigned dst, const void* src, unsigned bytes)
+{
+    asm volatile("cp.async.{MCACHE}.shared.global [%0], [%1], {CB}, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void copy_labels(unsigned dst, const void* src, unsigned bytes)
+{
+    asm volatile("cp.async.{LCACHE}.shared.global [%0], [%1], {LB}, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wait_oldest()
+{
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 1) : "memory");
+}
+
+// Queues the copies of tile (rows r0.., columns c0..) into the stage at shared address `stage`.
+// Elements past the matrix are zero-filled (src-size 0), and never read from memory.
+__device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict__ m,
+    const unsigned int* __restrict__ labels, long long rows, long long cols, long long ld,
+    long long r0, long long c0, unsigned lane)
+{
+#pragma unroll{LUNROLL}
+    for (int i = 0; i < CPR; ++i) {
+        const unsigned chunk = (unsigned)i * 32u + lane;
+        const unsigned r = chunk / (unsigned)CPR;
+        const unsigned q = chunk % (unsigned)CPR;
+        const long long row = r0 + (long long)r;
+        const long long col = c0 + (long long)q * CW;
+        const long long avail = cols - col;
+        const unsigned bytes = (row < rows && avail > 0)
+            ? (unsigned)((avail < CW ? avail : (long long)CW) * (long long)sizeof(real))
+            : 0u;
+        const real* src = bytes != 0u ? m + row * ld + col : m;
+        copy_m(stage + (r * (unsigned)TWP + q * (unsigned)CW) * (unsigned)sizeof(real), src, bytes);
+    }
+#pragma unroll
+    for (int i = 0; i < (LCOPIES + 31) / 32; ++i) {
+        const unsigned idx = (unsigned)i * 32u + lane;
+        if (idx < (unsigned)LCOPIES) {
+            const long long col = c0 + (long long)idx * LPC;
+            const long long avail = cols - col;
+            const unsigned bytes = avail > 0
+                ? (unsigned)((avail < LPC ? avail : (long long)LPC) * 4)
+                : 0u;
+            copy_labels(stage + (unsigned)TILE_BYTES + idx * (unsigned)(LPC * 4),
+                        bytes != 0u ? labels + col : labels, bytes);
+        }
+    }
+}
+
+// Adds v to the bin of cluster c (already mapped into [0, kb], kb = dump). The run of the
+// current cluster `cur` is kept as base (its bin before the run) + acc (the run's sum); the new
+// bin is loaded before the old run is stored, which is safe because they differ when c != cur
+// (when c == cur the load is discarded and the store writes an intermediate value).
+__device__ __forceinline__ void push(real v, unsigned c, real* bins_lane, unsigned& cur,
+                                     real& base, real& acc)
+{
+    const real nb = bins_lane[c * BSTRIDE];
+    bins_lane[cur * BSTRIDE] = base + acc;
+    const bool same = c == cur;
+    base = same ? base : nb;
+    acc = same ? acc + v : v;
+    cur = c;
+}
+
+// Sums one staged tile into the lane's bins. FULL: all TW columns are inside the matrix;
+// otherwise columns >= jn go to the dump row.
+template <bool FULL>
+__device__ __forceinline__ void consume(const unsigned char* stage, int jn, unsigned c_lo,
+    unsigned kb, real* bins_lane, unsigned lane, unsigned& cur, real& base, real& acc)
+{
+    const real* row = reinterpret_cast<const real*>(stage) + lane * (unsigned)TWP;
+    const unsigned int* lab = reinterpret_cast<const unsigned int*>(stage + TILE_BYTES);
+    {VT} v = *reinterpret_cast<const {VT}*>(row);
+    {LT} l = *reinterpret_cast<const {LT}*>(lab);
+#pragma unroll
+    for (int q = 0; q < TW / VE; ++q) {
+        {VT} vn = v;
+        {LT} ln = l;
+        if (q + 1 < TW / VE) {
+            vn = *reinterpret_cast<const {VT}*>(row + (q + 1) * VE);
+            ln = *reinterpret_cast<const {LT}*>(lab + (q + 1) * VE);
+        }
+{PUSHES}
+        v = vn;
+        l = ln;
+    }
+}
+
+// Writes (whole) or adds (split row group) the lane-transposed bins of row group r0.
+__device__ __forceinline__ void flush(const real* bins, real* __restrict__ s, long long rows,
+    long long k, long long c_lo, unsigned kb, long long r0, bool whole, unsigned lane)
+{
+    const long long left = rows - r0;
+    const int nr = left < 32 ? (int)left : 32;
+    for (int r = 0; r < nr; ++r) {
+        real* out = s + (r0 + r) * k + c_lo;
+        for (unsigned c = lane; c < kb; c += 32u) {
+            const real v = bins[c * BSTRIDE + (unsigned)r];
+            if (whole) {
+                out[c] = v;
+            } else {
+                atomicAdd(out + c, v);
+            }
+        }
+    }
+}
+
+} // namespace {NAME}_impl
+
+extern "C" __global__ void __launch_bounds__(32) {NAME}(
+    const long long rows,
+    const long long cols,
+    const long long ld,
+    const {T}* __restrict__ m,
+    const unsigned int* __restrict__ labels,
+    const long long c_lo,
+    const long long kb,
+    const long long k,
+    {T}* __restrict__ s,
+    const long long workers)
+{
+    using namespace {NAME}_impl;
+    extern __shared__ __align__(16) unsigned char pk_smem[];
+    const unsigned lane = threadIdx.x;
+    const long long w = (long long)blockIdx.x;
+    if (w >= workers || rows <= 0 || cols <= 0 || kb <= 0) {
+        return;
+    }
+    const long long cts = (cols + TW - 1) / TW;
+    const unsigned long long ucts = (unsigned long long)cts;
+    const unsigned long long total = (unsigned long long)((rows + 31) / 32) * ucts;
+    const unsigned long long t0 = (unsigned long long)w * total / (unsigned long long)workers;
+    const unsigned long long t1 = (unsigned long long)(w + 1) * total / (unsigned long long)workers;
+    if (t0 >= t1) {
+        return;
+    }
+    const unsigned ukb = (unsigned)kb;
+    const unsigned uclo = (unsigned)c_lo;
+    const unsigned sbase = (unsigned)__cvta_generic_to_shared(pk_smem);
+    real* bins = reinterpret_cast<real*>(pk_smem + STAGES * STAGE_BYTES);
+    real* bins_lane = bins + lane;
+    for (unsigned c = 0; c <= ukb; ++c) {
+        bins_lane[c * BSTRIDE] = (real)0;
+    }
+
+    // Copy cursor: the next tile to queue, as (row group, column tile).
+    unsigned long long tl = t0;
+    long long lg = (long long)(t0 / ucts);
+    long long lct = (long long)(t0 - (unsigned long long)lg * ucts);
+#pragma unroll
+    for (int p = 0; p < STAGES - 1; ++p) {
+        if (tl < t1) {
+            load_tile(sbase + (unsigned)(p * STAGE_BYTES), m, labels, rows, cols, ld, lg * 32, lct * TW, lane);
+            ++tl;
+            if (++lct == cts) {
+                lct = 0;
+                ++lg;
+            }
+        }
+        commit();
+    }
+
+    long long g = (long long)(t0 / ucts);
+    long long ct = (long long)(t0 - (unsigned long long)g * ucts);
+    bool whole_start = ct == 0;
+    unsigned cur = ukb;
+    real base = (real)0;
+    real acc = (real)0;
+    int stage = 0;
+    for (unsigned long long t = t0; t < t1; ++t) {
+        int refill = stage + STAGES - 1;
+        if (refill >= STAGES) {
+            refill -= STAGES;
+        }
+        if (tl < t1) {
+            load_tile(sbase + (unsigned)(refill * STAGE_BYTES), m, labels, rows, cols, ld, lg * 32, lct * TW, lane);
+            ++tl;
+            if (++lct == cts) {
+                lct = 0;
+                ++lg;
+            }
+        }
+        commit();
+        wait_oldest();
+        __syncwarp();
+        const unsigned char* st = pk_smem + stage * STAGE_BYTES;
+        const long long left = cols - ct * TW;
+        if (left >= TW) {
+            consume<true>(st, TW, uclo, ukb, bins_lane, lane, cur, base, acc);
+        } else {
+            consume<false>(st, (int)left, uclo, ukb, bins_lane, lane, cur, base, acc);
+        }
+        const bool last_tile = ct == cts - 1;
+        if (last_tile || t + 1 == t1) {
+            bins_lane[cur * BSTRIDE] = base + acc;
+            cur = ukb;
+            base = (real)0;
+            acc = (real)0;
+            __syncwarp();
+            flush(bins, s, rows, k, c_lo, ukb, g * 32, whole_start && last_tile, lane);
+            __syncwarp();
+            for (unsigned c = 0; c <= ukb; ++c) {
+                bins_lane[c * BSTRIDE] = (real)0;
+            }
+            whole_start = true;
+        }
+        if (++ct == cts) {
+            ct = 0;
+            ++g;
+        }
+        __syncwarp();
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+"#;
+
+/// The per-element statements of [`TEMPLATE`]'s `consume` for one 16-byte vector.
+fn pushes(dtype: ScalarType) -> String {
+    let fields: &[&str] = match dtype {
+        ScalarType::F32 => &["x", "y", "z", "w"],
+        ScalarType::F64 => &["x", "y"],
+    };
+    let mut out = String::new();
+    for (e, f) in fields.iter().enumerate() {
+        out.push_str(&format!(
+            "        {{\n            unsigned c = l.{f} - c_lo;\n            c = c < kb ? c : kb;\n            if (!FULL && q * VE + {e} >= jn) {{\n                c = kb;\n            }}\n            push(v.{f}, c, bins_lane, cur, base, acc);\n        }}\n"
+        ));
+    }
+    out
+}
+
+/// The cluster-sums kernel of `variant` (see the module documentation for the parameters and
+/// the launch).
+pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtins::BuiltinKernel {
+    let esz = variant.dtype.size_bytes() as u32;
+    let ve = 16 / esz;
+    let (vt, lt) = match variant.dtype {
+        ScalarType::F32 => ("float4", "uint4"),
+        ScalarType::F64 => ("double2", "uint2"),
+    };
+    // Element copies are many per lane (one per column of a tile row): unrolling them all
+    // would hoist every address into registers.
+    let (cw, cb, mcache, lpc, lb, lcache, copy, unroll) = if variant.vectorized {
+        (ve, 16, "cg", 4, 16, "cg", "16-byte", "")
+    } else {
+        (1, esz, "ca", 1, 4, "ca", "element", " 8")
+    };
+    let name = variant.name();
+    let source = TEMPLATE
+        .replace("{PUSHES}", &pushes(variant.dtype))
+        .replace("{NAME}", &name)
+        .replace("{T}", variant.dtype.c_name())
+        .replace("{TW}", &variant.tile_cols.to_string())
+        .replace("{STAGES}", &variant.stages.to_string())
+        .replace("{VE}", &ve.to_string())
+        .replace("{CW}", &cw.to_string())
+        .replace("{CB}", &cb.to_string())
+        .replace("{MCACHE}", mcache)
+        .replace("{LPC}", &lpc.to_string())
+        .replace("{LB}", &lb.to_string())
+        .replace("{LCACHE}", lcache)
+        .replace("{VT}", vt)
+        .replace("{LT}", lt)
+        .replace("{COPY}", copy)
+        .replace("{LUNROLL}", unroll);
+    crate::builtins::BuiltinKernel { name, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_variants() -> Vec<ClusterSumsVariant> {
+        let mut v = Vec::new();
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            for vectorized in [true, false] {
+                for row_bytes in TILE_ROW_BYTES {
+                    for stages in 2..=4 {
+                        let cols = row_bytes / dtype.size_bytes() as u32;
+                        v.push(ClusterSumsVariant::new(dtype, cols, stages, vectorized).unwrap());
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn every_placeholder_is_filled_and_names_are_distinct() {
+        let mut names = std::collections::BTreeSet::new();
+        for v in all_variants() {
+            let k = cluster_sums(&v);
+            for p in [
+                "{NAME}", "{T}", "{TW}", "{STAGES}", "{VE}", "{CW}", "{CB}", "{MCACHE}", "{LPC}",
+                "{LB}", "{LCACHE}", "{VT}", "{LT}", "{PUSHES}", "{COPY}", "{LUNROLL}",
+            ] {
+                assert!(!k.source.contains(p), "{p} left in {}", k.name);
+            }
+            assert!(k.source.contains(&format!("void __launch_bounds__(32) {}(", k.name)));
+            assert!(names.insert(k.name.clone()), "duplicate {}", k.name);
+        }
+    }
+
+    #[test]
+    fn sources_pick_the_copy_width_and_vector_types() {
+        let v = ClusterSumsVariant::new(ScalarType::F32, 64, 3, true).unwrap();
+        let k = cluster_sums(&v);
+        assert_eq!(k.name, "pk_cluster_sums_f32_t64_s3_v16");
+        assert!(k.source.contains("cp.async.cg.shared.global [%0], [%1], 16, %2;"));
+        assert!(k.source.contains("float4 v ="));
+        assert_eq!(k.source.matches("push(v.").count(), 4);
+        let e = ClusterSumsVariant::new(ScalarType::F64, 32, 2, false).unwrap();
+        let k = cluster_sums(&e);
+        assert_eq!(k.name, "pk_cluster_sums_f64_t32_s2_e");
+        assert!(k.source.contains("cp.async.ca.shared.global [%0], [%1], 8, %2;"));
+        assert!(k.source.contains("cp.async.ca.shared.global [%0], [%1], 4, %2;"));
+        assert!(k.source.contains("double2 v ="));
+        assert_eq!(k.source.matches("push(v.").count(), 2);
+    }
+
+    #[test]
+    fn bad_variants_are_refused() {
+        assert!(matches!(
+            ClusterSumsVariant::new(ScalarType::F32, 48, 3, true),
+            Err(ClusterSumsError::TileWidth { bytes: 192, .. })
+        ));
+        assert!(ClusterSumsVariant::new(ScalarType::F64, 8, 3, true).is_ok());
+        assert!(matches!(
+            ClusterSumsVariant::new(ScalarType::F64, 128, 3, true),
+            Err(ClusterSumsError::TileWidth { bytes: 1024, .. })
+        ));
+        assert_eq!(
+            ClusterSumsVariant::new(ScalarType::F32, 64, 5, true),
+            Err(ClusterSumsError::Stages { stages: 5 })
+        );
+        assert_eq!(
+            ClusterSumsVariant::new(ScalarType::F32, 64, 1, true),
+            Err(ClusterSumsError::Stages { stages: 1 })
+        );
+        let msg = ClusterSumsVariant::new(ScalarType::F32, 3, 2, false)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(msg.contains("12 bytes per row"), "{msg}");
+    }
+
+    #[test]
+    fn shared_memory_sizes_by_hand() {
+        // f32, 64 columns: rows of 68 floats (272 bytes) x 32 + 256 bytes of labels.
+        let v = ClusterSumsVariant::new(ScalarType::F32, 64, 3, true).unwrap();
+        assert_eq!(v.stage_bytes(), 32 * 272 + 256);
+        // k = 10: 11 bins of 33 floats.
+        assert_eq!(v.shared_bytes(10), 3 * 8960 + 11 * 33 * 4);
+        assert_eq!(v.clusters_within(v.shared_bytes(10)), 10);
+        assert_eq!(v.clusters_within(v.shared_bytes(10) + 131), 10);
+        assert_eq!(v.clusters_within(v.shared_bytes(10) + 132), 11);
+        assert_eq!(v.clusters_within(100), 0);
+        // f64, 32 columns: rows of 34 doubles (272 bytes) x 32 + 128 bytes of labels.
+        let d = ClusterSumsVariant::new(ScalarType::F64, 32, 2, false).unwrap();
+        assert_eq!(d.stage_bytes(), 32 * 272 + 128);
+        assert_eq!(d.shared_bytes(1), 2 * 8832 + 2 * 33 * 8);
+    }
+
+    #[test]
+    fn plans_fit_the_h100_and_split_large_k_into_passes() {
+        let h = DeviceLimits::H100;
+        for k in [1u64, 10, 50, 100] {
+            let l = plan_cluster_sums(k, ScalarType::F32, true, None, &h).unwrap();
+            assert_eq!(l.passes(), 1, "k = {k}");
+            assert_eq!(l.variant, ClusterSumsVariant::preferred(ScalarType::F32, true));
+            assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM);
+            assert_eq!(l.pass_range(0), (0, k));
+        }
+        // k = 100 on the H100: 3 stages of 8960 bytes and 101 x 33 floats.
+        let l = plan_cluster_sums(100, ScalarType::F32, true, None, &h).unwrap();
+        assert_eq!(l.shared_bytes, 3 * 8960 + 101 * 132);
+        assert_eq!(h.blocks_per_sm(u64::from(l.shared_bytes)), 5);
+        // k = 1000 does not fit in one pass with 4 warps per SM: several passes cover 0..1000.
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            let l = plan_cluster_sums(1000, dtype, false, None, &h).unwrap();
+            assert!(l.passes() > 1);
+            assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM);
+            let mut next = 0;
+            for p in 0..l.passes() {
+                let (lo, kb) = l.pass_range(p);
+                assert_eq!(lo, next);
+                assert!(kb >= 1 && kb <= l.clusters_per_pass);
+                next = lo + kb;
+            }
+            assert_eq!(next, 1000);
+        }
+    }
+
+    #[test]
+    fn forced_variants_are_kept_and_may_use_a_whole_block() {
+        let h = DeviceLimits::H100;
+        let v = ClusterSumsVariant::new(ScalarType::F32, 128, 3, true).unwrap();
+        let l = plan_cluster_sums(100, ScalarType::F32, true, Some(v), &h).unwrap();
+        assert_eq!(l.variant, v);
+        assert_eq!(l.passes(), 1);
+        // 3 stages of 32 x 132 floats + 512 bytes of labels, 101 x 33 floats of bins.
+        assert_eq!(u64::from(l.shared_bytes), 3 * (32 * 132 * 4 + 512) + 101 * 132);
+        assert_eq!(h.blocks_per_sm(u64::from(l.shared_bytes)), 3);
+    }
+
+    #[test]
+    fn tiny_devices_get_an_error_not_a_panic() {
+        let tiny = DeviceLimits {
+            multiprocessors: 1,
+            shared_bytes_per_sm: 8 * 1024,
+            shared_bytes_per_block_optin: 8 * 1024,
+            reserved_shared_bytes_per_block: 0,
+            max_blocks_per_sm: 32,
+        };
+        let e = plan_cluster_sums(10, ScalarType::F64, true, None, &tiny).unwrap_err();
+        assert!(e.to_string().contains("shared memory"), "{e}");
+    }
+
+    #[test]
+    fn workers_never_exceed_row_groups() {
+        assert_eq!(ClusterSumsLaunch::workers(1, 1, 660), 1);
+        assert_eq!(ClusterSumsLaunch::workers(33, 5, 660), 2);
+        assert_eq!(ClusterSumsLaunch::workers(60_000, 60_000, 660), 660);
+        assert_eq!(ClusterSumsLaunch::workers(60_000, 0, 660), 0);
+        assert_eq!(ClusterSumsLaunch::workers(0, 10, 660), 0);
+        assert_eq!(ClusterSumsLaunch::workers(100, 10, 0), 1);
+        assert!(!ClusterSumsLaunch::needs_zeroed_output(64, 2));
+        assert!(ClusterSumsLaunch::needs_zeroed_output(65, 2));
+        let l = plan_cluster_sums(7, ScalarType::F32, true, None, &DeviceLimits::H100).unwrap();
+        let ((gx, gy, gz), block, shared) = l.grid_block(660);
+        assert_eq!((gx, gy, gz, block, shared), (660, 1, 1, (32, 1, 1), l.shared_bytes));
+    }
+
+    #[test]
+    fn the_same_variant_gives_the_same_source() {
+        let v = ClusterSumsVariant::preferred(ScalarType::F64, true);
+        assert_eq!(cluster_sums(&v), cluster_sums(&v));
+        assert_ne!(
+            cluster_sums(&v).source,
+            cluster_sums(&ClusterSumsVariant::preferred(ScalarType::F32, true)).source
+        );
+    }
+}
