@@ -17,12 +17,18 @@ pub struct SpanRange {
 impl SpanRange {
     /// A range of a single token.
     pub fn single(span: Span) -> SpanRange {
-        SpanRange { start: span, end: span }
+        SpanRange {
+            start: span,
+            end: span,
+        }
     }
 
     /// From the start of `self` to the end of `other`.
     pub fn to(self, other: SpanRange) -> SpanRange {
-        SpanRange { start: self.start, end: other.end }
+        SpanRange {
+            start: self.start,
+            end: other.end,
+        }
     }
 }
 

@@ -7,8 +7,8 @@ use crate::diag::Diagnostic;
 use crate::ir::{Graph, NodeId, Op, Reduce};
 use crate::program::{ParamSig, Program};
 use crate::scalar::ScalarExpr;
-use crate::typing::{result_type, TypeError};
 use crate::types::{Dim, Storage, Type};
+use crate::typing::{result_type, TypeError};
 use kernels_gen::{BinaryOp, UnaryOp};
 use std::collections::{BTreeSet, HashMap};
 
@@ -84,7 +84,11 @@ fn declared_type(ann: &ast::TypeAnn) -> Result<Type, Diagnostic> {
     if ann.dims.len() != want {
         return Err(Diagnostic::new(
             ann.span,
-            format!("{:?} takes {want} dimension(s), found {}", ann.kind, ann.dims.len()),
+            format!(
+                "{:?} takes {want} dimension(s), found {}",
+                ann.kind,
+                ann.dims.len()
+            ),
         ));
     }
     let d = &ann.dims;
@@ -99,7 +103,11 @@ fn declared_type(ann: &ast::TypeAnn) -> Result<Type, Diagnostic> {
 }
 
 fn check_program(p: &ast::ProgramAst, source: &str) -> Result<Program, Diagnostic> {
-    let mut ck = Checker { graph: Graph::default(), env: HashMap::new(), body_dims: BTreeSet::new() };
+    let mut ck = Checker {
+        graph: Graph::default(),
+        env: HashMap::new(),
+        body_dims: BTreeSet::new(),
+    };
     let mut params = Vec::new();
     let mut dims = BTreeSet::new();
     let mut outputs = Vec::new();
@@ -110,11 +118,17 @@ fn check_program(p: &ast::ProgramAst, source: &str) -> Result<Program, Diagnosti
                     dims.insert(s.clone());
                 }
                 if d.dim == Dim::Fixed(0) {
-                    return Err(Diagnostic::new(SpanRange::single(d.span), "a dimension cannot be 0"));
+                    return Err(Diagnostic::new(
+                        SpanRange::single(d.span),
+                        "a dimension cannot be 0",
+                    ));
                 }
             }
             let ty = declared_type(&prm.ty)?;
-            let sig = ParamSig { name: prm.name.name.clone(), ty };
+            let sig = ParamSig {
+                name: prm.name.name.clone(),
+                ty,
+            };
             if is_output {
                 outputs.push((sig, prm.name.span));
             } else {
@@ -131,7 +145,13 @@ fn check_program(p: &ast::ProgramAst, source: &str) -> Result<Program, Diagnosti
         let binding = if sig.ty.storage == Storage::Scalar {
             Binding::Scalar(ScalarExpr::Param(name.clone()))
         } else {
-            let n = ck.graph.add(Op::Input { param: name.clone() }, sig.ty.clone(), &[]);
+            let n = ck.graph.add(
+                Op::Input {
+                    param: name.clone(),
+                },
+                sig.ty.clone(),
+                &[],
+            );
             ck.graph.node_mut(n).name = Some(name.clone());
             Binding::Value(n)
         };
@@ -161,7 +181,10 @@ fn check_program(p: &ast::ProgramAst, source: &str) -> Result<Program, Diagnosti
 
     for stmt in &p.body {
         let target = &stmt.target;
-        if ck.env.contains_key(&target.name) || FUNCTIONS.iter().any(|(f, _)| *f == target.name) || target.name == "inf" {
+        if ck.env.contains_key(&target.name)
+            || FUNCTIONS.iter().any(|(f, _)| *f == target.name)
+            || target.name == "inf"
+        {
             let what = match ck.env.get(&target.name) {
                 Some(Binding::Dim(_)) => "a dimension",
                 Some(_) if params.iter().any(|q| q.name == target.name) => "a parameter",
@@ -202,15 +225,23 @@ fn check_program(p: &ast::ProgramAst, source: &str) -> Result<Program, Diagnosti
         let node = match binding {
             Binding::Value(n) => n,
             Binding::Scalar(s) => ck.graph.add(Op::Scalar(s), Type::scalar(), &[]),
-            Binding::Dim(d) => ck.graph.add(Op::Scalar(ScalarExpr::Dim(d)), Type::scalar(), &[]),
+            Binding::Dim(d) => ck
+                .graph
+                .add(Op::Scalar(ScalarExpr::Dim(d)), Type::scalar(), &[]),
         };
         let got = &ck.graph.node(node).ty;
         let scalar_ok = sig.ty.is_scalar()
-            && (got.is_scalar() || (got.storage == Storage::Dense && got.shape.rows.is_one() && got.shape.cols.is_one()));
+            && (got.is_scalar()
+                || (got.storage == Storage::Dense
+                    && got.shape.rows.is_one()
+                    && got.shape.cols.is_one()));
         if *got != sig.ty && !scalar_ok {
             return Err(Diagnostic::new(
                 stmt_span,
-                format!("output `{}` is declared {} but its value is {}", sig.name, sig.ty, got),
+                format!(
+                    "output `{}` is declared {} but its value is {}",
+                    sig.name, sig.ty, got
+                ),
             ));
         }
         out_nodes.push((sig.name.clone(), node));
@@ -253,7 +284,10 @@ fn check_new_name(id: &ast::Ident, seen: &HashMap<String, ()>) -> Result<(), Dia
 }
 
 fn type_error(err: TypeError, whole: SpanRange, operand_spans: &[SpanRange]) -> Diagnostic {
-    let span = err.operand.and_then(|i| operand_spans.get(i).copied()).unwrap_or(whole);
+    let span = err
+        .operand
+        .and_then(|i| operand_spans.get(i).copied())
+        .unwrap_or(whole);
     let d = Diagnostic::new(span, err.message);
     match err.help {
         Some(h) => d.with_help(h),
@@ -268,7 +302,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -285,8 +321,17 @@ fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<
 
 impl Checker {
     /// Adds a node after checking its type; errors point at `whole` or at the faulty operand.
-    fn node(&mut self, op: Op, operands: &[NodeId], whole: SpanRange, spans: &[SpanRange]) -> Result<NodeId, Diagnostic> {
-        let tys: Vec<Type> = operands.iter().map(|o| self.graph.node(*o).ty.clone()).collect();
+    fn node(
+        &mut self,
+        op: Op,
+        operands: &[NodeId],
+        whole: SpanRange,
+        spans: &[SpanRange],
+    ) -> Result<NodeId, Diagnostic> {
+        let tys: Vec<Type> = operands
+            .iter()
+            .map(|o| self.graph.node(*o).ty.clone())
+            .collect();
         let refs: Vec<&Type> = tys.iter().collect();
         let ty = result_type(&op, &refs).map_err(|e| type_error(e, whole, spans))?;
         Ok(self.graph.add(op, ty, operands))
@@ -297,7 +342,9 @@ impl Checker {
         match b {
             Binding::Value(n) => n,
             Binding::Scalar(s) => self.graph.add(Op::Scalar(s), Type::scalar(), &[]),
-            Binding::Dim(d) => self.graph.add(Op::Scalar(ScalarExpr::Dim(d)), Type::scalar(), &[]),
+            Binding::Dim(d) => self
+                .graph
+                .add(Op::Scalar(ScalarExpr::Dim(d)), Type::scalar(), &[]),
         }
     }
 
@@ -310,12 +357,24 @@ impl Checker {
     }
 
     /// An element-wise binary operation, folded on the host when both sides are scalars.
-    fn binary(&mut self, op: BinaryOp, a: Binding, b: Binding, whole: SpanRange, spans: [SpanRange; 2]) -> Result<Binding, Diagnostic> {
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        a: Binding,
+        b: Binding,
+        whole: SpanRange,
+        spans: [SpanRange; 2],
+    ) -> Result<Binding, Diagnostic> {
         if let (Some(x), Some(y)) = (Self::as_scalar(&a), Self::as_scalar(&b)) {
             return Ok(Binding::Scalar(ScalarExpr::binary(op, x, y)));
         }
         let (x, y) = (self.value(a), self.value(b));
-        Ok(Binding::Value(self.node(Op::Binary(op), &[x, y], whole, &spans)?))
+        Ok(Binding::Value(self.node(
+            Op::Binary(op),
+            &[x, y],
+            whole,
+            &spans,
+        )?))
     }
 
     fn lower(&mut self, e: &ast::Expr) -> Result<Binding, Diagnostic> {
@@ -332,17 +391,24 @@ impl Checker {
                 if let Some(c) = closest(&id.name, self.env.keys().map(|s| s.as_str())) {
                     d = d.with_help(format!("did you mean `{c}`?"));
                 } else {
-                    d = d.with_help("names are parameters, dimensions, or targets of earlier statements");
+                    d = d.with_help(
+                        "names are parameters, dimensions, or targets of earlier statements",
+                    );
                 }
                 Err(d)
             }
             ExprKind::Neg(inner) => {
                 let b = self.lower(inner)?;
                 if let Some(s) = Self::as_scalar(&b) {
-                    return Ok(Binding::Scalar(s.neg()));
+                    return Ok(Binding::Scalar(-s));
                 }
                 let x = self.value(b);
-                Ok(Binding::Value(self.node(Op::Unary(UnaryOp::Neg), &[x], e.span, &[inner.span])?))
+                Ok(Binding::Value(self.node(
+                    Op::Unary(UnaryOp::Neg),
+                    &[x],
+                    e.span,
+                    &[inner.span],
+                )?))
             }
             ExprKind::Transpose(inner) => {
                 let b = self.lower(inner)?;
@@ -350,9 +416,19 @@ impl Checker {
                     return Ok(b);
                 }
                 let x = self.value(b);
-                Ok(Binding::Value(self.node(Op::Transpose, &[x], e.span, &[inner.span])?))
+                Ok(Binding::Value(self.node(
+                    Op::Transpose,
+                    &[x],
+                    e.span,
+                    &[inner.span],
+                )?))
             }
-            ExprKind::Binary { op, op_span, lhs, rhs } => {
+            ExprKind::Binary {
+                op,
+                op_span,
+                lhs,
+                rhs,
+            } => {
                 let a = self.lower(lhs)?;
                 let b = self.lower(rhs)?;
                 let spans = [lhs.span, rhs.span];
@@ -369,9 +445,17 @@ impl Checker {
                     BinOp::Ne => BinaryOp::Ne,
                 };
                 let _ = op_span;
-                if *op == BinOp::MatMul && Self::as_scalar(&a).is_none() && Self::as_scalar(&b).is_none() {
+                if *op == BinOp::MatMul
+                    && Self::as_scalar(&a).is_none()
+                    && Self::as_scalar(&b).is_none()
+                {
                     let (x, y) = (self.value(a), self.value(b));
-                    return Ok(Binding::Value(self.node(Op::MatMul, &[x, y], e.span, &spans)?));
+                    return Ok(Binding::Value(self.node(
+                        Op::MatMul,
+                        &[x, y],
+                        e.span,
+                        &spans,
+                    )?));
                 }
                 self.binary(ew(*op), a, b, e.span, spans)
             }
@@ -379,15 +463,27 @@ impl Checker {
         }
     }
 
-    fn call(&mut self, func: &ast::Ident, args: &[ast::Expr], whole: SpanRange) -> Result<Binding, Diagnostic> {
+    fn call(
+        &mut self,
+        func: &ast::Ident,
+        args: &[ast::Expr],
+        whole: SpanRange,
+    ) -> Result<Binding, Diagnostic> {
         let name = func.name.as_str();
         let Some((_, arity)) = FUNCTIONS.iter().find(|(f, _)| *f == name) else {
-            let mut d = Diagnostic::new(SpanRange::single(func.span), format!("unknown function `{name}`"));
+            let mut d = Diagnostic::new(
+                SpanRange::single(func.span),
+                format!("unknown function `{name}`"),
+            );
             d = match closest(name, FUNCTIONS.iter().map(|(f, _)| *f)) {
                 Some(c) => d.with_help(format!("did you mean `{c}`?")),
                 None => d.with_help(format!(
                     "the functions are: {}",
-                    FUNCTIONS.iter().map(|(f, _)| *f).collect::<Vec<_>>().join(", ")
+                    FUNCTIONS
+                        .iter()
+                        .map(|(f, _)| *f)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )),
             };
             return Err(d);
@@ -403,8 +499,17 @@ impl Checker {
             let k = self.dim_argument(&args[1])?;
             let labels = self.lower(&args[0])?;
             let labels = self.value(labels);
-            let op = if name == "counts" { Op::Counts { k } } else { Op::Selection { k } };
-            return Ok(Binding::Value(self.node(op, &[labels], whole, &[args[0].span])?));
+            let op = if name == "counts" {
+                Op::Counts { k }
+            } else {
+                Op::Selection { k }
+            };
+            return Ok(Binding::Value(self.node(
+                op,
+                &[labels],
+                whole,
+                &[args[0].span],
+            )?));
         }
         let mut vals = Vec::with_capacity(args.len());
         for a in args {
@@ -425,7 +530,12 @@ impl Checker {
                 return Ok(Binding::Scalar(ScalarExpr::unary(u, s)));
             }
             let x = self.value(b);
-            return Ok(Binding::Value(self.node(Op::Unary(u), &[x], whole, &spans)?));
+            return Ok(Binding::Value(self.node(
+                Op::Unary(u),
+                &[x],
+                whole,
+                &spans,
+            )?));
         }
         let binary = match name {
             "pow" => Some(BinaryOp::Pow),
@@ -455,7 +565,12 @@ impl Checker {
             }
             "rownorms" => {
                 let x = nodes[0];
-                let sq = self.node(Op::Binary(BinaryOp::Mul), &[x, x], whole, &[spans[0], spans[0]])?;
+                let sq = self.node(
+                    Op::Binary(BinaryOp::Mul),
+                    &[x, x],
+                    whole,
+                    &[spans[0], spans[0]],
+                )?;
                 self.node(Op::RowReduce(Reduce::Sum), &[sq], whole, &spans)?
             }
             "gather" => self.node(Op::Gather, &nodes, whole, &spans)?,

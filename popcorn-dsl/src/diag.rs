@@ -20,7 +20,11 @@ pub struct Diagnostic {
 impl Diagnostic {
     /// A diagnostic without help text.
     pub fn new(span: SpanRange, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { message: message.into(), span, help: None }
+        Diagnostic {
+            message: message.into(),
+            span,
+            help: None,
+        }
     }
 
     /// Adds help text.
@@ -42,7 +46,11 @@ impl Diagnostic {
     pub fn locate(&self, source: &str) -> LocatedError {
         let start = self.span.start.start();
         let end = self.span.end.end();
-        let line_text = source.lines().nth(start.line.saturating_sub(1)).unwrap_or("").to_string();
+        let line_text = source
+            .lines()
+            .nth(start.line.saturating_sub(1))
+            .unwrap_or("")
+            .to_string();
         let width = if end.line == start.line && end.column > start.column {
             end.column - start.column
         } else {
@@ -79,10 +87,19 @@ pub struct LocatedError {
 
 impl fmt::Display for LocatedError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{} at line {}, column {}", self.message, self.line, self.column)?;
+        writeln!(
+            f,
+            "{} at line {}, column {}",
+            self.message, self.line, self.column
+        )?;
         writeln!(f, "  |")?;
         writeln!(f, "{:>3} | {}", self.line, self.line_text)?;
-        write!(f, "  | {}{}", " ".repeat(self.column - 1), "^".repeat(self.width.max(1)))?;
+        write!(
+            f,
+            "  | {}{}",
+            " ".repeat(self.column - 1),
+            "^".repeat(self.width.max(1))
+        )?;
         if let Some(h) = &self.help {
             write!(f, "\n  = help: {h}")?;
         }

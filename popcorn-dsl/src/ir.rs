@@ -249,7 +249,11 @@ impl Graph {
 
     /// Replaces the operands of `n`.
     pub fn set_operands(&mut self, n: NodeId, operands: &[NodeId]) {
-        let old: Vec<_> = self.g.edges_directed(n, Direction::Incoming).map(|e| e.id()).collect();
+        let old: Vec<_> = self
+            .g
+            .edges_directed(n, Direction::Incoming)
+            .map(|e| e.id())
+            .collect();
         for e in old {
             self.g.remove_edge(e);
         }
@@ -261,8 +265,11 @@ impl Graph {
     /// Makes every user of `old` (and every output bound to it) use `new` instead.
     pub fn replace_uses(&mut self, old: NodeId, new: NodeId) {
         for user in self.users(old) {
-            let ops: Vec<NodeId> =
-                self.operands(user).into_iter().map(|o| if o == old { new } else { o }).collect();
+            let ops: Vec<NodeId> = self
+                .operands(user)
+                .into_iter()
+                .map(|o| if o == old { new } else { o })
+                .collect();
             self.set_operands(user, &ops);
         }
         for (_, o) in self.outputs.iter_mut() {
@@ -280,12 +287,16 @@ impl Graph {
     /// Nodes in a topological order (operands before users), ties broken by node index so the
     /// order is deterministic.
     pub fn topo_order(&self) -> Vec<NodeId> {
-        let mut indeg: std::collections::BTreeMap<NodeId, usize> = std::collections::BTreeMap::new();
+        let mut indeg: std::collections::BTreeMap<NodeId, usize> =
+            std::collections::BTreeMap::new();
         for n in self.g.node_indices() {
             indeg.insert(n, self.operands(n).len());
         }
-        let mut ready: std::collections::BTreeSet<NodeId> =
-            indeg.iter().filter(|(_, d)| **d == 0).map(|(n, _)| *n).collect();
+        let mut ready: std::collections::BTreeSet<NodeId> = indeg
+            .iter()
+            .filter(|(_, d)| **d == 0)
+            .map(|(n, _)| *n)
+            .collect();
         let mut order = Vec::with_capacity(indeg.len());
         while let Some(n) = ready.pop_first() {
             order.push(n);
@@ -311,7 +322,11 @@ impl Graph {
                 stack.extend(self.operands(n));
             }
         }
-        let dead: Vec<NodeId> = self.g.node_indices().filter(|n| !live.contains(n)).collect();
+        let dead: Vec<NodeId> = self
+            .g
+            .node_indices()
+            .filter(|n| !live.contains(n))
+            .collect();
         for n in dead {
             self.g.remove_node(n);
         }
@@ -332,10 +347,25 @@ impl fmt::Display for Graph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for n in self.topo_order() {
             let node = &self.g[n];
-            let ops: Vec<String> =
-                self.operands(n).iter().map(|o| format!("%{}", o.index())).collect();
-            let name = node.name.as_deref().map(|s| format!(" {s} =")).unwrap_or_default();
-            writeln!(f, "%{}{} {}({}) : {}", n.index(), name, node.op.label(), ops.join(", "), node.ty)?;
+            let ops: Vec<String> = self
+                .operands(n)
+                .iter()
+                .map(|o| format!("%{}", o.index()))
+                .collect();
+            let name = node
+                .name
+                .as_deref()
+                .map(|s| format!(" {s} ="))
+                .unwrap_or_default();
+            writeln!(
+                f,
+                "%{}{} {}({}) : {}",
+                n.index(),
+                name,
+                node.op.label(),
+                ops.join(", "),
+                node.ty
+            )?;
         }
         for (name, n) in &self.outputs {
             writeln!(f, "output {name} = %{}", n.index())?;

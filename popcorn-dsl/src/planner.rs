@@ -3,11 +3,13 @@
 
 use crate::ir::{Graph, LibOp, NodeId, Op};
 use crate::passes::{
-    buffers, canonicalize::Canonicalize, cluster_sums::ClusterSumsPattern, cse::Cse, fuse, infer::Infer, run_passes, select::Select, PassContext, PlanError,
-    PlannerConfig,
+    buffers, canonicalize::Canonicalize, cluster_sums::ClusterSumsPattern, cse::Cse, fuse,
+    infer::Infer, run_passes, select::Select, PassContext, PlanError, PlannerConfig,
 };
 use crate::plan::dot::ViewNode;
-use crate::plan::{FusedStep, GemmStep, GraphView, Home, Plan, Step, StepOp, Value, ValueId, ValueKind};
+use crate::plan::{
+    FusedStep, GemmStep, GraphView, Home, Plan, Step, StepOp, Value, ValueId, ValueKind,
+};
 use crate::program::Program;
 use crate::scalar::ScalarExpr;
 use crate::types::{DimBindings, Storage};
@@ -16,11 +18,28 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Plans `program` for the sizes in `dims`. `nnz` gives the number of stored entries of CSR
 /// inputs where known (it only affects the cost estimates).
-pub fn plan(program: &Program, dims: &DimBindings, config: &PlannerConfig, nnz: &BTreeMap<String, usize>) -> Result<Plan, PlanError> {
+pub fn plan(
+    program: &Program,
+    dims: &DimBindings,
+    config: &PlannerConfig,
+    nnz: &BTreeMap<String, usize>,
+) -> Result<Plan, PlanError> {
     let mut g = program.graph.clone();
     g.remove_dead();
     let cx = PassContext { dims, config };
-    run_passes(&[&Infer, &Cse, &Canonicalize, &Select, &ClusterSumsPattern, &Cse, &Infer], &mut g, &cx)?;
+    run_passes(
+        &[
+            &Infer,
+            &Cse,
+            &Canonicalize,
+            &Select,
+            &ClusterSumsPattern,
+            &Cse,
+            &Infer,
+        ],
+        &mut g,
+        &cx,
+    )?;
     let fusion = fuse::fuse(&g, &cx)?;
     let mut lowering = Lowering::new(program, &g, &cx, nnz);
     lowering.lower(&fusion)?;
@@ -53,7 +72,12 @@ struct Lowering<'a> {
 }
 
 impl<'a> Lowering<'a> {
-    fn new(program: &'a Program, g: &'a Graph, cx: &'a PassContext<'a>, nnz: &'a BTreeMap<String, usize>) -> Self {
+    fn new(
+        program: &'a Program,
+        g: &'a Graph,
+        cx: &'a PassContext<'a>,
+        nnz: &'a BTreeMap<String, usize>,
+    ) -> Self {
         Lowering {
             program,
             g,
@@ -69,11 +93,20 @@ impl<'a> Lowering<'a> {
     }
 
     fn size(&self, n: NodeId) -> (usize, usize) {
-        self.g.node(n).ty.shape.resolve(self.cx.dims).unwrap_or((0, 0))
+        self.g
+            .node(n)
+            .ty
+            .shape
+            .resolve(self.cx.dims)
+            .unwrap_or((0, 0))
     }
 
     fn name(&self, n: NodeId) -> String {
-        self.g.node(n).name.clone().unwrap_or_else(|| format!("%{}", n.index()))
+        self.g
+            .node(n)
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("%{}", n.index()))
     }
 
     /// The value of node `n`, created on first use.
@@ -85,7 +118,9 @@ impl<'a> Lowering<'a> {
         let (rows, cols) = self.size(n);
         let (kind, home) = match (&node.op, node.ty.storage) {
             (Op::Scalar(s), _) => (ValueKind::Scalar(s.clone()), Home::Host),
-            (Op::Input { param }, st) => (self.kind_of(st, Some(param), n), Home::Input(param.clone())),
+            (Op::Input { param }, st) => {
+                (self.kind_of(st, Some(param), n), Home::Input(param.clone()))
+            }
             (_, st) => (self.kind_of(st, None, n), Home::Temp(Vec::new())),
         };
         let mut name = self.name(n);
@@ -93,7 +128,13 @@ impl<'a> Lowering<'a> {
             name.push('\'');
         }
         let id = ValueId(self.values.len());
-        self.values.push(Value { name, kind, rows, cols, home });
+        self.values.push(Value {
+            name,
+            kind,
+            rows,
+            cols,
+            home,
+        });
         self.value_of.insert(n, id);
         id
     }
@@ -102,7 +143,9 @@ impl<'a> Lowering<'a> {
         match st {
             Storage::Dense => ValueKind::Dense,
             Storage::Index => ValueKind::Index,
-            Storage::Scalar => ValueKind::Scalar(ScalarExpr::Param(param.cloned().unwrap_or_default())),
+            Storage::Scalar => {
+                ValueKind::Scalar(ScalarExpr::Param(param.cloned().unwrap_or_default()))
+            }
             Storage::Csr => {
                 let nnz = match (param, &self.g.node(n).op) {
                     (Some(p), _) => self.nnz.get(p).copied(),
@@ -121,7 +164,10 @@ impl<'a> Lowering<'a> {
             if p.ty.storage == Storage::Scalar {
                 continue;
             }
-            let node = self.g.g.node_indices().find(|n| matches!(&self.g.node(*n).op, Op::Input { param } if param == &p.name));
+            let node =
+                self.g.g.node_indices().find(
+                    |n| matches!(&self.g.node(*n).op, Op::Input { param } if param == &p.name),
+                );
             if let Some(n) = node {
                 let v = self.value(n);
                 self.inputs.push((p.name.clone(), v));
@@ -179,30 +225,60 @@ impl<'a> Lowering<'a> {
                 .filter(|(u, d)| !done.contains(*u) && d.iter().all(|x| done.contains(x)))
                 .min_by_key(|(u, _)| first[*u])
                 .map(|(u, _)| *u)
-                .ok_or_else(|| PlanError::Internal { pass: "schedule", message: "fused groups form a cycle".into() })?;
+                .ok_or_else(|| PlanError::Internal {
+                    pass: "schedule",
+                    message: "fused groups form a cycle".into(),
+                })?;
             done.insert(next);
             out.push(next);
         }
         Ok(out)
     }
 
-    fn push_step(&mut self, op: StepOp, inputs: Vec<ValueId>, outputs: Vec<ValueId>, nodes: &[NodeId]) {
+    fn push_step(
+        &mut self,
+        op: StepOp,
+        inputs: Vec<ValueId>,
+        outputs: Vec<ValueId>,
+        nodes: &[NodeId],
+    ) {
         let provenance = nodes.iter().map(|n| self.g.describe(*n)).collect();
         let (flops, bytes) = self.cost(&op, &inputs, &outputs);
         for n in nodes {
             self.step_of.insert(*n, self.steps.len());
         }
-        self.steps.push(Step { op, inputs, outputs, provenance, flops, bytes });
+        self.steps.push(Step {
+            op,
+            inputs,
+            outputs,
+            provenance,
+            flops,
+            bytes,
+        });
     }
 
     fn lower_group(&mut self, fusion: &fuse::Fusion, gi: usize) -> Result<(), PlanError> {
-        let names = |n: NodeId| self.g.node(n).name.clone().unwrap_or_else(|| format!("t{}", n.index()));
+        let names = |n: NodeId| {
+            self.g
+                .node(n)
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("t{}", n.index()))
+        };
         let k = fusion.spec(gi, self.g, self.cx, &names)?;
-        let generated = kernels_gen::try_emit(&k.spec)
-            .map_err(|e| PlanError::Internal { pass: "fuse", message: format!("kernel generation failed: {e}") })?;
+        let generated = kernels_gen::try_emit(&k.spec).map_err(|e| PlanError::Internal {
+            pass: "fuse",
+            message: format!("kernel generation failed: {e}"),
+        })?;
         let inputs = k.inputs.iter().map(|i| self.value(i.node)).collect();
         let outputs = k.outputs.iter().map(|n| self.value(*n)).collect();
-        let step = FusedStep { name: generated.name, spec: k.spec, source: generated.source, rows: k.rows, cols: k.cols };
+        let step = FusedStep {
+            name: generated.name,
+            spec: k.spec,
+            source: generated.source,
+            rows: k.rows,
+            cols: k.cols,
+        };
         let members = fusion.groups[gi].clone();
         self.push_step(StepOp::Fused(step), inputs, outputs, &members);
         Ok(())
@@ -246,20 +322,46 @@ impl<'a> Lowering<'a> {
             LibOp::Gemm(p) => {
                 let (ar, ac) = dims_of(ops[0]);
                 let k = if p.trans_a { ar } else { ac };
-                StepOp::Gemm(GemmStep { trans_a: p.trans_a, trans_b: p.trans_b, m, n: nn, k, alpha: p.alpha.clone() })
+                StepOp::Gemm(GemmStep {
+                    trans_a: p.trans_a,
+                    trans_b: p.trans_b,
+                    m,
+                    n: nn,
+                    k,
+                    alpha: p.alpha.clone(),
+                })
             }
             LibOp::Syrk { trans, alpha } => {
                 let (ar, ac) = dims_of(ops[0]);
                 let (order, k) = if *trans { (ac, ar) } else { (ar, ac) };
-                StepOp::Syrk { trans: *trans, n: order, k, alpha: alpha.clone() }
+                StepOp::Syrk {
+                    trans: *trans,
+                    n: order,
+                    k,
+                    alpha: alpha.clone(),
+                }
             }
             LibOp::Gemv { trans, alpha } => {
                 let (ar, ac) = dims_of(ops[0]);
-                StepOp::Gemv { trans: *trans, m: ar, n: ac, alpha: alpha.clone() }
+                StepOp::Gemv {
+                    trans: *trans,
+                    m: ar,
+                    n: ac,
+                    alpha: alpha.clone(),
+                }
             }
-            LibOp::SpMM { sparse_left, trans_sparse, trans_dense, alpha } => {
+            LibOp::SpMM {
+                sparse_left,
+                trans_sparse,
+                trans_dense,
+                alpha,
+            } => {
                 let (ar, ac) = dims_of(ops[0]);
-                let trans_left = if *sparse_left { *trans_sparse } else { *trans_dense };
+                let trans_left = if *sparse_left {
+                    *trans_sparse
+                } else {
+                    *trans_dense
+                };
                 let k = if trans_left { ar } else { ac };
                 StepOp::SpMM {
                     sparse_left: *sparse_left,
@@ -271,7 +373,10 @@ impl<'a> Lowering<'a> {
                     alpha: alpha.clone(),
                 }
             }
-            LibOp::SpMV { trans, alpha } => StepOp::SpMV { trans: *trans, alpha: alpha.clone() },
+            LibOp::SpMV { trans, alpha } => StepOp::SpMV {
+                trans: *trans,
+                alpha: alpha.clone(),
+            },
         }
     }
 
@@ -297,7 +402,8 @@ impl<'a> Lowering<'a> {
                 copy.home = Home::Output(name.clone());
                 let id = ValueId(self.values.len());
                 self.values.push(copy);
-                let bytes = 2.0 * (self.values[id.0].len() * self.cx.config.dtype.size_bytes()) as f64;
+                let bytes =
+                    2.0 * (self.values[id.0].len() * self.cx.config.dtype.size_bytes()) as f64;
                 self.steps.push(Step {
                     op: StepOp::Copy,
                     inputs: vec![v],
@@ -339,21 +445,38 @@ impl<'a> Lowering<'a> {
                 let (m, n) = (*m as f64, *n as f64);
                 (2.0 * m * n, s * (m * n + m + n))
             }
-            StepOp::SpMM { sparse_left, m, n, .. } => {
-                let (sp, dn) = if *sparse_left { (&inputs[0], &inputs[1]) } else { (&inputs[1], &inputs[0]) };
+            StepOp::SpMM {
+                sparse_left, m, n, ..
+            } => {
+                let (sp, dn) = if *sparse_left {
+                    (&inputs[0], &inputs[1])
+                } else {
+                    (&inputs[1], &inputs[0])
+                };
                 let width = if *sparse_left { *n } else { *m } as f64;
-                (2.0 * nnz(sp) * width, s * (elems(dn) + elems(&outputs[0])) + csr_bytes(sp))
+                (
+                    2.0 * nnz(sp) * width,
+                    s * (elems(dn) + elems(&outputs[0])) + csr_bytes(sp),
+                )
             }
-            StepOp::SpMV { .. } => (2.0 * nnz(&inputs[0]), csr_bytes(&inputs[0]) + s * (elems(&inputs[1]) + elems(&outputs[0]))),
+            StepOp::SpMV { .. } => (
+                2.0 * nnz(&inputs[0]),
+                csr_bytes(&inputs[0]) + s * (elems(&inputs[1]) + elems(&outputs[0])),
+            ),
             StepOp::Fused(f) => {
                 let (r, c) = (f.rows as f64, f.cols as f64);
                 let nodes: usize = match &f.spec.form {
                     Form::Map { outputs } => outputs.iter().map(|e| e.node_count()).sum(),
                     Form::Rows { stores, reductions } => {
                         stores.iter().map(|e| e.node_count()).sum::<usize>()
-                            + reductions.iter().map(|x| x.expr.node_count()).sum::<usize>()
+                            + reductions
+                                .iter()
+                                .map(|x| x.expr.node_count())
+                                .sum::<usize>()
                     }
-                    Form::Cols { reductions } => reductions.iter().map(|x| x.expr.node_count()).sum(),
+                    Form::Cols { reductions } => {
+                        reductions.iter().map(|x| x.expr.node_count()).sum()
+                    }
                 };
                 let read: f64 = f
                     .spec
@@ -398,22 +521,37 @@ impl<'a> Lowering<'a> {
         let _ = fusion;
         let mut view = GraphView::default();
         let order = self.g.topo_order();
-        let index: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        let index: HashMap<NodeId, usize> =
+            order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         for &n in &order {
             let node = self.g.node(n);
             let style = match &node.op {
                 Op::Input { .. } => "input",
                 Op::Scalar(_) => "scalar",
                 Op::Library(_) => "library",
-                _ if self.steps.get(*self.step_of.get(&n).unwrap_or(&usize::MAX)).is_some_and(|s| matches!(s.op, StepOp::Fused(_))) => "fused",
+                _ if self
+                    .steps
+                    .get(*self.step_of.get(&n).unwrap_or(&usize::MAX))
+                    .is_some_and(|s| matches!(s.op, StepOp::Fused(_))) =>
+                {
+                    "fused"
+                }
                 _ => "builtin",
             };
-            let style = if self.g.is_output(n) && style != "input" { "output" } else { style };
+            let style = if self.g.is_output(n) && style != "input" {
+                "output"
+            } else {
+                style
+            };
             let label = match &node.name {
                 Some(name) => format!("{name} = {}\\n{}", node.op.label(), node.ty),
                 None => format!("{}\\n{}", node.op.label(), node.ty),
             };
-            view.nodes.push(ViewNode { label, step: self.step_of.get(&n).copied(), style: style.into() });
+            view.nodes.push(ViewNode {
+                label,
+                step: self.step_of.get(&n).copied(),
+                style: style.into(),
+            });
             for o in self.g.operands(n) {
                 view.edges.push((index[&o], index[&n]));
             }
@@ -423,7 +561,12 @@ impl<'a> Lowering<'a> {
             program: self.program.name.clone(),
             signature: self.program.signature(),
             dtype: self.cx.config.dtype,
-            dims: self.program.dims().into_iter().filter_map(|d| self.cx.dims.get(&d).map(|v| (d, *v))).collect(),
+            dims: self
+                .program
+                .dims()
+                .into_iter()
+                .filter_map(|d| self.cx.dims.get(&d).map(|v| (d, *v)))
+                .collect(),
             values: self.values,
             buffers: Vec::new(),
             steps: self.steps,

@@ -82,7 +82,11 @@ impl Program {
     /// such as `k` in a program whose only cluster-related input is `labels: Index[n]`).
     pub fn free_dims(&self) -> BTreeSet<String> {
         let mut bound = BTreeSet::new();
-        for p in self.params.iter().filter(|p| p.ty.storage != Storage::Scalar) {
+        for p in self
+            .params
+            .iter()
+            .filter(|p| p.ty.storage != Storage::Scalar)
+        {
             for d in [&p.ty.shape.rows, &p.ty.shape.cols] {
                 if let Dim::Sym(s) = d {
                     bound.insert(s.clone());
@@ -100,9 +104,17 @@ impl Program {
     /// The signature as written: `fn name(K: Dense[n, n], ...) -> (D: Dense[n, k])`.
     pub fn signature(&self) -> String {
         let list = |v: &[ParamSig]| {
-            v.iter().map(|p| format!("{}: {}", p.name, p.ty)).collect::<Vec<_>>().join(", ")
+            v.iter()
+                .map(|p| format!("{}: {}", p.name, p.ty))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
-        format!("fn {}({}) -> ({})", self.name, list(&self.params), list(&self.outputs))
+        format!(
+            "fn {}({}) -> ({})",
+            self.name,
+            list(&self.params),
+            list(&self.outputs)
+        )
     }
 }
 

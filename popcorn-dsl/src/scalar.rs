@@ -24,6 +24,19 @@ pub enum ScalarExpr {
     Binary(BinaryOp, Box<ScalarExpr>, Box<ScalarExpr>),
 }
 
+impl std::ops::Neg for ScalarExpr {
+    type Output = ScalarExpr;
+
+    /// Negation, folding literals and double negations.
+    fn neg(self) -> ScalarExpr {
+        match self {
+            ScalarExpr::Lit(v) => ScalarExpr::Lit(-v),
+            ScalarExpr::Unary(UnaryOp::Neg, inner) => *inner,
+            other => ScalarExpr::Unary(UnaryOp::Neg, Box::new(other)),
+        }
+    }
+}
+
 /// Values of scalar parameters, by name.
 pub type ScalarBindings = BTreeMap<String, f64>;
 
@@ -39,23 +52,16 @@ pub enum ScalarError {
 }
 
 impl ScalarExpr {
-    /// Negation, folding literals and double negations.
-    pub fn neg(self) -> ScalarExpr {
-        match self {
-            ScalarExpr::Lit(v) => ScalarExpr::Lit(-v),
-            ScalarExpr::Unary(UnaryOp::Neg, inner) => *inner,
-            other => ScalarExpr::Unary(UnaryOp::Neg, Box::new(other)),
-        }
-    }
-
     /// A binary operation, folding two literals and the identities `1 * x`, `x * 1`, `x / 1`.
     pub fn binary(op: BinaryOp, a: ScalarExpr, b: ScalarExpr) -> ScalarExpr {
         match (op, &a, &b) {
-            (_, ScalarExpr::Lit(x), ScalarExpr::Lit(y)) => ScalarExpr::Lit(apply_binary(op, *x, *y)),
+            (_, ScalarExpr::Lit(x), ScalarExpr::Lit(y)) => {
+                ScalarExpr::Lit(apply_binary(op, *x, *y))
+            }
             (BinaryOp::Mul, ScalarExpr::Lit(one), _) if *one == 1.0 => b,
             (BinaryOp::Mul | BinaryOp::Div, _, ScalarExpr::Lit(one)) if *one == 1.0 => a,
-            (BinaryOp::Mul, ScalarExpr::Lit(m), _) if *m == -1.0 => b.neg(),
-            (BinaryOp::Mul, _, ScalarExpr::Lit(m)) if *m == -1.0 => a.neg(),
+            (BinaryOp::Mul, ScalarExpr::Lit(m), _) if *m == -1.0 => -b,
+            (BinaryOp::Mul, _, ScalarExpr::Lit(m)) if *m == -1.0 => -a,
             _ => ScalarExpr::Binary(op, Box::new(a), Box::new(b)),
         }
     }
@@ -63,7 +69,7 @@ impl ScalarExpr {
     /// A unary operation, folding a literal.
     pub fn unary(op: UnaryOp, a: ScalarExpr) -> ScalarExpr {
         match (op, a) {
-            (UnaryOp::Neg, a) => a.neg(),
+            (UnaryOp::Neg, a) => -a,
             (op, ScalarExpr::Lit(x)) => ScalarExpr::Lit(apply_unary(op, x)),
             (op, a) => ScalarExpr::Unary(op, Box::new(a)),
         }
@@ -81,10 +87,13 @@ impl ScalarExpr {
     pub fn eval(&self, scalars: &ScalarBindings, dims: &DimBindings) -> Result<f64, ScalarError> {
         Ok(match self {
             ScalarExpr::Lit(v) => *v,
-            ScalarExpr::Param(p) => {
-                *scalars.get(p).ok_or_else(|| ScalarError::MissingParam(p.clone()))?
-            }
-            ScalarExpr::Dim(d) => *dims.get(d).ok_or_else(|| ScalarError::MissingDim(d.clone()))? as f64,
+            ScalarExpr::Param(p) => *scalars
+                .get(p)
+                .ok_or_else(|| ScalarError::MissingParam(p.clone()))?,
+            ScalarExpr::Dim(d) => *dims
+                .get(d)
+                .ok_or_else(|| ScalarError::MissingDim(d.clone()))?
+                as f64,
             ScalarExpr::Unary(op, a) => apply_unary(*op, a.eval(scalars, dims)?),
             ScalarExpr::Binary(op, a, b) => {
                 apply_binary(*op, a.eval(scalars, dims)?, b.eval(scalars, dims)?)

@@ -105,12 +105,18 @@ pub struct Type {
 impl Type {
     /// A dense `rows x cols` matrix.
     pub fn dense(rows: Dim, cols: Dim) -> Type {
-        Type { storage: Storage::Dense, shape: Shape::new(rows, cols) }
+        Type {
+            storage: Storage::Dense,
+            shape: Shape::new(rows, cols),
+        }
     }
 
     /// A CSR `rows x cols` matrix.
     pub fn csr(rows: Dim, cols: Dim) -> Type {
-        Type { storage: Storage::Csr, shape: Shape::new(rows, cols) }
+        Type {
+            storage: Storage::Csr,
+            shape: Shape::new(rows, cols),
+        }
     }
 
     /// A column vector of length `n` (dense `n x 1`).
@@ -125,12 +131,18 @@ impl Type {
 
     /// An index vector of length `n`.
     pub fn index(n: Dim) -> Type {
-        Type { storage: Storage::Index, shape: Shape::new(n, Dim::ONE) }
+        Type {
+            storage: Storage::Index,
+            shape: Shape::new(n, Dim::ONE),
+        }
     }
 
     /// A host scalar.
     pub fn scalar() -> Type {
-        Type { storage: Storage::Scalar, shape: Shape::scalar() }
+        Type {
+            storage: Storage::Scalar,
+            shape: Shape::scalar(),
+        }
     }
 
     /// Whether this is a host scalar.

@@ -18,7 +18,11 @@ pub struct TypeError {
 
 impl TypeError {
     fn new(message: impl Into<String>) -> TypeError {
-        TypeError { message: message.into(), operand: None, help: None }
+        TypeError {
+            message: message.into(),
+            operand: None,
+            help: None,
+        }
     }
 
     fn at(mut self, operand: usize) -> TypeError {
@@ -92,16 +96,22 @@ pub fn elementwise_type(operands: &[&Type], what: &str) -> Result<Type, TypeErro
 }
 
 fn describe_all(operands: &[&Type]) -> String {
-    operands.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" and ")
+    operands
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(" and ")
 }
 
 /// The type of a matrix product `a * b` (neither a scalar).
 pub fn product_type(a: &Type, b: &Type, trans_a: bool, trans_b: bool) -> Result<Type, TypeError> {
     for (pos, t) in [a, b].into_iter().enumerate() {
         if t.storage == Storage::Index {
-            return Err(TypeError::new(format!("an index vector ({t}) cannot be multiplied"))
-                .at(pos)
-                .help("to build the selection matrix from labels use selection(labels, k)"));
+            return Err(
+                TypeError::new(format!("an index vector ({t}) cannot be multiplied"))
+                    .at(pos)
+                    .help("to build the selection matrix from labels use selection(labels, k)"),
+            );
         }
     }
     if a.storage == Storage::Csr && b.storage == Storage::Csr {
@@ -110,8 +120,16 @@ pub fn product_type(a: &Type, b: &Type, trans_a: bool, trans_b: bool) -> Result<
         ))
         .help("multiply a sparse matrix by a dense matrix or vector instead"));
     }
-    let sa = if trans_a { a.shape.transposed() } else { a.shape.clone() };
-    let sb = if trans_b { b.shape.transposed() } else { b.shape.clone() };
+    let sa = if trans_a {
+        a.shape.transposed()
+    } else {
+        a.shape.clone()
+    };
+    let sb = if trans_b {
+        b.shape.transposed()
+    } else {
+        b.shape.clone()
+    };
     if sa.cols != sb.rows {
         let mut err = TypeError::new(format!(
             "dimension mismatch in `*`: the left operand is {} x {}, the right is {} x {}; inner dimensions {} and {} differ",
@@ -139,7 +157,10 @@ fn require_index(t: &Type, pos: usize, func: &str) -> Result<(), TypeError> {
     if t.storage == Storage::Index {
         Ok(())
     } else {
-        Err(TypeError::new(format!("{func} needs an index vector (Index[n]), found {t}")).at(pos))
+        Err(TypeError::new(format!(
+            "{func} needs an index vector (Index[n]), found {t}"
+        ))
+        .at(pos))
     }
 }
 
@@ -166,9 +187,14 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             arity(1)?;
             let t = operands[0];
             match t.storage {
-                Storage::Index => Err(TypeError::new(format!("an index vector ({t}) cannot be transposed")).at(0)),
+                Storage::Index => {
+                    Err(TypeError::new(format!("an index vector ({t}) cannot be transposed")).at(0))
+                }
                 Storage::Scalar => Ok(t.clone()),
-                _ => Ok(Type { storage: t.storage, shape: t.shape.transposed() }),
+                _ => Ok(Type {
+                    storage: t.storage,
+                    shape: t.shape.transposed(),
+                }),
             }
         }
         Op::MatMul => {
@@ -225,7 +251,9 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             let t = operands[0];
             require_dense(t, 0, &format!("{}_cols", r.name()))?;
             if *r == Reduce::ArgMin {
-                return Err(TypeError::new("argmin over columns is not supported; transpose and use argmin_rows"));
+                return Err(TypeError::new(
+                    "argmin over columns is not supported; transpose and use argmin_rows",
+                ));
             }
             Ok(Type::row(t.shape.cols.clone()))
         }
@@ -254,7 +282,10 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             require_dense(m, 0, "cluster_sums")?;
             require_index(labels, 1, "cluster_sums")?;
             if labels.shape.rows != m.shape.cols {
-                return Err(TypeError::new(format!("cluster_sums needs one label per column of {m}, found {labels}")).at(1));
+                return Err(TypeError::new(format!(
+                    "cluster_sums needs one label per column of {m}, found {labels}"
+                ))
+                .at(1));
             }
             Ok(Type::dense(m.shape.rows.clone(), k.clone()))
         }
@@ -280,7 +311,12 @@ fn library_type(lib: &LibOp, operands: &[&Type]) -> Result<Type, TypeError> {
             let t = product_type(a, operands[1], *trans, false)?;
             Ok(t)
         }
-        LibOp::SpMM { sparse_left, trans_sparse, trans_dense, .. } => {
+        LibOp::SpMM {
+            sparse_left,
+            trans_sparse,
+            trans_dense,
+            ..
+        } => {
             let (ta, tb) = if *sparse_left {
                 (*trans_sparse, *trans_dense)
             } else {

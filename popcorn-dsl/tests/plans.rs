@@ -7,13 +7,19 @@ use popcorn_dsl::{plan, PlannerConfig, Program};
 use std::collections::BTreeMap;
 
 fn programs() -> Vec<Program> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/programs/kernel_kmeans.pop");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/programs/kernel_kmeans.pop"
+    );
     let src = std::fs::read_to_string(path).expect("kernel_kmeans.pop");
     Program::parse_all(&src).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn plan_of(name: &str, dims: &[(&str, usize)], config: &PlannerConfig) -> Plan {
-    let p = programs().into_iter().find(|p| p.name == name).expect("program");
+    let p = programs()
+        .into_iter()
+        .find(|p| p.name == name)
+        .expect("program");
     let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     plan(&p, &dims, config, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -28,27 +34,52 @@ const ITER_DIMS: &[(&str, usize)] = &[("n", 60000), ("k", 10)];
 fn iteration_is_spmm_spmv_and_fused_kernels() {
     let p = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
     let names = ops(&p);
-    for want in ["selection", "counts", "diag", "spmm", "spmv", "fused rows", "fused map", "fused cols"] {
-        assert!(names.iter().any(|n| n == want), "no {want} in {names:?}\n{p}");
+    for want in [
+        "selection",
+        "counts",
+        "diag",
+        "spmm",
+        "spmv",
+        "fused rows",
+        "fused map",
+        "fused cols",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "no {want} in {names:?}\n{p}"
+        );
     }
     // No transpose is ever materialised: V^T is an SpMM flag, cn^T a row-broadcast read.
-    assert!(!p.steps.iter().any(|s| s.provenance.iter().any(|x| x.contains("transpose"))), "{p}");
+    assert!(
+        !p.steps
+            .iter()
+            .any(|s| s.provenance.iter().any(|x| x.contains("transpose"))),
+        "{p}"
+    );
     // D = E + diag(K) + cn^T, argmin_rows(D) and gather(D, labels) are ONE kernel.
     let argmin = p
         .steps
         .iter()
         .find_map(|s| match &s.op {
             StepOp::Fused(f) => match &f.spec.form {
-                Form::Rows { reductions, .. } if reductions.iter().any(|r| r.kind == ReduceKind::ArgMin) => Some(f),
+                Form::Rows { reductions, .. }
+                    if reductions.iter().any(|r| r.kind == ReduceKind::ArgMin) =>
+                {
+                    Some(f)
+                }
                 _ => None,
             },
             _ => None,
         })
         .expect("an argmin kernel");
-    let Form::Rows { stores, reductions } = &argmin.spec.form else { unreachable!() };
+    let Form::Rows { stores, reductions } = &argmin.spec.form else {
+        unreachable!()
+    };
     assert!(stores.is_empty(), "D is never written to memory");
     assert_eq!(reductions.len(), 2);
-    assert!(reductions.iter().any(|r| matches!(r.kind, ReduceKind::Pick { .. })));
+    assert!(reductions
+        .iter()
+        .any(|r| matches!(r.kind, ReduceKind::Pick { .. })));
     assert_eq!((argmin.rows, argmin.cols), (60000, 10));
     // The SpMM streams K once: its cost is one read of K plus small terms.
     let spmm = p.steps.iter().find(|s| s.op_name() == "spmm").unwrap();
@@ -57,15 +88,30 @@ fn iteration_is_spmm_spmv_and_fused_kernels() {
 
 #[test]
 fn iteration_with_cluster_sums_reads_k_once_without_sparse_indexing() {
-    let cfg = PlannerConfig { cluster_sums_max_k: 1024, ..PlannerConfig::default() };
+    let cfg = PlannerConfig {
+        cluster_sums_max_k: 1024,
+        ..PlannerConfig::default()
+    };
     let p = plan_of("kkmeans_iteration", ITER_DIMS, &cfg);
     let names = ops(&p);
-    assert!(names.iter().any(|n| n == "cluster sums") && !names.iter().any(|n| n == "spmm"), "{p}");
-    let sums = p.steps.iter().find(|s| s.op_name() == "cluster sums").unwrap();
+    assert!(
+        names.iter().any(|n| n == "cluster sums") && !names.iter().any(|n| n == "spmm"),
+        "{p}"
+    );
+    let sums = p
+        .steps
+        .iter()
+        .find(|s| s.op_name() == "cluster sums")
+        .unwrap();
     let k_bytes = 4.0 * 60000.0 * 60000.0;
     assert!(sums.bytes >= k_bytes && sums.bytes < 1.001 * k_bytes, "{p}");
     // Everything else together moves well under 1% of K.
-    let rest: f64 = p.steps.iter().filter(|s| s.op_name() != "cluster sums").map(|s| s.bytes).sum();
+    let rest: f64 = p
+        .steps
+        .iter()
+        .filter(|s| s.op_name() != "cluster sums")
+        .map(|s| s.bytes)
+        .sum();
     assert!(rest < 0.01 * k_bytes, "{p}");
 }
 
@@ -90,14 +136,27 @@ fn gram_matrix_uses_gemm_above_the_ratio_and_syrk_below() {
     assert_eq!(ops(&tall), ["gemm"]);
     let wide = plan_of("kernel_linear", &[("n", 60000), ("d", 784)], &cfg);
     assert_eq!(ops(&wide), ["syrk"]);
-    let cfg = PlannerConfig { syrk_gemm_ratio: 1e9, ..PlannerConfig::default() };
-    assert_eq!(ops(&plan_of("kernel_linear", &[("n", 60000), ("d", 50)], &cfg)), ["syrk"]);
+    let cfg = PlannerConfig {
+        syrk_gemm_ratio: 1e9,
+        ..PlannerConfig::default()
+    };
+    assert_eq!(
+        ops(&plan_of("kernel_linear", &[("n", 60000), ("d", 50)], &cfg)),
+        ["syrk"]
+    );
 }
 
 #[test]
 fn without_fusion_every_elementwise_operation_is_its_own_kernel() {
     let fused = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
-    let unfused = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig { fusion: false, ..PlannerConfig::default() });
+    let unfused = plan_of(
+        "kkmeans_iteration",
+        ITER_DIMS,
+        &PlannerConfig {
+            fusion: false,
+            ..PlannerConfig::default()
+        },
+    );
     assert!(unfused.steps.len() > fused.steps.len() + 2, "{unfused}");
 }
 
@@ -105,16 +164,30 @@ fn without_fusion_every_elementwise_operation_is_its_own_kernel() {
 fn readable_three_ways() {
     let p = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
     let table = p.to_string();
-    for want in ["plan for fn kkmeans_iteration", "spmm", "flops", "bytes", "Index[60000]"] {
+    for want in [
+        "plan for fn kkmeans_iteration",
+        "spmm",
+        "flops",
+        "bytes",
+        "Index[60000]",
+    ] {
         assert!(table.contains(want), "{table}");
     }
     let dot = p.to_dot();
-    assert!(dot.starts_with("digraph") && dot.contains("subgraph cluster_"), "{dot}");
+    assert!(
+        dot.starts_with("digraph") && dot.contains("subgraph cluster_"),
+        "{dot}"
+    );
     let sources = p.kernel_sources();
     assert!(!sources.is_empty());
     for (name, src) in &sources {
         assert!(src.contains(name), "{src}");
-        assert!(src.contains("new_labels") || src.contains("cn") || src.contains("objective") || src.contains('z'));
+        assert!(
+            src.contains("new_labels")
+                || src.contains("cn")
+                || src.contains("objective")
+                || src.contains('z')
+        );
     }
     // Deterministic: the same program and sizes give the same text.
     let again = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
@@ -125,7 +198,25 @@ fn readable_three_ways() {
 #[test]
 fn buffers_are_reused_once_values_die() {
     let p = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
-    let temps = p.values.iter().filter(|v| matches!(v.home, Home::Temp(_))).count();
-    let buffers_used: usize = p.values.iter().map(|v| if let Home::Temp(b) = &v.home { b.len() } else { 0 }).sum();
-    assert!(p.buffers.len() < buffers_used, "{} buffers for {temps} temporaries", p.buffers.len());
+    let temps = p
+        .values
+        .iter()
+        .filter(|v| matches!(v.home, Home::Temp(_)))
+        .count();
+    let buffers_used: usize = p
+        .values
+        .iter()
+        .map(|v| {
+            if let Home::Temp(b) = &v.home {
+                b.len()
+            } else {
+                0
+            }
+        })
+        .sum();
+    assert!(
+        p.buffers.len() < buffers_used,
+        "{} buffers for {temps} temporaries",
+        p.buffers.len()
+    );
 }

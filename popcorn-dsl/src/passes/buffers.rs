@@ -12,6 +12,34 @@ use crate::plan::{Buffer, BufferId, Elem, Home, Plan, StepOp, ValueId, ValueKind
 use kernels_gen::{Access, OutputShape};
 use std::collections::HashMap;
 
+/// The storage of one program output, lent to temporaries until the output is written.
+struct OutputSlot {
+    /// The output's name.
+    name: String,
+    /// Its element type.
+    elem: Elem,
+    /// Its length.
+    len: usize,
+    /// The step that writes it.
+    defined_at: usize,
+    /// The step intervals during which temporaries hold it.
+    busy: Vec<(usize, usize)>,
+}
+
+impl OutputSlot {
+    /// Whether temporary `t`, last used at step `hi`, is dead before the output is written (or
+    /// is what the output is written from, in place).
+    fn outlived_by(&self, plan: &Plan, hi: usize, t: ValueId) -> bool {
+        hi < self.defined_at || (hi == self.defined_at && in_place_target(plan, self.defined_at, t))
+    }
+
+    /// Whether temporary `t`, alive over steps `lo..=hi`, may move in: outlived by the output
+    /// and overlapping no other tenant.
+    fn admits(&self, plan: &Plan, lo: usize, hi: usize, t: ValueId) -> bool {
+        self.outlived_by(plan, hi, t) && self.busy.iter().all(|(a, b)| hi < *a || lo > *b)
+    }
+}
+
 /// Where a value of one element type lives.
 #[derive(Clone, Debug, PartialEq)]
 enum Place {
@@ -36,12 +64,17 @@ fn in_place_ok(plan: &Plan, s: usize, u: ValueId, o: ValueId) -> bool {
     // Only element-wise maps: each element is read and then written by the same thread, and
     // nothing reads the input again afterwards (a row kernel's gather may, so it never works in
     // place). Map kernels are generated without `__restrict__` for this reason.
-    let StepOp::Fused(f) = &step.op else { return false };
+    let StepOp::Fused(f) = &step.op else {
+        return false;
+    };
     if !matches!(f.spec.form, kernels_gen::Form::Map { .. }) {
         return false;
     }
-    let Some(oi) = step.outputs.iter().position(|x| *x == o) else { return false };
-    if f.spec.outputs().get(oi) != Some(&OutputShape::Full) || storage(plan, u) != storage(plan, o) {
+    let Some(oi) = step.outputs.iter().position(|x| *x == o) else {
+        return false;
+    };
+    if f.spec.outputs().get(oi) != Some(&OutputShape::Full) || storage(plan, u) != storage(plan, o)
+    {
         return false;
     }
     let mut read = false;
@@ -70,11 +103,16 @@ pub fn assign(plan: &mut Plan) {
             last.insert(*i, s);
         }
     }
-    // Output slots: name, storage, definition step, and the intervals temporaries hold them.
-    let mut slots: Vec<(String, Elem, usize, usize, Vec<(usize, usize)>)> = Vec::new();
+    let mut slots: Vec<OutputSlot> = Vec::new();
     for (name, v) in &plan.outputs {
         if let (Home::Output(_), Some((elem, len))) = (&plan.value(*v).home, storage(plan, *v)) {
-            slots.push((name.clone(), elem, len, def.get(v).copied().unwrap_or(nsteps), Vec::new()));
+            slots.push(OutputSlot {
+                name: name.clone(),
+                elem,
+                len,
+                defined_at: def.get(v).copied().unwrap_or(nsteps),
+                busy: Vec::new(),
+            });
         }
     }
     let mut buffers: Vec<Buffer> = Vec::new();
@@ -82,7 +120,12 @@ pub fn assign(plan: &mut Plan) {
     let mut place: HashMap<ValueId, Place> = HashMap::new();
     let mut homes: HashMap<ValueId, Home> = HashMap::new();
 
-    let take_free = |free: &mut Vec<BufferId>, buffers: &mut Vec<Buffer>, elem: Elem, len: usize, v: ValueId| -> BufferId {
+    let take_free = |free: &mut Vec<BufferId>,
+                     buffers: &mut Vec<Buffer>,
+                     elem: Elem,
+                     len: usize,
+                     v: ValueId|
+     -> BufferId {
         let best = free
             .iter()
             .enumerate()
@@ -92,7 +135,11 @@ pub fn assign(plan: &mut Plan) {
         let id = match best {
             Some(i) => free.remove(i),
             None => {
-                buffers.push(Buffer { elem, len, holds: Vec::new() });
+                buffers.push(Buffer {
+                    elem,
+                    len,
+                    holds: Vec::new(),
+                });
                 BufferId(buffers.len() - 1)
             }
         };
@@ -108,7 +155,9 @@ pub fn assign(plan: &mut Plan) {
                 // An output written in place over a temporary that already lives in its storage
                 // needs nothing; anything else is the caller's storage.
                 for &u in &step.inputs {
-                    if place.get(&u) == Some(&Place::Output(name_of(plan, o))) && last.get(&u) == Some(&s) {
+                    if place.get(&u) == Some(&Place::Output(name_of(plan, o)))
+                        && last.get(&u) == Some(&s)
+                    {
                         transferred.push(u);
                     }
                 }
@@ -125,43 +174,46 @@ pub fn assign(plan: &mut Plan) {
                 homes.insert(o, Home::Temp(ids));
                 continue;
             }
-            let Some((elem, len)) = storage(plan, o) else { continue };
+            let Some((elem, len)) = storage(plan, o) else {
+                continue;
+            };
             let lo = s;
             let hi = last.get(&o).copied().unwrap_or(s);
             // 1. in place over a dying input
             let inplace = step.inputs.iter().copied().find(|u| {
-                last.get(u) == Some(&s) && place.contains_key(u) && !transferred.contains(u) && in_place_ok(plan, s, *u, o)
+                last.get(u) == Some(&s)
+                    && place.contains_key(u)
+                    && !transferred.contains(u)
+                    && in_place_ok(plan, s, *u, o)
             });
             // Taking over a place in an output's storage is only possible if the new value also
             // dies before that output is written (or is what the output is written from).
             let fits_slot = |p: &Place| match p {
                 Place::Buffer(_) => true,
-                Place::Output(name) => slots.iter().find(|x| &x.0 == name).is_some_and(|(_, _, _, d, _)| {
-                    hi < *d || (hi == *d && in_place_target(plan, *d, o))
-                }),
+                Place::Output(name) => slots
+                    .iter()
+                    .find(|x| &x.name == name)
+                    .is_some_and(|slot| slot.outlived_by(plan, hi, o)),
             };
             let inplace = inplace.filter(|u| fits_slot(&place[u]));
             if let Some(u) = inplace {
                 let p = place[&u].clone();
                 transferred.push(u);
                 if let Place::Output(name) = &p {
-                    if let Some(slot) = slots.iter_mut().find(|x| &x.0 == name) {
-                        slot.4.push((lo, hi));
+                    if let Some(slot) = slots.iter_mut().find(|x| &x.name == name) {
+                        slot.busy.push((lo, hi));
                     }
                 }
                 set_place(&mut buffers, &mut homes, &mut place, o, p);
                 continue;
             }
             // 2. an output's storage, free over [lo, hi]
-            let slot = slots.iter_mut().find(|(_, e, l, d, busy)| {
-                *e == elem
-                    && *l >= len
-                    && (hi < *d || (hi == *d && in_place_target(plan, *d, o)))
-                    && busy.iter().all(|(a, b)| hi < *a || lo > *b)
-            });
+            let slot = slots
+                .iter_mut()
+                .find(|s| s.elem == elem && s.len >= len && s.admits(plan, lo, hi, o));
             if let Some(slot) = slot {
-                slot.4.push((lo, hi));
-                let p = Place::Output(slot.0.clone());
+                slot.busy.push((lo, hi));
+                let p = Place::Output(slot.name.clone());
                 set_place(&mut buffers, &mut homes, &mut place, o, p);
                 continue;
             }
@@ -179,15 +231,12 @@ pub fn assign(plan: &mut Plan) {
             if last.get(&v) != Some(&s) || transferred.contains(&v) {
                 continue;
             }
-            match homes.get(&v) {
-                Some(Home::Temp(ids)) => {
-                    for id in ids {
-                        if !free.contains(id) {
-                            free.push(*id);
-                        }
+            if let Some(Home::Temp(ids)) = homes.get(&v) {
+                for id in ids {
+                    if !free.contains(id) {
+                        free.push(*id);
                     }
                 }
-                _ => {}
             }
         }
     }
@@ -207,10 +256,18 @@ fn name_of(plan: &Plan, v: ValueId) -> String {
 /// Whether output-defining step `d` can write its output over temporary `t` in place.
 fn in_place_target(plan: &Plan, d: usize, t: ValueId) -> bool {
     let step = &plan.steps[d];
-    step.outputs.iter().any(|o| matches!(plan.value(*o).home, Home::Output(_)) && in_place_ok(plan, d, t, *o))
+    step.outputs
+        .iter()
+        .any(|o| matches!(plan.value(*o).home, Home::Output(_)) && in_place_ok(plan, d, t, *o))
 }
 
-fn set_place(buffers: &mut [Buffer], homes: &mut HashMap<ValueId, Home>, place: &mut HashMap<ValueId, Place>, v: ValueId, p: Place) {
+fn set_place(
+    buffers: &mut [Buffer],
+    homes: &mut HashMap<ValueId, Home>,
+    place: &mut HashMap<ValueId, Place>,
+    v: ValueId,
+    p: Place,
+) {
     match &p {
         Place::Buffer(id) => {
             buffers[id.0].holds.push(v);

@@ -21,7 +21,13 @@ fn scalar_of(g: &Graph, n: NodeId) -> Option<ScalarExpr> {
 
 /// Whether `n` has exactly one user and is not an output, so it may be absorbed into its user.
 fn single_use(g: &Graph, n: NodeId) -> bool {
-    !g.is_output(n) && g.users(n).len() == 1 && g.operands(g.users(n)[0]).iter().filter(|o| **o == n).count() == 1
+    !g.is_output(n)
+        && g.users(n).len() == 1
+        && g.operands(g.users(n)[0])
+            .iter()
+            .filter(|o| **o == n)
+            .count()
+            == 1
 }
 
 /// Peels scalar factors, negations and transposes off a product operand: returns the core
@@ -49,7 +55,7 @@ fn peel(g: &Graph, mut n: NodeId) -> (NodeId, bool, ScalarExpr) {
                 n = ops[0];
             }
             Op::Unary(kernels_gen::UnaryOp::Neg) => {
-                alpha = alpha.neg();
+                alpha = -alpha;
                 n = ops[0];
             }
             Op::Binary(BinaryOp::Mul) => {
@@ -116,7 +122,11 @@ fn rewrite(g: &mut Graph, n: NodeId) -> bool {
             if let Op::Product(p) = g.node(inner).op.clone() {
                 if single_use(g, inner) {
                     let pops = g.operands(inner);
-                    let swapped = ProductAttrs { trans_a: !p.trans_b, trans_b: !p.trans_a, alpha: p.alpha };
+                    let swapped = ProductAttrs {
+                        trans_a: !p.trans_b,
+                        trans_b: !p.trans_a,
+                        alpha: p.alpha,
+                    };
                     let ty = g.node(n).ty.clone();
                     let new = g.add(Op::Product(swapped), ty, &[pops[1], pops[0]]);
                     g.node_mut(new).name = g.node(n).name.clone();
@@ -132,7 +142,15 @@ fn rewrite(g: &mut Graph, n: NodeId) -> bool {
             let (b, tb, fb) = peel(g, ops[1]);
             let alpha = ScalarExpr::binary(BinaryOp::Mul, fa, fb);
             let ty = g.node(n).ty.clone();
-            let new = g.add(Op::Product(ProductAttrs { trans_a: ta, trans_b: tb, alpha }), ty, &[a, b]);
+            let new = g.add(
+                Op::Product(ProductAttrs {
+                    trans_a: ta,
+                    trans_b: tb,
+                    alpha,
+                }),
+                ty,
+                &[a, b],
+            );
             g.node_mut(new).name = g.node(n).name.clone();
             g.replace_uses(n, new);
             true
@@ -141,18 +159,29 @@ fn rewrite(g: &mut Graph, n: NodeId) -> bool {
         Op::Binary(op @ (BinaryOp::Mul | BinaryOp::Div)) => {
             let (prod, factor) = match (scalar_of(g, ops[0]), scalar_of(g, ops[1])) {
                 (Some(s), None) if op == BinaryOp::Mul => (ops[1], s),
-                (None, Some(s)) => (ops[0], if op == BinaryOp::Div { ScalarExpr::binary(BinaryOp::Div, ScalarExpr::Lit(1.0), s) } else { s }),
+                (None, Some(s)) => (
+                    ops[0],
+                    if op == BinaryOp::Div {
+                        ScalarExpr::binary(BinaryOp::Div, ScalarExpr::Lit(1.0), s)
+                    } else {
+                        s
+                    },
+                ),
                 _ => return false,
             };
             absorb_factor(g, n, prod, factor)
         }
         Op::Unary(kernels_gen::UnaryOp::Neg) => absorb_factor(g, n, ops[0], ScalarExpr::Lit(-1.0)),
         // Summing, or taking the min or max of, a single column (row) is the identity.
-        Op::RowReduce(Reduce::Sum | Reduce::Min | Reduce::Max) if g.node(ops[0]).ty.shape.cols.is_one() => {
+        Op::RowReduce(Reduce::Sum | Reduce::Min | Reduce::Max)
+            if g.node(ops[0]).ty.shape.cols.is_one() =>
+        {
             g.replace_uses(n, ops[0]);
             true
         }
-        Op::ColReduce(Reduce::Sum | Reduce::Min | Reduce::Max) if g.node(ops[0]).ty.shape.rows.is_one() => {
+        Op::ColReduce(Reduce::Sum | Reduce::Min | Reduce::Max)
+            if g.node(ops[0]).ty.shape.rows.is_one() =>
+        {
             g.replace_uses(n, ops[0]);
             true
         }
@@ -163,7 +192,9 @@ fn rewrite(g: &mut Graph, n: NodeId) -> bool {
 /// Replaces `n = factor * prod` by a product with `alpha * factor`, if `prod` is a product
 /// used only here.
 fn absorb_factor(g: &mut Graph, n: NodeId, prod: NodeId, factor: ScalarExpr) -> bool {
-    let Op::Product(p) = g.node(prod).op.clone() else { return false };
+    let Op::Product(p) = g.node(prod).op.clone() else {
+        return false;
+    };
     if !single_use(g, prod) {
         return false;
     }
@@ -186,7 +217,15 @@ mod tests {
         let mut g = p.graph.clone();
         let cfg = PlannerConfig::default();
         let dims = Default::default();
-        Canonicalize.run(&mut g, &PassContext { dims: &dims, config: &cfg }).unwrap();
+        Canonicalize
+            .run(
+                &mut g,
+                &PassContext {
+                    dims: &dims,
+                    config: &cfg,
+                },
+            )
+            .unwrap();
         g
     }
 
@@ -202,17 +241,23 @@ mod tests {
 
     #[test]
     fn transposes_and_factors_fold_into_the_product() {
-        let g = canon("fn f(K: Dense[n, n], V: Csr[k, n]) -> (E: Dense[n, k]) { E = -2 * K * V^T; }");
+        let g =
+            canon("fn f(K: Dense[n, n], V: Csr[k, n]) -> (E: Dense[n, k]) { E = -2 * K * V^T; }");
         let p = products(&g);
         assert_eq!(p.len(), 1);
         assert!(!p[0].trans_a && p[0].trans_b);
         assert_eq!(p[0].alpha, ScalarExpr::Lit(-2.0));
-        assert!(!g.topo_order().iter().any(|n| matches!(g.node(*n).op, Op::Transpose | Op::Binary(_))));
+        assert!(!g
+            .topo_order()
+            .iter()
+            .any(|n| matches!(g.node(*n).op, Op::Transpose | Op::Binary(_))));
     }
 
     #[test]
     fn trailing_factor_division_and_negation_fold() {
-        let g = canon("fn f(A: Dense[n, d], a: Scalar) -> (Y: Dense[n, n]) { Y = -(A * A^T) * a / 4; }");
+        let g = canon(
+            "fn f(A: Dense[n, d], a: Scalar) -> (Y: Dense[n, n]) { Y = -(A * A^T) * a / 4; }",
+        );
         let p = products(&g);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].alpha.to_string(), "(-a * 0.25)");
@@ -220,7 +265,8 @@ mod tests {
 
     #[test]
     fn transposed_product_swaps_operands() {
-        let g = canon("fn f(A: Dense[n, d], B: Dense[d, m]) -> (Y: Dense[m, n]) { Y = (A * B)^T; }");
+        let g =
+            canon("fn f(A: Dense[n, d], B: Dense[d, m]) -> (Y: Dense[m, n]) { Y = (A * B)^T; }");
         let p = products(&g);
         assert_eq!(p.len(), 1);
         assert!(p[0].trans_a && p[0].trans_b);

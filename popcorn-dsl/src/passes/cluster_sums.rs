@@ -29,26 +29,48 @@ impl Pass for ClusterSumsPattern {
     fn run(&self, g: &mut Graph, cx: &PassContext<'_>) -> Result<bool, PlanError> {
         let mut changed = false;
         for n in g.topo_order() {
-            let Op::Library(LibOp::SpMM { sparse_left: false, trans_sparse: true, trans_dense: false, alpha }) = g.node(n).op.clone() else {
+            let Op::Library(LibOp::SpMM {
+                sparse_left: false,
+                trans_sparse: true,
+                trans_dense: false,
+                alpha,
+            }) = g.node(n).op.clone()
+            else {
                 continue;
             };
             let ops = g.operands(n);
             let (m, v) = (ops[0], ops[1]);
-            let Op::Selection { k } = g.node(v).op.clone() else { continue };
-            let fits = k.resolve(cx.dims).is_some_and(|k| k <= cx.config.cluster_sums_max_k);
+            let Op::Selection { k } = g.node(v).op.clone() else {
+                continue;
+            };
+            let fits = k
+                .resolve(cx.dims)
+                .is_some_and(|k| k <= cx.config.cluster_sums_max_k);
             if !fits {
                 continue;
             }
             let labels = g.operands(v)[0];
             let rows = g.node(m).ty.shape.rows.clone();
             // S = cluster_sums(M, labels)
-            let sums = g.add(Op::ClusterSums { k: k.clone() }, Type::dense(rows.clone(), k.clone()), &[m, labels]);
+            let sums = g.add(
+                Op::ClusterSums { k: k.clone() },
+                Type::dense(rows.clone(), k.clone()),
+                &[m, labels],
+            );
             // scale = alpha / max(counts(labels, k), 1), a k-vector
             let counts = g.add(Op::Counts { k: k.clone() }, Type::col(k.clone()), &[labels]);
             let one = g.add(Op::Scalar(ScalarExpr::Lit(1.0)), Type::scalar(), &[]);
-            let at_least_one = g.add(Op::Binary(BinaryOp::Max), Type::col(k.clone()), &[counts, one]);
+            let at_least_one = g.add(
+                Op::Binary(BinaryOp::Max),
+                Type::col(k.clone()),
+                &[counts, one],
+            );
             let a = g.add(Op::Scalar(alpha), Type::scalar(), &[]);
-            let scale = g.add(Op::Binary(BinaryOp::Div), Type::col(k.clone()), &[a, at_least_one]);
+            let scale = g.add(
+                Op::Binary(BinaryOp::Div),
+                Type::col(k.clone()),
+                &[a, at_least_one],
+            );
             let scale_t = g.add(Op::Transpose, Type::row(k.clone()), &[scale]);
             // E = S .* scale^T
             let ty = Type::dense(rows, k);
@@ -76,15 +98,32 @@ mod tests {
             "fn f(K: Dense[n, n], labels: Index[n]) -> (E: Dense[n, k]) { E = -2 * K * selection(labels, k)^T; }",
         )
         .unwrap();
-        let dims: BTreeMap<String, usize> = [("n".to_string(), 100), ("k".to_string(), 7)].into_iter().collect();
-        let on = PlannerConfig { cluster_sums_max_k: 1024, ..PlannerConfig::default() };
+        let dims: BTreeMap<String, usize> = [("n".to_string(), 100), ("k".to_string(), 7)]
+            .into_iter()
+            .collect();
+        let on = PlannerConfig {
+            cluster_sums_max_k: 1024,
+            ..PlannerConfig::default()
+        };
         let with = plan(&p, &dims, &on, &BTreeMap::new()).unwrap();
         let names: Vec<String> = with.steps.iter().map(|s| s.op_name()).collect();
         assert!(names.contains(&"cluster sums".to_string()), "{with}");
-        assert!(!names.contains(&"spmm".to_string()) && !names.contains(&"selection".to_string()), "{with}");
-        assert!(with.steps.iter().any(|s| matches!(s.op, StepOp::Counts { k: 7 })));
-        let off = PlannerConfig { cluster_sums_max_k: 6, ..PlannerConfig::default() };
+        assert!(
+            !names.contains(&"spmm".to_string()) && !names.contains(&"selection".to_string()),
+            "{with}"
+        );
+        assert!(with
+            .steps
+            .iter()
+            .any(|s| matches!(s.op, StepOp::Counts { k: 7 })));
+        let off = PlannerConfig {
+            cluster_sums_max_k: 6,
+            ..PlannerConfig::default()
+        };
         let without = plan(&p, &dims, &off, &BTreeMap::new()).unwrap();
-        assert!(without.steps.iter().any(|s| s.op_name() == "spmm"), "{without}");
+        assert!(
+            without.steps.iter().any(|s| s.op_name() == "spmm"),
+            "{without}"
+        );
     }
 }

@@ -57,8 +57,20 @@ mod tests {
         let mut g = p.graph.clone();
         let cfg = PlannerConfig::default();
         let dims = Default::default();
-        assert!(Cse.run(&mut g, &PassContext { dims: &dims, config: &cfg }).unwrap());
-        let reductions = g.topo_order().into_iter().filter(|n| matches!(g.node(*n).op, Op::RowReduce(_))).count();
+        assert!(Cse
+            .run(
+                &mut g,
+                &PassContext {
+                    dims: &dims,
+                    config: &cfg
+                }
+            )
+            .unwrap());
+        let reductions = g
+            .topo_order()
+            .into_iter()
+            .filter(|n| matches!(g.node(*n).op, Op::RowReduce(_)))
+            .count();
         assert_eq!(reductions, 1);
     }
 }

@@ -41,7 +41,9 @@ pub fn classify(g: &Graph, n: NodeId) -> Class {
     let node = g.node(n);
     match &node.op {
         Op::Scalar(_) => Class::Scalar,
-        _ if node.ty.storage != Storage::Dense && node.ty.storage != Storage::Index => Class::Opaque,
+        _ if node.ty.storage != Storage::Dense && node.ty.storage != Storage::Index => {
+            Class::Opaque
+        }
         op if op.is_elementwise() => Class::Elementwise,
         Op::Transpose if is_view(g, n) => Class::View,
         Op::Transpose => Class::Transpose,
@@ -106,7 +108,9 @@ pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
         .copied()
         .filter(|n| !matches!(classify(g, *n), Class::Scalar | Class::Opaque | Class::View))
         .collect();
-    let mut uf = UnionFind { parent: HashMap::new() };
+    let mut uf = UnionFind {
+        parent: HashMap::new(),
+    };
     let mut members: HashMap<NodeId, BTreeSet<NodeId>> =
         fusible.iter().map(|n| (*n, BTreeSet::from([*n]))).collect();
     let log = crate::log::enabled("fusion");
@@ -130,19 +134,31 @@ pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
                 }
                 if space(g, p, cx) != space(g, c, cx) {
                     if log {
-                        eprintln!("[popcorn fusion] {} stays apart from {}: different iteration spaces", g.describe(p), g.describe(c));
+                        eprintln!(
+                            "[popcorn fusion] {} stays apart from {}: different iteration spaces",
+                            g.describe(p),
+                            g.describe(c)
+                        );
                     }
                     continue;
                 }
                 let merged: BTreeSet<NodeId> = members[&rp].union(&members[&rc]).copied().collect();
                 if let Err(why) = can_form_group(g, &merged) {
                     if log {
-                        eprintln!("[popcorn fusion] {} stays apart from {}: {why}", g.describe(p), g.describe(c));
+                        eprintln!(
+                            "[popcorn fusion] {} stays apart from {}: {why}",
+                            g.describe(p),
+                            g.describe(c)
+                        );
                     }
                     continue;
                 }
                 if log {
-                    eprintln!("[popcorn fusion] {} fuses into {}", g.describe(p), g.describe(c));
+                    eprintln!(
+                        "[popcorn fusion] {} fuses into {}",
+                        g.describe(p),
+                        g.describe(c)
+                    );
                 }
                 uf.parent.insert(rp, rc);
                 members.remove(&rp);
@@ -154,14 +170,17 @@ pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
     let mut groups: Vec<BTreeSet<NodeId>> = Vec::new();
     for (_, set) in members {
         let has_col = set.iter().any(|n| classify(g, *n) == Class::ColReduce);
-        let stores = set.iter().any(|n| {
-            classify(g, *n) != Class::ColReduce && is_stored(g, *n, &set)
-        });
+        let stores = set
+            .iter()
+            .any(|n| classify(g, *n) != Class::ColReduce && is_stored(g, *n, &set));
         if has_col && stores && set.len() > 1 {
-            let (cols, rest): (BTreeSet<NodeId>, BTreeSet<NodeId>) =
-                set.into_iter().partition(|n| classify(g, *n) == Class::ColReduce);
+            let (cols, rest): (BTreeSet<NodeId>, BTreeSet<NodeId>) = set
+                .into_iter()
+                .partition(|n| classify(g, *n) == Class::ColReduce);
             if log {
-                eprintln!("[popcorn fusion] column reductions split from a group that stores values");
+                eprintln!(
+                    "[popcorn fusion] column reductions split from a group that stores values"
+                );
             }
             groups.push(rest);
             groups.extend(cols.into_iter().map(|c| BTreeSet::from([c])));
@@ -214,7 +233,8 @@ fn can_form_group(g: &Graph, set: &BTreeSet<NodeId>) -> Result<(), &'static str>
             // Through a view too: `r = x^T` read where `x` is a reduction of this group.
             if classify(g, o) == Class::View {
                 let x = g.operands(o)[0];
-                if set.contains(&x) && matches!(classify(g, x), Class::RowReduce | Class::ColReduce) {
+                if set.contains(&x) && matches!(classify(g, x), Class::RowReduce | Class::ColReduce)
+                {
                     return Err("it would read a reduction computed by the same kernel");
                 }
             }
@@ -270,14 +290,28 @@ pub struct GroupKernel {
 
 impl Fusion {
     /// Builds the kernel of group `gi`; `names` gives each node's display name.
-    pub fn spec(&self, gi: usize, g: &Graph, cx: &PassContext<'_>, names: &dyn Fn(NodeId) -> String) -> Result<GroupKernel, PlanError> {
+    pub fn spec(
+        &self,
+        gi: usize,
+        g: &Graph,
+        cx: &PassContext<'_>,
+        names: &dyn Fn(NodeId) -> String,
+    ) -> Result<GroupKernel, PlanError> {
         let members = &self.groups[gi];
         let set: BTreeSet<NodeId> = members.iter().copied().collect();
         let (rows, cols) = space(g, members[0], cx).ok_or_else(|| PlanError::Internal {
             pass: "fuse",
             message: "unbound iteration space".into(),
         })?;
-        let mut b = SpecBuilder { g, cx, set: &set, rows, cols, inputs: Vec::new(), names };
+        let mut b = SpecBuilder {
+            g,
+            cx,
+            set: &set,
+            rows,
+            cols,
+            inputs: Vec::new(),
+            names,
+        };
         let mut stores = Vec::new();
         let mut reductions = Vec::new();
         let mut outputs = Vec::new();
@@ -285,11 +319,9 @@ impl Fusion {
         let mut col_form = false;
         for &n in members {
             match classify(g, n) {
-                Class::Elementwise | Class::Transpose => {
-                    if is_stored(g, n, &set) {
-                        stores.push(b.expr(n)?);
-                        outputs.push(n);
-                    }
+                Class::Elementwise | Class::Transpose if is_stored(g, n, &set) => {
+                    stores.push(b.expr(n)?);
+                    outputs.push(n);
                 }
                 Class::RowReduce | Class::ColReduce => {
                     col_form |= classify(g, n) == Class::ColReduce;
@@ -302,7 +334,9 @@ impl Fusion {
                             Reduce::Max => ReduceKind::Max,
                             Reduce::ArgMin => ReduceKind::ArgMin,
                         },
-                        Op::Gather => ReduceKind::Pick { index_input: b.input(ops[1], Access::IndexCol) },
+                        Op::Gather => ReduceKind::Pick {
+                            index_input: b.input(ops[1], Access::IndexCol),
+                        },
                         _ => unreachable!("classified as a reduction"),
                     };
                     reductions.push(Reduction { kind, expr });
@@ -320,9 +354,20 @@ impl Fusion {
             Form::Rows { stores, reductions }
         };
         let provenance = members.iter().map(|n| g.describe(*n)).collect();
-        let spec = KernelSpec { dtype: cx.config.dtype.scalar_type(), inputs: b.inputs.iter().map(|(i, _)| i.clone()).collect(), form, provenance };
+        let spec = KernelSpec {
+            dtype: cx.config.dtype.scalar_type(),
+            inputs: b.inputs.iter().map(|(i, _)| i.clone()).collect(),
+            form,
+            provenance,
+        };
         let inputs = b.inputs.into_iter().map(|(_, gi)| gi).collect();
-        Ok(GroupKernel { spec, inputs, outputs, rows, cols })
+        Ok(GroupKernel {
+            spec,
+            inputs,
+            outputs,
+            rows,
+            cols,
+        })
     }
 }
 
@@ -338,35 +383,53 @@ struct SpecBuilder<'a> {
 
 /// A C identifier from a value name.
 fn c_ident(name: &str, index: usize) -> String {
-    let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let clean: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
     format!("v{index}_{}", clean.trim_matches('_'))
 }
 
 impl SpecBuilder<'_> {
     /// The index of the kernel input reading `node` with `access`, added if new.
     fn input(&mut self, node: NodeId, access: Access) -> usize {
-        if let Some(i) = self.inputs.iter().position(|(_, gi)| gi.node == node && gi.access == access) {
+        if let Some(i) = self
+            .inputs
+            .iter()
+            .position(|(_, gi)| gi.node == node && gi.access == access)
+        {
             return i;
         }
         let i = self.inputs.len();
         let name = c_ident(&(self.names)(node), i);
-        self.inputs.push((Input { name, access }, GroupInput { node, access }));
+        self.inputs
+            .push((Input { name, access }, GroupInput { node, access }));
         i
     }
 
     /// How a value of shape `(r, c)`, possibly read transposed, is read over the space.
     fn access_for(&self, node: NodeId, transposed: bool) -> Result<Access, PlanError> {
-        let (r, c) = self.g.node(node).ty.shape.resolve(self.cx.dims).ok_or_else(|| PlanError::Internal {
-            pass: "fuse",
-            message: "unbound operand shape".into(),
-        })?;
+        let (r, c) = self
+            .g
+            .node(node)
+            .ty
+            .shape
+            .resolve(self.cx.dims)
+            .ok_or_else(|| PlanError::Internal {
+                pass: "fuse",
+                message: "unbound operand shape".into(),
+            })?;
         let (vr, vc) = if transposed { (c, r) } else { (r, c) };
         let access = if (vr, vc) == (self.rows, self.cols) {
             if transposed && r != 1 && c != 1 {
                 Access::Matrix { transposed: true }
             } else if transposed {
                 // A transposed vector has the same memory as the vector.
-                if vr == 1 { Access::Row } else { Access::Col }
+                if vr == 1 {
+                    Access::Row
+                } else {
+                    Access::Col
+                }
             } else {
                 Access::Matrix { transposed: false }
             }
@@ -379,7 +442,10 @@ impl SpecBuilder<'_> {
         } else {
             return Err(PlanError::Internal {
                 pass: "fuse",
-                message: format!("cannot read a {vr} x {vc} value over a {} x {} space", self.rows, self.cols),
+                message: format!(
+                    "cannot read a {vr} x {vc} value over a {} x {} space",
+                    self.rows, self.cols
+                ),
             });
         };
         Ok(access)
@@ -421,7 +487,10 @@ impl SpecBuilder<'_> {
                 Expr::Input(self.input(ops[0], access))
             }
             other => {
-                return Err(PlanError::Internal { pass: "fuse", message: format!("{} inside a fused group", other.label()) })
+                return Err(PlanError::Internal {
+                    pass: "fuse",
+                    message: format!("{} inside a fused group", other.label()),
+                })
             }
         })
     }

@@ -31,7 +31,10 @@ impl Pass for Infer {
         let mut changed = false;
         for n in graph.topo_order() {
             let node = graph.node(n);
-            if let Op::Counts { k: Dim::Sym(s) } | Op::Selection { k: Dim::Sym(s) } | Op::ClusterSums { k: Dim::Sym(s) } = &node.op {
+            if let Op::Counts { k: Dim::Sym(s) }
+            | Op::Selection { k: Dim::Sym(s) }
+            | Op::ClusterSums { k: Dim::Sym(s) } = &node.op
+            {
                 if !cx.dims.contains_key(s) {
                     return Err(PlanError::UnboundDim(s.clone()));
                 }
@@ -42,8 +45,11 @@ impl Pass for Infer {
                 check_bound(&node.ty, cx)?;
                 continue;
             }
-            let operand_types: Vec<Type> =
-                graph.operands(n).iter().map(|o| graph.node(*o).ty.clone()).collect();
+            let operand_types: Vec<Type> = graph
+                .operands(n)
+                .iter()
+                .map(|o| graph.node(*o).ty.clone())
+                .collect();
             let refs: Vec<&Type> = operand_types.iter().collect();
             let ty = result_type(&node.op, &refs).map_err(|e| PlanError::Internal {
                 pass: "infer",
@@ -67,16 +73,45 @@ mod tests {
 
     #[test]
     fn reports_unbound_and_zero_dimensions() {
-        let p = crate::Program::parse("fn f(X: Dense[n, d]) -> (Y: Dense[n, d]) { Y = 2 * X; }").unwrap();
+        let p = crate::Program::parse("fn f(X: Dense[n, d]) -> (Y: Dense[n, d]) { Y = 2 * X; }")
+            .unwrap();
         let mut g = p.graph.clone();
         let cfg = PlannerConfig::default();
         let dims: DimBindings = [("n".to_string(), 3)].into_iter().collect();
-        let err = Infer.run(&mut g, &PassContext { dims: &dims, config: &cfg }).unwrap_err();
+        let err = Infer
+            .run(
+                &mut g,
+                &PassContext {
+                    dims: &dims,
+                    config: &cfg,
+                },
+            )
+            .unwrap_err();
         assert_eq!(err, PlanError::UnboundDim("d".into()));
-        let dims: DimBindings = [("n".to_string(), 3), ("d".to_string(), 0)].into_iter().collect();
-        let err = Infer.run(&mut g, &PassContext { dims: &dims, config: &cfg }).unwrap_err();
+        let dims: DimBindings = [("n".to_string(), 3), ("d".to_string(), 0)]
+            .into_iter()
+            .collect();
+        let err = Infer
+            .run(
+                &mut g,
+                &PassContext {
+                    dims: &dims,
+                    config: &cfg,
+                },
+            )
+            .unwrap_err();
         assert_eq!(err, PlanError::ZeroDim("d".into()));
-        let dims: DimBindings = [("n".to_string(), 3), ("d".to_string(), 2)].into_iter().collect();
-        assert!(!Infer.run(&mut g, &PassContext { dims: &dims, config: &cfg }).unwrap());
+        let dims: DimBindings = [("n".to_string(), 3), ("d".to_string(), 2)]
+            .into_iter()
+            .collect();
+        assert!(!Infer
+            .run(
+                &mut g,
+                &PassContext {
+                    dims: &dims,
+                    config: &cfg
+                }
+            )
+            .unwrap());
     }
 }

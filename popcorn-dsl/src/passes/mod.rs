@@ -42,7 +42,12 @@ pub struct PlannerConfig {
 
 impl Default for PlannerConfig {
     fn default() -> Self {
-        PlannerConfig { dtype: DType::F32, syrk_gemm_ratio: 100.0, fusion: true, cluster_sums_max_k: 0 }
+        PlannerConfig {
+            dtype: DType::F32,
+            syrk_gemm_ratio: 100.0,
+            fusion: true,
+            cluster_sums_max_k: 0,
+        }
     }
 }
 
@@ -57,7 +62,10 @@ impl PlannerConfig {
         if set("POPCORN_NO_FUSION") {
             c.fusion = false;
         }
-        if let Some(k) = std::env::var("POPCORN_CLUSTER_SUMS_MAX_K").ok().and_then(|v| v.parse().ok()) {
+        if let Some(k) = std::env::var("POPCORN_CLUSTER_SUMS_MAX_K")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
             c.cluster_sums_max_k = k;
         }
         if set("POPCORN_NO_CLUSTER_SUMS") {
@@ -112,12 +120,19 @@ pub trait Pass {
 }
 
 /// Runs passes in order, logging the graph after each when `POPCORN_LOG` includes `plan`.
-pub fn run_passes(passes: &[&dyn Pass], graph: &mut Graph, cx: &PassContext<'_>) -> Result<(), PlanError> {
+pub fn run_passes(
+    passes: &[&dyn Pass],
+    graph: &mut Graph,
+    cx: &PassContext<'_>,
+) -> Result<(), PlanError> {
     let log = crate::log::enabled("plan");
     for p in passes {
         let changed = p.run(graph, cx)?;
         if log {
-            eprintln!("[popcorn plan] after pass `{}` (changed: {changed}):\n{graph}", p.name());
+            eprintln!(
+                "[popcorn plan] after pass `{}` (changed: {changed}):\n{graph}",
+                p.name()
+            );
         }
     }
     Ok(())

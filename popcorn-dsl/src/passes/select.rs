@@ -18,7 +18,14 @@ fn is_vector(t: &Type, cx: &PassContext<'_>) -> bool {
 
 /// Chooses the library operation for a product `op(a) * op(b)` with result type `out`;
 /// returns it with its operands in library order.
-pub fn choose(g: &Graph, a: NodeId, b: NodeId, p: &ProductAttrs, out: &Type, cx: &PassContext<'_>) -> (LibOp, [NodeId; 2]) {
+pub fn choose(
+    g: &Graph,
+    a: NodeId,
+    b: NodeId,
+    p: &ProductAttrs,
+    out: &Type,
+    cx: &PassContext<'_>,
+) -> (LibOp, [NodeId; 2]) {
     let ta = &g.node(a).ty;
     let tb = &g.node(b).ty;
     let alpha = p.alpha.clone();
@@ -26,17 +33,45 @@ pub fn choose(g: &Graph, a: NodeId, b: NodeId, p: &ProductAttrs, out: &Type, cx:
     match (ta.storage, tb.storage) {
         (Storage::Csr, _) => {
             if out_cols == 1 {
-                (LibOp::SpMV { trans: p.trans_a, alpha }, [a, b])
+                (
+                    LibOp::SpMV {
+                        trans: p.trans_a,
+                        alpha,
+                    },
+                    [a, b],
+                )
             } else {
-                (LibOp::SpMM { sparse_left: true, trans_sparse: p.trans_a, trans_dense: p.trans_b, alpha }, [a, b])
+                (
+                    LibOp::SpMM {
+                        sparse_left: true,
+                        trans_sparse: p.trans_a,
+                        trans_dense: p.trans_b,
+                        alpha,
+                    },
+                    [a, b],
+                )
             }
         }
         (_, Storage::Csr) => {
             if out_rows == 1 {
                 // y^T = x^T op(S)  <=>  y = op(S)^T x
-                (LibOp::SpMV { trans: !p.trans_b, alpha }, [b, a])
+                (
+                    LibOp::SpMV {
+                        trans: !p.trans_b,
+                        alpha,
+                    },
+                    [b, a],
+                )
             } else {
-                (LibOp::SpMM { sparse_left: false, trans_sparse: p.trans_b, trans_dense: p.trans_a, alpha }, [a, b])
+                (
+                    LibOp::SpMM {
+                        sparse_left: false,
+                        trans_sparse: p.trans_b,
+                        trans_dense: p.trans_a,
+                        alpha,
+                    },
+                    [a, b],
+                )
             }
         }
         _ => {
@@ -46,17 +81,35 @@ pub fn choose(g: &Graph, a: NodeId, b: NodeId, p: &ProductAttrs, out: &Type, cx:
                 let (r, c) = ta.shape.resolve(cx.dims).unwrap_or((1, 1));
                 let d = if p.trans_a { r } else { c } as f64;
                 if n / d <= cx.config.syrk_gemm_ratio {
-                    return (LibOp::Syrk { trans: p.trans_a, alpha }, [a, a]);
+                    return (
+                        LibOp::Syrk {
+                            trans: p.trans_a,
+                            alpha,
+                        },
+                        [a, a],
+                    );
                 }
                 return (LibOp::Gemm(p.clone()), [a, b]);
             }
             let a_vec = is_vector(ta, cx);
             let b_vec = is_vector(tb, cx);
             if out_cols == 1 && b_vec && !a_vec {
-                (LibOp::Gemv { trans: p.trans_a, alpha }, [a, b])
+                (
+                    LibOp::Gemv {
+                        trans: p.trans_a,
+                        alpha,
+                    },
+                    [a, b],
+                )
             } else if out_rows == 1 && a_vec && !b_vec {
                 // y^T = x^T op(B)  <=>  y = op(B)^T x
-                (LibOp::Gemv { trans: !p.trans_b, alpha }, [b, a])
+                (
+                    LibOp::Gemv {
+                        trans: !p.trans_b,
+                        alpha,
+                    },
+                    [b, a],
+                )
             } else {
                 (LibOp::Gemm(p.clone()), [a, b])
             }
@@ -72,11 +125,16 @@ impl Pass for Select {
     fn run(&self, g: &mut Graph, cx: &PassContext<'_>) -> Result<bool, PlanError> {
         let mut changed = false;
         for n in g.topo_order() {
-            let Op::Product(p) = g.node(n).op.clone() else { continue };
+            let Op::Product(p) = g.node(n).op.clone() else {
+                continue;
+            };
             let ops = g.operands(n);
             for o in &ops {
                 if g.node(*o).ty.storage == Storage::Scalar {
-                    return Err(PlanError::Internal { pass: "select", message: "a scalar reached a product".into() });
+                    return Err(PlanError::Internal {
+                        pass: "select",
+                        message: "a scalar reached a product".into(),
+                    });
                 }
                 if matches!(g.node(*o).op, Op::Binary(_)) && g.node(*o).ty.storage == Storage::Csr {
                     return Err(PlanError::Unsupported(
@@ -110,7 +168,10 @@ mod tests {
         let mut g = p.graph.clone();
         let cfg = PlannerConfig::default();
         let dims: DimBindings = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        let cx = PassContext { dims: &dims, config: &cfg };
+        let cx = PassContext {
+            dims: &dims,
+            config: &cfg,
+        };
         Canonicalize.run(&mut g, &cx).unwrap();
         Select.run(&mut g, &cx).unwrap();
         g.topo_order()
@@ -125,15 +186,29 @@ mod tests {
     #[test]
     fn gram_matrix_uses_syrk_or_gemm_by_ratio() {
         let src = "fn f(X: Dense[n, d]) -> (B: Dense[n, n]) { B = X * X^T; }";
-        assert!(matches!(libs(src, &[("n", 1000), ("d", 100)])[0], LibOp::Syrk { trans: false, .. }));
-        assert!(matches!(libs(src, &[("n", 60000), ("d", 50)])[0], LibOp::Gemm(_)));
+        assert!(matches!(
+            libs(src, &[("n", 1000), ("d", 100)])[0],
+            LibOp::Syrk { trans: false, .. }
+        ));
+        assert!(matches!(
+            libs(src, &[("n", 60000), ("d", 50)])[0],
+            LibOp::Gemm(_)
+        ));
     }
 
     #[test]
     fn kernel_kmeans_products() {
         let src = "fn f(K: Dense[n, n], V: Csr[k, n], z: Col[n]) -> (E: Dense[n, k], c: Col[k]) { E = -2 * K * V^T; c = -0.5 * V * z; }";
         let l = libs(src, &[("n", 100), ("k", 5)]);
-        assert!(matches!(&l[0], LibOp::SpMM { sparse_left: false, trans_sparse: true, trans_dense: false, .. }));
+        assert!(matches!(
+            &l[0],
+            LibOp::SpMM {
+                sparse_left: false,
+                trans_sparse: true,
+                trans_dense: false,
+                ..
+            }
+        ));
         assert!(matches!(&l[1], LibOp::SpMV { trans: false, .. }));
     }
 

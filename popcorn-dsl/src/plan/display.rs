@@ -24,13 +24,31 @@ fn detail(step: &Step) -> String {
     match &step.op {
         StepOp::Gemm(g) => format!(
             "m={} n={} k={} op(A)={} op(B)={} alpha={}",
-            g.m, g.n, g.k, flag(g.trans_a), flag(g.trans_b), g.alpha
+            g.m,
+            g.n,
+            g.k,
+            flag(g.trans_a),
+            flag(g.trans_b),
+            g.alpha
         ),
         StepOp::Syrk { trans, n, k, alpha } => {
-            format!("n={n} k={k} {} alpha={alpha} full", if *trans { "A^T*A" } else { "A*A^T" })
+            format!(
+                "n={n} k={k} {} alpha={alpha} full",
+                if *trans { "A^T*A" } else { "A*A^T" }
+            )
         }
-        StepOp::Gemv { trans, m, n, alpha } => format!("m={m} n={n} op(A)={} alpha={alpha}", flag(*trans)),
-        StepOp::SpMM { sparse_left, trans_sparse, trans_dense, m, n, k, alpha } => {
+        StepOp::Gemv { trans, m, n, alpha } => {
+            format!("m={m} n={n} op(A)={} alpha={alpha}", flag(*trans))
+        }
+        StepOp::SpMM {
+            sparse_left,
+            trans_sparse,
+            trans_dense,
+            m,
+            n,
+            k,
+            alpha,
+        } => {
             let s = if *trans_sparse { "S^T" } else { "S" };
             let d = if *trans_dense { "D^T" } else { "D" };
             let (l, r) = if *sparse_left { (s, d) } else { (d, s) };
@@ -38,7 +56,9 @@ fn detail(step: &Step) -> String {
         }
         StepOp::SpMV { trans, alpha } => format!("op(S)={} alpha={alpha}", flag(*trans)),
         StepOp::Fused(f) => format!("{} over {} x {}", f.name, f.rows, f.cols),
-        StepOp::Counts { k } | StepOp::Selection { k } | StepOp::ClusterSums { k } => format!("k={k}"),
+        StepOp::Counts { k } | StepOp::Selection { k } | StepOp::ClusterSums { k } => {
+            format!("k={k}")
+        }
         StepOp::Diag | StepOp::Copy => String::new(),
     }
 }
@@ -50,7 +70,11 @@ impl fmt::Display for Plan {
         writeln!(
             f,
             "  dims: {}   dtype: {}   workspace: {}B in {} buffer(s)",
-            if dims.is_empty() { "-".to_string() } else { dims.join(" ") },
+            if dims.is_empty() {
+                "-".to_string()
+            } else {
+                dims.join(" ")
+            },
             self.dtype,
             si(self.workspace_bytes() as f64),
             self.buffers.len()
@@ -105,7 +129,11 @@ impl fmt::Display for Plan {
             }
             writeln!(f)?;
             if ri == 0 {
-                writeln!(f, " {}", "-".repeat(widths.iter().sum::<usize>() + widths.len()))?;
+                writeln!(
+                    f,
+                    " {}",
+                    "-".repeat(widths.iter().sum::<usize>() + widths.len())
+                )?;
             } else {
                 let d = detail(&self.steps[ri - 1]);
                 if !d.is_empty() {

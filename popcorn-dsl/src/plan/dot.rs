@@ -34,7 +34,10 @@ impl GraphView {
     pub fn to_dot(&self, title: &str) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "digraph \"{}\" {{", escape(title));
-        let _ = writeln!(out, "  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];");
+        let _ = writeln!(
+            out,
+            "  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];"
+        );
         let style = |s: &str| match s {
             "input" => "shape=box, style=filled, fillcolor=\"#dde8f7\"",
             "scalar" => "shape=plaintext",
@@ -44,20 +47,32 @@ impl GraphView {
             _ => "shape=box",
         };
         for (si, label) in self.steps.iter().enumerate() {
-            let members: Vec<usize> =
-                (0..self.nodes.len()).filter(|&i| self.nodes[i].step == Some(si)).collect();
+            let members: Vec<usize> = (0..self.nodes.len())
+                .filter(|&i| self.nodes[i].step == Some(si))
+                .collect();
             if members.len() > 1 {
                 let _ = writeln!(out, "  subgraph cluster_{si} {{");
-                let _ = writeln!(out, "    label=\"step {si}: {}\"; style=rounded; color=\"#4a9a4a\";", escape(label));
+                let _ = writeln!(
+                    out,
+                    "    label=\"step {si}: {}\"; style=rounded; color=\"#4a9a4a\";",
+                    escape(label)
+                );
                 for i in members {
                     let n = &self.nodes[i];
-                    let _ = writeln!(out, "    n{i} [label=\"{}\", {}];", escape(&n.label), style(&n.style));
+                    let _ = writeln!(
+                        out,
+                        "    n{i} [label=\"{}\", {}];",
+                        escape(&n.label),
+                        style(&n.style)
+                    );
                 }
                 let _ = writeln!(out, "  }}");
             }
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            let clustered = n.step.is_some_and(|s| self.nodes.iter().filter(|m| m.step == Some(s)).count() > 1);
+            let clustered = n
+                .step
+                .is_some_and(|s| self.nodes.iter().filter(|m| m.step == Some(s)).count() > 1);
             if !clustered {
                 let label = match n.step {
                     Some(s) => format!("{}\\n(step {s})", escape(&n.label)),
