@@ -43,9 +43,9 @@ struct Cli {
 fn parse_dims(items: &[String]) -> Result<DimBindings, String> {
     let mut dims = BTreeMap::new();
     for item in items {
-        let (name, value) = item
-            .split_once('=')
-            .ok_or_else(|| format!("--dim {item}: expected NAME=VALUE, for example --dim n=60000"))?;
+        let (name, value) = item.split_once('=').ok_or_else(|| {
+            format!("--dim {item}: expected NAME=VALUE, for example --dim n=60000")
+        })?;
         let v: usize = value
             .trim()
             .parse()
@@ -90,13 +90,25 @@ fn main() -> ExitCode {
     }
     let mut failed = false;
     for program in &programs {
-        let missing: Vec<String> = program.dims().into_iter().filter(|d| !dims.contains_key(d)).collect();
+        let missing: Vec<String> = program
+            .dims()
+            .into_iter()
+            .filter(|d| !dims.contains_key(d))
+            .collect();
         if !missing.is_empty() {
             let hint: Vec<String> = missing.iter().map(|d| format!("--dim {d}=...")).collect();
-            println!("# {}: not planned; give {}\n", program.signature(), hint.join(" "));
+            println!(
+                "# {}: not planned; give {}\n",
+                program.signature(),
+                hint.join(" ")
+            );
             continue;
         }
-        let used: DimBindings = program.dims().into_iter().map(|d| (d.clone(), dims[&d])).collect();
+        let used: DimBindings = program
+            .dims()
+            .into_iter()
+            .map(|d| (d.clone(), dims[&d]))
+            .collect();
         match popcorn::dsl::plan(program, &used, &config, &BTreeMap::new()) {
             Ok(plan) => {
                 println!("{plan}\n");

@@ -27,13 +27,15 @@
 //! generation), [`runtime`] (backends, executor, data readers).
 #![warn(missing_docs)]
 
+pub use kernels_gen as kernels;
 pub use popcorn_dsl as dsl;
 pub use popcorn_macros::program;
 pub use popcorn_runtime as runtime;
-pub use kernels_gen as kernels;
 
 pub use popcorn_dsl::{DType, Plan, PlannerConfig, Program};
-pub use popcorn_runtime::{io, Args, Context, DeviceSpec, Outputs, RuntimeError, Tensor, TensorShape};
+pub use popcorn_runtime::{
+    io, Args, Context, DeviceSpec, Outputs, RuntimeError, Tensor, TensorShape,
+};
 
 pub mod kkmeans;
 pub mod metrics;

@@ -13,7 +13,12 @@ struct Contingency {
 }
 
 fn contingency(truth: &[i64], pred: &[i64]) -> Contingency {
-    let mut c = Contingency { cells: HashMap::new(), rows: HashMap::new(), cols: HashMap::new(), n: 0 };
+    let mut c = Contingency {
+        cells: HashMap::new(),
+        rows: HashMap::new(),
+        cols: HashMap::new(),
+        n: 0,
+    };
     for (t, p) in truth.iter().zip(pred) {
         *c.cells.entry((*t, *p)).or_default() += 1;
         *c.rows.entry(*t).or_default() += 1;
@@ -49,7 +54,11 @@ pub fn adjusted_rand_index(truth: &[i64], pred: &[i64]) -> f64 {
     let max = 0.5 * (a + b);
     if (max - expected).abs() < f64::EPSILON {
         // Both partitions are trivial (all in one group, or all singletons).
-        return if (index - expected).abs() < f64::EPSILON { 1.0 } else { 0.0 };
+        return if (index - expected).abs() < f64::EPSILON {
+            1.0
+        } else {
+            0.0
+        };
     }
     (index - expected) / (max - expected)
 }
@@ -69,10 +78,12 @@ pub fn normalized_mutual_info(truth: &[i64], pred: &[i64]) -> f64 {
     }
     let n = c.n as f64;
     let entropy = |m: &HashMap<i64, u64>| -> f64 {
-        m.values().map(|v| {
-            let p = *v as f64 / n;
-            -p * p.ln()
-        }).sum()
+        m.values()
+            .map(|v| {
+                let p = *v as f64 / n;
+                -p * p.ln()
+            })
+            .sum()
     };
     let (ht, hp) = (entropy(&c.rows), entropy(&c.cols));
     if ht == 0.0 && hp == 0.0 {
@@ -102,10 +113,15 @@ mod tests {
     #[test]
     fn ari_matches_hand_computed_values() {
         // scikit-learn: adjusted_rand_score([0,0,1,1],[0,0,1,2]) = 0.5714285714285715
-        assert!((adjusted_rand_index(&[0, 0, 1, 1], &[0, 0, 1, 2]) - 0.5714285714285715).abs() < 1e-12);
+        assert!(
+            (adjusted_rand_index(&[0, 0, 1, 1], &[0, 0, 1, 2]) - 0.5714285714285715).abs() < 1e-12
+        );
         // No pair together in both: index 0, expected 6 * 3 / 15 = 1.2, max (6 + 3) / 2 = 4.5,
         // so (0 - 1.2) / (4.5 - 1.2) = -4/11.
-        assert!((adjusted_rand_index(&[0, 0, 0, 1, 1, 1], &[0, 1, 2, 0, 1, 2]) + 4.0 / 11.0).abs() < 1e-12);
+        assert!(
+            (adjusted_rand_index(&[0, 0, 0, 1, 1, 1], &[0, 1, 2, 0, 1, 2]) + 4.0 / 11.0).abs()
+                < 1e-12
+        );
         assert_eq!(adjusted_rand_index(&[1, 1, 1], &[2, 2, 2]), 1.0);
     }
 

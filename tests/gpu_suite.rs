@@ -26,7 +26,12 @@ fn seed() -> u64 {
     let s = std::env::var("POPCORN_TEST_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7));
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(7)
+        });
     eprintln!("seed {s} (replay with POPCORN_TEST_SEED={s})");
     s
 }
@@ -49,13 +54,22 @@ enum Got {
 }
 
 /// Runs `p` on `ctx` with `inputs`, outputs poisoned with NaN (indices with u32::MAX) first.
-fn run(ctx: &Context, p: &Program, inputs: &BTreeMap<&str, Host>, dims: &[(&str, usize)]) -> BTreeMap<String, Got> {
+fn run(
+    ctx: &Context,
+    p: &Program,
+    inputs: &BTreeMap<&str, Host>,
+    dims: &[(&str, usize)],
+) -> BTreeMap<String, Got> {
     let mut tensors: Vec<(&str, Tensor)> = Vec::new();
     let mut scalars: Vec<(&str, f64)> = Vec::new();
     for (name, h) in inputs {
         match h {
             Host::Dense(r, c, v) => tensors.push((name, ctx.dense(*r, *c, v).unwrap())),
-            Host::Csr(s) => tensors.push((name, ctx.csr(s.rows, s.cols, &s.row_ptr, &s.col_idx, &s.values).unwrap())),
+            Host::Csr(s) => tensors.push((
+                name,
+                ctx.csr(s.rows, s.cols, &s.row_ptr, &s.col_idx, &s.values)
+                    .unwrap(),
+            )),
             Host::Index(v) => tensors.push((name, ctx.index(v).unwrap())),
             Host::Scalar(v) => scalars.push((name, *v)),
         }
@@ -71,7 +85,8 @@ fn run(ctx: &Context, p: &Program, inputs: &BTreeMap<&str, Host>, dims: &[(&str,
         args = args.dim(n, *v);
     }
     // Poison: allocate the outputs ourselves, filled with NaN, and let the run write into them.
-    let (dims_bound, _, _) = popcorn::runtime::context::bind(p, &args).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    let (dims_bound, _, _) =
+        popcorn::runtime::context::bind(p, &args).unwrap_or_else(|e| panic!("{}: {e}", p.name));
     let plan = ctx.plan(p, &dims_bound).unwrap();
     let mut out = Outputs::default();
     for (name, id) in &plan.outputs {
@@ -84,7 +99,8 @@ fn run(ctx: &Context, p: &Program, inputs: &BTreeMap<&str, Host>, dims: &[(&str,
         ctx.fill(&t, f64::NAN).unwrap();
         out.insert(name, t);
     }
-    ctx.run_into(p, &args, &mut out).unwrap_or_else(|e| panic!("{} on {}: {e}", p.name, ctx.describe()));
+    ctx.run_into(p, &args, &mut out)
+        .unwrap_or_else(|e| panic!("{} on {}: {e}", p.name, ctx.describe()));
     let mut got = BTreeMap::new();
     for o in &p.outputs {
         let g = if o.ty.is_scalar() {
@@ -99,7 +115,13 @@ fn run(ctx: &Context, p: &Program, inputs: &BTreeMap<&str, Host>, dims: &[(&str,
     got
 }
 
-fn compare(what: &str, got: &BTreeMap<String, Got>, want: &BTreeMap<String, Got>, dtype: DType, inner: usize) {
+fn compare(
+    what: &str,
+    got: &BTreeMap<String, Got>,
+    want: &BTreeMap<String, Got>,
+    dtype: DType,
+    inner: usize,
+) {
     let tol = match dtype {
         DType::F64 => 1e-9,
         DType::F32 => 1e-4 * (inner.max(1) as f64).sqrt(),
@@ -109,20 +131,44 @@ fn compare(what: &str, got: &BTreeMap<String, Got>, want: &BTreeMap<String, Got>
         match (g, w) {
             (Got::Values(g), Got::Values(w)) => {
                 assert_eq!(g.len(), w.len(), "{what}: {name} length");
-                let scale = w.iter().filter(|v| v.is_finite()).fold(1e-30f64, |m, v| m.max(v.abs()));
+                let scale = w
+                    .iter()
+                    .filter(|v| v.is_finite())
+                    .fold(1e-30f64, |m, v| m.max(v.abs()));
                 for (i, (a, b)) in g.iter().zip(w).enumerate() {
-                    let ok = if b.is_finite() { (a - b).abs() <= tol * scale } else { a == b || (a.is_nan() && b.is_nan()) };
-                    assert!(ok, "{what}: {name}[{i}] = {a}, CPU says {b} (tolerance {tol} x {scale})");
+                    let ok = if b.is_finite() {
+                        (a - b).abs() <= tol * scale
+                    } else {
+                        a == b || (a.is_nan() && b.is_nan())
+                    };
+                    assert!(
+                        ok,
+                        "{what}: {name}[{i}] = {a}, CPU says {b} (tolerance {tol} x {scale})"
+                    );
                 }
             }
             (Got::Indices(g), Got::Indices(w)) => {
-                assert!(g.iter().all(|v| *v != u32::MAX), "{what}: {name} has unwritten entries");
+                assert!(
+                    g.iter().all(|v| *v != u32::MAX),
+                    "{what}: {name} has unwritten entries"
+                );
                 let agree = g.iter().zip(w).filter(|(a, b)| a == b).count();
-                let need = if dtype == DType::F64 { w.len() } else { (w.len() as f64 * 0.995).floor() as usize };
-                assert!(agree >= need, "{what}: {name}: only {agree} of {} agree", w.len());
+                let need = if dtype == DType::F64 {
+                    w.len()
+                } else {
+                    (w.len() as f64 * 0.995).floor() as usize
+                };
+                assert!(
+                    agree >= need,
+                    "{what}: {name}: only {agree} of {} agree",
+                    w.len()
+                );
             }
             (Got::Scalar(a), Got::Scalar(b)) => {
-                assert!((a - b).abs() <= tol * b.abs().max(1.0), "{what}: {name} = {a}, CPU says {b}");
+                assert!(
+                    (a - b).abs() <= tol * b.abs().max(1.0),
+                    "{what}: {name} = {a}, CPU says {b}"
+                );
             }
             _ => panic!("{what}: {name}: output kinds differ"),
         }
@@ -136,7 +182,13 @@ fn check(src: &str, inputs: &BTreeMap<&str, Host>, dims: &[(&str, usize)], inner
     for dtype in [DType::F32, DType::F64] {
         let Some(ctx) = gpu(dtype) else { return false };
         let got = run(&ctx, &p, inputs, dims);
-        compare(&format!("{} ({dtype}) {src}", p.name), &got, &reference, dtype, inner);
+        compare(
+            &format!("{} ({dtype}) {src}", p.name),
+            &got,
+            &reference,
+            dtype,
+            inner,
+        );
     }
     true
 }
@@ -145,7 +197,13 @@ fn dense(rng: &mut SplitMix64, r: usize, c: usize) -> Host {
     Host::Dense(r, c, random_values(rng, r * c))
 }
 
-const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (3, 5, 7), (33, 17, 65), (257, 130, 31), (1000, 3, 1)];
+const SHAPES: &[(usize, usize, usize)] = &[
+    (1, 1, 1),
+    (3, 5, 7),
+    (33, 17, 65),
+    (257, 130, 31),
+    (1000, 3, 1),
+];
 
 #[test]
 fn gemm_in_all_four_transpose_combinations() {
@@ -163,7 +221,11 @@ fn gemm_in_all_four_transpose_combinations() {
             let src = format!("fn g(A: Dense{a_shape}, B: Dense{b_shape}, a: Scalar) -> (C: Dense[m, n]) {{ C = a * {expr}; }}");
             let (ar, ac) = if a_shape == "[m, k]" { (m, k) } else { (k, m) };
             let (br, bc) = if b_shape == "[k, n]" { (k, n) } else { (n, k) };
-            let inputs = BTreeMap::from([("A", dense(&mut rng, ar, ac)), ("B", dense(&mut rng, br, bc)), ("a", Host::Scalar(-1.5))]);
+            let inputs = BTreeMap::from([
+                ("A", dense(&mut rng, ar, ac)),
+                ("B", dense(&mut rng, br, bc)),
+                ("a", Host::Scalar(-1.5)),
+            ]);
             if !check(&src, &inputs, &[], k) {
                 return;
             }
@@ -180,19 +242,46 @@ fn syrk_both_ways_and_gemm_give_the_same_k() {
     for &(n, d, _) in SHAPES {
         let x = dense(&mut rng, n, d);
         let inputs = BTreeMap::from([("X", x.clone())]);
-        if !check("fn s(X: Dense[n, d]) -> (B: Dense[n, n]) { B = 2 * X * X^T; }", &inputs, &[], d) {
+        if !check(
+            "fn s(X: Dense[n, d]) -> (B: Dense[n, n]) { B = 2 * X * X^T; }",
+            &inputs,
+            &[],
+            d,
+        ) {
             return;
         }
-        check("fn s(X: Dense[n, d]) -> (B: Dense[d, d]) { B = X^T * X; }", &inputs, &[], n);
+        check(
+            "fn s(X: Dense[n, d]) -> (B: Dense[d, d]) { B = X^T * X; }",
+            &inputs,
+            &[],
+            n,
+        );
         // The same K through SYRK and through GEMM (threshold forced both ways), on the GPU.
-        let p = Program::parse("fn s(X: Dense[n, d]) -> (K: Dense[n, n]) { K = pow(X * X^T + 1, 2); }").unwrap();
+        let p =
+            Program::parse("fn s(X: Dense[n, d]) -> (K: Dense[n, n]) { K = pow(X * X^T + 1, 2); }")
+                .unwrap();
         let mut ks = Vec::new();
         for ratio in [f64::INFINITY, 0.0] {
-            let cfg = PlannerConfig { syrk_gemm_ratio: ratio, dtype: DType::F32, ..PlannerConfig::default() };
+            let cfg = PlannerConfig {
+                syrk_gemm_ratio: ratio,
+                dtype: DType::F32,
+                ..PlannerConfig::default()
+            };
             let Some(ctx) = gpu(DType::F32) else { return };
             let ctx = ctx.with_config(cfg);
-            let plan = ctx.plan(&p, &[("n".to_string(), n), ("d".to_string(), d)].into_iter().collect()).unwrap();
-            assert_eq!(plan.steps[0].op_name(), if ratio == 0.0 { "gemm" } else { "syrk" }, "{plan}");
+            let plan = ctx
+                .plan(
+                    &p,
+                    &[("n".to_string(), n), ("d".to_string(), d)]
+                        .into_iter()
+                        .collect(),
+                )
+                .unwrap();
+            assert_eq!(
+                plan.steps[0].op_name(),
+                if ratio == 0.0 { "gemm" } else { "syrk" },
+                "{plan}"
+            );
             ks.push(run(&ctx, &p, &inputs, &[]));
         }
         compare("syrk vs gemm", &ks[0], &ks[1], DType::F32, d);
@@ -208,16 +297,57 @@ fn gemv_spmm_spmv_every_layout() {
     for &(m, n, k) in SHAPES {
         let s = Host::Csr(random_csr(&mut rng, m, k, 0.3));
         let programs: Vec<(String, BTreeMap<&str, Host>, usize)> = vec![
-            ("fn f(A: Dense[m, k], x: Col[k]) -> (y: Col[m]) { y = 3 * A * x; }".into(), BTreeMap::from([("A", dense(&mut rng, m, k)), ("x", dense(&mut rng, k, 1))]), k),
-            ("fn f(A: Dense[k, m], x: Row[k]) -> (y: Row[m]) { y = x * A; }".into(), BTreeMap::from([("A", dense(&mut rng, k, m)), ("x", dense(&mut rng, 1, k))]), k),
-            ("fn f(S: Csr[m, k], D: Dense[k, n]) -> (C: Dense[m, n]) { C = S * D; }".into(), BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, k, n))]), k),
-            ("fn f(S: Csr[m, k], D: Dense[m, n]) -> (C: Dense[k, n]) { C = S^T * D; }".into(), BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, m, n))]), m),
-            ("fn f(S: Csr[m, k], D: Dense[n, k]) -> (C: Dense[m, n]) { C = S * D^T; }".into(), BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, n, k))]), k),
-            ("fn f(S: Csr[m, k], D: Dense[n, k]) -> (C: Dense[n, m]) { C = -2 * D * S^T; }".into(), BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, n, k))]), k),
-            ("fn f(S: Csr[m, k], D: Dense[n, m]) -> (C: Dense[n, k]) { C = D * S; }".into(), BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, n, m))]), m),
-            ("fn f(S: Csr[m, k], D: Dense[m, n]) -> (C: Dense[n, k]) { C = D^T * S; }".into(), BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, m, n))]), m),
-            ("fn f(S: Csr[m, k], x: Col[k]) -> (y: Col[m]) { y = 0.5 * S * x; }".into(), BTreeMap::from([("S", s.clone()), ("x", dense(&mut rng, k, 1))]), k),
-            ("fn f(S: Csr[m, k], x: Col[m]) -> (y: Col[k]) { y = S^T * x; }".into(), BTreeMap::from([("S", s.clone()), ("x", dense(&mut rng, m, 1))]), m),
+            (
+                "fn f(A: Dense[m, k], x: Col[k]) -> (y: Col[m]) { y = 3 * A * x; }".into(),
+                BTreeMap::from([("A", dense(&mut rng, m, k)), ("x", dense(&mut rng, k, 1))]),
+                k,
+            ),
+            (
+                "fn f(A: Dense[k, m], x: Row[k]) -> (y: Row[m]) { y = x * A; }".into(),
+                BTreeMap::from([("A", dense(&mut rng, k, m)), ("x", dense(&mut rng, 1, k))]),
+                k,
+            ),
+            (
+                "fn f(S: Csr[m, k], D: Dense[k, n]) -> (C: Dense[m, n]) { C = S * D; }".into(),
+                BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, k, n))]),
+                k,
+            ),
+            (
+                "fn f(S: Csr[m, k], D: Dense[m, n]) -> (C: Dense[k, n]) { C = S^T * D; }".into(),
+                BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, m, n))]),
+                m,
+            ),
+            (
+                "fn f(S: Csr[m, k], D: Dense[n, k]) -> (C: Dense[m, n]) { C = S * D^T; }".into(),
+                BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, n, k))]),
+                k,
+            ),
+            (
+                "fn f(S: Csr[m, k], D: Dense[n, k]) -> (C: Dense[n, m]) { C = -2 * D * S^T; }"
+                    .into(),
+                BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, n, k))]),
+                k,
+            ),
+            (
+                "fn f(S: Csr[m, k], D: Dense[n, m]) -> (C: Dense[n, k]) { C = D * S; }".into(),
+                BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, n, m))]),
+                m,
+            ),
+            (
+                "fn f(S: Csr[m, k], D: Dense[m, n]) -> (C: Dense[n, k]) { C = D^T * S; }".into(),
+                BTreeMap::from([("S", s.clone()), ("D", dense(&mut rng, m, n))]),
+                m,
+            ),
+            (
+                "fn f(S: Csr[m, k], x: Col[k]) -> (y: Col[m]) { y = 0.5 * S * x; }".into(),
+                BTreeMap::from([("S", s.clone()), ("x", dense(&mut rng, k, 1))]),
+                k,
+            ),
+            (
+                "fn f(S: Csr[m, k], x: Col[m]) -> (y: Col[k]) { y = S^T * x; }".into(),
+                BTreeMap::from([("S", s.clone()), ("x", dense(&mut rng, m, 1))]),
+                m,
+            ),
         ];
         for (src, inputs, inner) in programs {
             if !check(&src, &inputs, &[], inner) {
@@ -237,7 +367,9 @@ fn fused_maps_reductions_and_builtins() {
         let k = 1 + m % 7;
         let mut labels = random_labels(&mut rng, m, k);
         if k > 2 {
-            labels.iter_mut().for_each(|l| *l = if *l == 1 { 0 } else { *l }); // cluster 1 empty
+            labels
+                .iter_mut()
+                .for_each(|l| *l = if *l == 1 { 0 } else { *l }); // cluster 1 empty
         }
         let inputs = BTreeMap::from([
             ("A", dense(&mut rng, m, n)),
@@ -276,9 +408,16 @@ fn fused_maps_reductions_and_builtins() {
 }
 
 /// Inputs for a program of examples/programs, by parameter kind.
-fn inputs_for(p: &Program, rng: &mut SplitMix64, dims: &BTreeMap<&str, usize>) -> BTreeMap<&'static str, Host> {
+fn inputs_for(
+    p: &Program,
+    rng: &mut SplitMix64,
+    dims: &BTreeMap<&str, usize>,
+) -> BTreeMap<&'static str, Host> {
     let mut out = BTreeMap::new();
-    let size = |d: &popcorn::dsl::Dim| d.resolve(&dims.iter().map(|(k, v)| (k.to_string(), *v)).collect()).unwrap();
+    let size = |d: &popcorn::dsl::Dim| {
+        d.resolve(&dims.iter().map(|(k, v)| (k.to_string(), *v)).collect())
+            .unwrap()
+    };
     for prm in &p.params {
         let name: &'static str = Box::leak(prm.name.clone().into_boxed_str());
         let (r, c) = (size(&prm.ty.shape.rows), size(&prm.ty.shape.cols));
@@ -293,7 +432,8 @@ fn inputs_for(p: &Program, rng: &mut SplitMix64, dims: &BTreeMap<&str, usize>) -
                 let k = dims["k"];
                 let mut l = random_labels(rng, r, k);
                 if k > 2 {
-                    l.iter_mut().for_each(|x| *x = if *x == 1 { 2 } else { *x }); // an empty cluster
+                    l.iter_mut().for_each(|x| *x = if *x == 1 { 2 } else { *x });
+                    // an empty cluster
                 }
                 Host::Index(l)
             }
@@ -302,7 +442,11 @@ fn inputs_for(p: &Program, rng: &mut SplitMix64, dims: &BTreeMap<&str, usize>) -
                 // A PSD kernel matrix from random points.
                 let d = 5;
                 let x = random_values(rng, c * d);
-                let y = if name == "K" { x.clone() } else { random_values(rng, r * d) };
+                let y = if name == "K" {
+                    x.clone()
+                } else {
+                    random_values(rng, r * d)
+                };
                 let mut v = vec![0.0; r * c];
                 for i in 0..r {
                     for j in 0..c {
@@ -325,18 +469,41 @@ fn every_example_program() {
         return;
     }
     let mut rng = SplitMix64::new(seed());
-    for sizes in [[("n", 1), ("k", 1), ("d", 1), ("m", 1)], [("n", 257), ("k", 7), ("d", 33), ("m", 31)], [("n", 1025), ("k", 100), ("d", 3), ("m", 5)]] {
+    for sizes in [
+        [("n", 1), ("k", 1), ("d", 1), ("m", 1)],
+        [("n", 257), ("k", 7), ("d", 33), ("m", 31)],
+        [("n", 1025), ("k", 100), ("d", 3), ("m", 5)],
+    ] {
         let dims: BTreeMap<&str, usize> = sizes.into_iter().collect();
         for (name, p) in common::example_programs() {
             let inputs = inputs_for(&p, &mut rng, &dims);
-            let free: Vec<(&str, usize)> = p.free_dims().iter().map(|d| (*dims.keys().find(|k| **k == d.as_str()).unwrap(), dims[d.as_str()])).collect();
+            let free: Vec<(&str, usize)> = p
+                .free_dims()
+                .iter()
+                .map(|d| {
+                    (
+                        *dims.keys().find(|k| **k == d.as_str()).unwrap(),
+                        dims[d.as_str()],
+                    )
+                })
+                .collect();
             let src = p.source.clone();
-            let only = Program::parse_all(&src).unwrap().into_iter().find(|q| q.name == name).unwrap();
+            let only = Program::parse_all(&src)
+                .unwrap()
+                .into_iter()
+                .find(|q| q.name == name)
+                .unwrap();
             let reference = run(&common::cpu(DType::F64), &only, &inputs, &free);
             for dtype in [DType::F32, DType::F64] {
                 let Some(ctx) = gpu(dtype) else { return };
                 let got = run(&ctx, &only, &inputs, &free);
-                compare(&format!("{name} {dims:?} ({dtype})"), &got, &reference, dtype, dims["n"].max(dims["d"]));
+                compare(
+                    &format!("{name} {dims:?} ({dtype})"),
+                    &got,
+                    &reference,
+                    dtype,
+                    dims["n"].max(dims["d"]),
+                );
             }
         }
     }
@@ -348,13 +515,21 @@ fn large_iteration_n_20000() {
         return;
     }
     let mut rng = SplitMix64::new(seed());
-    let p = common::example_programs().remove("kkmeans_iteration").unwrap();
+    let p = common::example_programs()
+        .remove("kkmeans_iteration")
+        .unwrap();
     let dims = BTreeMap::from([("n", 20000), ("k", 100), ("d", 8), ("m", 1)]);
     let inputs = inputs_for(&p, &mut rng, &dims);
     let reference = run(&common::cpu(DType::F64), &p, &inputs, &[("k", 100)]);
     for dtype in [DType::F32, DType::F64] {
         let Some(ctx) = gpu(dtype) else { return };
         let got = run(&ctx, &p, &inputs, &[("k", 100)]);
-        compare(&format!("kkmeans_iteration n=20000 ({dtype})"), &got, &reference, dtype, 20000);
+        compare(
+            &format!("kkmeans_iteration n=20000 ({dtype})"),
+            &got,
+            &reference,
+            dtype,
+            20000,
+        );
     }
 }

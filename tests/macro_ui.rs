@@ -7,7 +7,11 @@
 #[test]
 fn program_macro_errors_point_at_the_offending_tokens() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    if std::process::Command::new(&cargo).arg("--version").output().is_err() {
+    if std::process::Command::new(&cargo)
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("skipping: no cargo here to compile the UI cases");
         return;
     }

@@ -203,9 +203,15 @@ pub struct Iterations {
     /// Median milliseconds of the distance step (popcorn: selection and E = -2 K V^T alone,
     /// run as its own program; naive: kernel 1, the row sums).
     pub distance_median_ms: f64,
-    /// Median milliseconds of the rest (popcorn: iteration minus distance step; naive:
-    /// kernels 2 and 3, centroid norms and argmin).
+    /// Median milliseconds of the rest (popcorn: iteration minus distance step, clamped at 0;
+    /// naive: kernels 2 and 3, centroid norms and argmin).
     pub argmin_median_ms: f64,
+    /// Popcorn only: median milliseconds of the distance step with the sparse operand on the
+    /// left (`E^T = -2 V K`, the same numbers since K is symmetric), which the iteration does
+    /// not use.
+    pub sparse_left_median_ms: Option<f64>,
+    /// That over the K-read floor.
+    pub sparse_left_over_floor: Option<f64>,
     /// Median milliseconds of reading the labels back.
     pub readback_median_ms: f64,
     /// Wall seconds of each repetition's whole loop (iterations and read-backs).
@@ -229,9 +235,27 @@ fn labels0(n: usize, k: usize) -> Vec<u32> {
     (0..n).map(|i| (i % k) as u32).collect()
 }
 
+/// One repetition of an iteration loop.
+#[derive(Default)]
+struct LoopRun {
+    /// Device milliseconds of each iteration's timed part (popcorn: the whole iteration
+    /// program; naive: kernel 1).
+    first_ms: Vec<f64>,
+    /// Naive only: device milliseconds of kernels 2 and 3 of each iteration.
+    second_ms: Vec<f64>,
+    /// Milliseconds of each label read-back.
+    readback_ms: Vec<f64>,
+    /// Wall seconds of the loop.
+    loop_s: f64,
+    /// Labels after the last iteration.
+    labels: Vec<u32>,
+    /// Objective of the labels at the start of the last iteration.
+    objective: f64,
+}
+
 /// Popcorn: `iters` runs of the library's iteration program per repetition (labels read back
 /// every iteration, as the library's loop does), after a warm-up of two iterations; then the
-/// distance step alone.
+/// distance step alone, in the iteration's layout and with the sparse operand on the left.
 pub fn popcorn_iterations(
     ctx: &Context,
     kmat: &Tensor,
@@ -243,69 +267,66 @@ pub fn popcorn_iterations(
 ) -> Result<Iterations, BenchError> {
     let (n, _) = kmat.dims();
     let iteration = popcorn::kkmeans::programs::program("kkmeans_iteration");
-    let run =
-        |iters: usize| -> Result<(Vec<f64>, Vec<f64>, f64, Vec<u32>, f64, Tensor), BenchError> {
-            let mut labels = ctx.index(&labels0(n, k))?;
-            let mut out = Outputs::default();
-            let (mut it_ms, mut rb_ms) = (Vec::new(), Vec::new());
-            let mut host = Vec::new();
-            let mut objective = f64::NAN;
-            ctx.synchronize()?;
-            let start = Instant::now();
-            for _ in 0..iters {
-                let args = Args::new()
-                    .tensor("K", kmat)
-                    .tensor("labels", &labels)
-                    .dim("k", k);
-                let ((), ms) = ctx.time(|| ctx.run_into(iteration, &args, &mut out))?;
-                objective = out.scalar("objective")?;
-                let t = Instant::now();
-                host = ctx.to_u32(out.tensor("new_labels")?)?;
-                rb_ms.push(t.elapsed().as_secs_f64() * 1e3);
-                it_ms.push(ms);
-                let next = out.take("new_labels")?;
-                out.insert("new_labels", std::mem::replace(&mut labels, next));
-            }
-            Ok((
-                it_ms,
-                rb_ms,
-                start.elapsed().as_secs_f64(),
-                host,
-                objective,
-                labels,
-            ))
-        };
+    let run = |iters: usize| -> Result<(LoopRun, Tensor), BenchError> {
+        let mut labels = ctx.index(&labels0(n, k))?;
+        let mut out = Outputs::default();
+        let mut r = LoopRun::default();
+        ctx.synchronize()?;
+        let start = Instant::now();
+        for _ in 0..iters {
+            let args = Args::new()
+                .tensor("K", kmat)
+                .tensor("labels", &labels)
+                .dim("k", k);
+            let ((), ms) = ctx.time(|| ctx.run_into(iteration, &args, &mut out))?;
+            r.objective = out.scalar("objective")?;
+            let t = Instant::now();
+            r.labels = ctx.to_u32(out.tensor("new_labels")?)?;
+            r.readback_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            r.first_ms.push(ms);
+            let next = out.take("new_labels")?;
+            out.insert("new_labels", std::mem::replace(&mut labels, next));
+        }
+        r.loop_s = start.elapsed().as_secs_f64();
+        Ok((r, labels))
+    };
     run(2)?;
     let mut r = Iterations::default();
     let mut readback = Vec::new();
     let mut last_labels = None;
     for _ in 0..reps {
-        let (it, rb, loop_s, host, objective, labels) = run(iters)?;
-        r.iteration_ms.extend(it);
-        readback.extend(rb);
-        r.loop_s.push(loop_s);
-        r.labels = host;
-        r.objective = objective;
+        let (one, labels) = run(iters)?;
+        r.iteration_ms.extend(one.first_ms);
+        readback.extend(one.readback_ms);
+        r.loop_s.push(one.loop_s);
+        r.labels = one.labels;
+        r.objective = one.objective;
         last_labels = Some(labels);
     }
     let labels = last_labels.ok_or_else(|| BenchError::Usage("no repetition ran".into()))?;
+    let step_args = || {
+        Args::new()
+            .tensor("K", kmat)
+            .tensor("labels", &labels)
+            .dim("k", k)
+    };
     let dist = programs::program("distances_only");
     let dims: BTreeMap<String, usize> = [("n".to_string(), n), ("k".to_string(), k)].into();
     r.plan = plan_ops(&*ctx.plan(dist, &dims)?);
     let mut out = Outputs::default();
     let dist_ms = timed(ctx, reps.max(3), || {
-        ctx.run_into(
-            dist,
-            &Args::new()
-                .tensor("K", kmat)
-                .tensor("labels", &labels)
-                .dim("k", k),
-            &mut out,
-        )
+        ctx.run_into(dist, &step_args(), &mut out)
     })?;
+    let alt = programs::program("distances_sparse_left");
+    let mut out = Outputs::default();
+    let alt_ms = timed(ctx, reps.max(3), || {
+        ctx.run_into(alt, &step_args(), &mut out)
+    })?;
+    r.sparse_left_median_ms = Some(median(&alt_ms));
+    r.sparse_left_over_floor = floor_ms.map(|f| median(&alt_ms) / f);
     r.iteration_median_ms = median(&r.iteration_ms);
     r.distance_median_ms = median(&dist_ms);
-    r.argmin_median_ms = r.iteration_median_ms - r.distance_median_ms;
+    r.argmin_median_ms = (r.iteration_median_ms - r.distance_median_ms).max(0.0);
     r.readback_median_ms = median(&readback);
     r.loop_median_s = median(&r.loop_s);
     r.end_to_end_s = kernel_ms * 1e-3 + r.loop_median_s;
@@ -327,28 +348,26 @@ pub fn naive_iterations(
 ) -> Result<Iterations, BenchError> {
     let (n, _) = kmat.dims();
     let mut naive = ctx.naive_kkmeans(n, k)?;
-    let mut run =
-        |iters: usize| -> Result<(Vec<f64>, Vec<f64>, Vec<f64>, f64, Vec<u32>, f64), BenchError> {
-            let mut labels = ctx.index(&labels0(n, k))?;
-            let mut next = ctx.index(&vec![0; n])?;
-            let (mut k1, mut k23, mut rb) = (Vec::new(), Vec::new(), Vec::new());
-            let mut host = Vec::new();
-            let mut objective = f64::NAN;
-            ctx.synchronize()?;
-            let start = Instant::now();
-            for _ in 0..iters {
-                let ((), a) = ctx.time(|| naive.row_sums(kmat, &labels))?;
-                let ((), b) = ctx.time(|| naive.assign(kmat, &labels, &next))?;
-                objective = naive.objective()?;
-                let t = Instant::now();
-                host = ctx.to_u32(&next)?;
-                rb.push(t.elapsed().as_secs_f64() * 1e3);
-                k1.push(a);
-                k23.push(b);
-                std::mem::swap(&mut labels, &mut next);
-            }
-            Ok((k1, k23, rb, start.elapsed().as_secs_f64(), host, objective))
-        };
+    let mut run = |iters: usize| -> Result<LoopRun, BenchError> {
+        let mut labels = ctx.index(&labels0(n, k))?;
+        let mut next = ctx.index(&vec![0; n])?;
+        let mut r = LoopRun::default();
+        ctx.synchronize()?;
+        let start = Instant::now();
+        for _ in 0..iters {
+            let ((), a) = ctx.time(|| naive.row_sums(kmat, &labels))?;
+            let ((), b) = ctx.time(|| naive.assign(kmat, &labels, &next))?;
+            r.objective = naive.objective()?;
+            let t = Instant::now();
+            r.labels = ctx.to_u32(&next)?;
+            r.readback_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            r.first_ms.push(a);
+            r.second_ms.push(b);
+            std::mem::swap(&mut labels, &mut next);
+        }
+        r.loop_s = start.elapsed().as_secs_f64();
+        Ok(r)
+    };
     run(2)?;
     let mut r = Iterations {
         plan: "naive: row sums, centroid norms, assign".into(),
@@ -356,15 +375,15 @@ pub fn naive_iterations(
     };
     let (mut k1_all, mut k23_all, mut rb_all) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..reps {
-        let (k1, k23, rb, loop_s, host, objective) = run(iters)?;
+        let one = run(iters)?;
         r.iteration_ms
-            .extend(k1.iter().zip(&k23).map(|(a, b)| a + b));
-        k1_all.extend(k1);
-        k23_all.extend(k23);
-        rb_all.extend(rb);
-        r.loop_s.push(loop_s);
-        r.labels = host;
-        r.objective = objective;
+            .extend(one.first_ms.iter().zip(&one.second_ms).map(|(a, b)| a + b));
+        k1_all.extend(one.first_ms);
+        k23_all.extend(one.second_ms);
+        rb_all.extend(one.readback_ms);
+        r.loop_s.push(one.loop_s);
+        r.labels = one.labels;
+        r.objective = one.objective;
     }
     r.iteration_median_ms = median(&r.iteration_ms);
     r.distance_median_ms = median(&k1_all);
@@ -403,19 +422,18 @@ pub struct Check {
 pub fn check(
     ctx: &Context,
     what: &str,
-    x: &[f64],
-    n: usize,
-    d: usize,
+    points: popcorn::kkmeans::Points<'_>,
     k: usize,
     max_iter: usize,
     device: popcorn::DeviceSpec,
 ) -> Result<Check, BenchError> {
-    use popcorn::kkmeans::{Kernel, KernelKMeans, Points};
+    use popcorn::kkmeans::{Kernel, KernelKMeans};
+    let (n, d, x) = (points.n, points.d, points.data);
     let fit = KernelKMeans::new(k)
         .kernel(Kernel::POLYNOMIAL_DEFAULT)
         .max_iter(max_iter)
         .device(device)
-        .fit(Points::new(n, d, x)?)?;
+        .fit(points)?;
     let xt = ctx.dense(n, d, x)?;
     let (_, kmat) = kernel_matrix(
         ctx,

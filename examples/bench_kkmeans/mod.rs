@@ -132,7 +132,8 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
             .map(|v| *v as f64)
             .collect();
         for (what, x, n, d) in [("blobs", &blobs, n, d), ("uniform", &uniform, 2000, 32)] {
-            let c = measure::check(&ctx, what, x, n, d, k, cli.iters, device)?;
+            let points = popcorn::kkmeans::Points::new(n, d, x)?;
+            let c = measure::check(&ctx, what, points, k, cli.iters, device)?;
             say!(
                 "check naive vs library ({what} {n} x {d}, k {k}): {} of {n} labels equal, iterations {} vs {}, objective rel. diff {:.1e} -> {}",
                 c.same_labels,

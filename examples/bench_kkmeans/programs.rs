@@ -18,6 +18,14 @@ fn distances_only(K: Dense[n, n], labels: Index[n]) -> (E: Dense[n, k]) {
     E = -2 * K * V^T;
 }
 
+// The same products with the sparse operand on the left: E^T = -2 V K, equal to (-2 K V^T)^T
+// because K is symmetric. Not what the iteration runs; measured to show what the other
+// cuSPARSE layout (CSR times a row-major dense matrix, rows of K read contiguously) reaches.
+fn distances_sparse_left(K: Dense[n, n], labels: Index[n]) -> (Et: Dense[k, n]) {
+    V = selection(labels, k);
+    Et = -2 * V * K;
+}
+
 // A device-to-device copy (the bandwidth ceiling).
 fn copy(x: Dense[n, m]) -> (y: Dense[n, m]) {
     y = x;

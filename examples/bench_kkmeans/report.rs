@@ -155,13 +155,13 @@ fn num(v: Option<f64>, digits: usize) -> String {
 fn kernel_row(s: &ShapeRun) -> String {
     let k = |m: &Option<KernelMatrix>| match m {
         Some(m) => format!(
-            "{:>4} {:>9} {:>6} {:>5}",
+            "{:>4} {:>9} {:>6} {:>6}",
             m.product,
             num(Some(m.median_ms), 1),
             num(Some(m.tflop_s), 1),
             num(m.of_sgemm.map(|f| 100.0 * f), 0)
         ),
-        None => format!("{:>4} {:>9} {:>6} {:>5}", "-", "-", "-", "-"),
+        None => format!("{:>4} {:>9} {:>6} {:>6}", "-", "-", "-", "-"),
     };
     format!(
         "{:<9} {:>6} {:>6} | {} | {} | {:>8}",
@@ -174,7 +174,22 @@ fn kernel_row(s: &ShapeRun) -> String {
     )
 }
 
-const KERNEL_HEADER: &str = "shape          n      d | popcorn K: op        ms TFLOP/s %SGEMM | naive K:   op        ms TFLOP/s %SGEMM | floor ms";
+/// The header of the kernel-matrix table, in the widths of [`kernel_row`].
+fn kernel_header() -> String {
+    let k = format!("{:>4} {:>9} {:>6} {:>6}", "op", "ms", "TF/s", "%SGEMM");
+    format!(
+        "{:<9} {:>6} {:>6} | {:<w$} | {:<w$} | {:>8}\n{:<24}| {k} | {k} | {:>8}",
+        "",
+        "",
+        "",
+        "popcorn K",
+        "naive K (GEMM)",
+        "floor",
+        "shape        n      d",
+        "ms",
+        w = k.len()
+    )
+}
 
 fn iteration_rows(s: &ShapeRun) -> Vec<String> {
     s.runs
@@ -183,12 +198,14 @@ fn iteration_rows(s: &ShapeRun) -> Vec<String> {
             let p = &r.popcorn;
             let naive = r.naive.as_ref();
             format!(
-                "{:<9} {:>4} | {:>8} {:>8} {:>6} {:>7} {:>6} {:>8} | {:>8} {:>8} {:>6} {:>7} {:>8} | {:>5} {:>5} {:>5} | {:>6}",
+                "{:<9} {:>4} | {:>8} {:>8} {:>6} {:>8} {:>6} {:>7} {:>6} {:>8} | {:>8} {:>8} {:>6} {:>7} {:>8} | {:>5} {:>5} {:>5} | {:>6}",
                 s.name,
                 r.k,
                 num(Some(p.iteration_median_ms), 2),
                 num(Some(p.distance_median_ms), 2),
                 num(p.distance_over_floor, 2),
+                num(p.sparse_left_median_ms, 2),
+                num(p.sparse_left_over_floor, 2),
                 num(Some(p.argmin_median_ms), 2),
                 num(Some(p.readback_median_ms), 2),
                 num(Some(p.end_to_end_s), 3),
@@ -209,7 +226,32 @@ fn iteration_rows(s: &ShapeRun) -> Vec<String> {
         .collect()
 }
 
-const ITERATION_HEADER: &str = "                    popcorn (per iteration, ms; e2e s)                  | naive (per iteration, ms; e2e s)               | speedup naive/popcorn | same\nshape        k |     iter     dist  /flr    rest   rdbk    e2e s |     iter  rowsums  /flr   k2+k3    e2e s |   e2e  iter  dist | labels";
+/// The two header lines of the iteration table, in the widths of [`iteration_rows`].
+fn iteration_header() -> String {
+    let popcorn = format!(
+        " {:>8} {:>8} {:>6} {:>8} {:>6} {:>7} {:>6} {:>8} ",
+        "iter", "dist", "/flr", "(V*K)", "/flr", "rest", "rdbk", "e2e s"
+    );
+    let naive = format!(
+        " {:>8} {:>8} {:>6} {:>7} {:>8} ",
+        "iter", "rowsums", "/flr", "k2+k3", "e2e s"
+    );
+    let speedup = format!(" {:>5} {:>5} {:>5} ", "e2e", "iter", "dist");
+    let first = format!(
+        "{:<15}|{:<w1$}|{:<w2$}|{:<w3$}| same",
+        "",
+        " popcorn (ms per iteration; e2e s)",
+        " naive (ms per iteration; e2e s)",
+        " naive/popcorn",
+        w1 = popcorn.len(),
+        w2 = naive.len(),
+        w3 = speedup.len()
+    );
+    format!(
+        "{first}\n{:<9} {:>4} |{popcorn}|{naive}|{speedup}| labels",
+        "shape", "k"
+    )
+}
 
 /// Prints one shape's rows as soon as it is done.
 pub fn print_shape(s: &ShapeRun) {
@@ -268,13 +310,13 @@ impl Report {
         }
         println!();
         println!("Kernel matrix (ms: whole program, product and fused map; TFLOP/s of the product; floor: one read of K at the copy bandwidth)");
-        println!("{KERNEL_HEADER}");
+        println!("{}", kernel_header());
         for s in &self.shapes {
             println!("{}", kernel_row(s));
         }
         println!();
-        println!("Iterations (iter: device time of one iteration; dist: popcorn's distance step alone / naive kernel 1; /flr: over the K-read floor; rest: argmin and update; rdbk: label read-back; e2e: K + {} iterations with read-backs)", self.iters);
-        println!("{ITERATION_HEADER}");
+        println!("Iterations (iter: device time of one iteration; dist: popcorn's distance step alone (selection, E = -2 K V^T) / naive kernel 1; /flr: over the K-read floor; (V*K): the same product with the sparse operand on the left, not used by the iteration; rest: argmin and update; rdbk: label read-back; e2e: K + {} iterations with read-backs)", self.iters);
+        println!("{}", iteration_header());
         for s in &self.shapes {
             for row in iteration_rows(s) {
                 println!("{row}");

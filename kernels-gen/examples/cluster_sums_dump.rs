@@ -8,7 +8,11 @@ use kernels_gen::ScalarType;
 use std::path::PathBuf;
 
 fn main() -> std::io::Result<()> {
-    let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "cluster_sums".into()));
+    let dir = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "cluster_sums".into()),
+    );
     std::fs::create_dir_all(&dir)?;
     for dtype in [ScalarType::F32, ScalarType::F64] {
         for vectorized in [true, false] {

@@ -13,10 +13,19 @@
 //!   so the label is the same for the whole warp: the 32 lanes never collide on a bin, and no
 //!   atomics or private copies of the bins are needed.
 //! - **Staging.** The rows are streamed in tiles of `32 x tile_cols` through a ring of
-//!   `stages` shared-memory buffers filled with `cp.async` (16-byte copies when the matrix, its
-//!   leading dimension and the labels allow it, element copies otherwise). Each lane then reads
-//!   its row of the tile with 16-byte shared loads; rows are padded by 16 bytes so those loads
-//!   are free of bank conflicts. The labels of the tile travel with it.
+//!   `stages` shared-memory buffers filled with 16-byte `cp.async` copies; the labels of the
+//!   tile travel with it (4-byte copies, so they need no alignment). Two copy modes:
+//!   - *aligned* (`m` 16-byte aligned and `ld` a multiple of 16 bytes): each lane reads its row
+//!     of the tile with 16-byte shared loads; rows are padded by 16 bytes so those loads are
+//!     free of bank conflicts;
+//!   - *shifted* (any other `ld` or address, e.g. an odd `n`): each tile row is copied as the
+//!     16-byte-aligned span that encloses it (one extra 16-byte chunk per row), and each lane
+//!     reads its row with 4- or 8-byte shared loads from the row's offset in that span. Rows are
+//!     placed in shared memory in the order `(r % V) * (32 / V) + r / V` (`V` elements per 16
+//!     bytes), so for an odd `ld` those loads are free of bank conflicts too.
+//!
+//!   The copy addresses are strength-reduced (one pointer step per copy), so staging costs a
+//!   few instructions per 16 bytes.
 //! - **Bins.** Each lane's running sums live in shared memory, `bins[c * 33 + lane]` (stride 33
 //!   so both the per-column updates and the transposed write-out are conflict-free), plus one
 //!   spare "dump" row that absorbs labels outside the current cluster range (labels `>= k` are
@@ -57,8 +66,10 @@
 //! [`ClusterSumsLaunch::shared_bytes`] of dynamic shared memory (raise the function's
 //! dynamic-shared-memory limit first when that exceeds 48 KiB). When
 //! [`ClusterSumsLaunch::needs_zeroed_output`] is true, `S` must be zeroed before the first pass.
-//! Requirements: `ld >= cols`; for a vectorized variant, `m` and `labels` 16-byte aligned and
-//! `ld` a multiple of 16 bytes; `rows, cols >= 1` (for `cols == 0` the host writes zeros).
+//! Requirements: `ld >= cols`; `m` aligned to its element size, and for an aligned variant to
+//! 16 bytes with `ld` a multiple of 16 bytes ([`ClusterSumsVariant::rows_aligned`]); `rows,
+//! cols >= 1` (for `cols == 0` the host writes zeros). Reads stay inside the 16-byte blocks that
+//! hold `M`'s elements, so they never leave `M`'s allocation.
 
 use crate::emit::LaunchDims;
 use crate::spec::ScalarType;
@@ -69,9 +80,12 @@ pub const CLUSTER_SUMS_THREADS: u32 = 32;
 pub const ROWS_PER_GROUP: u64 = 32;
 /// Stride of the shared-memory bins, in elements per cluster.
 pub const BIN_STRIDE: u32 = 33;
-/// The fewest resident warps per multiprocessor a launch plans for: with fewer the kernel
-/// cannot keep enough bytes in flight, so larger `k` is split into passes instead.
+/// The resident warps per multiprocessor a launch plans for first: about the fewest that keep
+/// an H100 near its memory bandwidth.
 pub const MIN_WARPS_PER_SM: u32 = 4;
+/// For larger `k`, one pass with as few as this many resident warps per multiprocessor is
+/// preferred to several passes (each pass reads `M` again); past that `k` is split into passes.
+pub const MIN_WARPS_PER_SM_LARGE_K: u32 = 2;
 /// Tile widths a variant may use, in bytes per row (16-byte multiples, powers of two).
 const TILE_ROW_BYTES: [u32; 4] = [64, 128, 256, 512];
 
@@ -120,9 +134,10 @@ pub struct ClusterSumsVariant {
     /// Shared-memory buffers in the `cp.async` ring (2 to 4): `stages - 1` tiles are in flight
     /// while one is summed.
     pub stages: u32,
-    /// 16-byte copies of `M` and the labels (needs 16-byte aligned `m`, `labels` and a leading
-    /// dimension that is a multiple of 16 bytes); element copies otherwise.
-    pub vectorized: bool,
+    /// Rows start on 16-byte boundaries (`m` 16-byte aligned and a leading dimension that is a
+    /// multiple of 16 bytes): 16-byte shared loads. Otherwise the *shifted* mode (see the module
+    /// documentation).
+    pub aligned: bool,
 }
 
 impl ClusterSumsVariant {
@@ -131,7 +146,7 @@ impl ClusterSumsVariant {
         dtype: ScalarType,
         tile_cols: u32,
         stages: u32,
-        vectorized: bool,
+        aligned: bool,
     ) -> Result<ClusterSumsVariant, ClusterSumsError> {
         let bytes = u64::from(tile_cols) * dtype.size_bytes() as u64;
         if !TILE_ROW_BYTES.iter().any(|b| u64::from(*b) == bytes) {
@@ -148,40 +163,41 @@ impl ClusterSumsVariant {
             dtype,
             tile_cols,
             stages,
-            vectorized,
+            aligned,
         })
     }
 
-    /// The variant used by default: 256-byte tile rows, three stages.
-    pub fn preferred(dtype: ScalarType, vectorized: bool) -> ClusterSumsVariant {
+    /// The variant used by default: 512-byte tile rows, two stages (the fastest on an H100 for
+    /// k = 10 to 100, n = 50000 to 78823; see the runtime's benchmark).
+    pub fn preferred(dtype: ScalarType, aligned: bool) -> ClusterSumsVariant {
         ClusterSumsVariant {
             dtype,
-            tile_cols: 256 / dtype.size_bytes() as u32,
-            stages: 3,
-            vectorized,
+            tile_cols: 512 / dtype.size_bytes() as u32,
+            stages: 2,
+            aligned,
         }
     }
 
     /// The variants tried in order when the preferred one leaves too little room for the bins
     /// (see [`plan_cluster_sums`]): the preferred one, then ever smaller staging rings.
-    pub fn fallbacks(dtype: ScalarType, vectorized: bool) -> Vec<ClusterSumsVariant> {
+    pub fn fallbacks(dtype: ScalarType, aligned: bool) -> Vec<ClusterSumsVariant> {
         let esz = dtype.size_bytes() as u32;
-        [(256, 3), (256, 2), (128, 2), (64, 2)]
+        [(512, 2), (256, 3), (256, 2), (128, 2), (64, 2)]
             .into_iter()
             .map(|(row_bytes, stages)| ClusterSumsVariant {
                 dtype,
                 tile_cols: row_bytes / esz,
                 stages,
-                vectorized,
+                aligned,
             })
             .collect()
     }
 
-    /// Whether a matrix at `m_addr` with leading dimension `ld` (elements) and labels at
-    /// `labels_addr` allow the vectorized variant.
-    pub fn can_vectorize(dtype: ScalarType, m_addr: u64, ld: u64, labels_addr: u64) -> bool {
+    /// Whether every row of a matrix at `m_addr` with leading dimension `ld` (elements) starts
+    /// on a 16-byte boundary, so the aligned variant applies.
+    pub fn rows_aligned(dtype: ScalarType, m_addr: u64, ld: u64) -> bool {
         let esz = dtype.size_bytes() as u64;
-        m_addr % 16 == 0 && labels_addr % 16 == 0 && (ld * esz) % 16 == 0
+        m_addr % 16 == 0 && (ld * esz) % 16 == 0
     }
 
     /// Elements per 16 bytes.
@@ -200,8 +216,7 @@ impl ClusterSumsVariant {
     /// (plus the dump row).
     pub fn shared_bytes(&self, clusters: u64) -> u64 {
         let esz = self.dtype.size_bytes() as u64;
-        u64::from(self.stages) * self.stage_bytes()
-            + (clusters + 1) * u64::from(BIN_STRIDE) * esz
+        u64::from(self.stages) * self.stage_bytes() + (clusters + 1) * u64::from(BIN_STRIDE) * esz
     }
 
     /// The most clusters one pass can hold when a block may use `bytes` of shared memory.
@@ -211,13 +226,13 @@ impl ClusterSumsVariant {
         (bytes.saturating_sub(staging) / (u64::from(BIN_STRIDE) * esz)).saturating_sub(1)
     }
 
-    /// The kernel's entry-point name, e.g. `pk_cluster_sums_f32_t64_s3_v16`.
+    /// The kernel's entry-point name, e.g. `pk_cluster_sums_f32_t64_s3_a` (`_s` for shifted).
     pub fn name(&self) -> String {
         let ty = match self.dtype {
             ScalarType::F32 => "f32",
             ScalarType::F64 => "f64",
         };
-        let copy = if self.vectorized { "v16" } else { "e" };
+        let copy = if self.aligned { "a" } else { "s" };
         format!(
             "pk_cluster_sums_{ty}_t{}_s{}_{copy}",
             self.tile_cols, self.stages
@@ -316,12 +331,13 @@ impl ClusterSumsLaunch {
 /// With `forced`, that variant is used, its bins as large as one block may have (so it may run
 /// with fewer resident warps; for benchmarks and tests). Otherwise the first variant of
 /// [`ClusterSumsVariant::fallbacks`] whose bins hold all `k` clusters while
-/// [`MIN_WARPS_PER_SM`] warps stay resident, or, when none does, the one that needs the fewest
-/// passes at that occupancy.
+/// [`MIN_WARPS_PER_SM`] warps stay resident; else the first that does so with
+/// [`MIN_WARPS_PER_SM_LARGE_K`] warps; else the one that needs the fewest passes at that
+/// occupancy.
 pub fn plan_cluster_sums(
     k: u64,
     dtype: ScalarType,
-    vectorized: bool,
+    aligned: bool,
     forced: Option<ClusterSumsVariant>,
     limits: &DeviceLimits,
 ) -> Result<ClusterSumsLaunch, ClusterSumsError> {
@@ -347,28 +363,37 @@ pub fn plan_cluster_sums(
     if let Some(variant) = forced {
         return make(variant, per_block);
     }
-    let per_warp = (u64::from(limits.shared_bytes_per_sm) / u64::from(MIN_WARPS_PER_SM))
-        .saturating_sub(u64::from(limits.reserved_shared_bytes_per_block))
-        .min(per_block);
+    let budget = |warps: u32| {
+        (u64::from(limits.shared_bytes_per_sm) / u64::from(warps))
+            .saturating_sub(u64::from(limits.reserved_shared_bytes_per_block))
+            .min(per_block)
+    };
     let mut best: Option<ClusterSumsLaunch> = None;
     let mut first_error = None;
-    for variant in ClusterSumsVariant::fallbacks(dtype, vectorized) {
-        match make(variant, per_warp) {
-            Ok(launch) if launch.passes() == 1 => return Ok(launch),
-            Ok(launch) => {
-                if best.is_none_or(|b| launch.passes() < b.passes()) {
-                    best = Some(launch);
+    for warps in [MIN_WARPS_PER_SM, MIN_WARPS_PER_SM_LARGE_K] {
+        for variant in ClusterSumsVariant::fallbacks(dtype, aligned) {
+            match make(variant, budget(warps)) {
+                Ok(launch) if launch.passes() == 1 => return Ok(launch),
+                Ok(launch) => {
+                    if warps == MIN_WARPS_PER_SM_LARGE_K
+                        && best.is_none_or(|b| launch.passes() < b.passes())
+                    {
+                        best = Some(launch);
+                    }
                 }
-            }
-            Err(e) => {
-                first_error.get_or_insert(e);
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
     }
     match (best, first_error) {
         (Some(b), _) => Ok(b),
         (None, Some(e)) => Err(e),
-        (None, None) => make(ClusterSumsVariant::preferred(dtype, vectorized), per_warp),
+        (None, None) => make(
+            ClusterSumsVariant::preferred(dtype, aligned),
+            budget(MIN_WARPS_PER_SM_LARGE_K),
+        ),
     }
 }
 
@@ -376,34 +401,46 @@ const TEMPLATE: &str = r#"// popcorn builtin kernel {NAME}: cluster sums over on
 //   s[i * k + c_lo + c] = sum over j < cols with labels[j] == c_lo + c of m[i * ld + j],
 // for 0 <= i < rows and 0 <= c < kb. Labels outside [c_lo, c_lo + kb) are skipped.
 // One warp per block, each an independent worker over a contiguous range of 32-row x {TW}-column
-// tiles; lane r owns row r of its row group. Tiles stream through a {STAGES}-stage cp.async ring
-// ({COPY} copies); per-lane bins live in shared memory at bins[c * 33 + lane] plus a dump row kb.
-// Row groups split between two workers are added with atomicAdd into a zeroed s.
+// tiles; lane r owns row r of its row group. Tiles stream through a {STAGES}-stage ring of
+// 16-byte cp.async copies ({MODE} rows); per-lane bins live in shared memory at
+// bins[c * 33 + lane], plus a dump row kb. Row groups split between two workers are added with
+// atomicAdd into a zeroed s.
 namespace {NAME}_impl {
 
 typedef {T} real;
+typedef {VT} vec;
+typedef {LT} lvec;
 constexpr int TW = {TW};
 constexpr int STAGES = {STAGES};
 constexpr int VE = {VE};
 constexpr int TWP = TW + VE;
-constexpr int CW = {CW};
-constexpr int CPR = TW / CW;
-constexpr int LPC = {LPC};
-constexpr int LCOPIES = TW / LPC;
+constexpr int CPR = TW / VE;
+constexpr int RSTEP = 32 / CPR;
 constexpr int TILE_BYTES = 32 * TWP * (int)sizeof(real);
 constexpr int STAGE_BYTES = TILE_BYTES + TW * 4;
-constexpr unsigned BSTRIDE = 33u;
+constexpr unsigned BIN_BYTES = 33u * (unsigned)sizeof(real);
 
-__device__ __forceinline__ void copy_m(unsigned dst, const void* src, unsigned bytes)
+__device__ __forceinline__ void copy16(unsigned dst, const void* src, unsigned bytes)
 {
-    asm volatile("cp.async.{MCACHE}.shared.global [%0], [%1], {CB}, %2;\n"
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                  :: "r"(dst), "l"(src), "r"(bytes) : "memory");
 }
 
-__device__ __forceinline__ void copy_labels(unsigned dst, const void* src, unsigned bytes)
+__device__ __forceinline__ void copy4(unsigned dst, const void* src, unsigned bytes)
 {
-    asm volatile("cp.async.{LCACHE}.shared.global [%0], [%1], {LB}, %2;\n"
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
                  :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+// Copies of chunks known to lie inside the matrix (no bounds, no zero-fill).
+__device__ __forceinline__ void copy16_full(unsigned dst, const void* src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void copy4_full(unsigned dst, const void* src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src) : "memory");
 }
 
 __device__ __forceinline__ void commit()
@@ -416,73 +453,76 @@ __device__ __forceinline__ void wait_oldest()
     asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 1) : "memory");
 }
 
-// Queues the copies of tile (rows r0.., columns c0..) into the stage at shared address `stage`.
-// Elements past the matrix are zero-filled (src-size 0), and never read from memory.
-__device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict__ m,
-    const unsigned int* __restrict__ labels, long long rows, long long cols, long long ld,
-    long long r0, long long c0, unsigned lane)
+// Bytes of the 16-byte chunk starting at column col that lie inside the matrix row.
+__device__ __forceinline__ unsigned chunk_bytes(long long cols, long long col)
 {
-#pragma unroll{LUNROLL}
-    for (int i = 0; i < CPR; ++i) {
-        const unsigned chunk = (unsigned)i * 32u + lane;
-        const unsigned r = chunk / (unsigned)CPR;
-        const unsigned q = chunk % (unsigned)CPR;
-        const long long row = r0 + (long long)r;
-        const long long col = c0 + (long long)q * CW;
-        const long long avail = cols - col;
-        const unsigned bytes = (row < rows && avail > 0)
-            ? (unsigned)((avail < CW ? avail : (long long)CW) * (long long)sizeof(real))
-            : 0u;
-        const real* src = bytes != 0u ? m + row * ld + col : m;
-        copy_m(stage + (r * (unsigned)TWP + q * (unsigned)CW) * (unsigned)sizeof(real), src, bytes);
+    const long long avail = cols - col;
+    return avail >= VE ? 16u : (avail > 0 ? (unsigned)avail * (unsigned)sizeof(real) : 0u);
+}
+
+// Shared-memory position of tile row r.
+__device__ __forceinline__ unsigned slot(unsigned r)
+{
+{SLOT}
+}
+
+// Queues the labels of the tile at column c0 (zero-filled past the matrix).
+__device__ __forceinline__ void load_labels(unsigned stage, const unsigned int* __restrict__ labels,
+    long long cols, long long c0, unsigned lane)
+{
+    if (c0 + TW <= cols) {
+#pragma unroll
+        for (int i = 0; i < (TW + 31) / 32; ++i) {
+            const unsigned idx = (unsigned)i * 32u + lane;
+            if (idx < (unsigned)TW) {
+                copy4_full(stage + (unsigned)TILE_BYTES + idx * 4u, labels + c0 + (long long)idx);
+            }
+        }
+        return;
     }
 #pragma unroll
-    for (int i = 0; i < (LCOPIES + 31) / 32; ++i) {
+    for (int i = 0; i < (TW + 31) / 32; ++i) {
         const unsigned idx = (unsigned)i * 32u + lane;
-        if (idx < (unsigned)LCOPIES) {
-            const long long col = c0 + (long long)idx * LPC;
-            const long long avail = cols - col;
-            const unsigned bytes = avail > 0
-                ? (unsigned)((avail < LPC ? avail : (long long)LPC) * 4)
-                : 0u;
-            copy_labels(stage + (unsigned)TILE_BYTES + idx * (unsigned)(LPC * 4),
-                        bytes != 0u ? labels + col : labels, bytes);
+        if (idx < (unsigned)TW) {
+            const long long col = c0 + (long long)idx;
+            const unsigned bytes = col < cols ? 4u : 0u;
+            copy4(stage + (unsigned)TILE_BYTES + idx * 4u, bytes != 0u ? labels + col : labels, bytes);
         }
     }
 }
 
-// Adds v to the bin of cluster c (already mapped into [0, kb], kb = dump). The run of the
-// current cluster `cur` is kept as base (its bin before the run) + acc (the run's sum); the new
-// bin is loaded before the old run is stored, which is safe because they differ when c != cur
-// (when c == cur the load is discarded and the store writes an intermediate value).
-__device__ __forceinline__ void push(real v, unsigned c, real* bins_lane, unsigned& cur,
-                                     real& base, real& acc)
+{LOAD_TILE}
+
+// Adds v to the bin at shared byte address p (bin c, already mapped into [0, kb], kb = dump).
+// The run of the current bin `cur` is kept as base (its value before the run) + acc (the run's
+// sum); the new bin is loaded before the old run is stored, which is safe because they differ
+// when p != cur (when p == cur the load is discarded and the store writes an intermediate
+// value that a later store overwrites).
+__device__ __forceinline__ void push(real v, real* p, real*& cur, real& base, real& acc)
 {
-    const real nb = bins_lane[c * BSTRIDE];
-    bins_lane[cur * BSTRIDE] = base + acc;
-    const bool same = c == cur;
+    const real nb = *p;
+    *cur = base + acc;
+    const bool same = p == cur;
     base = same ? base : nb;
     acc = same ? acc + v : v;
-    cur = c;
+    cur = p;
 }
 
 // Sums one staged tile into the lane's bins. FULL: all TW columns are inside the matrix;
-// otherwise columns >= jn go to the dump row.
+// otherwise columns >= jn go to the dump row. `row` is the lane's row in the stage.
 template <bool FULL>
-__device__ __forceinline__ void consume(const unsigned char* stage, int jn, unsigned c_lo,
-    unsigned kb, real* bins_lane, unsigned lane, unsigned& cur, real& base, real& acc)
+__device__ __forceinline__ void consume(const real* row, const unsigned int* lab, int jn,
+    unsigned c_lo, unsigned kb, unsigned char* bins_lane, real*& cur, real& base, real& acc)
 {
-    const real* row = reinterpret_cast<const real*>(stage) + lane * (unsigned)TWP;
-    const unsigned int* lab = reinterpret_cast<const unsigned int*>(stage + TILE_BYTES);
-    {VT} v = *reinterpret_cast<const {VT}*>(row);
-    {LT} l = *reinterpret_cast<const {LT}*>(lab);
+    vec v = load_vec(row);
+    lvec l = *reinterpret_cast<const lvec*>(lab);
 #pragma unroll
     for (int q = 0; q < TW / VE; ++q) {
-        {VT} vn = v;
-        {LT} ln = l;
+        vec vn = v;
+        lvec ln = l;
         if (q + 1 < TW / VE) {
-            vn = *reinterpret_cast<const {VT}*>(row + (q + 1) * VE);
-            ln = *reinterpret_cast<const {LT}*>(lab + (q + 1) * VE);
+            vn = load_vec(row + (q + 1) * VE);
+            ln = *reinterpret_cast<const lvec*>(lab + (q + 1) * VE);
         }
 {PUSHES}
         v = vn;
@@ -499,7 +539,7 @@ __device__ __forceinline__ void flush(const real* bins, real* __restrict__ s, lo
     for (int r = 0; r < nr; ++r) {
         real* out = s + (r0 + r) * k + c_lo;
         for (unsigned c = lane; c < kb; c += 32u) {
-            const real v = bins[c * BSTRIDE + (unsigned)r];
+            const real v = bins[c * 33u + (unsigned)r];
             if (whole) {
                 out[c] = v;
             } else {
@@ -540,11 +580,13 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     }
     const unsigned ukb = (unsigned)kb;
     const unsigned uclo = (unsigned)c_lo;
+    // Element offset of m inside its 16-byte block (0 for aligned rows).
+    const unsigned moff = (unsigned)((unsigned long long)m / sizeof(real)) & (unsigned)(VE - 1);
     const unsigned sbase = (unsigned)__cvta_generic_to_shared(pk_smem);
     real* bins = reinterpret_cast<real*>(pk_smem + STAGES * STAGE_BYTES);
-    real* bins_lane = bins + lane;
+    unsigned char* bins_lane = reinterpret_cast<unsigned char*>(bins + lane);
     for (unsigned c = 0; c <= ukb; ++c) {
-        bins_lane[c * BSTRIDE] = (real)0;
+        *reinterpret_cast<real*>(bins_lane + c * BIN_BYTES) = (real)0;
     }
 
     // Copy cursor: the next tile to queue, as (row group, column tile).
@@ -554,7 +596,9 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
 #pragma unroll
     for (int p = 0; p < STAGES - 1; ++p) {
         if (tl < t1) {
-            load_tile(sbase + (unsigned)(p * STAGE_BYTES), m, labels, rows, cols, ld, lg * 32, lct * TW, lane);
+            const unsigned st = sbase + (unsigned)(p * STAGE_BYTES);
+            load_tile(st, m, rows, cols, ld, moff, lg * 32, lct * TW, lane);
+            load_labels(st, labels, cols, lct * TW, lane);
             ++tl;
             if (++lct == cts) {
                 lct = 0;
@@ -567,7 +611,9 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     long long g = (long long)(t0 / ucts);
     long long ct = (long long)(t0 - (unsigned long long)g * ucts);
     bool whole_start = ct == 0;
-    unsigned cur = ukb;
+    unsigned row_off = row_offset(lane, g * 32, ld, moff);
+    real* dump = reinterpret_cast<real*>(bins_lane + ukb * BIN_BYTES);
+    real* cur = dump;
     real base = (real)0;
     real acc = (real)0;
     int stage = 0;
@@ -577,7 +623,9 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
             refill -= STAGES;
         }
         if (tl < t1) {
-            load_tile(sbase + (unsigned)(refill * STAGE_BYTES), m, labels, rows, cols, ld, lg * 32, lct * TW, lane);
+            const unsigned st = sbase + (unsigned)(refill * STAGE_BYTES);
+            load_tile(st, m, rows, cols, ld, moff, lg * 32, lct * TW, lane);
+            load_labels(st, labels, cols, lct * TW, lane);
             ++tl;
             if (++lct == cts) {
                 lct = 0;
@@ -588,29 +636,32 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
         wait_oldest();
         __syncwarp();
         const unsigned char* st = pk_smem + stage * STAGE_BYTES;
+        const real* row = reinterpret_cast<const real*>(st) + row_off;
+        const unsigned int* lab = reinterpret_cast<const unsigned int*>(st + TILE_BYTES);
         const long long left = cols - ct * TW;
         if (left >= TW) {
-            consume<true>(st, TW, uclo, ukb, bins_lane, lane, cur, base, acc);
+            consume<true>(row, lab, TW, uclo, ukb, bins_lane, cur, base, acc);
         } else {
-            consume<false>(st, (int)left, uclo, ukb, bins_lane, lane, cur, base, acc);
+            consume<false>(row, lab, (int)left, uclo, ukb, bins_lane, cur, base, acc);
         }
         const bool last_tile = ct == cts - 1;
         if (last_tile || t + 1 == t1) {
-            bins_lane[cur * BSTRIDE] = base + acc;
-            cur = ukb;
+            *cur = base + acc;
+            cur = dump;
             base = (real)0;
             acc = (real)0;
             __syncwarp();
             flush(bins, s, rows, k, c_lo, ukb, g * 32, whole_start && last_tile, lane);
             __syncwarp();
             for (unsigned c = 0; c <= ukb; ++c) {
-                bins_lane[c * BSTRIDE] = (real)0;
+                *reinterpret_cast<real*>(bins_lane + c * BIN_BYTES) = (real)0;
             }
             whole_start = true;
         }
         if (++ct == cts) {
             ct = 0;
             ++g;
+            row_off = row_offset(lane, g * 32, ld, moff);
         }
         __syncwarp();
         stage = stage + 1 == STAGES ? 0 : stage + 1;
@@ -619,16 +670,125 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
 }
 "#;
 
-/// The per-element statements of [`TEMPLATE`]'s `consume` for one 16-byte vector.
-fn pushes(dtype: ScalarType) -> String {
-    let fields: &[&str] = match dtype {
+/// Tile loading, row placement and shared loads of aligned rows.
+const ALIGNED: &str = r#"// Aligned rows: lane copies chunk q = lane % CPR of rows lane / CPR + i * RSTEP.
+__device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict__ m,
+    long long rows, long long cols, long long ld, unsigned moff, long long r0, long long c0,
+    unsigned lane)
+{
+    const unsigned q = lane % (unsigned)CPR;
+    const unsigned rf = lane / (unsigned)CPR;
+    const long long row0 = r0 + (long long)rf;
+    const real* p = m + row0 * ld + c0 + (long long)(q * VE);
+    const long long step = (long long)RSTEP * ld;
+    const unsigned dst = stage + (rf * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(real);
+    if (r0 + 32 <= rows && c0 + TW <= cols) {
+        // Interior tile: every chunk is whole.
+#pragma unroll
+        for (int i = 0; i < CPR; ++i) {
+            copy16_full(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(real)), p);
+            p += step;
+        }
+        return;
+    }
+    const unsigned colbytes = chunk_bytes(cols, c0 + (long long)(q * VE));
+    const long long vr = rows - row0;
+    const int nv = vr < 0 ? 0 : (vr > 32 ? 32 : (int)vr);
+#pragma unroll
+    for (int i = 0; i < CPR; ++i) {
+        // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
+        const unsigned bytes = i * RSTEP < nv ? colbytes : 0u;
+        copy16(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(real)), bytes != 0u ? p : m, bytes);
+        p += step;
+    }
+}
+
+__device__ __forceinline__ unsigned row_offset(unsigned lane, long long r0, long long ld, unsigned moff)
+{
+    return lane * (unsigned)TWP;
+}
+
+__device__ __forceinline__ vec load_vec(const real* p)
+{
+    return *reinterpret_cast<const vec*>(p);
+}"#;
+
+/// Tile loading, row placement and shared loads of shifted rows.
+const SHIFTED: &str = r#"// Shifted rows: tile row r (global row r0 + r) is copied as the 16-byte-aligned span of TWP
+// elements that starts sh(row) = (moff + row * ld) % VE elements before column c0, into slot(r).
+// Lane copies chunk q = lane % CPR of rows lane / CPR + i * RSTEP, then chunk CPR of row lane.
+__device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict__ m,
+    long long rows, long long cols, long long ld, unsigned moff, long long r0, long long c0,
+    unsigned lane)
+{
+    const unsigned q = lane % (unsigned)CPR;
+    const unsigned rf = lane / (unsigned)CPR;
+    const long long row0 = r0 + (long long)rf;
+    const real* p = m + row0 * ld + c0 + (long long)(q * VE);
+    const long long step = (long long)RSTEP * ld;
+    unsigned sh = (moff + (unsigned)((unsigned long long)row0 * (unsigned long long)ld)) & (unsigned)(VE - 1);
+    const unsigned dsh = (unsigned)((unsigned long long)step) & (unsigned)(VE - 1);
+    const long long row = r0 + (long long)lane;
+    const unsigned sl = (moff + (unsigned)((unsigned long long)row * (unsigned long long)ld)) & (unsigned)(VE - 1);
+    const long long tail_col = c0 + (long long)(CPR * VE) - (long long)sl;
+    const unsigned tail_dst = stage + (slot(lane) * (unsigned)TWP + (unsigned)(CPR * VE)) * (unsigned)sizeof(real);
+    if (r0 + 32 <= rows && c0 + TW + VE <= cols) {
+        // Interior tile: every chunk is whole (a chunk that starts before column 0 lies in the
+        // previous row, or in the 16-byte block that holds m[0]).
+#pragma unroll
+        for (int i = 0; i < CPR; ++i) {
+            const unsigned r = rf + (unsigned)(i * RSTEP);
+            copy16_full(stage + (slot(r) * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(real), p - sh);
+            p += step;
+            sh = (sh + dsh) & (unsigned)(VE - 1);
+        }
+        copy16_full(tail_dst, m + row * ld + tail_col);
+        return;
+    }
+    const long long vr = rows - row0;
+    const int nv = vr < 0 ? 0 : (vr > 32 ? 32 : (int)vr);
+    const long long col0 = c0 + (long long)(q * VE);
+#pragma unroll
+    for (int i = 0; i < CPR; ++i) {
+        const unsigned r = rf + (unsigned)(i * RSTEP);
+        const unsigned bytes = i * RSTEP < nv ? chunk_bytes(cols, col0 - (long long)sh) : 0u;
+        // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
+        copy16(stage + (slot(r) * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(real),
+               bytes != 0u ? p - sh : m, bytes);
+        p += step;
+        sh = (sh + dsh) & (unsigned)(VE - 1);
+    }
+    const unsigned tail_bytes = row < rows ? chunk_bytes(cols, tail_col) : 0u;
+    copy16(tail_dst, tail_bytes != 0u ? m + row * ld + tail_col : m, tail_bytes);
+}
+
+__device__ __forceinline__ unsigned row_offset(unsigned lane, long long r0, long long ld, unsigned moff)
+{
+    const unsigned sh = (moff + (unsigned)((unsigned long long)(r0 + (long long)lane) * (unsigned long long)ld)) & (unsigned)(VE - 1);
+    return slot(lane) * (unsigned)TWP + sh;
+}
+
+__device__ __forceinline__ vec load_vec(const real* p)
+{
+    vec v;
+{SCALAR_LOADS}
+    return v;
+}"#;
+
+/// The vector fields of a 16-byte vector of `dtype`.
+fn fields(dtype: ScalarType) -> &'static [&'static str] {
+    match dtype {
         ScalarType::F32 => &["x", "y", "z", "w"],
         ScalarType::F64 => &["x", "y"],
-    };
+    }
+}
+
+/// The per-element statements of [`TEMPLATE`]'s `consume` for one 16-byte vector.
+fn pushes(dtype: ScalarType) -> String {
     let mut out = String::new();
-    for (e, f) in fields.iter().enumerate() {
+    for (e, f) in fields(dtype).iter().enumerate() {
         out.push_str(&format!(
-            "        {{\n            unsigned c = l.{f} - c_lo;\n            c = c < kb ? c : kb;\n            if (!FULL && q * VE + {e} >= jn) {{\n                c = kb;\n            }}\n            push(v.{f}, c, bins_lane, cur, base, acc);\n        }}\n"
+            "        {{\n            unsigned c = l.{f} - c_lo;\n            c = c < kb ? c : kb;\n            if (!FULL && q * VE + {e} >= jn) {{\n                c = kb;\n            }}\n            push(v.{f}, reinterpret_cast<real*>(bins_lane + c * BIN_BYTES), cur, base, acc);\n        }}\n"
         ));
     }
     out
@@ -643,31 +803,33 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtins::BuiltinKer
         ScalarType::F32 => ("float4", "uint4"),
         ScalarType::F64 => ("double2", "uint2"),
     };
-    // Element copies are many per lane (one per column of a tile row): unrolling them all
-    // would hoist every address into registers.
-    let (cw, cb, mcache, lpc, lb, lcache, copy, unroll) = if variant.vectorized {
-        (ve, 16, "cg", 4, 16, "cg", "16-byte", "")
+    let (mode, body, slot) = if variant.aligned {
+        ("aligned", ALIGNED.to_string(), "    return r;".to_string())
     } else {
-        (1, esz, "ca", 1, 4, "ca", "element", " 8")
+        let loads: String = fields(variant.dtype)
+            .iter()
+            .enumerate()
+            .map(|(e, f)| format!("    v.{f} = p[{e}];\n"))
+            .collect();
+        (
+            "shifted",
+            SHIFTED.replace("{SCALAR_LOADS}", loads.trim_end()),
+            format!("    return (r % {ve}u) * {}u + r / {ve}u;", 32 / ve),
+        )
     };
     let name = variant.name();
     let source = TEMPLATE
+        .replace("{LOAD_TILE}", &body)
         .replace("{PUSHES}", &pushes(variant.dtype))
+        .replace("{SLOT}", &slot)
+        .replace("{MODE}", mode)
         .replace("{NAME}", &name)
         .replace("{T}", variant.dtype.c_name())
         .replace("{TW}", &variant.tile_cols.to_string())
         .replace("{STAGES}", &variant.stages.to_string())
         .replace("{VE}", &ve.to_string())
-        .replace("{CW}", &cw.to_string())
-        .replace("{CB}", &cb.to_string())
-        .replace("{MCACHE}", mcache)
-        .replace("{LPC}", &lpc.to_string())
-        .replace("{LB}", &lb.to_string())
-        .replace("{LCACHE}", lcache)
         .replace("{VT}", vt)
-        .replace("{LT}", lt)
-        .replace("{COPY}", copy)
-        .replace("{LUNROLL}", unroll);
+        .replace("{LT}", lt);
     crate::builtins::BuiltinKernel { name, source }
 }
 
@@ -678,11 +840,11 @@ mod tests {
     fn all_variants() -> Vec<ClusterSumsVariant> {
         let mut v = Vec::new();
         for dtype in [ScalarType::F32, ScalarType::F64] {
-            for vectorized in [true, false] {
+            for aligned in [true, false] {
                 for row_bytes in TILE_ROW_BYTES {
                     for stages in 2..=4 {
                         let cols = row_bytes / dtype.size_bytes() as u32;
-                        v.push(ClusterSumsVariant::new(dtype, cols, stages, vectorized).unwrap());
+                        v.push(ClusterSumsVariant::new(dtype, cols, stages, aligned).unwrap());
                     }
                 }
             }
@@ -696,31 +858,55 @@ mod tests {
         for v in all_variants() {
             let k = cluster_sums(&v);
             for p in [
-                "{NAME}", "{T}", "{TW}", "{STAGES}", "{VE}", "{CW}", "{CB}", "{MCACHE}", "{LPC}",
-                "{LB}", "{LCACHE}", "{VT}", "{LT}", "{PUSHES}", "{COPY}", "{LUNROLL}",
+                "{NAME}",
+                "{T}",
+                "{TW}",
+                "{STAGES}",
+                "{VE}",
+                "{VT}",
+                "{LT}",
+                "{PUSHES}",
+                "{MODE}",
+                "{SLOT}",
+                "{LOAD_TILE}",
+                "{SCALAR_LOADS}",
             ] {
                 assert!(!k.source.contains(p), "{p} left in {}", k.name);
             }
-            assert!(k.source.contains(&format!("void __launch_bounds__(32) {}(", k.name)));
+            assert!(k
+                .source
+                .contains(&format!("void __launch_bounds__(32) {}(", k.name)));
             assert!(names.insert(k.name.clone()), "duplicate {}", k.name);
         }
     }
 
     #[test]
-    fn sources_pick_the_copy_width_and_vector_types() {
+    fn sources_pick_the_row_mode_and_vector_types() {
         let v = ClusterSumsVariant::new(ScalarType::F32, 64, 3, true).unwrap();
         let k = cluster_sums(&v);
-        assert_eq!(k.name, "pk_cluster_sums_f32_t64_s3_v16");
-        assert!(k.source.contains("cp.async.cg.shared.global [%0], [%1], 16, %2;"));
-        assert!(k.source.contains("float4 v ="));
+        assert_eq!(k.name, "pk_cluster_sums_f32_t64_s3_a");
+        assert!(k
+            .source
+            .contains("cp.async.cg.shared.global [%0], [%1], 16, %2;"));
+        assert!(k.source.contains("typedef float4 vec;"));
+        assert!(k
+            .source
+            .contains("return *reinterpret_cast<const vec*>(p);"));
+        assert!(k.source.contains("(aligned rows)"));
         assert_eq!(k.source.matches("push(v.").count(), 4);
         let e = ClusterSumsVariant::new(ScalarType::F64, 32, 2, false).unwrap();
         let k = cluster_sums(&e);
-        assert_eq!(k.name, "pk_cluster_sums_f64_t32_s2_e");
-        assert!(k.source.contains("cp.async.ca.shared.global [%0], [%1], 8, %2;"));
-        assert!(k.source.contains("cp.async.ca.shared.global [%0], [%1], 4, %2;"));
-        assert!(k.source.contains("double2 v ="));
+        assert_eq!(k.name, "pk_cluster_sums_f64_t32_s2_s");
+        assert!(k.source.contains("(shifted rows)"));
+        assert!(k.source.contains("typedef double2 vec;"));
+        assert!(k.source.contains("    v.x = p[0];\n    v.y = p[1];"));
+        // Rows are placed at (r % 2) * 16 + r / 2.
+        assert!(k.source.contains("return (r % 2u) * 16u + r / 2u;"));
         assert_eq!(k.source.matches("push(v.").count(), 2);
+        let f = ClusterSumsVariant::new(ScalarType::F32, 64, 2, false).unwrap();
+        assert!(cluster_sums(&f)
+            .source
+            .contains("return (r % 4u) * 8u + r / 4u;"));
     }
 
     #[test]
@@ -772,19 +958,34 @@ mod tests {
         for k in [1u64, 10, 50, 100] {
             let l = plan_cluster_sums(k, ScalarType::F32, true, None, &h).unwrap();
             assert_eq!(l.passes(), 1, "k = {k}");
-            assert_eq!(l.variant, ClusterSumsVariant::preferred(ScalarType::F32, true));
+            assert_eq!(
+                l.variant,
+                ClusterSumsVariant::preferred(ScalarType::F32, true)
+            );
             assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM);
             assert_eq!(l.pass_range(0), (0, k));
         }
-        // k = 100 on the H100: 3 stages of 8960 bytes and 101 x 33 floats.
+        // k = 100 on the H100: 2 stages of 32 x 132 floats + 512 bytes of labels, 101 x 33
+        // floats of bins: 4 warps per SM.
         let l = plan_cluster_sums(100, ScalarType::F32, true, None, &h).unwrap();
-        assert_eq!(l.shared_bytes, 3 * 8960 + 101 * 132);
-        assert_eq!(h.blocks_per_sm(u64::from(l.shared_bytes)), 5);
-        // k = 1000 does not fit in one pass with 4 warps per SM: several passes cover 0..1000.
+        assert_eq!(l.shared_bytes, 2 * (32 * 132 * 4 + 512) + 101 * 132);
+        assert_eq!(h.blocks_per_sm(u64::from(l.shared_bytes)), 4);
+        // k = 200: the 512-byte rows leave room for 169 clusters at 4 warps per SM, so the
+        // planner falls back to 256-byte rows in three stages.
+        let l = plan_cluster_sums(200, ScalarType::F32, true, None, &h).unwrap();
+        assert_eq!(
+            (l.variant.tile_cols, l.variant.stages, l.passes()),
+            (64, 3, 1)
+        );
+        // k = 500: one pass with 2 warps per SM.
+        let l = plan_cluster_sums(500, ScalarType::F32, false, None, &h).unwrap();
+        assert_eq!(l.passes(), 1);
+        assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM_LARGE_K);
+        // k = 1000 does not fit in one pass: several passes cover 0..1000.
         for dtype in [ScalarType::F32, ScalarType::F64] {
             let l = plan_cluster_sums(1000, dtype, false, None, &h).unwrap();
             assert!(l.passes() > 1);
-            assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM);
+            assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM_LARGE_K);
             let mut next = 0;
             for p in 0..l.passes() {
                 let (lo, kb) = l.pass_range(p);
@@ -804,7 +1005,10 @@ mod tests {
         assert_eq!(l.variant, v);
         assert_eq!(l.passes(), 1);
         // 3 stages of 32 x 132 floats + 512 bytes of labels, 101 x 33 floats of bins.
-        assert_eq!(u64::from(l.shared_bytes), 3 * (32 * 132 * 4 + 512) + 101 * 132);
+        assert_eq!(
+            u64::from(l.shared_bytes),
+            3 * (32 * 132 * 4 + 512) + 101 * 132
+        );
         assert_eq!(h.blocks_per_sm(u64::from(l.shared_bytes)), 3);
     }
 
@@ -833,7 +1037,10 @@ mod tests {
         assert!(ClusterSumsLaunch::needs_zeroed_output(65, 2));
         let l = plan_cluster_sums(7, ScalarType::F32, true, None, &DeviceLimits::H100).unwrap();
         let ((gx, gy, gz), block, shared) = l.grid_block(660);
-        assert_eq!((gx, gy, gz, block, shared), (660, 1, 1, (32, 1, 1), l.shared_bytes));
+        assert_eq!(
+            (gx, gy, gz, block, shared),
+            (660, 1, 1, (32, 1, 1), l.shared_bytes)
+        );
     }
 
     #[test]

@@ -66,11 +66,22 @@ impl Outputs {
 
     /// A scalar output.
     pub fn scalar(&self, name: &str) -> Result<f64, RuntimeError> {
-        self.scalars.get(name).copied().ok_or_else(|| self.missing(name))
+        self.scalars
+            .get(name)
+            .copied()
+            .ok_or_else(|| self.missing(name))
     }
 
     fn missing(&self, name: &str) -> RuntimeError {
-        let names: Vec<&str> = self.tensors.keys().chain(self.scalars.keys()).map(|s| s.as_str()).collect();
-        RuntimeError::Binding(format!("no output named `{name}`; the outputs are {}", names.join(", ")))
+        let names: Vec<&str> = self
+            .tensors
+            .keys()
+            .chain(self.scalars.keys())
+            .map(|s| s.as_str())
+            .collect();
+        RuntimeError::Binding(format!(
+            "no output named `{name}`; the outputs are {}",
+            names.join(", ")
+        ))
     }
 }

@@ -156,9 +156,20 @@ pub enum Arg<'a, B> {
 impl<B> Clone for Arg<'_, B> {
     fn clone(&self) -> Self {
         match self {
-            Arg::Dense { buf, rows, cols } => Arg::Dense { buf, rows: *rows, cols: *cols },
+            Arg::Dense { buf, rows, cols } => Arg::Dense {
+                buf,
+                rows: *rows,
+                cols: *cols,
+            },
             Arg::Index { buf, len } => Arg::Index { buf, len: *len },
-            Arg::Csr { row_ptr, col_idx, values, rows, cols, nnz } => Arg::Csr {
+            Arg::Csr {
+                row_ptr,
+                col_idx,
+                values,
+                rows,
+                cols,
+                nnz,
+            } => Arg::Csr {
                 row_ptr,
                 col_idx,
                 values,

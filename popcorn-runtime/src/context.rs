@@ -93,7 +93,11 @@ pub struct Context {
 
 fn dense_arg<'a, B>(bufs: &'a [B], shape: TensorShape) -> Arg<'a, B> {
     match shape {
-        TensorShape::Dense { rows, cols } => Arg::Dense { buf: &bufs[0], rows, cols },
+        TensorShape::Dense { rows, cols } => Arg::Dense {
+            buf: &bufs[0],
+            rows,
+            cols,
+        },
         TensorShape::Index { len } => Arg::Index { buf: &bufs[0], len },
         TensorShape::Csr { rows, cols, nnz } => Arg::Csr {
             row_ptr: &bufs[0],
@@ -110,10 +114,19 @@ impl Context {
     /// A context on the given device, computing in `f32`.
     pub fn new(device: DeviceSpec) -> Result<Context, RuntimeError> {
         let engine = match device.resolve()? {
-            DeviceSpec::Cuda(n) => EngineKind::Cuda(Engine { backend: CudaBackend::new(n)?, plans: Mutex::default() }),
-            _ => EngineKind::Cpu(Engine { backend: CpuBackend::new(), plans: Mutex::default() }),
+            DeviceSpec::Cuda(n) => EngineKind::Cuda(Engine {
+                backend: CudaBackend::new(n)?,
+                plans: Mutex::default(),
+            }),
+            _ => EngineKind::Cpu(Engine {
+                backend: CpuBackend::new(),
+                plans: Mutex::default(),
+            }),
         };
-        Ok(Context { engine, config: PlannerConfig::from_env() })
+        Ok(Context {
+            engine,
+            config: PlannerConfig::from_env(),
+        })
     }
 
     /// A context on the device named by `POPCORN_DEVICE` (`cpu`, `cuda`, `cuda:N`); without it,
@@ -177,7 +190,10 @@ impl Context {
     /// assert_eq!(ctx.to_f64(&x).unwrap(), vec![1.0, 2.0]);
     /// assert!(ms >= 0.0);
     /// ```
-    pub fn time<T>(&self, f: impl FnOnce() -> Result<T, RuntimeError>) -> Result<(T, f64), RuntimeError> {
+    pub fn time<T>(
+        &self,
+        f: impl FnOnce() -> Result<T, RuntimeError>,
+    ) -> Result<(T, f64), RuntimeError> {
         with_engine!(self, e => {
             let start = e.backend.mark()?;
             let value = f()?;
@@ -207,7 +223,12 @@ impl Context {
         }
     }
 
-    fn make(&self, shape: TensorShape, elem: ElemType, parts: &[HostSlice<'_>]) -> Result<Tensor, RuntimeError> {
+    fn make(
+        &self,
+        shape: TensorShape,
+        elem: ElemType,
+        parts: &[HostSlice<'_>],
+    ) -> Result<Tensor, RuntimeError> {
         let data = with_engine!(self, e => {
             let bufs = parts.iter().map(|p| e.backend.upload(*p)).collect::<Result<Vec<_>, _>>()?;
             wrap_for(&e.backend, bufs)
@@ -225,12 +246,21 @@ impl Context {
             )));
         }
         let host = self.float_upload(values);
-        self.make(TensorShape::Dense { rows, cols }, ElemType::float(self.config.dtype), &[host.as_slice()])
+        self.make(
+            TensorShape::Dense { rows, cols },
+            ElemType::float(self.config.dtype),
+            &[host.as_slice()],
+        )
     }
 
     /// A dense matrix from `f32` values, without a detour through `f64` when the context
     /// computes in `f32`.
-    pub fn dense_f32(&self, rows: usize, cols: usize, values: &[f32]) -> Result<Tensor, RuntimeError> {
+    pub fn dense_f32(
+        &self,
+        rows: usize,
+        cols: usize,
+        values: &[f32],
+    ) -> Result<Tensor, RuntimeError> {
         if values.len() != rows * cols {
             return Err(RuntimeError::InvalidData(format!(
                 "a {rows} x {cols} matrix needs {} values, got {}",
@@ -239,7 +269,11 @@ impl Context {
             )));
         }
         match self.config.dtype {
-            DType::F32 => self.make(TensorShape::Dense { rows, cols }, ElemType::F32, &[HostSlice::F32(values)]),
+            DType::F32 => self.make(
+                TensorShape::Dense { rows, cols },
+                ElemType::F32,
+                &[HostSlice::F32(values)],
+            ),
             DType::F64 => {
                 let v: Vec<f64> = values.iter().map(|x| *x as f64).collect();
                 self.dense(rows, cols, &v)
@@ -259,18 +293,41 @@ impl Context {
 
     /// An index vector (cluster labels).
     pub fn index(&self, values: &[u32]) -> Result<Tensor, RuntimeError> {
-        self.make(TensorShape::Index { len: values.len() }, ElemType::U32, &[HostSlice::U32(values)])
+        self.make(
+            TensorShape::Index { len: values.len() },
+            ElemType::U32,
+            &[HostSlice::U32(values)],
+        )
     }
 
     /// A CSR matrix, checked: `row_ptr` has `rows + 1` non-decreasing offsets from 0 to
     /// `nnz`, every column index is below `cols`.
-    pub fn csr(&self, rows: usize, cols: usize, row_ptr: &[i32], col_idx: &[i32], values: &[f64]) -> Result<Tensor, RuntimeError> {
-        let bad = |m: String| Err(RuntimeError::InvalidData(format!("CSR {rows} x {cols}: {m}")));
+    pub fn csr(
+        &self,
+        rows: usize,
+        cols: usize,
+        row_ptr: &[i32],
+        col_idx: &[i32],
+        values: &[f64],
+    ) -> Result<Tensor, RuntimeError> {
+        let bad = |m: String| {
+            Err(RuntimeError::InvalidData(format!(
+                "CSR {rows} x {cols}: {m}"
+            )))
+        };
         if row_ptr.len() != rows + 1 {
-            return bad(format!("row_ptr has {} entries, expected rows + 1 = {}", row_ptr.len(), rows + 1));
+            return bad(format!(
+                "row_ptr has {} entries, expected rows + 1 = {}",
+                row_ptr.len(),
+                rows + 1
+            ));
         }
         if col_idx.len() != values.len() {
-            return bad(format!("{} column indices but {} values", col_idx.len(), values.len()));
+            return bad(format!(
+                "{} column indices but {} values",
+                col_idx.len(),
+                values.len()
+            ));
         }
         if row_ptr[0] != 0 || row_ptr[rows] as usize != values.len() {
             return bad(format!("row_ptr must run from 0 to nnz = {}", values.len()));
@@ -279,13 +336,24 @@ impl Context {
             return bad(format!("row_ptr decreases at row {r}"));
         }
         if let Some(p) = col_idx.iter().position(|c| *c < 0 || *c as usize >= cols) {
-            return bad(format!("column index {} at entry {p} is out of range", col_idx[p]));
+            return bad(format!(
+                "column index {} at entry {p} is out of range",
+                col_idx[p]
+            ));
         }
         let vals = self.float_upload(values);
         self.make(
-            TensorShape::Csr { rows, cols, nnz: values.len() },
+            TensorShape::Csr {
+                rows,
+                cols,
+                nnz: values.len(),
+            },
             ElemType::float(self.config.dtype),
-            &[HostSlice::I32(row_ptr), HostSlice::I32(col_idx), vals.as_slice()],
+            &[
+                HostSlice::I32(row_ptr),
+                HostSlice::I32(col_idx),
+                vals.as_slice(),
+            ],
         )
     }
 
@@ -298,7 +366,11 @@ impl Context {
 
     /// The values of a dense tensor (or of a CSR tensor's entries, or an index vector) as f64.
     pub fn to_f64(&self, t: &Tensor) -> Result<Vec<f64>, RuntimeError> {
-        let part = if matches!(t.shape, TensorShape::Csr { .. }) { 2 } else { 0 };
+        let part = if matches!(t.shape, TensorShape::Csr { .. }) {
+            2
+        } else {
+            0
+        };
         Ok(self.download(t, part)?.to_f64())
     }
 
@@ -306,14 +378,21 @@ impl Context {
     pub fn to_u32(&self, t: &Tensor) -> Result<Vec<u32>, RuntimeError> {
         match self.download(t, 0)? {
             HostVec::U32(v) => Ok(v),
-            other => Err(RuntimeError::Binding(format!("expected an index vector, found {:?} data", other.as_slice().elem()))),
+            other => Err(RuntimeError::Binding(format!(
+                "expected an index vector, found {:?} data",
+                other.as_slice().elem()
+            ))),
         }
     }
 
     /// Overwrites a dense tensor's values (same length), converting to its element type.
     pub fn write_f64(&self, t: &Tensor, values: &[f64]) -> Result<(), RuntimeError> {
         if values.len() != t.len() || matches!(t.shape, TensorShape::Csr { .. }) {
-            return Err(RuntimeError::InvalidData(format!("cannot write {} values into a {}", values.len(), t.shape)));
+            return Err(RuntimeError::InvalidData(format!(
+                "cannot write {} values into a {}",
+                values.len(),
+                t.shape
+            )));
         }
         let host = match t.elem {
             ElemType::F32 => HostVec::F32(values.iter().map(|v| *v as f32).collect()),
@@ -327,7 +406,11 @@ impl Context {
     /// Overwrites an index vector's entries (same length).
     pub fn write_u32(&self, t: &Tensor, values: &[u32]) -> Result<(), RuntimeError> {
         if values.len() != t.len() || t.elem != ElemType::U32 {
-            return Err(RuntimeError::InvalidData(format!("cannot write {} indices into a {}", values.len(), t.shape)));
+            return Err(RuntimeError::InvalidData(format!(
+                "cannot write {} indices into a {}",
+                values.len(),
+                t.shape
+            )));
         }
         with_engine!(self, e => e.backend.write(&bufs_for(&e.backend, &t.data)?[0], HostSlice::U32(values)))
     }
@@ -360,7 +443,10 @@ impl Context {
         dims.hash(&mut h);
         format!("{:?}", self.config).hash(&mut h);
         let key = h.finish();
-        let mut plans = engine.plans.lock().map_err(|_| RuntimeError::Device("plan cache lock poisoned".into()))?;
+        let mut plans = engine
+            .plans
+            .lock()
+            .map_err(|_| RuntimeError::Device("plan cache lock poisoned".into()))?;
         if let Some(p) = plans.get(&key) {
             return Ok(p.clone());
         }
@@ -392,7 +478,10 @@ impl Context {
             }
         }
         let workspace = Workspace::allocate(&engine.backend, &plan)?;
-        let prepared = Arc::new(Prepared { plan: Arc::new(plan), workspace: Mutex::new(workspace) });
+        let prepared = Arc::new(Prepared {
+            plan: Arc::new(plan),
+            workspace: Mutex::new(workspace),
+        });
         plans.insert(key, prepared.clone());
         Ok(prepared)
     }
@@ -407,7 +496,12 @@ impl Context {
     /// Runs `program` with `args`, writing into the tensors already in `outputs` where their
     /// shapes fit (allocating the others): a loop that passes the same `Outputs` every time
     /// allocates nothing after its first call.
-    pub fn run_into(&self, program: &Program, args: &Args<'_>, outputs: &mut Outputs) -> Result<(), RuntimeError> {
+    pub fn run_into(
+        &self,
+        program: &Program,
+        args: &Args<'_>,
+        outputs: &mut Outputs,
+    ) -> Result<(), RuntimeError> {
         let (dims, scalars, nnz) = bind(program, args)?;
         with_engine!(self, e => self.run_on(e, program, args, outputs, &dims, &scalars, &nnz))
     }
@@ -430,7 +524,13 @@ impl Context {
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
             let (shape, elem) = match v.kind {
-                ValueKind::Dense => (TensorShape::Dense { rows: v.rows, cols: v.cols }, ElemType::float(plan.dtype)),
+                ValueKind::Dense => (
+                    TensorShape::Dense {
+                        rows: v.rows,
+                        cols: v.cols,
+                    },
+                    ElemType::float(plan.dtype),
+                ),
                 ValueKind::Index => (TensorShape::Index { len: v.rows }, ElemType::U32),
                 _ => continue,
             };
@@ -440,21 +540,43 @@ impl Context {
                 .is_some_and(|t| t.shape == shape && t.elem == elem && B::bufs(&t.data).is_some());
             if !fits {
                 let buf = b.alloc(elem, v.len().max(1))?;
-                outputs.tensors.insert(name.clone(), Tensor { shape, elem, data: B::wrap(vec![buf]) });
+                outputs.tensors.insert(
+                    name.clone(),
+                    Tensor {
+                        shape,
+                        elem,
+                        data: B::wrap(vec![buf]),
+                    },
+                );
             }
         }
         let mut ins: HashMap<String, Arg<'_, B::Buf>> = HashMap::new();
         for (name, t) in &args.tensors {
             let bufs = B::bufs(&t.data).ok_or_else(|| {
-                RuntimeError::Binding(format!("tensor `{name}` lives on another device than this context ({})", b.describe()))
+                RuntimeError::Binding(format!(
+                    "tensor `{name}` lives on another device than this context ({})",
+                    b.describe()
+                ))
             })?;
             let declared = program.param(name).map(|p| p.ty.clone());
             let arg = match (declared, t.shape) {
                 // A vector may be passed in either orientation: same memory.
-                (Some(ty), TensorShape::Dense { rows, cols }) if ty.storage == Storage::Dense && (rows == 1 || cols == 1) => {
+                (Some(ty), TensorShape::Dense { rows, cols })
+                    if ty.storage == Storage::Dense && (rows == 1 || cols == 1) =>
+                {
                     let len = rows * cols;
-                    let (r, c) = if ty.shape.cols.is_one() && !ty.shape.rows.is_one() { (len, 1) } else if ty.shape.rows.is_one() && !ty.shape.cols.is_one() { (1, len) } else { (rows, cols) };
-                    Arg::Dense { buf: &bufs[0], rows: r, cols: c }
+                    let (r, c) = if ty.shape.cols.is_one() && !ty.shape.rows.is_one() {
+                        (len, 1)
+                    } else if ty.shape.rows.is_one() && !ty.shape.cols.is_one() {
+                        (1, len)
+                    } else {
+                        (rows, cols)
+                    };
+                    Arg::Dense {
+                        buf: &bufs[0],
+                        rows: r,
+                        cols: c,
+                    }
                 }
                 _ => dense_arg(bufs, t.shape),
             };
@@ -467,23 +589,35 @@ impl Context {
             }
         }
         {
-            let ws = prepared.workspace.lock().map_err(|_| RuntimeError::Device("workspace lock poisoned".into()))?;
+            let ws = prepared
+                .workspace
+                .lock()
+                .map_err(|_| RuntimeError::Device("workspace lock poisoned".into()))?;
             execute(b, plan, &ws, &ins, &outs, scalars, dims)?;
         }
         // Scalar outputs: host expressions, or 1 x 1 results read back.
         outputs.scalars.clear();
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
-            let declared_scalar = program.outputs.iter().any(|o| &o.name == name && o.ty.is_scalar());
+            let declared_scalar = program
+                .outputs
+                .iter()
+                .any(|o| &o.name == name && o.ty.is_scalar());
             match (&v.home, &v.kind) {
                 (Home::Host, ValueKind::Scalar(e)) => {
-                    let x = e.eval(scalars, dims).map_err(|e| RuntimeError::Binding(e.to_string()))?;
+                    let x = e
+                        .eval(scalars, dims)
+                        .map_err(|e| RuntimeError::Binding(e.to_string()))?;
                     outputs.scalars.insert(name.clone(), x);
                 }
                 _ if declared_scalar => {
                     let t = &outputs.tensors[name];
-                    let x = b.download(&B::bufs(&t.data).expect("allocated above")[0])?.to_f64();
-                    outputs.scalars.insert(name.clone(), x.first().copied().unwrap_or(f64::NAN));
+                    let x = b
+                        .download(&B::bufs(&t.data).expect("allocated above")[0])?
+                        .to_f64();
+                    outputs
+                        .scalars
+                        .insert(name.clone(), x.first().copied().unwrap_or(f64::NAN));
                 }
                 _ => {}
             }
@@ -497,17 +631,29 @@ fn wrap_for<B: TensorStore>(_b: &B, bufs: Vec<B::Buf>) -> TensorData {
 }
 
 fn bufs_for<'a, B: TensorStore>(b: &B, data: &'a TensorData) -> Result<&'a [B::Buf], RuntimeError> {
-    B::bufs(data).ok_or_else(|| RuntimeError::Binding(format!("the tensor lives on another device than this context ({})", b.describe())))
+    B::bufs(data).ok_or_else(|| {
+        RuntimeError::Binding(format!(
+            "the tensor lives on another device than this context ({})",
+            b.describe()
+        ))
+    })
 }
 
 /// Binds dimension sizes from the tensors' shapes, checks every argument against the
 /// signature, and collects scalars and the entry counts of CSR inputs.
-pub fn bind(program: &Program, args: &Args<'_>) -> Result<(DimBindings, ScalarBindings, BTreeMap<String, usize>), RuntimeError> {
+pub fn bind(
+    program: &Program,
+    args: &Args<'_>,
+) -> Result<(DimBindings, ScalarBindings, BTreeMap<String, usize>), RuntimeError> {
     let mut dims: DimBindings = DimBindings::new();
     let mut from: BTreeMap<String, String> = BTreeMap::new();
     let mut scalars = ScalarBindings::new();
     let mut nnz = BTreeMap::new();
-    let mut set_dim = |dims: &mut DimBindings, d: &popcorn_dsl::Dim, value: usize, source: String| -> Result<(), RuntimeError> {
+    let mut set_dim = |dims: &mut DimBindings,
+                       d: &popcorn_dsl::Dim,
+                       value: usize,
+                       source: String|
+     -> Result<(), RuntimeError> {
         match d {
             popcorn_dsl::Dim::Fixed(f) if *f != value => Err(RuntimeError::Binding(format!(
                 "{source} is {value} but the signature fixes it to {f}"
@@ -529,18 +675,34 @@ pub fn bind(program: &Program, args: &Args<'_>) -> Result<(DimBindings, ScalarBi
             },
         }
     };
-    let expected = || program.params.iter().map(|p| format!("{}: {}", p.name, p.ty)).collect::<Vec<_>>().join(", ");
+    let expected = || {
+        program
+            .params
+            .iter()
+            .map(|p| format!("{}: {}", p.name, p.ty))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     for (name, t) in &args.tensors {
         let p = program.param(name).ok_or_else(|| {
-            RuntimeError::Binding(format!("`{}` has no parameter `{name}`; its parameters are {}", program.name, expected()))
+            RuntimeError::Binding(format!(
+                "`{}` has no parameter `{name}`; its parameters are {}",
+                program.name,
+                expected()
+            ))
         })?;
         let ty = &p.ty;
         let kind_ok = matches!(
             (ty.storage, t.shape),
-            (Storage::Dense, TensorShape::Dense { .. }) | (Storage::Csr, TensorShape::Csr { .. }) | (Storage::Index, TensorShape::Index { .. })
+            (Storage::Dense, TensorShape::Dense { .. })
+                | (Storage::Csr, TensorShape::Csr { .. })
+                | (Storage::Index, TensorShape::Index { .. })
         );
         if !kind_ok {
-            return Err(RuntimeError::Binding(format!("`{name}` is declared {ty} but a {} was passed", t.shape)));
+            return Err(RuntimeError::Binding(format!(
+                "`{name}` is declared {ty} but a {} was passed",
+                t.shape
+            )));
         }
         let (mut rows, mut cols) = t.dims();
         if ty.storage == Storage::Dense && (rows == 1 || cols == 1) {
@@ -551,21 +713,41 @@ pub fn bind(program: &Program, args: &Args<'_>) -> Result<(DimBindings, ScalarBi
                 (rows, cols) = (1, len);
             }
         }
-        set_dim(&mut dims, &ty.shape.rows, rows, format!("the rows of `{name}`"))?;
-        set_dim(&mut dims, &ty.shape.cols, cols, format!("the columns of `{name}`"))?;
+        set_dim(
+            &mut dims,
+            &ty.shape.rows,
+            rows,
+            format!("the rows of `{name}`"),
+        )?;
+        set_dim(
+            &mut dims,
+            &ty.shape.cols,
+            cols,
+            format!("the columns of `{name}`"),
+        )?;
         if let TensorShape::Csr { nnz: z, .. } = t.shape {
             nnz.insert(name.to_string(), z);
         }
     }
     for (name, v) in &args.dims {
-        set_dim(&mut dims, &popcorn_dsl::Dim::Sym(name.to_string()), *v, format!("the value given for `{name}`"))?;
+        set_dim(
+            &mut dims,
+            &popcorn_dsl::Dim::Sym(name.to_string()),
+            *v,
+            format!("the value given for `{name}`"),
+        )?;
     }
     for (name, v) in &args.scalars {
         match program.param(name) {
             Some(p) if p.ty.is_scalar() => {
                 scalars.insert(name.to_string(), *v);
             }
-            Some(p) => return Err(RuntimeError::Binding(format!("`{name}` is declared {} but a scalar was passed", p.ty))),
+            Some(p) => {
+                return Err(RuntimeError::Binding(format!(
+                    "`{name}` is declared {} but a scalar was passed",
+                    p.ty
+                )))
+            }
             None => {
                 return Err(RuntimeError::Binding(format!(
                     "`{}` has no parameter `{name}`; its parameters are {}",
@@ -576,9 +758,16 @@ pub fn bind(program: &Program, args: &Args<'_>) -> Result<(DimBindings, ScalarBi
         }
     }
     for p in &program.params {
-        let given = if p.ty.is_scalar() { scalars.contains_key(&p.name) } else { args.tensors.iter().any(|(n, _)| *n == p.name) };
+        let given = if p.ty.is_scalar() {
+            scalars.contains_key(&p.name)
+        } else {
+            args.tensors.iter().any(|(n, _)| *n == p.name)
+        };
         if !given {
-            return Err(RuntimeError::Binding(format!("missing argument `{}: {}` for `{}`", p.name, p.ty, program.name)));
+            return Err(RuntimeError::Binding(format!(
+                "missing argument `{}: {}` for `{}`",
+                p.name, p.ty, program.name
+            )));
         }
     }
     for d in program.dims() {
@@ -589,7 +778,9 @@ pub fn bind(program: &Program, args: &Args<'_>) -> Result<(DimBindings, ScalarBi
             )));
         }
         if dims[&d] == 0 {
-            return Err(RuntimeError::Binding(format!("dimension `{d}` is 0; every dimension must be at least 1")));
+            return Err(RuntimeError::Binding(format!(
+                "dimension `{d}` is 0; every dimension must be at least 1"
+            )));
         }
     }
     Ok((dims, scalars, nnz))

@@ -29,10 +29,14 @@ impl BufferInfo for CpuBuffer {
 
 impl CpuBuffer {
     fn read(&self) -> Result<RwLockReadGuard<'_, HostVec>, RuntimeError> {
-        self.data.read().map_err(|_| RuntimeError::Cpu("a buffer lock was poisoned by an earlier panic".into()))
+        self.data
+            .read()
+            .map_err(|_| RuntimeError::Cpu("a buffer lock was poisoned by an earlier panic".into()))
     }
     fn write(&self) -> Result<RwLockWriteGuard<'_, HostVec>, RuntimeError> {
-        self.data.write().map_err(|_| RuntimeError::Cpu("a buffer lock was poisoned by an earlier panic".into()))
+        self.data
+            .write()
+            .map_err(|_| RuntimeError::Cpu("a buffer lock was poisoned by an earlier panic".into()))
     }
 }
 
@@ -101,7 +105,12 @@ impl Deref for Held<'_> {
 fn parts<'a>(a: &Arg<'a, CpuBuffer>) -> Vec<&'a CpuBuffer> {
     match a {
         Arg::Dense { buf, .. } | Arg::Index { buf, .. } => vec![*buf],
-        Arg::Csr { row_ptr, col_idx, values, .. } => vec![*row_ptr, *col_idx, *values],
+        Arg::Csr {
+            row_ptr,
+            col_idx,
+            values,
+            ..
+        } => vec![*row_ptr, *col_idx, *values],
         Arg::Scalar(_) => vec![],
     }
 }
@@ -129,7 +138,11 @@ impl Backend for CpuBackend {
             ElemType::U32 => HostVec::U32(vec![0; len]),
             ElemType::I32 => HostVec::I32(vec![0; len]),
         };
-        Ok(CpuBuffer { data: RwLock::new(data), elem, len })
+        Ok(CpuBuffer {
+            data: RwLock::new(data),
+            elem,
+            len,
+        })
     }
 
     fn upload(&self, data: HostSlice<'_>) -> Result<CpuBuffer, RuntimeError> {
@@ -139,7 +152,11 @@ impl Backend for CpuBackend {
             HostSlice::U32(s) => HostVec::U32(s.to_vec()),
             HostSlice::I32(s) => HostVec::I32(s.to_vec()),
         };
-        Ok(CpuBuffer { elem: data.elem(), len: data.len(), data: RwLock::new(v) })
+        Ok(CpuBuffer {
+            elem: data.elem(),
+            len: data.len(),
+            data: RwLock::new(v),
+        })
     }
 
     fn write(&self, buf: &CpuBuffer, data: HostSlice<'_>) -> Result<(), RuntimeError> {
@@ -230,7 +247,9 @@ fn run_typed<T: Real + HostElem>(
     let out_bufs: Vec<&CpuBuffer> = outputs.iter().flat_map(parts).collect();
     for (i, a) in out_bufs.iter().enumerate() {
         if out_bufs[..i].iter().any(|b| std::ptr::eq(*a, *b)) {
-            return Err(RuntimeError::Cpu("internal error: two outputs of one step share a buffer".into()));
+            return Err(RuntimeError::Cpu(
+                "internal error: two outputs of one step share a buffer".into(),
+            ));
         }
     }
     let held: Vec<Vec<Held<'_>>> = inputs
@@ -248,7 +267,10 @@ fn run_typed<T: Real + HostElem>(
                 .collect::<Result<Vec<_>, RuntimeError>>()
         })
         .collect::<Result<_, _>>()?;
-    let mut guards: Vec<RwLockWriteGuard<'_, HostVec>> = out_bufs.iter().map(|b| b.write()).collect::<Result<_, _>>()?;
+    let mut guards: Vec<RwLockWriteGuard<'_, HostVec>> = out_bufs
+        .iter()
+        .map(|b| b.write())
+        .collect::<Result<_, _>>()?;
     let a = T::from_f64(alpha);
     let zero = T::from_f64(0.0);
     let dense = |i: usize| -> Result<&[T], RuntimeError> { get::<T>(&held[i][0], "a dense input") };
@@ -269,7 +291,21 @@ fn run_typed<T: Real + HostElem>(
             let (_, lda) = in_dims(0);
             let (_, ldb) = in_dims(1);
             let c = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the GEMM output"))?;
-            cpu::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, a, dense(0)?, lda, dense(1)?, ldb, zero, c, g.n)?;
+            cpu::gemm(
+                g.trans_a,
+                g.trans_b,
+                g.m,
+                g.n,
+                g.k,
+                a,
+                dense(0)?,
+                lda,
+                dense(1)?,
+                ldb,
+                zero,
+                c,
+                g.n,
+            )?;
         }
         StepOp::Syrk { trans, n, k, .. } => {
             let (_, lda) = in_dims(0);
@@ -280,20 +316,49 @@ fn run_typed<T: Real + HostElem>(
             let y = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the GEMV output"))?;
             cpu::gemv(*trans, *m, *n, a, dense(0)?, *n, dense(1)?, zero, y)?;
         }
-        StepOp::SpMM { sparse_left, trans_sparse, trans_dense, m, n, .. } => {
+        StepOp::SpMM {
+            sparse_left,
+            trans_sparse,
+            trans_dense,
+            m,
+            n,
+            ..
+        } => {
             let (_, ldc) = out_dims(0);
             if *sparse_left {
                 let (_, ldd) = in_dims(1);
                 let s = csr(0)?;
                 let d = dense(1)?;
                 let c = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the SpMM output"))?;
-                cpu::spmm_sparse_dense(*trans_sparse, s, *trans_dense, d, ldd, a, zero, c, ldc, *n)?;
+                cpu::spmm_sparse_dense(
+                    *trans_sparse,
+                    s,
+                    *trans_dense,
+                    d,
+                    ldd,
+                    a,
+                    zero,
+                    c,
+                    ldc,
+                    *n,
+                )?;
             } else {
                 let (_, ldd) = in_dims(0);
                 let d = dense(0)?;
                 let s = csr(1)?;
                 let c = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the SpMM output"))?;
-                cpu::spmm_dense_sparse(*trans_dense, d, ldd, *m, *trans_sparse, s, a, zero, c, ldc)?;
+                cpu::spmm_dense_sparse(
+                    *trans_dense,
+                    d,
+                    ldd,
+                    *m,
+                    *trans_sparse,
+                    s,
+                    a,
+                    zero,
+                    c,
+                    ldc,
+                )?;
             }
         }
         StepOp::SpMV { trans, .. } => {
@@ -334,7 +399,9 @@ fn run_typed<T: Real + HostElem>(
             let (r, c) = in_dims(0);
             let len = r * c;
             match &mut *guards[0] {
-                HostVec::U32(d) => d[..len].copy_from_slice(&get::<u32>(&held[0][0], "copied indices")?[..len]),
+                HostVec::U32(d) => {
+                    d[..len].copy_from_slice(&get::<u32>(&held[0][0], "copied indices")?[..len])
+                }
                 other => {
                     let d = T::slice_mut(other).ok_or_else(|| wrong("the copy"))?;
                     d[..len].copy_from_slice(&dense(0)?[..len]);
@@ -346,19 +413,30 @@ fn run_typed<T: Real + HostElem>(
             for (i, inp) in inputs.iter().enumerate() {
                 args.push(match inp {
                     Arg::Scalar(v) => FusedArg::Scalar(T::from_f64(*v)),
-                    Arg::Index { len, .. } => FusedArg::Index(&get::<u32>(&held[i][0], "an index input")?[..*len]),
+                    Arg::Index { len, .. } => {
+                        FusedArg::Index(&get::<u32>(&held[i][0], "an index input")?[..*len])
+                    }
                     Arg::Dense { cols, .. } => match f.spec.inputs[i].access {
-                        kernels_gen::Access::Matrix { .. } => FusedArg::Matrix { data: dense(i)?, ld: *cols },
+                        kernels_gen::Access::Matrix { .. } => FusedArg::Matrix {
+                            data: dense(i)?,
+                            ld: *cols,
+                        },
                         _ => FusedArg::Vector(dense(i)?),
                     },
-                    Arg::Csr { .. } => return Err(RuntimeError::Cpu("internal error: a sparse matrix in a fused kernel".into())),
+                    Arg::Csr { .. } => {
+                        return Err(RuntimeError::Cpu(
+                            "internal error: a sparse matrix in a fused kernel".into(),
+                        ))
+                    }
                 });
             }
             let mut outs = Vec::with_capacity(guards.len());
             for g in guards.iter_mut() {
                 outs.push(match &mut **g {
                     HostVec::U32(v) => FusedOut::Indices(v),
-                    other => FusedOut::Values(T::slice_mut(other).ok_or_else(|| wrong("a fused output"))?),
+                    other => FusedOut::Values(
+                        T::slice_mut(other).ok_or_else(|| wrong("a fused output"))?,
+                    ),
                 });
             }
             cpu::run_fused(&f.spec, f.rows, f.cols, &args, &mut outs)?;

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 /// The dump directory, if `POPCORN_DUMP_DIR` is set.
 pub fn dump_dir() -> Option<PathBuf> {
-    std::env::var_os("POPCORN_DUMP_DIR").filter(|v| !v.is_empty()).map(PathBuf::from)
+    std::env::var_os("POPCORN_DUMP_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// Writes `plan` (text, DOT, JSON) and its kernels' sources under the dump directory.
@@ -23,7 +25,10 @@ pub fn dump_plan(plan: &Plan) {
         files.push((dir.join(format!("{name}.cu")), src.to_string()));
     }
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        eprintln!("popcorn: cannot create POPCORN_DUMP_DIR {}: {e}", dir.display());
+        eprintln!(
+            "popcorn: cannot create POPCORN_DUMP_DIR {}: {e}",
+            dir.display()
+        );
         return;
     }
     for (path, text) in files {

@@ -63,14 +63,26 @@ pub fn execute<B: Backend>(
     let sync = sync_each_step();
     let resolve = |id: ValueId| -> Result<Arg<'_, B::Buf>, RuntimeError> {
         let v = plan.value(id);
-        let missing = |what: &str, name: &str| RuntimeError::Binding(format!("{what} `{name}` was not provided"));
+        let missing = |what: &str, name: &str| {
+            RuntimeError::Binding(format!("{what} `{name}` was not provided"))
+        };
         Ok(match &v.home {
-            Home::Input(name) => inputs.get(name).cloned().ok_or_else(|| missing("input", name))?,
-            Home::Output(name) => outputs.get(name).cloned().ok_or_else(|| missing("output", name))?,
+            Home::Input(name) => inputs
+                .get(name)
+                .cloned()
+                .ok_or_else(|| missing("input", name))?,
+            Home::Output(name) => outputs
+                .get(name)
+                .cloned()
+                .ok_or_else(|| missing("output", name))?,
             Home::InOutput(name) => match outputs.get(name) {
                 Some(Arg::Dense { buf, .. }) => match v.kind {
                     ValueKind::Index => Arg::Index { buf, len: v.rows },
-                    _ => Arg::Dense { buf, rows: v.rows, cols: v.cols },
+                    _ => Arg::Dense {
+                        buf,
+                        rows: v.rows,
+                        cols: v.cols,
+                    },
                 },
                 Some(Arg::Index { buf, .. }) => Arg::Index { buf, len: v.rows },
                 _ => return Err(missing("output", name)),
@@ -78,8 +90,15 @@ pub fn execute<B: Backend>(
             Home::Temp(ids) => {
                 let b = |i: usize| &workspace.buffers[ids[i].0];
                 match &v.kind {
-                    ValueKind::Dense => Arg::Dense { buf: b(0), rows: v.rows, cols: v.cols },
-                    ValueKind::Index => Arg::Index { buf: b(0), len: v.rows },
+                    ValueKind::Dense => Arg::Dense {
+                        buf: b(0),
+                        rows: v.rows,
+                        cols: v.cols,
+                    },
+                    ValueKind::Index => Arg::Index {
+                        buf: b(0),
+                        len: v.rows,
+                    },
                     ValueKind::Csr { nnz } => Arg::Csr {
                         row_ptr: b(0),
                         col_idx: b(1),
@@ -92,7 +111,10 @@ pub fn execute<B: Backend>(
                 }
             }
             Home::Host => match &v.kind {
-                ValueKind::Scalar(e) => Arg::Scalar(e.eval(scalars, dims).map_err(|e| RuntimeError::Binding(e.to_string()))?),
+                ValueKind::Scalar(e) => Arg::Scalar(
+                    e.eval(scalars, dims)
+                        .map_err(|e| RuntimeError::Binding(e.to_string()))?,
+                ),
                 _ => unreachable!("only scalars live on the host"),
             },
         })
@@ -101,16 +123,35 @@ pub fn execute<B: Backend>(
         let named = |e: RuntimeError| RuntimeError::Step {
             step: i,
             op: step.op_name(),
-            what: step.outputs.iter().map(|o| plan.value(*o).name.clone()).collect::<Vec<_>>().join(", "),
+            what: step
+                .outputs
+                .iter()
+                .map(|o| plan.value(*o).name.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
             source: Box::new(e),
         };
-        let ins = step.inputs.iter().map(|v| resolve(*v)).collect::<Result<Vec<_>, _>>().map_err(named)?;
-        let outs = step.outputs.iter().map(|v| resolve(*v)).collect::<Result<Vec<_>, _>>().map_err(named)?;
+        let ins = step
+            .inputs
+            .iter()
+            .map(|v| resolve(*v))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(named)?;
+        let outs = step
+            .outputs
+            .iter()
+            .map(|v| resolve(*v))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(named)?;
         let alpha = match alpha_of(&step.op) {
-            Some(e) => e.eval(scalars, dims).map_err(|e| named(RuntimeError::Binding(e.to_string())))?,
+            Some(e) => e
+                .eval(scalars, dims)
+                .map_err(|e| named(RuntimeError::Binding(e.to_string())))?,
             None => 1.0,
         };
-        backend.run_step(step, &ins, &outs, plan.dtype, alpha).map_err(named)?;
+        backend
+            .run_step(step, &ins, &outs, plan.dtype, alpha)
+            .map_err(named)?;
         if sync {
             backend.synchronize().map_err(named)?;
         }

@@ -35,7 +35,9 @@ impl fmt::Display for TensorShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TensorShape::Dense { rows, cols } => write!(f, "dense {rows} x {cols}"),
-            TensorShape::Csr { rows, cols, nnz } => write!(f, "CSR {rows} x {cols} ({nnz} entries)"),
+            TensorShape::Csr { rows, cols, nnz } => {
+                write!(f, "CSR {rows} x {cols} ({nnz} entries)")
+            }
             TensorShape::Index { len } => write!(f, "index vector of {len}"),
         }
     }

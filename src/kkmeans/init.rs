@@ -35,7 +35,15 @@ impl SplitMix64 {
 }
 
 /// Initial labels for run number `run` (seeds are offset by the run).
-pub fn initial_labels(init: &Init, n: usize, k: usize, run: usize, ctx: &Context, kmat: &Tensor, diag: &[f64]) -> Result<Vec<u32>, FitError> {
+pub fn initial_labels(
+    init: &Init,
+    n: usize,
+    k: usize,
+    run: usize,
+    ctx: &Context,
+    kmat: &Tensor,
+    diag: &[f64],
+) -> Result<Vec<u32>, FitError> {
     Ok(match init {
         Init::Mod => (0..n).map(|i| (i % k) as u32).collect(),
         Init::Random { seed } => {
@@ -44,14 +52,22 @@ pub fn initial_labels(init: &Init, n: usize, k: usize, run: usize, ctx: &Context
         }
         Init::Labels(given) => {
             if given.len() != n {
-                return Err(FitError::InitLabels(format!("{} initial labels given for {n} points", given.len())));
+                return Err(FitError::InitLabels(format!(
+                    "{} initial labels given for {n} points",
+                    given.len()
+                )));
             }
             if let Some(p) = given.iter().position(|l| *l as usize >= k) {
-                return Err(FitError::InitLabels(format!("initial label {} of point {p} is not below k = {k}", given[p])));
+                return Err(FitError::InitLabels(format!(
+                    "initial label {} of point {p} is not below k = {k}",
+                    given[p]
+                )));
             }
             given.clone()
         }
-        Init::KMeansPlusPlus { seed } => kmeans_plus_plus(n, k, seed.wrapping_add(run as u64), ctx, kmat, diag)?,
+        Init::KMeansPlusPlus { seed } => {
+            kmeans_plus_plus(n, k, seed.wrapping_add(run as u64), ctx, kmat, diag)?
+        }
     })
 }
 
@@ -59,7 +75,14 @@ pub fn initial_labels(init: &Init, n: usize, k: usize, run: usize, ctx: &Context
 /// probability proportional to the squared feature-space distance to the nearest chosen
 /// center, `K_ii - 2 K_ic + K_cc`; each point then takes its nearest center. Columns of K are
 /// read with a one-hot product (`kernel_column`), one per center.
-fn kmeans_plus_plus(n: usize, k: usize, seed: u64, ctx: &Context, kmat: &Tensor, diag: &[f64]) -> Result<Vec<u32>, FitError> {
+fn kmeans_plus_plus(
+    n: usize,
+    k: usize,
+    seed: u64,
+    ctx: &Context,
+    kmat: &Tensor,
+    diag: &[f64],
+) -> Result<Vec<u32>, FitError> {
     let mut rng = SplitMix64::new(seed);
     let program = super::programs::program("kernel_column");
     let mut best = vec![f64::INFINITY; n];
@@ -72,7 +95,11 @@ fn kmeans_plus_plus(n: usize, k: usize, seed: u64, ctx: &Context, kmat: &Tensor,
         onehot.iter_mut().for_each(|v| *v = 0.0);
         onehot[center] = 1.0;
         ctx.write_f64(&e, &onehot)?;
-        ctx.run_into(program, &Args::new().tensor("K", kmat).tensor("e", &e), &mut out)?;
+        ctx.run_into(
+            program,
+            &Args::new().tensor("K", kmat).tensor("e", &e),
+            &mut out,
+        )?;
         let column = ctx.to_f64(out.tensor("column")?)?;
         for i in 0..n {
             let d = (diag[i] - 2.0 * column[i] + diag[center]).max(0.0);

@@ -61,7 +61,11 @@ pub enum Kernel {
 
 impl Kernel {
     /// The polynomial kernel with the reference's parameters (1, 1, 2).
-    pub const POLYNOMIAL_DEFAULT: Kernel = Kernel::Polynomial { gamma: 1.0, coef0: 1.0, degree: 2.0 };
+    pub const POLYNOMIAL_DEFAULT: Kernel = Kernel::Polynomial {
+        gamma: 1.0,
+        coef0: 1.0,
+        degree: 2.0,
+    };
 
     /// The kernel's name as in the CLI (`linear`, `polynomial`, `gaussian`, `sigmoid`,
     /// `precomputed`).
@@ -115,10 +119,16 @@ impl<'a> Points<'a> {
     /// Checks that `data` holds `n * d` finite values.
     pub fn new(n: usize, d: usize, data: &'a [f64]) -> Result<Points<'a>, FitError> {
         if n == 0 || d == 0 {
-            return Err(FitError::Input(format!("no data: {n} points of {d} features")));
+            return Err(FitError::Input(format!(
+                "no data: {n} points of {d} features"
+            )));
         }
         if data.len() != n * d {
-            return Err(FitError::Input(format!("{n} points of {d} features need {} values, got {}", n * d, data.len())));
+            return Err(FitError::Input(format!(
+                "{n} points of {d} features need {} values, got {}",
+                n * d,
+                data.len()
+            )));
         }
         if let Some(p) = data.iter().position(|v| !v.is_finite()) {
             return Err(FitError::Input(format!(
@@ -236,7 +246,10 @@ impl FitResult {
     pub fn predict(&self, points: Points<'_>) -> Result<Vec<u32>, FitError> {
         match &self.model {
             Some(m) => m.predict(points),
-            None => Err(FitError::Parameter("this result has no model (precomputed kernel); use Model::predict_precomputed".into())),
+            None => Err(FitError::Parameter(
+                "this result has no model (precomputed kernel); use Model::predict_precomputed"
+                    .into(),
+            )),
         }
     }
 }
@@ -346,16 +359,26 @@ impl KernelKMeans {
             return Err(FitError::K("k = 0; ask for at least one cluster".into()));
         }
         if self.k > n {
-            return Err(FitError::K(format!("k = {} is larger than the number of points n = {n}; use k <= n", self.k)));
+            return Err(FitError::K(format!(
+                "k = {} is larger than the number of points n = {n}; use k <= n",
+                self.k
+            )));
         }
         if self.max_iter == 0 {
-            return Err(FitError::Parameter("max_iter = 0; allow at least one iteration".into()));
+            return Err(FitError::Parameter(
+                "max_iter = 0; allow at least one iteration".into(),
+            ));
         }
         if self.n_init == 0 {
-            return Err(FitError::Parameter("n_init = 0; ask for at least one run".into()));
+            return Err(FitError::Parameter(
+                "n_init = 0; ask for at least one run".into(),
+            ));
         }
         if !(self.tol >= 0.0 && self.tol.is_finite()) {
-            return Err(FitError::Parameter(format!("tol = {} must be a finite non-negative number", self.tol)));
+            return Err(FitError::Parameter(format!(
+                "tol = {} must be a finite non-negative number",
+                self.tol
+            )));
         }
         let check = |name: &str, v: f64| {
             if v.is_finite() {
@@ -365,12 +388,18 @@ impl KernelKMeans {
             }
         };
         match self.kernel {
-            Kernel::Polynomial { gamma, coef0, degree } => {
+            Kernel::Polynomial {
+                gamma,
+                coef0,
+                degree,
+            } => {
                 check("gamma", gamma)?;
                 check("coef0", coef0)?;
                 check("degree", degree)?;
             }
-            Kernel::Gaussian { gamma: Some(g) } | Kernel::Sigmoid { gamma: Some(g), .. } => check("gamma", g)?,
+            Kernel::Gaussian { gamma: Some(g) } | Kernel::Sigmoid { gamma: Some(g), .. } => {
+                check("gamma", g)?
+            }
             _ => {}
         }
         Ok(())
@@ -386,14 +415,20 @@ impl KernelKMeans {
     }
 
     /// Clusters `points`, reporting progress.
-    pub fn fit_with_progress<'a, P>(&self, points: P, progress: &mut dyn FnMut(&Progress)) -> Result<FitResult, FitError>
+    pub fn fit_with_progress<'a, P>(
+        &self,
+        points: P,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<FitResult, FitError>
     where
         P: TryInto<Points<'a>>,
         FitError: From<P::Error>,
     {
         let points: Points<'a> = points.try_into()?;
         if self.kernel == Kernel::Precomputed {
-            return Err(FitError::Parameter("the precomputed kernel needs fit_precomputed(K, n)".into()));
+            return Err(FitError::Parameter(
+                "the precomputed kernel needs fit_precomputed(K, n)".into(),
+            ));
         }
         self.validate(points.n)?;
         let start = Instant::now();
@@ -422,7 +457,16 @@ impl KernelKMeans {
         result.timings.upload_s = upload_s;
         result.timings.kernel_matrix_s = kernel_matrix_s;
         result.timings.total_s = start.elapsed().as_secs_f64();
-        result.model = Some(Model::new(ctx, self.kernel, points.d, x_host, scaling, &kmat, &result.labels, self.k)?);
+        result.model = Some(Model::new(
+            ctx,
+            self.kernel,
+            points.d,
+            x_host,
+            scaling,
+            &kmat,
+            &result.labels,
+            self.k,
+        )?);
         Ok(result)
     }
 
@@ -430,10 +474,19 @@ impl KernelKMeans {
     pub fn fit_precomputed(&self, kmat: &[f64], n: usize) -> Result<FitResult, FitError> {
         self.validate(n)?;
         if kmat.len() != n * n {
-            return Err(FitError::Input(format!("a {n} x {n} kernel matrix needs {} values, got {}", n * n, kmat.len())));
+            return Err(FitError::Input(format!(
+                "a {n} x {n} kernel matrix needs {} values, got {}",
+                n * n,
+                kmat.len()
+            )));
         }
         if let Some(p) = kmat.iter().position(|v| !v.is_finite()) {
-            return Err(FitError::Input(format!("kernel entry ({}, {}) is {}", p / n, p % n, kmat[p])));
+            return Err(FitError::Input(format!(
+                "kernel entry ({}, {}) is {}",
+                p / n,
+                p % n,
+                kmat[p]
+            )));
         }
         let start = Instant::now();
         let ctx = Context::new(self.device)?.with_dtype(self.dtype);
@@ -447,13 +500,25 @@ impl KernelKMeans {
     }
 
     /// The iterations of every run on kernel matrix `kmat`; the best run wins.
-    fn iterate(&self, ctx: &Context, kmat: &Tensor, n: usize, progress: &mut dyn FnMut(&Progress)) -> Result<FitResult, FitError> {
+    fn iterate(
+        &self,
+        ctx: &Context,
+        kmat: &Tensor,
+        n: usize,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<FitResult, FitError> {
         let k = self.k;
-        let runs = if matches!(self.init, Init::Mod | Init::Labels(_)) { 1 } else { self.n_init };
+        let runs = if matches!(self.init, Init::Mod | Init::Labels(_)) {
+            1
+        } else {
+            self.n_init
+        };
         let t_init = Instant::now();
         progress(&Progress::Phase("init"));
         let diag = if matches!(self.init, Init::KMeansPlusPlus { .. }) {
-            let p = popcorn_dsl::Program::parse("fn d(K: Dense[n, n]) -> (g: Col[n]) { g = diag(K); }").map_err(RuntimeError::from)?;
+            let p =
+                popcorn_dsl::Program::parse("fn d(K: Dense[n, n]) -> (g: Col[n]) { g = diag(K); }")
+                    .map_err(RuntimeError::from)?;
             ctx.to_f64(ctx.run(&p, &Args::new().tensor("K", kmat))?.tensor("g")?)?
         } else {
             Vec::new()
@@ -486,7 +551,12 @@ impl KernelKMeans {
             empty_clusters: sizes.iter().filter(|s| **s == 0).count(),
             labels: r.labels,
             best_run,
-            timings: Timings { init_s, iterations_s, per_iteration_s: r.per_iteration_s, ..Timings::default() },
+            timings: Timings {
+                init_s,
+                iterations_s,
+                per_iteration_s: r.per_iteration_s,
+                ..Timings::default()
+            },
             device: ctx.describe(),
             dtype: ctx.dtype(),
             params: self.clone(),
@@ -513,7 +583,10 @@ impl KernelKMeans {
         let mut converged = false;
         for it in 1..=self.max_iter {
             let t = Instant::now();
-            let args = Args::new().tensor("K", kmat).tensor("labels", &labels).dim("k", self.k);
+            let args = Args::new()
+                .tensor("K", kmat)
+                .tensor("labels", &labels)
+                .dim("k", self.k);
             ctx.run_into(iteration, &args, &mut out)?;
             let objective = out.scalar("objective")?;
             if !objective.is_finite() {
@@ -524,9 +597,18 @@ impl KernelKMeans {
             }
             let new_labels = ctx.to_u32(out.tensor("new_labels")?)?;
             per_iteration_s.push(t.elapsed().as_secs_f64());
-            let changed = new_labels.iter().zip(&host_labels).filter(|(a, b)| a != b).count();
+            let changed = new_labels
+                .iter()
+                .zip(&host_labels)
+                .filter(|(a, b)| a != b)
+                .count();
             history.push(objective);
-            progress(&Progress::Iteration { run, iteration: it, objective, changed });
+            progress(&Progress::Iteration {
+                run,
+                iteration: it,
+                objective,
+                changed,
+            });
             if changed == 0 {
                 converged = true;
                 break;
@@ -549,11 +631,21 @@ impl KernelKMeans {
         if !converged {
             // Stopped by max_iter: the labels changed after the last objective was measured.
             labels = ctx.index(&host_labels)?;
-            let args = Args::new().tensor("K", kmat).tensor("labels", &labels).dim("k", self.k);
+            let args = Args::new()
+                .tensor("K", kmat)
+                .tensor("labels", &labels)
+                .dim("k", self.k);
             ctx.run_into(iteration, &args, &mut out)?;
             objective = out.scalar("objective")?;
         }
-        Ok(RunResult { iterations: history.len(), labels: host_labels, objective, history, converged, per_iteration_s })
+        Ok(RunResult {
+            iterations: history.len(),
+            labels: host_labels,
+            objective,
+            history,
+            converged,
+            per_iteration_s,
+        })
     }
 }
 

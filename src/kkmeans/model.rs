@@ -28,10 +28,17 @@ impl Scaling {
                 *s += (v - m) * (v - m);
             }
         }
-        let scale = var.iter().map(|s| {
-            let sd = (s / p.n as f64).sqrt();
-            if sd > 0.0 { sd } else { 1.0 }
-        }).collect();
+        let scale = var
+            .iter()
+            .map(|s| {
+                let sd = (s / p.n as f64).sqrt();
+                if sd > 0.0 {
+                    sd
+                } else {
+                    1.0
+                }
+            })
+            .collect();
         Scaling { mean, scale }
     }
 
@@ -39,23 +46,40 @@ impl Scaling {
     pub fn apply(&self, p: Points<'_>) -> Vec<f64> {
         p.data
             .chunks_exact(p.d)
-            .flat_map(|row| row.iter().zip(&self.mean).zip(&self.scale).map(|((v, m), s)| (v - m) / s))
+            .flat_map(|row| {
+                row.iter()
+                    .zip(&self.mean)
+                    .zip(&self.scale)
+                    .map(|((v, m), s)| (v - m) / s)
+            })
             .collect()
     }
 }
 
 /// The kernel-matrix program for a kernel and its scalar arguments (`gamma` defaults to 1/d).
-pub(crate) fn kernel_program(kernel: &Kernel, d: usize) -> (&'static str, Vec<(&'static str, f64)>) {
+pub(crate) fn kernel_program(
+    kernel: &Kernel,
+    d: usize,
+) -> (&'static str, Vec<(&'static str, f64)>) {
     let default_gamma = 1.0 / d as f64;
     match *kernel {
         Kernel::Linear | Kernel::Precomputed => ("kernel_linear", vec![]),
-        Kernel::Polynomial { gamma, coef0, degree } => {
-            ("kernel_polynomial", vec![("gamma", gamma), ("coef0", coef0), ("degree", degree)])
-        }
-        Kernel::Gaussian { gamma } => ("kernel_gaussian", vec![("gamma", gamma.unwrap_or(default_gamma))]),
-        Kernel::Sigmoid { gamma, coef0 } => {
-            ("kernel_sigmoid", vec![("gamma", gamma.unwrap_or(default_gamma)), ("coef0", coef0)])
-        }
+        Kernel::Polynomial {
+            gamma,
+            coef0,
+            degree,
+        } => (
+            "kernel_polynomial",
+            vec![("gamma", gamma), ("coef0", coef0), ("degree", degree)],
+        ),
+        Kernel::Gaussian { gamma } => (
+            "kernel_gaussian",
+            vec![("gamma", gamma.unwrap_or(default_gamma))],
+        ),
+        Kernel::Sigmoid { gamma, coef0 } => (
+            "kernel_sigmoid",
+            vec![("gamma", gamma.unwrap_or(default_gamma)), ("coef0", coef0)],
+        ),
     }
 }
 
@@ -73,7 +97,13 @@ pub struct Model {
 
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Model({} kernel, {} points, k = {})", self.kernel.name(), self.labels.len(), self.k)
+        write!(
+            f,
+            "Model({} kernel, {} points, k = {})",
+            self.kernel.name(),
+            self.labels.len(),
+            self.k
+        )
     }
 }
 
@@ -90,9 +120,24 @@ impl Model {
         k: usize,
     ) -> Result<Model, FitError> {
         let l = ctx.index(labels)?;
-        let out = ctx.run(program("kkmeans_centroid_norms"), &Args::new().tensor("K", kmat).tensor("labels", &l).dim("k", k))?;
+        let out = ctx.run(
+            program("kkmeans_centroid_norms"),
+            &Args::new()
+                .tensor("K", kmat)
+                .tensor("labels", &l)
+                .dim("k", k),
+        )?;
         let centroid_norms = ctx.to_f64(out.tensor("cn")?)?;
-        Ok(Model { ctx, kernel, d, x, scaling, labels: labels.to_vec(), centroid_norms, k })
+        Ok(Model {
+            ctx,
+            kernel,
+            d,
+            x,
+            scaling,
+            labels: labels.to_vec(),
+            centroid_norms,
+            k,
+        })
     }
 
     /// Squared feature-space norms of the centroids (`+inf` for empty clusters).
@@ -103,7 +148,10 @@ impl Model {
     /// The nearest feature-space centroid of each new point.
     pub fn predict(&self, points: Points<'_>) -> Result<Vec<u32>, FitError> {
         if points.d != self.d {
-            return Err(FitError::Input(format!("the model was fitted on {} features, the new points have {}", self.d, points.d)));
+            return Err(FitError::Input(format!(
+                "the model was fitted on {} features, the new points have {}",
+                self.d, points.d
+            )));
         }
         let y_host = match &self.scaling {
             Some(s) => s.apply(points),
@@ -126,11 +174,19 @@ impl Model {
     /// The nearest centroid of new points given their kernel values against the training
     /// points (`m x n`, row-major) and their self-similarities `kappa(y, y)` (length `m`):
     /// the way to predict with a precomputed kernel.
-    pub fn predict_precomputed(&self, cross: &[f64], self_similarity: &[f64]) -> Result<Vec<u32>, FitError> {
+    pub fn predict_precomputed(
+        &self,
+        cross: &[f64],
+        self_similarity: &[f64],
+    ) -> Result<Vec<u32>, FitError> {
         let n = self.labels.len();
         let m = self_similarity.len();
         if cross.len() != m * n {
-            return Err(FitError::Input(format!("{m} new points against {n} training points need {} kernel values, got {}", m * n, cross.len())));
+            return Err(FitError::Input(format!(
+                "{m} new points against {n} training points need {} kernel values, got {}",
+                m * n,
+                cross.len()
+            )));
         }
         let kc = self.ctx.dense(m, n, cross)?;
         let s = self.ctx.col(self_similarity)?;
@@ -141,7 +197,11 @@ impl Model {
         let ctx = &self.ctx;
         let labels = ctx.index(&self.labels)?;
         let cn = ctx.col(&self.centroid_norms)?;
-        let args = Args::new().tensor("Kc", kc).tensor("s", s).tensor("labels", &labels).tensor("cn", &cn);
+        let args = Args::new()
+            .tensor("Kc", kc)
+            .tensor("s", s)
+            .tensor("labels", &labels)
+            .tensor("cn", &cn);
         let out = ctx.run(program("kkmeans_assign"), &args)?;
         Ok(ctx.to_u32(out.tensor("predicted")?)?)
     }

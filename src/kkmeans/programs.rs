@@ -18,7 +18,8 @@ pub fn program(name: &str) -> &'static Program {
             .map(|p| (p.name.clone(), p))
             .collect()
     });
-    all.get(name).unwrap_or_else(|| panic!("kernel_kmeans.pop has no program `{name}` (a bug in popcorn)"))
+    all.get(name)
+        .unwrap_or_else(|| panic!("kernel_kmeans.pop has no program `{name}` (a bug in popcorn)"))
 }
 
 #[cfg(test)]

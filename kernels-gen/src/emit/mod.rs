@@ -126,7 +126,11 @@ pub fn try_emit(spec: &KernelSpec) -> Result<GeneratedKernel, SpecError> {
 /// would break a no-alias promise. Row and column kernels never run in place.
 pub(crate) fn param_decl(spec: &KernelSpec, param: &Param) -> String {
     let t = spec.dtype.c_name();
-    let r = if matches!(spec.form, crate::spec::Form::Map { .. }) { "" } else { " __restrict__" };
+    let r = if matches!(spec.form, crate::spec::Form::Map { .. }) {
+        ""
+    } else {
+        " __restrict__"
+    };
     match *param {
         Param::Rows => "const long long rows".to_string(),
         Param::Cols => "const long long cols".to_string(),

@@ -103,24 +103,40 @@ pub fn cluster_sums<T: Real>(
 ) -> Result<(), CpuError> {
     use rayon::prelude::*;
     if labels.len() < cols {
-        return Err(CpuError::Shape { operand: "labels".into(), detail: format!("{} labels for {cols} columns", labels.len()) });
+        return Err(CpuError::Shape {
+            operand: "labels".into(),
+            detail: format!("{} labels for {cols} columns", labels.len()),
+        });
     }
     if let Some(p) = labels[..cols].iter().position(|l| *l as usize >= k) {
-        return Err(CpuError::LabelOutOfRange { position: p, label: labels[p], k });
+        return Err(CpuError::LabelOutOfRange {
+            position: p,
+            label: labels[p],
+            k,
+        });
     }
     if rows > 0 && (ldm < cols || m.len() < (rows - 1) * ldm + cols) {
-        return Err(CpuError::Shape { operand: "M".into(), detail: format!("{} values for {rows} x {cols} with ld {ldm}", m.len()) });
+        return Err(CpuError::Shape {
+            operand: "M".into(),
+            detail: format!("{} values for {rows} x {cols} with ld {ldm}", m.len()),
+        });
     }
     if out.len() < rows * k {
-        return Err(CpuError::Shape { operand: "S".into(), detail: format!("{} values for {rows} x {k}", out.len()) });
+        return Err(CpuError::Shape {
+            operand: "S".into(),
+            detail: format!("{} values for {rows} x {k}", out.len()),
+        });
     }
     let labels = &labels[..cols];
-    out[..rows * k].par_chunks_mut(k.max(1)).enumerate().for_each(|(i, acc)| {
-        acc.iter_mut().for_each(|a| *a = T::zero());
-        let row = &m[i * ldm..i * ldm + cols];
-        for (v, l) in row.iter().zip(labels) {
-            acc[*l as usize] += *v;
-        }
-    });
+    out[..rows * k]
+        .par_chunks_mut(k.max(1))
+        .enumerate()
+        .for_each(|(i, acc)| {
+            acc.iter_mut().for_each(|a| *a = T::zero());
+            let row = &m[i * ldm..i * ldm + cols];
+            for (v, l) in row.iter().zip(labels) {
+                acc[*l as usize] += *v;
+            }
+        });
     Ok(())
 }

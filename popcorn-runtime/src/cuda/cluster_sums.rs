@@ -145,7 +145,9 @@ pub(crate) fn device_limits(stream: &CudaStream) -> Result<DeviceLimits, Runtime
         reserved_shared_bytes_per_block: get(
             CUdevice_attribute::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
         )?,
-        max_blocks_per_sm: get(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
+        max_blocks_per_sm: get(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR,
+        )?,
     })
 }
 
@@ -172,17 +174,22 @@ pub(crate) fn launch_cluster_sums(
         zero(stream, args.s, args.rows * args.k * esz)?;
         return Ok(None);
     }
-    let vectorized =
-        ClusterSumsVariant::can_vectorize(args.dtype, args.m, args.ld as u64, args.labels);
-    let preferred = match tile {
+    if args.m % esz as u64 != 0 {
+        return Err(invalid(format!(
+            "cluster sums: the matrix address {:#x} is not aligned to its {esz}-byte elements",
+            args.m
+        )));
+    }
+    let aligned = ClusterSumsVariant::rows_aligned(args.dtype, args.m, args.ld as u64);
+    let forced = match tile {
         Some((tile_cols, stages)) => Some(
-            ClusterSumsVariant::new(args.dtype, tile_cols, stages, vectorized)
+            ClusterSumsVariant::new(args.dtype, tile_cols, stages, aligned)
                 .map_err(|e| invalid(e.to_string()))?,
         ),
         None => None,
     };
     let limits = device_limits(stream)?;
-    let plan = plan_cluster_sums(args.k as u64, args.dtype, vectorized, preferred, &limits)
+    let plan = plan_cluster_sums(args.k as u64, args.dtype, aligned, forced, &limits)
         .map_err(|e| RuntimeError::Device(e.to_string()))?;
     let variant = plan.variant;
     let name = variant.name();
@@ -203,11 +210,7 @@ pub(crate) fn launch_cluster_sums(
         )
         .map_err(|e| driver("cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)", e))?;
     let occupancy = function
-        .occupancy_max_active_blocks_per_multiprocessor(
-            CLUSTER_SUMS_THREADS,
-            shared as usize,
-            None,
-        )
+        .occupancy_max_active_blocks_per_multiprocessor(CLUSTER_SUMS_THREADS, shared as usize, None)
         .map_err(|e| driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
     let blocks_per_sm = occupancy.min(limits.blocks_per_sm(u64::from(shared)));
     if blocks_per_sm == 0 {
@@ -271,16 +274,18 @@ mod tests {
     use crate::backend::{Backend, HostSlice, HostVec};
     use crate::cuda::{cuda_available, CudaConfig};
 
-    fn gpu() -> Option<CudaBackend> {
+    /// A backend, or `None` without a GPU. `sync`: synchronise after every step (tests; not
+    /// for timing).
+    fn gpu_with(sync: bool) -> Option<CudaBackend> {
         let why = match cuda_available() {
             Ok(_) => {
                 let config = CudaConfig {
                     allow_tf32: false,
-                    sync_after_step: true,
-                    cache_dir: Some(std::env::temp_dir().join(format!(
-                        "popcorn-cluster-sums-tests-{}",
-                        std::process::id()
-                    ))),
+                    sync_after_step: sync,
+                    cache_dir: Some(
+                        std::env::temp_dir()
+                            .join(format!("popcorn-cluster-sums-tests-{}", std::process::id())),
+                    ),
                     dump_dir: None,
                     log_cache: false,
                 };
@@ -296,6 +301,10 @@ mod tests {
         }
         eprintln!("skipping GPU test: {why}");
         None
+    }
+
+    fn gpu() -> Option<CudaBackend> {
+        gpu_with(true)
     }
 
     /// A deterministic generator.
@@ -319,7 +328,14 @@ mod tests {
     }
 
     /// Naive f64 sums of the first `cols` columns of an `rows x ld` matrix; labels >= k skipped.
-    fn reference(rows: usize, cols: usize, ld: usize, m: &[f64], labels: &[u32], k: usize) -> Vec<f64> {
+    fn reference(
+        rows: usize,
+        cols: usize,
+        ld: usize,
+        m: &[f64],
+        labels: &[u32],
+        k: usize,
+    ) -> Vec<f64> {
         let mut s = vec![0.0; rows * k];
         for i in 0..rows {
             for j in 0..cols {
@@ -333,7 +349,14 @@ mod tests {
     }
 
     /// Sums of |values| per output entry: the scale of its rounding error.
-    fn magnitude(rows: usize, cols: usize, ld: usize, m: &[f64], labels: &[u32], k: usize) -> Vec<f64> {
+    fn magnitude(
+        rows: usize,
+        cols: usize,
+        ld: usize,
+        m: &[f64],
+        labels: &[u32],
+        k: usize,
+    ) -> Vec<f64> {
         let abs: Vec<f64> = m.iter().map(|v| v.abs()).collect();
         reference(rows, cols, ld, &abs, labels, k)
     }
@@ -352,15 +375,31 @@ mod tests {
     }
 
     fn case(dtype: ScalarType, rows: usize, cols: usize, k: usize) -> Case {
-        Case { dtype, rows, cols, ld: cols, k, extra: 0, tile: None, offset: 0 }
+        Case {
+            dtype,
+            rows,
+            cols,
+            ld: cols,
+            k,
+            extra: 0,
+            tile: None,
+            offset: 0,
+        }
     }
 
     /// Runs one case on the GPU (S poisoned with NaN first) and compares with the reference.
     fn check(b: &CudaBackend, c: &Case, seed: u64) -> ClusterSumsReport {
         let mut rng = Rng(seed);
-        let total = c.offset + if c.rows == 0 { 0 } else { (c.rows - 1) * c.ld + c.cols };
+        let total = c.offset
+            + if c.rows == 0 {
+                0
+            } else {
+                (c.rows - 1) * c.ld + c.cols
+            };
         let m: Vec<f64> = (0..total.max(1)).map(|_| rng.value()).collect();
-        let labels: Vec<u32> = (0..c.cols.max(1)).map(|_| rng.below(c.k as u32 + c.extra)).collect();
+        let labels: Vec<u32> = (0..c.cols.max(1))
+            .map(|_| rng.below(c.k as u32 + c.extra))
+            .collect();
         let elem = match c.dtype {
             ScalarType::F32 => ElemType::F32,
             ScalarType::F64 => ElemType::F64,
@@ -419,7 +458,15 @@ mod tests {
         let Some(b) = gpu() else { return };
         let mut seed = 1;
         for dtype in [ScalarType::F32, ScalarType::F64] {
-            for &(rows, cols) in &[(1, 1), (1, 7), (3, 64), (33, 65), (37, 1001), (64, 256), (100, 333)] {
+            for &(rows, cols) in &[
+                (1, 1),
+                (1, 7),
+                (3, 64),
+                (33, 65),
+                (37, 1001),
+                (64, 256),
+                (100, 333),
+            ] {
                 for k in [1, 7, 100, 1000] {
                     seed += 1;
                     check(&b, &case(dtype, rows, cols, k), seed);
@@ -429,24 +476,24 @@ mod tests {
     }
 
     #[test]
-    fn element_copies_for_unaligned_matrices_and_leading_dimensions() {
+    fn shifted_rows_for_unaligned_matrices_and_leading_dimensions() {
         let Some(b) = gpu() else { return };
         for dtype in [ScalarType::F32, ScalarType::F64] {
             // ld not a multiple of 16 bytes.
             let mut c = case(dtype, 45, 130, 7);
             c.ld = 133;
             let r = check(&b, &c, 11);
-            assert!(!r.launch.variant.vectorized);
+            assert!(!r.launch.variant.aligned);
             // M starts 1 element into its buffer.
             let mut c = case(dtype, 40, 128, 9);
             c.offset = 1;
             let r = check(&b, &c, 12);
-            assert!(!r.launch.variant.vectorized);
-            // Aligned: vectorized, with ld > cols.
+            assert!(!r.launch.variant.aligned);
+            // Aligned, with ld > cols.
             let mut c = case(dtype, 40, 100, 9);
             c.ld = 128;
             let r = check(&b, &c, 13);
-            assert!(r.launch.variant.vectorized);
+            assert!(r.launch.variant.aligned);
         }
     }
 
@@ -510,7 +557,9 @@ mod tests {
         for _ in 0..3 {
             b.fill(&sbuf, f64::NAN).unwrap();
             launch_cluster_sums(&b, b.stream(), &args, None).unwrap();
-            let HostVec::F32(got) = b.download(&sbuf).unwrap() else { panic!("f32 expected") };
+            let HostVec::F32(got) = b.download(&sbuf).unwrap() else {
+                panic!("f32 expected")
+            };
             match &first {
                 None => first = Some(got),
                 Some(f) => assert!(f.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits())),
@@ -535,18 +584,27 @@ mod tests {
             k: 4,
             s: sbuf.device_ptr(),
         };
-        assert!(launch_cluster_sums(&b, b.stream(), &args, None).unwrap().is_none());
+        assert!(launch_cluster_sums(&b, b.stream(), &args, None)
+            .unwrap()
+            .is_none());
         assert_eq!(b.download(&sbuf).unwrap().to_f64(), vec![0.0; 12]);
         let none = ClusterSumsArgs { rows: 0, ..args };
-        assert!(launch_cluster_sums(&b, b.stream(), &none, None).unwrap().is_none());
-        let bad = ClusterSumsArgs { cols: 2, ld: 1, ..args };
+        assert!(launch_cluster_sums(&b, b.stream(), &none, None)
+            .unwrap()
+            .is_none());
+        let bad = ClusterSumsArgs {
+            cols: 2,
+            ld: 1,
+            ..args
+        };
         assert!(launch_cluster_sums(&b, b.stream(), &bad, None).is_err());
     }
 
     // -----------------------------------------------------------------------------------------
     // Benchmark: `cargo test --release -p popcorn-runtime cluster_sums::tests::bench -- --ignored
     // --nocapture`, sizes from CS_BENCH_N (e.g. "50000,60000"), CS_BENCH_K ("10,50,100"),
-    // CS_BENCH_TILES ("64x3,64x2,128x2"), CS_BENCH_REPS (20), CS_BENCH_OUT (a file for the table).
+    // forced tiles CS_BENCH_TILES ("64x3,64x2,128x2", for k <= CS_BENCH_TILE_MAX_K, 100) beside
+    // the automatic choice, CS_BENCH_REPS (20), CS_BENCH_OUT (a file for the table).
 
     const FILL_RANDOM: &str = r#"
 extern "C" __global__ void pk_bench_fill_random(const long long len, float* __restrict__ out, const unsigned long long seed)
@@ -617,10 +675,19 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
         use std::collections::{BTreeMap, HashMap};
         use std::fmt::Write as _;
 
-        let Some(b) = gpu() else { return };
-        let reps: usize = std::env::var("CS_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-        let ns: Vec<usize> = env_list("CS_BENCH_N", "60000").iter().filter_map(|s| s.parse().ok()).collect();
-        let ks: Vec<usize> = env_list("CS_BENCH_K", "10,50,100").iter().filter_map(|s| s.parse().ok()).collect();
+        let Some(b) = gpu_with(false) else { return };
+        let reps: usize = std::env::var("CS_BENCH_REPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20);
+        let ns: Vec<usize> = env_list("CS_BENCH_N", "60000")
+            .iter()
+            .filter_map(|s| s.parse().ok())
+            .collect();
+        let ks: Vec<usize> = env_list("CS_BENCH_K", "10,50,100")
+            .iter()
+            .filter_map(|s| s.parse().ok())
+            .collect();
         let tiles: Vec<(u32, u32)> = env_list("CS_BENCH_TILES", "64x3")
             .iter()
             .filter_map(|s| {
@@ -628,16 +695,28 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
                 Some((a.parse().ok()?, c.parse().ok()?))
             })
             .collect();
+        let tile_max_k: usize = std::env::var("CS_BENCH_TILE_MAX_K")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100);
         let program = Program::parse(
             "fn f(K: Dense[n, n], labels: Index[n]) -> (E: Dense[n, k]) { E = -2 * K * selection(labels, k)^T; }",
         )
         .unwrap();
-        let fill = b.kernel("pk_bench_fill_random", || FILL_RANDOM.to_string()).unwrap();
-        let read = b.kernel("pk_bench_read_all", || READ_ALL.to_string()).unwrap();
+        let fill = b
+            .kernel("pk_bench_fill_random", || FILL_RANDOM.to_string())
+            .unwrap();
+        let read = b
+            .kernel("pk_bench_read_all", || READ_ALL.to_string())
+            .unwrap();
         let mut table = String::new();
         let mut printed = 0;
         let _ = writeln!(table, "device: {}", b.describe());
-        let _ = writeln!(table, "{:>6} {:>5} {:<22} {:>9} {:>8} {:>7} {:>9}", "n", "k", "what", "ms", "GB/s", "/floor", "/cusparse");
+        let _ = writeln!(
+            table,
+            "{:>6} {:>5} {:<22} {:>9} {:>8} {:>7} {:>9}",
+            "n", "k", "what", "ms", "GB/s", "/floor", "/cusparse"
+        );
         for &n in &ns {
             let bytes = n * n * 4;
             let k_buf = match b.alloc(ElemType::F32, n * n) {
@@ -649,44 +728,116 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
             };
             let scratch = b.alloc(ElemType::F32, 1).unwrap();
             let grid = kernels_gen::builtins::linear_grid_block((n * n) as u64);
-            let mut fill_args = [KernelArg::size(n * n).unwrap(), KernelArg::Ptr(k_buf.device_ptr()), KernelArg::I64(12345)];
+            let mut fill_args = [
+                KernelArg::size(n * n).unwrap(),
+                KernelArg::Ptr(k_buf.device_ptr()),
+                KernelArg::I64(12345),
+            ];
             launch(b.stream(), &fill, "fill", grid, &mut fill_args).unwrap();
             // The floor: a device-to-device copy of the first half of K onto the second half moves
             // 4 n^2 bytes (2 n^2 read, 2 n^2 written): its time is K's bytes at copy bandwidth.
-            let half = bytes / 2;
+            // Halves rounded down to 4 KiB, so both start aligned; the time is scaled to K's bytes.
+            let half = (bytes / 2) & !4095;
             let src = k_buf.device_ptr();
             let copy_ms = time_ms(&b, reps, || {
                 // SAFETY: both halves lie inside K's allocation and do not overlap.
-                unsafe { cudarc::driver::result::memcpy_dtod_async(src + half as u64, src, half, b.stream().cu_stream()) }.unwrap();
+                unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(
+                        src + half as u64,
+                        src,
+                        half,
+                        b.stream().cu_stream(),
+                    )
+                }
+                .unwrap();
             });
-            let floor = copy_ms;
-            let copy_bw = bytes as f64 / copy_ms / 1e6;
+            let floor = copy_ms * bytes as f64 / (2 * half) as f64;
+            let copy_bw = (2 * half) as f64 / copy_ms / 1e6;
             launch(b.stream(), &fill, "fill", grid, &mut fill_args).unwrap();
             let read_ms = time_ms(&b, reps, || {
-                let mut a = [KernelArg::size(n * n / 4).unwrap(), KernelArg::Ptr(src), KernelArg::Ptr(scratch.device_ptr())];
-                launch(b.stream(), &read, "read", ((132 * 8, 1, 1), (512, 1, 1), 0), &mut a).unwrap();
+                let mut a = [
+                    KernelArg::size(n * n / 4).unwrap(),
+                    KernelArg::Ptr(src),
+                    KernelArg::Ptr(scratch.device_ptr()),
+                ];
+                launch(
+                    b.stream(),
+                    &read,
+                    "read",
+                    ((132 * 8, 1, 1), (512, 1, 1), 0),
+                    &mut a,
+                )
+                .unwrap();
             });
-            let _ = writeln!(table, "{n:>6} {:>5} {:<22} {copy_ms:>9.3} {copy_bw:>8.0} {:>7.3} {:>9}", "-", "d2d copy (floor)", 1.0, "");
-            let _ = writeln!(table, "{n:>6} {:>5} {:<22} {read_ms:>9.3} {:>8.0} {:>7.3} {:>9}", "-", "read-only kernel", bytes as f64 / read_ms / 1e6, read_ms / floor, "");
+            let _ = writeln!(
+                table,
+                "{n:>6} {:>5} {:<22} {floor:>9.3} {copy_bw:>8.0} {:>7.3} {:>9}",
+                "-", "d2d copy (floor)", 1.0, ""
+            );
+            let _ = writeln!(
+                table,
+                "{n:>6} {:>5} {:<22} {read_ms:>9.3} {:>8.0} {:>7.3} {:>9}",
+                "-",
+                "read-only kernel",
+                bytes as f64 / read_ms / 1e6,
+                read_ms / floor,
+                ""
+            );
             let mut rng = Rng(n as u64);
             for &k in &ks {
                 let labels: Vec<u32> = (0..n).map(|_| rng.below(k as u32)).collect();
                 let l_buf = b.upload(HostSlice::U32(&labels)).unwrap();
-                let dims: DimBindings = [("n".to_string(), n), ("k".to_string(), k)].into_iter().collect();
+                let dims: DimBindings = [("n".to_string(), n), ("k".to_string(), k)]
+                    .into_iter()
+                    .collect();
                 let run_plan = |max_k: usize, e: &CudaBuffer| -> f64 {
-                    let config = PlannerConfig { cluster_sums_max_k: max_k, ..PlannerConfig::default() };
-                    let plan = popcorn_dsl::plan(&program, &dims, &config, &BTreeMap::new()).unwrap();
+                    let config = PlannerConfig {
+                        cluster_sums_max_k: max_k,
+                        ..PlannerConfig::default()
+                    };
+                    let plan =
+                        popcorn_dsl::plan(&program, &dims, &config, &BTreeMap::new()).unwrap();
                     let ws = Workspace::allocate(&b, &plan).unwrap();
                     let inputs: HashMap<String, Arg<'_, CudaBuffer>> = [
-                        ("K".to_string(), Arg::Dense { buf: &k_buf, rows: n, cols: n }),
-                        ("labels".to_string(), Arg::Index { buf: &l_buf, len: n }),
+                        (
+                            "K".to_string(),
+                            Arg::Dense {
+                                buf: &k_buf,
+                                rows: n,
+                                cols: n,
+                            },
+                        ),
+                        (
+                            "labels".to_string(),
+                            Arg::Index {
+                                buf: &l_buf,
+                                len: n,
+                            },
+                        ),
                     ]
                     .into_iter()
                     .collect();
-                    let outputs: HashMap<String, Arg<'_, CudaBuffer>> =
-                        [("E".to_string(), Arg::Dense { buf: e, rows: n, cols: k })].into_iter().collect();
+                    let outputs: HashMap<String, Arg<'_, CudaBuffer>> = [(
+                        "E".to_string(),
+                        Arg::Dense {
+                            buf: e,
+                            rows: n,
+                            cols: k,
+                        },
+                    )]
+                    .into_iter()
+                    .collect();
                     time_ms(&b, reps, || {
-                        execute(&b, &plan, &ws, &inputs, &outputs, &ScalarBindings::new(), &dims).unwrap();
+                        execute(
+                            &b,
+                            &plan,
+                            &ws,
+                            &inputs,
+                            &outputs,
+                            &ScalarBindings::new(),
+                            &dims,
+                        )
+                        .unwrap();
                     })
                 };
                 let e_sparse = b.alloc(ElemType::F32, n * k).unwrap();
@@ -702,7 +853,11 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
                     num += (g - w) * (g - w);
                     den += w * w;
                 }
-                let rel = if got.iter().all(|v| v.is_finite()) { (num / den).sqrt() } else { f64::NAN };
+                let rel = if got.iter().all(|v| v.is_finite()) {
+                    (num / den).sqrt()
+                } else {
+                    f64::NAN
+                };
                 let s_buf = b.alloc(ElemType::F32, n * k).unwrap();
                 let args = ClusterSumsArgs {
                     dtype: ScalarType::F32,
@@ -725,21 +880,29 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
                 };
                 row(&mut table, "cusparse plan", sparse_ms);
                 row(&mut table, "cluster-sums plan", sums_plan_ms);
-                for &tile in &tiles {
+                let forced = tiles.iter().filter(|_| k <= tile_max_k).map(|t| Some(*t));
+                for tile in std::iter::once(None).chain(forced) {
                     let mut report = None;
                     let ms = time_ms(&b, reps, || {
-                        report = launch_cluster_sums(&b, b.stream(), &args, Some(tile)).unwrap();
+                        report = launch_cluster_sums(&b, b.stream(), &args, tile).unwrap();
                     });
                     let what = match report {
                         Some(r) => format!(
-                            "kernel {}x{} w{} {}p",
-                            r.launch.variant.tile_cols, r.launch.variant.stages, r.workers, r.launch.passes()
+                            "kernel {}{}x{} w{} {}p",
+                            if tile.is_none() { "auto " } else { "" },
+                            r.launch.variant.tile_cols,
+                            r.launch.variant.stages,
+                            r.workers,
+                            r.launch.passes()
                         ),
                         None => "kernel (nothing)".to_string(),
                     };
                     row(&mut table, &what, ms);
                 }
-                let _ = writeln!(table, "{n:>6} {k:>5} plan results: |E_sums - E_cusparse| / |E_cusparse| = {rel:.2e}");
+                let _ = writeln!(
+                    table,
+                    "{n:>6} {k:>5} plan results: |E_sums - E_cusparse| / |E_cusparse| = {rel:.2e}"
+                );
                 print!("{}", &table[printed..]);
                 printed = table.len();
             }

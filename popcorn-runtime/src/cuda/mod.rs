@@ -9,7 +9,9 @@
 //!   sparse operand on either side, and SpMV, with work buffers sized once per step shape;
 //! - fused kernels (from kernels-gen) and the builtin kernels (diagonal, fill, symmetrize,
 //!   histogram, selection matrix) are compiled by NVRTC for the device's architecture and
-//!   cached in memory and on disk ([`nvrtc`]).
+//!   cached in memory and on disk ([`nvrtc`]);
+//! - [`naive`] is the hand-written naive GPU baseline of Kernel K-means (three plain CUDA C
+//!   kernels per iteration), which benchmarks compare popcorn's plans against.
 //!
 //! Environment:
 //! - `POPCORN_CACHE_DIR`: the on-disk kernel cache (default `$XDG_CACHE_HOME/popcorn/kernels`,

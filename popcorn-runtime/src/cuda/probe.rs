@@ -87,13 +87,26 @@ fn preload_from_toolkit() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // Dependencies first: cuBLAS needs cuBLASLt, cuSPARSE needs nvJitLink.
-        for stem in ["libcublasLt.so.", "libcublas.so.", "libnvJitLink.so.", "libcusparse.so.", "libnvrtc.so."] {
+        for stem in [
+            "libcublasLt.so.",
+            "libcublas.so.",
+            "libnvJitLink.so.",
+            "libcusparse.so.",
+            "libnvrtc.so.",
+        ] {
             for dir in toolkit_dirs() {
-                let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+                let Ok(entries) = std::fs::read_dir(&dir) else {
+                    continue;
+                };
                 // The soname link (`libcublas.so.13`): the shortest matching name.
                 let best = entries
                     .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-                    .filter(|n| n.starts_with(stem) && n[stem.len()..].chars().all(|c| c.is_ascii_digit() || c == '.'))
+                    .filter(|n| {
+                        n.starts_with(stem)
+                            && n[stem.len()..]
+                                .chars()
+                                .all(|c| c.is_ascii_digit() || c == '.')
+                    })
                     .min_by_key(|n| n.len());
                 if let Some(name) = best {
                     let path = dir.join(name);
