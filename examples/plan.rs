@@ -38,6 +38,13 @@ struct Cli {
     /// `X * X^T` uses GEMM above this n/d ratio, SYRK below.
     #[arg(long, value_name = "RATIO")]
     syrk_ratio: Option<f64>,
+    /// Products with a selection matrix as cluster sums up to this many clusters (0: always
+    /// the general cuSPARSE SpMM).
+    #[arg(long, value_name = "K")]
+    cluster_sums_max_k: Option<usize>,
+    /// Let dense products use TF32 tensor cores.
+    #[arg(long)]
+    tf32: bool,
 }
 
 fn parse_dims(items: &[String]) -> Result<DimBindings, String> {
@@ -88,6 +95,10 @@ fn main() -> ExitCode {
     if let Some(r) = cli.syrk_ratio {
         config.syrk_gemm_ratio = r;
     }
+    if let Some(k) = cli.cluster_sums_max_k {
+        config.cluster_sums_max_k = k;
+    }
+    config.tf32 |= cli.tf32;
     let mut failed = false;
     for program in &programs {
         let missing: Vec<String> = program

@@ -729,6 +729,7 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
                 fusion: false,
                 syrk_gemm_ratio: 0.0,
                 cluster_sums_max_k: 1024,
+                tf32: false,
             },
             1e-9,
         ),

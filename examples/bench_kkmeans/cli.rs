@@ -61,6 +61,11 @@ pub struct Cli {
     #[arg(long)]
     pub no_naive: bool,
 
+    /// Also time the kernel matrix with TF32 tensor cores and, on data with true classes
+    /// (Fashion-MNIST), measure TF32's accuracy cost on a whole fit.
+    #[arg(long)]
+    pub tf32: bool,
+
     /// Skip measuring the copy bandwidth and SGEMM throughput (the floors then use none)
     #[arg(long)]
     pub no_ceilings: bool,

@@ -258,7 +258,11 @@ fn shape_runs(
         kt.tflop_s
     );
     let kernel_ms = kt.median_ms;
+    let strict_ms = kt.median_ms;
     run.popcorn_kernel = Some(kt);
+    if cli.tf32 {
+        tf32_runs(cli, ctx, points, &x, strict_ms, sgemm, run)?;
+    }
     for &k in &ks {
         let it =
             measure::popcorn_iterations(ctx, &kmat, k, cli.iters, cli.reps, floor_ms, kernel_ms)?;
@@ -303,5 +307,89 @@ fn shape_runs(
             r.add_naive(it, points.truth.as_deref());
         }
     }
+    Ok(())
+}
+
+/// TF32 for the kernel matrix: its time against strict fp32 and, on data with true classes,
+/// what it changes in a whole fit (objective, labels, ARI).
+fn tf32_runs(
+    cli: &Cli,
+    ctx: &Context,
+    points: &Points,
+    x: &popcorn::Tensor,
+    strict_ms: f64,
+    sgemm: Option<f64>,
+    run: &mut ShapeRun,
+) -> Result<(), BenchError> {
+    let config = popcorn::PlannerConfig {
+        tf32: true,
+        ..ctx.config().clone()
+    };
+    let tctx = Context::new(cli.device)?.with_config(config);
+    let (kt, kmat) = measure::kernel_matrix(
+        &tctx,
+        popcorn::kkmeans::programs::program("kernel_polynomial"),
+        x,
+        false,
+        cli.kernel_reps(),
+        sgemm,
+    )?;
+    drop(kmat);
+    say!(
+        "  popcorn K with TF32: {} {:.1} ms ({:.1} TFLOP/s), {:.2}x strict fp32",
+        kt.product,
+        kt.median_ms,
+        kt.tflop_s,
+        strict_ms / kt.median_ms
+    );
+    run.popcorn_kernel_tf32 = Some(kt);
+    let Some(truth) = points.truth.as_deref() else {
+        return Ok(());
+    };
+    let k = 10;
+    let x64: Vec<f64> = points.x.iter().map(|v| *v as f64).collect();
+    let pts = popcorn::kkmeans::Points::new(points.n, points.d, &x64)?;
+    let fit = |tf32: bool| {
+        popcorn::kkmeans::KernelKMeans::new(k)
+            .kernel(popcorn::kkmeans::Kernel::POLYNOMIAL_DEFAULT)
+            .device(cli.device)
+            .tf32(tf32)
+            .max_iter(300)
+            .fit(pts)
+    };
+    let (strict, fast): (popcorn::kkmeans::FitResult, popcorn::kkmeans::FitResult) =
+        (fit(false)?, fit(true)?);
+    let same = strict
+        .labels
+        .iter()
+        .zip(&fast.labels)
+        .filter(|(a, b)| a == b)
+        .count();
+    let ari = |l: &[u32]| {
+        let l: Vec<i64> = l.iter().map(|v| *v as i64).collect();
+        popcorn::metrics::adjusted_rand_index(truth, &l)
+    };
+    let acc = report::Tf32Accuracy {
+        k,
+        objective_strict: strict.objective,
+        objective_tf32: fast.objective,
+        objective_rel_change: (fast.objective - strict.objective).abs() / strict.objective.abs(),
+        label_agreement: same as f64 / points.n as f64,
+        ari_strict: ari(&strict.labels),
+        ari_tf32: ari(&fast.labels),
+        iterations: (strict.iterations, fast.iterations),
+    };
+    say!(
+        "  TF32 accuracy (k {k}, to convergence): objective {:.6e} vs {:.6e} ({:.2e} relative), {:.2}% labels equal, ARI {:.4} vs {:.4}, iterations {} vs {}",
+        acc.objective_strict,
+        acc.objective_tf32,
+        acc.objective_rel_change,
+        100.0 * acc.label_agreement,
+        acc.ari_strict,
+        acc.ari_tf32,
+        acc.iterations.0,
+        acc.iterations.1
+    );
+    run.tf32_accuracy = Some(acc);
     Ok(())
 }

@@ -53,12 +53,38 @@ pub struct ShapeRun {
     pub popcorn_kernel: Option<KernelMatrix>,
     /// The naive baseline's kernel matrix (GEMM).
     pub naive_kernel: Option<KernelMatrix>,
+    /// Popcorn's kernel matrix with TF32 tensor cores (`--tf32`).
+    pub popcorn_kernel_tf32: Option<KernelMatrix>,
+    /// On data with true classes (`--tf32`): a whole fit with a strict-fp32 kernel matrix
+    /// against one with TF32.
+    pub tf32_accuracy: Option<Tf32Accuracy>,
     /// Every k.
     pub runs: Vec<KRun>,
     /// Why the shape was not (fully) measured.
     pub skipped: Option<String>,
     /// Remarks.
     pub notes: Vec<String>,
+}
+
+/// The accuracy cost of TF32 for the kernel matrix: one fit each way, to convergence.
+#[derive(Debug, Serialize)]
+pub struct Tf32Accuracy {
+    /// Clusters.
+    pub k: usize,
+    /// Final objective, strict fp32.
+    pub objective_strict: f64,
+    /// Final objective, TF32.
+    pub objective_tf32: f64,
+    /// `|tf32 - strict| / strict`.
+    pub objective_rel_change: f64,
+    /// Fraction of points with the same label.
+    pub label_agreement: f64,
+    /// ARI of each against the true classes.
+    pub ari_strict: f64,
+    /// ARI with TF32.
+    pub ari_tf32: f64,
+    /// Iterations of each.
+    pub iterations: (usize, usize),
 }
 
 /// One (shape, k).
@@ -137,6 +163,8 @@ impl ShapeRun {
             floor_ms: None,
             popcorn_kernel: None,
             naive_kernel: None,
+            popcorn_kernel_tf32: None,
+            tf32_accuracy: None,
             runs: Vec::new(),
             skipped: None,
             notes: Vec::new(),

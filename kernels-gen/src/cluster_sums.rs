@@ -37,8 +37,16 @@
 //!   most the number of row groups). A worker writes a row group it covers entirely with plain
 //!   stores; a row group split between two workers is added into a zeroed `S` with `atomicAdd`
 //!   by both.
-//! - **Large k.** The bins of one pass hold `clusters_per_pass` clusters; for larger `k` the
-//!   host launches several passes over disjoint cluster ranges (each pass reads `M` again).
+//! - **Choice of kernel.** [`plan_cluster_sums`] takes 512-byte tile rows in two stages (the
+//!   fastest measured on an H100), and smaller staging rings when the bins would leave fewer
+//!   than [`MIN_WARPS_PER_SM`] resident warps. Up to `k = 835` (f32 on an H100) one pass still fits
+//!   with [`MIN_WARPS_PER_SM_LARGE_K`] warps; beyond, the host launches several passes over
+//!   disjoint cluster ranges (each pass reads `M` again).
+//!
+//! Measured on an H100 (f32, n x n, the whole distance step `-2 K V^T` of the plan, against a
+//! device-to-device copy of the same bytes at 3.02 TB/s): n = 60000: 1.08x (k = 10), 1.10x
+//! (k = 50, 100), 1.13x (k = 200), 1.43x (k = 500), 2.9x (k = 1000, two passes); n = 50000:
+//! 1.10-1.12x; n = 78823 (odd, shifted rows): 1.16-1.21x. cuSPARSE's SpMM plan takes 4.5-6.3x.
 //!
 //! # Summation order (determinism)
 //!

@@ -329,6 +329,7 @@ impl<'a> Lowering<'a> {
                     n: nn,
                     k,
                     alpha: p.alpha.clone(),
+                    tf32: self.cx.config.tf32,
                 })
             }
             LibOp::Syrk { trans, alpha } => {
@@ -339,6 +340,7 @@ impl<'a> Lowering<'a> {
                     n: order,
                     k,
                     alpha: alpha.clone(),
+                    tf32: self.cx.config.tf32,
                 }
             }
             LibOp::Gemv { trans, alpha } => {

@@ -35,9 +35,13 @@ pub struct PlannerConfig {
     pub fusion: bool,
     /// Products `M * V^T` with a selection matrix `V = selection(labels, k)` become one
     /// streaming pass of cluster sums over `M` (instead of a general sparse product) when
-    /// `k` is at most this; 0 (the default until its GPU kernel is benchmarked against
-    /// cuSPARSE) turns the pattern off. `POPCORN_CLUSTER_SUMS_MAX_K` sets it.
+    /// `k` is at most this; 0 turns the pattern off. The default, 1024, is where the measured
+    /// kernel is still about 2x faster than cuSPARSE's SpMM on an H100 (BENCHMARKS.md).
+    /// `POPCORN_CLUSTER_SUMS_MAX_K` sets it.
     pub cluster_sums_max_k: usize,
+    /// Let f32 dense products (GEMM, SYRK) use TF32 tensor cores: several times faster, with
+    /// about 10 bits of mantissa per operand (`POPCORN_TF32=1`). Off: strict fp32.
+    pub tf32: bool,
 }
 
 impl Default for PlannerConfig {
@@ -46,7 +50,8 @@ impl Default for PlannerConfig {
             dtype: DType::F32,
             syrk_gemm_ratio: 100.0,
             fusion: true,
-            cluster_sums_max_k: 0,
+            cluster_sums_max_k: 1024,
+            tf32: false,
         }
     }
 }
@@ -55,7 +60,7 @@ impl PlannerConfig {
     /// The default configuration adjusted by the environment: `POPCORN_NO_FUSION=1` turns
     /// fusion off; `POPCORN_CLUSTER_SUMS_MAX_K=N` turns the cluster-sums pattern on up to N
     /// clusters and `POPCORN_NO_CLUSTER_SUMS=1` off (products with a selection matrix then go to
-    /// the general sparse product).
+    /// the general sparse product); `POPCORN_TF32=1` lets dense products use TF32.
     pub fn from_env() -> PlannerConfig {
         let set = |name: &str| std::env::var(name).is_ok_and(|v| v != "0" && !v.is_empty());
         let mut c = PlannerConfig::default();
@@ -70,6 +75,9 @@ impl PlannerConfig {
         }
         if set("POPCORN_NO_CLUSTER_SUMS") {
             c.cluster_sums_max_k = 0;
+        }
+        if set("POPCORN_TF32") {
+            c.tf32 = true;
         }
         c
     }

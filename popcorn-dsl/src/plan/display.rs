@@ -23,20 +23,26 @@ fn detail(step: &Step) -> String {
     let flag = |t: bool| if t { "T" } else { "N" };
     match &step.op {
         StepOp::Gemm(g) => format!(
-            "m={} n={} k={} op(A)={} op(B)={} alpha={}",
+            "m={} n={} k={} op(A)={} op(B)={} alpha={}{}",
             g.m,
             g.n,
             g.k,
             flag(g.trans_a),
             flag(g.trans_b),
-            g.alpha
+            g.alpha,
+            if g.tf32 { " tf32" } else { "" }
         ),
-        StepOp::Syrk { trans, n, k, alpha } => {
-            format!(
-                "n={n} k={k} {} alpha={alpha} full",
-                if *trans { "A^T*A" } else { "A*A^T" }
-            )
-        }
+        StepOp::Syrk {
+            trans,
+            n,
+            k,
+            alpha,
+            tf32,
+        } => format!(
+            "n={n} k={k} {} alpha={alpha} full{}",
+            if *trans { "A^T*A" } else { "A*A^T" },
+            if *tf32 { " tf32" } else { "" }
+        ),
         StepOp::Gemv { trans, m, n, alpha } => {
             format!("m={m} n={n} op(A)={} alpha={alpha}", flag(*trans))
         }

@@ -133,6 +133,9 @@ pub struct GemmStep {
     pub k: usize,
     /// Scalar factor.
     pub alpha: ScalarExpr,
+    /// Let f32 products use TF32 tensor cores (about 10 bits of mantissa per operand).
+    #[serde(default)]
+    pub tf32: bool,
 }
 
 /// Operations of plan steps.
@@ -151,6 +154,9 @@ pub enum StepOp {
         k: usize,
         /// Scalar factor.
         alpha: ScalarExpr,
+        /// Let f32 products use TF32 tensor cores.
+        #[serde(default)]
+        tf32: bool,
     },
     /// `y = alpha * op(A) * x` with A stored `m x n`. Inputs (A, x), output y.
     Gemv {

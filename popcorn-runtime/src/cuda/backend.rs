@@ -248,11 +248,14 @@ impl CudaBackend {
                     return self.zero(c.ptr, c.len(), elem);
                 }
                 let mut blas = self.blas.lock().map_err(|_| poisoned())?;
+                blas.set_tf32(g.tf32 || self.config.allow_tf32)?;
                 blas.gemm(
                     dtype, g.trans_a, g.trans_b, g.m, g.n, g.k, alpha, a.ptr, b.ptr, c.ptr,
                 )
             }
-            StepOp::Syrk { trans, n, k, .. } => {
+            StepOp::Syrk {
+                trans, n, k, tf32, ..
+            } => {
                 count("syrk", inputs, outputs, 1, 1)?;
                 let a = dense(&inputs[0], elem, "syrk input A")?;
                 let c = dense(&outputs[0], elem, "syrk output C")?;
@@ -270,6 +273,7 @@ impl CudaBackend {
                 }
                 {
                     let mut blas = self.blas.lock().map_err(|_| poisoned())?;
+                    blas.set_tf32(*tf32 || self.config.allow_tf32)?;
                     blas.syrk_lower(dtype, *trans, *n, *k, alpha, a.ptr, c.ptr)?;
                 }
                 self.builtins().symmetrize(scalar, c.ptr, *n)

@@ -182,6 +182,19 @@ impl BlasHandle {
         Ok(handle)
     }
 
+    /// Switches between strict fp32 and TF32 tensor-core math for the next products.
+    pub(crate) fn set_tf32(&mut self, on: bool) -> Result<(), RuntimeError> {
+        let mode = if on {
+            sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
+        } else {
+            sys::cublasMath_t::CUBLAS_DEFAULT_MATH
+        };
+        // SAFETY: the handle is live for as long as `self`.
+        check("cublasSetMathMode", unsafe {
+            sys::cublasSetMathMode(self.raw, mode)
+        })
+    }
+
     fn bind(&self) -> Result<(), RuntimeError> {
         self.stream
             .context()

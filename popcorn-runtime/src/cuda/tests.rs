@@ -308,6 +308,7 @@ fn gpu_gemm_matches_host_in_all_four_transpose_combinations() {
                         n,
                         k,
                         alpha: ScalarExpr::Lit(alpha),
+                        tf32: false,
                     });
                     b.run_step(
                         &step(op),
@@ -355,6 +356,7 @@ fn gpu_syrk_writes_the_full_symmetric_matrix() {
                     n,
                     k,
                     alpha: ScalarExpr::Lit(alpha),
+                    tf32: false,
                 };
                 let a_arg = if trans {
                     dense(&ab, k, n)
@@ -440,6 +442,7 @@ fn gpu_degenerate_products_write_zeros_and_bad_shapes_are_errors() {
         n: 3,
         k: 0,
         alpha: ScalarExpr::Lit(1.0),
+        tf32: false,
     });
     b.run_step(
         &step(op),
@@ -459,6 +462,7 @@ fn gpu_degenerate_products_write_zeros_and_bad_shapes_are_errors() {
         n: 3,
         k: 3,
         alpha: ScalarExpr::Lit(1.0),
+        tf32: false,
     });
     let e = b.run_step(
         &step(op),
@@ -1408,6 +1412,7 @@ fn gpu_tf32_mode_and_missing_devices() {
         n: 2,
         k: 2,
         alpha: ScalarExpr::Lit(1.0),
+        tf32: false,
     });
     b.run_step(
         &step(op),
