@@ -1276,6 +1276,24 @@ type Reproducer = (
 /// Minimised failures of the property test, kept as fixed cases.
 const REPRODUCERS: &[Reproducer] = &[
     (
+        "fuse: a cycle between groups that no single group's nodes show (CSE-shared X0^T)",
+        "fn f(X0: Dense[n, n]) -> (t1: Dense[n, n], t4: Col[n], t5: Dense[n, n], t7: Dense[n, n]) { t1 = pow(tanh(X0), 2); t3 = diag(X0^T); t4 = diag(t1); t5 = X0^T - t4^T; t7 = where(2 < t3, t1, 2); }",
+        &[("n", 3)],
+        &[],
+    ),
+    (
+        "cpu: a selection matrix in a reused, longer plan buffer",
+        "fn f(X0: Dense[n, n], X1: Index[n], X2: Index[n]) -> (t1: Dense[n, n], t4: Dense[n, m]) { t1 = selection(X2, n)^T * X0; t4 = (selection(X1, m) * X0)^T; }",
+        &[("n", 5), ("m", 1)],
+        &[("X1", "m"), ("X2", "n")],
+    ),
+    (
+        "canonicalize: a scaled sparse matrix written twice, merged by CSE, used by two products",
+        "fn f(X1: Csr[n, m], X2: Dense[n, n]) -> (t2: Row[m], t4: Dense[n, m]) { t1 = X2 * (2 * X1); t2 = sum_cols(t1); t4 = X2^T * (2 * X1); }",
+        &[("n", 1), ("m", 1)],
+        &[],
+    ),
+    (
         "fuse: a map that adds a row reduction of a computed value",
         "fn f(X: Dense[n, n]) -> (Y: Dense[n, n]) { t = -X; Y = t + sum_rows(t); }",
         &[("n", 3)],

@@ -274,14 +274,38 @@ fn run_typed<T: Real + HostElem>(
     let a = T::from_f64(alpha);
     let zero = T::from_f64(0.0);
     let dense = |i: usize| -> Result<&[T], RuntimeError> { get::<T>(&held[i][0], "a dense input") };
+    // Plan buffers may be longer than the value they hold (reuse): slice to the value.
     let csr = |i: usize| -> Result<CsrRef<'_, T>, RuntimeError> {
         let (rows, cols) = dims(&inputs[i]);
+        let nnz = match &inputs[i] {
+            Arg::Csr { nnz, .. } => *nnz,
+            _ => return Err(wrong("a sparse input")),
+        };
+        fn part<'a>(v: &'a [i32], len: usize, what: &str) -> Result<&'a [i32], RuntimeError> {
+            v.get(..len).ok_or_else(|| {
+                RuntimeError::Cpu(format!(
+                    "internal error: {what} hold {} entries, {len} needed",
+                    v.len()
+                ))
+            })
+        }
+        let values = get::<T>(&held[i][2], "sparse values")?;
         Ok(CsrRef {
             rows,
             cols,
-            row_ptr: get::<i32>(&held[i][0], "row offsets")?,
-            col_idx: get::<i32>(&held[i][1], "column indices")?,
-            values: get::<T>(&held[i][2], "sparse values")?,
+            row_ptr: part(
+                get::<i32>(&held[i][0], "row offsets")?,
+                rows + 1,
+                "row offsets",
+            )?,
+            col_idx: part(
+                get::<i32>(&held[i][1], "column indices")?,
+                nnz,
+                "column indices",
+            )?,
+            values: values
+                .get(..nnz)
+                .ok_or_else(|| RuntimeError::Cpu("internal error: too few sparse values".into()))?,
         })
     };
     let in_dims = |i: usize| dims(&inputs[i]);

@@ -31,26 +31,16 @@ fn single_use(g: &Graph, n: NodeId) -> bool {
 }
 
 /// Peels scalar factors, negations and transposes off a product operand: returns the core
-/// node, whether it is transposed, and the factor.
+/// node, whether it is transposed, and the factor. The peeled nodes may have other users:
+/// the product then reads the core directly and the others still see the scaled value (a
+/// scaled sparse matrix is never materialised, so every product using it must absorb it).
 fn peel(g: &Graph, mut n: NodeId) -> (NodeId, bool, ScalarExpr) {
     let mut trans = false;
     let mut alpha = ScalarExpr::Lit(1.0);
     loop {
-        if !single_use(g, n) {
-            // Only absorb nodes nobody else needs; a shared operand stays as it is, but a
-            // transpose of it can still become a flag (reading it transposed costs nothing).
-            if let Op::Transpose = g.node(n).op {
-                if g.node(g.operands(n)[0]).ty.storage != Storage::Scalar {
-                    trans = !trans;
-                    n = g.operands(n)[0];
-                    continue;
-                }
-            }
-            return (n, trans, alpha);
-        }
         let ops = g.operands(n);
         match &g.node(n).op {
-            Op::Transpose => {
+            Op::Transpose if g.node(ops[0]).ty.storage != Storage::Scalar => {
                 trans = !trans;
                 n = ops[0];
             }
@@ -273,9 +263,19 @@ mod tests {
     }
 
     #[test]
-    fn shared_scaled_operand_is_not_absorbed() {
+    fn shared_scaled_operands_are_absorbed_by_every_product() {
         let g = canon("fn f(A: Dense[n, n]) -> (Y: Dense[n, n], Z: Dense[n, n]) { S = 2 * A; Y = S * A; Z = S + A; }");
         let p = products(&g);
-        assert_eq!(p[0].alpha, ScalarExpr::Lit(1.0));
+        assert_eq!(p[0].alpha, ScalarExpr::Lit(2.0));
+        // The element-wise user still sees 2 * A.
+        assert!(g
+            .topo_order()
+            .iter()
+            .any(|n| matches!(g.node(*n).op, Op::Binary(BinaryOp::Mul))));
+        // A scaled sparse matrix used by two products (as CSE makes of `2 * X1` written twice).
+        let g = canon(
+            "fn f(X1: Csr[n, m], X2: Dense[n, n]) -> (a: Dense[n, m], b: Dense[n, m]) { S = 2 * X1; a = X2 * S; b = X2^T * S; }",
+        );
+        assert!(products(&g).iter().all(|p| p.alpha == ScalarExpr::Lit(2.0)));
     }
 }

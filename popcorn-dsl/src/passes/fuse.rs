@@ -143,7 +143,14 @@ pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
                     continue;
                 }
                 let merged: BTreeSet<NodeId> = members[&rp].union(&members[&rc]).copied().collect();
-                if let Err(why) = can_form_group(g, &merged) {
+                // The other groups as they stand: a path through any member of a group leaves
+                // through all of them (the group runs as one step).
+                let others: Vec<&BTreeSet<NodeId>> = members
+                    .iter()
+                    .filter(|(r, _)| **r != rp && **r != rc)
+                    .map(|(_, m)| m)
+                    .collect();
+                if let Err(why) = can_form_group(g, &merged, &others) {
                     if log {
                         eprintln!(
                             "[popcorn fusion] {} stays apart from {}: {why}",
@@ -213,8 +220,12 @@ pub fn is_stored(g: &Graph, n: NodeId, group: &BTreeSet<NodeId>) -> bool {
         || g.users(n).iter().any(|u| !group.contains(u))
 }
 
-/// Checks that a set of nodes can be one kernel.
-fn can_form_group(g: &Graph, set: &BTreeSet<NodeId>) -> Result<(), &'static str> {
+/// Checks that a set of nodes can be one kernel, given the other groups formed so far.
+fn can_form_group(
+    g: &Graph,
+    set: &BTreeSet<NodeId>,
+    others: &[&BTreeSet<NodeId>],
+) -> Result<(), &'static str> {
     let rows = set.iter().any(|n| classify(g, *n) == Class::RowReduce);
     let cols = set.iter().any(|n| classify(g, *n) == Class::ColReduce);
     if rows && cols {
@@ -254,11 +265,21 @@ fn can_form_group(g: &Graph, set: &BTreeSet<NodeId>) -> Result<(), &'static str>
         if !seen.insert(m) {
             continue;
         }
-        for u in g.users(m) {
-            if set.contains(&u) {
-                return Err("it would depend on its own result through another step");
+        // A node of another group stands for that whole group: the step runs after all of
+        // its inputs, so every member's users depend on it.
+        let group = others.iter().find(|o| o.contains(&m));
+        let from: Vec<NodeId> = match group {
+            Some(o) => o.iter().copied().collect(),
+            None => vec![m],
+        };
+        for x in from {
+            seen.insert(x);
+            for u in g.users(x) {
+                if set.contains(&u) {
+                    return Err("it would depend on its own result through another step");
+                }
+                stack.push(u);
             }
-            stack.push(u);
         }
     }
     Ok(())
