@@ -111,6 +111,11 @@ pub struct Cli {
     #[arg(long)]
     pub zscore: bool,
 
+    /// Compute the kernel matrix with TF32 tensor cores (f32 on a GPU; see BENCHMARKS.md for
+    /// its accuracy cost)
+    #[arg(long)]
+    pub tf32: bool,
+
     /// Device: cpu, cuda, cuda:N or auto (default: $POPCORN_DEVICE, else the first GPU, else
     /// the CPU)
     #[arg(long, value_name = "DEVICE", value_parser = parse_device)]

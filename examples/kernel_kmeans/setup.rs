@@ -145,6 +145,7 @@ pub fn builder(cli: &Cli, kernel: Kernel, k: usize, device: DeviceSpec) -> Kerne
         .check_convergence(cli.check_convergence)
         .n_init(cli.runs)
         .zscore(cli.zscore)
+        .tf32(cli.tf32)
         .device(device)
         .dtype(cli.dtype)
 }
