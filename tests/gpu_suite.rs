@@ -13,7 +13,7 @@ mod common;
 
 use common::{random_csr, random_labels, random_values, SplitMix64};
 use popcorn::dsl::plan::ValueKind;
-use popcorn::{Args, Context, DType, DeviceSpec, Outputs, PlannerConfig, Program, Tensor};
+use popcorn::{Args, Context, DType, Outputs, PlannerConfig, Program, Tensor};
 use std::collections::BTreeMap;
 
 /// A GPU context, or `None` (skip) when there is no GPU and the suite may skip.
