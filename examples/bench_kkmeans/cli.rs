@@ -61,6 +61,11 @@ pub struct Cli {
     #[arg(long)]
     pub no_naive: bool,
 
+    /// Only measure the GEMM/SYRK threshold for `X * X^T` over a grid of n and d (the
+    /// planner's `syrk_gemm_ratio`), then stop.
+    #[arg(long)]
+    pub threshold: bool,
+
     /// Also time the kernel matrix with TF32 tensor cores and, on data with true classes
     /// (Fashion-MNIST), measure TF32's accuracy cost on a whole fit.
     #[arg(long)]

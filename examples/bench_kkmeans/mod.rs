@@ -6,6 +6,7 @@ mod data;
 mod measure;
 mod programs;
 mod report;
+mod threshold;
 
 use clap::Parser;
 use cli::Cli;
@@ -92,6 +93,16 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
         }
     };
     let on_gpu = matches!(device, DeviceSpec::Cuda(_));
+    if cli.threshold {
+        let rows = threshold::sweep(cli)?;
+        if let Some(path) = &cli.json {
+            let text = serde_json::to_string_pretty(&rows)
+                .map_err(|e| BenchError::Usage(e.to_string()))?;
+            std::fs::write(path, text)
+                .map_err(|e| BenchError::Usage(format!("{}: {e}", path.display())))?;
+        }
+        return Ok(());
+    }
     let ctx = Context::new(device)?;
     let fashion_path = data::find_fashion(cli.fashion.as_deref());
     let shapes = data::select(&cli.shapes, fashion_path.is_some()).map_err(BenchError::Usage)?;

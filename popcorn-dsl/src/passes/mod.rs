@@ -28,8 +28,10 @@ use serde::{Deserialize, Serialize};
 pub struct PlannerConfig {
     /// Element type of the plan.
     pub dtype: DType,
-    /// `X * X^T` with `X: n x d` uses GEMM when `n / d` exceeds this, SYRK otherwise (SYRK does
-    /// half the flops but is slower per flop on wide outputs). Popcorn's reference uses 100.
+    /// `X * X^T` with `X: n x d` uses GEMM when `n / d` exceeds this, SYRK otherwise. SYRK does
+    /// half the flops but needs a second pass to fill the other triangle, so for small `d`
+    /// (writing K dominates) GEMM wins. Measured on an H100 (BENCHMARKS.md): 300, where
+    /// Popcorn's reference uses 100.
     pub syrk_gemm_ratio: f64,
     /// Group element-wise operations and reductions into generated kernels.
     pub fusion: bool,
@@ -48,7 +50,7 @@ impl Default for PlannerConfig {
     fn default() -> Self {
         PlannerConfig {
             dtype: DType::F32,
-            syrk_gemm_ratio: 100.0,
+            syrk_gemm_ratio: 300.0,
             fusion: true,
             cluster_sums_max_k: 1024,
             tf32: false,
