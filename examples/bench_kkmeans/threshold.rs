@@ -52,7 +52,7 @@ pub fn sweep(cli: &Cli) -> Result<Vec<ThresholdRow>, BenchError> {
                     (seed >> 40) as f32 / (1u64 << 24) as f32
                 })
                 .collect();
-            let mut time_with = |ctx: &Context| -> Result<f64, BenchError> {
+            let time_with = |ctx: &Context| -> Result<f64, BenchError> {
                 let xt = ctx.dense_f32(n, d, &x)?;
                 let mut out = Outputs::default();
                 let args = Args::new().tensor("X", &xt);

@@ -205,7 +205,7 @@ impl ClusterSumsVariant {
     /// on a 16-byte boundary, so the aligned variant applies.
     pub fn rows_aligned(dtype: ScalarType, m_addr: u64, ld: u64) -> bool {
         let esz = dtype.size_bytes() as u64;
-        m_addr % 16 == 0 && (ld * esz) % 16 == 0
+        m_addr.is_multiple_of(16) && (ld * esz).is_multiple_of(16)
     }
 
     /// Elements per 16 bytes.

@@ -58,6 +58,9 @@ struct Engine<B: Backend> {
     plans: Mutex<HashMap<u64, Arc<Prepared<B>>>>,
 }
 
+/// The backend in use. One per context and never moved, so the variants' difference in size
+/// does not matter.
+#[allow(clippy::large_enum_variant)]
 enum EngineKind {
     Cpu(Engine<CpuBackend>),
     Cuda(Engine<CudaBackend>),

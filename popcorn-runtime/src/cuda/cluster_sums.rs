@@ -174,7 +174,7 @@ pub(crate) fn launch_cluster_sums(
         zero(stream, args.s, args.rows * args.k * esz)?;
         return Ok(None);
     }
-    if args.m % esz as u64 != 0 {
+    if !args.m.is_multiple_of(esz as u64) {
         return Err(invalid(format!(
             "cluster sums: the matrix address {:#x} is not aligned to its {esz}-byte elements",
             args.m

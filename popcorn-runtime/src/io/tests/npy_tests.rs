@@ -6,7 +6,7 @@ fn npy_bytes(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
     let length_bytes = if major == 1 { 2 } else { 4 };
     let preamble = 8 + length_bytes;
     let mut dict = header.to_string();
-    while (preamble + dict.len() + 1) % 64 != 0 {
+    while !(preamble + dict.len() + 1).is_multiple_of(64) {
         dict.push(' ');
     }
     dict.push('\n');
