@@ -56,7 +56,9 @@ pub enum Access {
     /// A single value in device memory (a 1 x 1 result such as `sum(X)`) read at every
     /// element: `ptr[0]`. Passed as a pointer (`const T*`), like `Col` and `Row`.
     Broadcast,
-    /// An index vector (`unsigned int`) with one entry per row; only [`ReduceKind::Pick`] reads it.
+    /// An index vector (`unsigned int`) with one entry per row: read by [`ReduceKind::Pick`],
+    /// or as a value in expressions (the index converted to `T`, broadcast along columns),
+    /// as in `changed = sum(new_labels != labels)`.
     IndexCol,
 }
 

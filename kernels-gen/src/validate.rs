@@ -23,19 +23,6 @@ pub enum SpecError {
         /// How many inputs the spec has.
         count: usize,
     },
-    /// An expression reads an index vector as a value.
-    #[error(
-        "{location} reads input {index} ({name}) as a value, but it is an index vector \
-         (Access::IndexCol); only ReduceKind::Pick may use index vectors"
-    )]
-    IndexInputAsValue {
-        /// Where the expression is.
-        location: String,
-        /// The input number read.
-        index: usize,
-        /// The input's name.
-        name: String,
-    },
     /// A `Pick` reduction names an index input that is missing or not an index vector.
     #[error(
         "{location} picks with input {index_input}, which is not an Access::IndexCol input; \
@@ -126,13 +113,6 @@ impl KernelSpec {
                 index,
                 count: self.inputs.len(),
             }),
-            Some(input) if input.access == Access::IndexCol => {
-                found.push(SpecError::IndexInputAsValue {
-                    location: location.to_string(),
-                    index,
-                    name: input.name.clone(),
-                })
-            }
             Some(_) => {}
         });
     }

@@ -62,7 +62,7 @@ fn elementwise_operand(t: &Type, pos: usize, what: &str) -> Result<(), TypeError
             "an index vector ({t}) cannot be used in arithmetic"
         ))
         .at(pos)
-        .help("index vectors hold labels; use gather(M, idx), counts(idx, k) or selection(idx, k)")),
+        .help("index vectors hold labels; use gather(M, idx), counts(idx, k), selection(idx, k), or compare them (`a != b`)")),
     }
 }
 
@@ -221,6 +221,28 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
                 if *b == kernels_gen::BinaryOp::Mul && y.storage == Storage::Csr && x.is_scalar() {
                     return Ok(y.clone());
                 }
+            }
+            // Comparisons may compare index vectors (labels) with each other or with numbers:
+            // `changed = sum(new_labels != labels)`. The result is a dense 0/1 vector.
+            let comparison = matches!(
+                b,
+                kernels_gen::BinaryOp::Lt
+                    | kernels_gen::BinaryOp::Le
+                    | kernels_gen::BinaryOp::Gt
+                    | kernels_gen::BinaryOp::Ge
+                    | kernels_gen::BinaryOp::Eq
+                    | kernels_gen::BinaryOp::Ne
+            );
+            if comparison && operands.iter().any(|t| t.storage == Storage::Index) {
+                let as_values: Vec<Type> = operands
+                    .iter()
+                    .map(|t| match t.storage {
+                        Storage::Index => Type::col(t.shape.rows.clone()),
+                        _ => (*t).clone(),
+                    })
+                    .collect();
+                let refs: Vec<&Type> = as_values.iter().collect();
+                return elementwise_type(&refs, &format!("`{}`", crate::scalar::binary_symbol(*b)));
             }
             elementwise_type(operands, &format!("`{}`", crate::scalar::binary_symbol(*b)))
         }

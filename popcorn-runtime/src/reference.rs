@@ -271,12 +271,25 @@ fn broadcast(a: usize, b: usize) -> Option<usize> {
 
 /// Applies `f` element-wise over `operands` with broadcasting. All scalars give a scalar.
 fn elementwise(operands: &[&RefValue], f: impl Fn(&[f64]) -> f64) -> Result<RefValue, String> {
+    // Index vectors take part as columns of their indices (comparisons of labels).
+    let as_values: Vec<Option<Vec<f64>>> = operands
+        .iter()
+        .map(|v| match v {
+            RefValue::Index(ix) => Some(ix.iter().map(|x| *x as f64).collect()),
+            _ => None,
+        })
+        .collect();
     let mut elems = Vec::with_capacity(operands.len());
-    for v in operands {
-        elems.push(match v {
-            RefValue::Scalar(x) => Elem::Scalar(*x),
-            RefValue::Dense { rows, cols, data } => Elem::Dense(*rows, *cols, data.as_slice()),
-            other => return Err(format!("element-wise operation on a {}", other.describe())),
+    for (v, iv) in operands.iter().zip(&as_values) {
+        elems.push(match (v, iv) {
+            (_, Some(values)) => Elem::Dense(values.len(), 1, values.as_slice()),
+            (RefValue::Scalar(x), None) => Elem::Scalar(*x),
+            (RefValue::Dense { rows, cols, data }, None) => {
+                Elem::Dense(*rows, *cols, data.as_slice())
+            }
+            (other, None) => {
+                return Err(format!("element-wise operation on a {}", other.describe()))
+            }
         });
     }
     if elems.iter().all(|e| matches!(e, Elem::Scalar(_))) {

@@ -595,19 +595,17 @@ impl KernelKMeans {
         run: usize,
         progress: &mut dyn FnMut(&Progress),
     ) -> Result<RunResult, FitError> {
-        let mut host_labels = labels0;
-        let mut labels = ctx.index(&host_labels)?;
+        // The labels live on the device; each iteration reads back two numbers (the objective
+        // and how many labels changed), and the final labels are read once at the end.
+        let mut labels = ctx.index(&labels0)?;
         let mut out = Outputs::default();
         let mut history = Vec::new();
         let mut per_iteration_s = Vec::new();
         let mut converged = false;
+        let k = self.k;
         for it in 1..=self.max_iter {
             let t = Instant::now();
-            let args = Args::new()
-                .tensor("K", kmat)
-                .tensor("labels", &labels)
-                .dim("k", self.k);
-            ctx.run_into(iteration, &args, &mut out)?;
+            ctx.run_into(iteration, &iteration_args(kmat, &labels, k), &mut out)?;
             let objective = out.scalar("objective")?;
             if !objective.is_finite() {
                 return Err(FitError::Input(format!(
@@ -615,13 +613,9 @@ impl KernelKMeans {
                     ctx.dtype()
                 )));
             }
-            let new_labels = ctx.to_u32(out.tensor("new_labels")?)?;
+            // A sum of 0/1 values is zero exactly when nothing changed, in any precision.
+            let changed = out.scalar("changed")?.round() as usize;
             per_iteration_s.push(t.elapsed().as_secs_f64());
-            let changed = new_labels
-                .iter()
-                .zip(&host_labels)
-                .filter(|(a, b)| a != b)
-                .count();
             history.push(objective);
             progress(&Progress::Iteration {
                 run,
@@ -645,19 +639,14 @@ impl KernelKMeans {
             // as the next output.
             let next = out.take("new_labels")?;
             out.insert("new_labels", std::mem::replace(&mut labels, next));
-            host_labels = new_labels;
         }
         let mut objective = *history.last().unwrap_or(&f64::NAN);
         if !converged {
             // Stopped by max_iter: the labels changed after the last objective was measured.
-            labels = ctx.index(&host_labels)?;
-            let args = Args::new()
-                .tensor("K", kmat)
-                .tensor("labels", &labels)
-                .dim("k", self.k);
-            ctx.run_into(iteration, &args, &mut out)?;
+            ctx.run_into(iteration, &iteration_args(kmat, &labels, k), &mut out)?;
             objective = out.scalar("objective")?;
         }
+        let host_labels = ctx.to_u32(&labels)?;
         Ok(RunResult {
             iterations: history.len(),
             labels: host_labels,
@@ -667,6 +656,14 @@ impl KernelKMeans {
             per_iteration_s,
         })
     }
+}
+
+/// The arguments of one iteration.
+fn iteration_args<'a>(kmat: &'a Tensor, labels: &'a Tensor, k: usize) -> Args<'a> {
+    Args::new()
+        .tensor("K", kmat)
+        .tensor("labels", labels)
+        .dim("k", k)
 }
 
 struct RunResult {

@@ -75,8 +75,8 @@ pub(crate) fn math_fn(name: &str, dtype: ScalarType) -> String {
     }
 }
 
-/// The C expression reading input `index` at `(row, col)`, or `None` where the input cannot be
-/// read as a value (missing, or an index vector; validation reports these).
+/// The C expression reading input `index` at `(row, col)` (an index vector is converted to the
+/// value type), or `None` where the input is missing (validation reports it).
 pub(crate) fn input_load(spec: &KernelSpec, index: usize, row: &str, col: &str) -> Option<String> {
     let input = spec.inputs.get(index)?;
     let p = format!("in{index}");
@@ -87,7 +87,7 @@ pub(crate) fn input_load(spec: &KernelSpec, index: usize, row: &str, col: &str) 
         Access::Row => format!("{p}[{col}]"),
         Access::Scalar => p,
         Access::Broadcast => format!("{p}[0]"),
-        Access::IndexCol => return None,
+        Access::IndexCol => format!("(({}){p}[{row}])", spec.dtype.c_name()),
     })
 }
 

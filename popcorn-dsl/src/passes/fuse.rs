@@ -440,6 +440,17 @@ impl SpecBuilder<'_> {
                 pass: "fuse",
                 message: "unbound operand shape".into(),
             })?;
+        // Index vectors (labels compared as values) are read one entry per row.
+        if self.g.node(node).ty.storage == Storage::Index {
+            return if r == self.rows && !transposed {
+                Ok(Access::IndexCol)
+            } else {
+                Err(PlanError::Unsupported(format!(
+                    "an index vector of length {r} compared over a {} x {} space; compare index vectors of the same length",
+                    self.rows, self.cols
+                )))
+            };
+        }
         let (vr, vc) = if transposed { (c, r) } else { (r, c) };
         let access = if (vr, vc) == (self.rows, self.cols) {
             if transposed && r != 1 && c != 1 {

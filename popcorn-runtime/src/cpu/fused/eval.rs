@@ -208,7 +208,17 @@ fn load<'a, T: Real>(src: Source<'a, T>, t: Tile, out: &mut [T]) -> Val<'a, T> {
             }
             Val::Slot
         }
-        Source::Index(_) => Val::Uniform(T::nan()),
+        // An index vector read as a value: the index, as a number, broadcast along the row.
+        Source::Index(v) => {
+            if t.nr == 1 {
+                Val::Uniform(T::from_f64(v[t.r0] as f64))
+            } else {
+                for (row, &x) in out.chunks_exact_mut(t.w).zip(&v[t.r0..t.r0 + t.nr]) {
+                    row.fill(T::from_f64(x as f64));
+                }
+                Val::Slot
+            }
+        }
     }
 }
 

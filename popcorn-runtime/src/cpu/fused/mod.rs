@@ -29,7 +29,7 @@ pub enum FusedArg<'a, T> {
     Vector(&'a [T]),
     /// For [`Access::Scalar`] (or, equivalently, [`Access::Broadcast`] with the value read out).
     Scalar(T),
-    /// For [`Access::IndexCol`]: one index per row, read only by `Pick` reductions.
+    /// For [`Access::IndexCol`]: one index per row, read by `Pick` reductions or as a value.
     Index(&'a [u32]),
 }
 
@@ -238,27 +238,19 @@ fn check_form(spec: &KernelSpec, cols: usize) -> Result<Vec<&Expr>, CpuError> {
     })
 }
 
-/// Checks that an expression reads only existing, non-index inputs.
+/// Checks that an expression reads only existing inputs (index vectors read as values are
+/// converted to the value type).
 fn check_expr(spec: &KernelSpec, e: &Expr) -> Result<(), CpuError> {
     let mut bad = None;
     e.for_each_input(&mut |k| {
-        let ok = spec
-            .inputs
-            .get(k)
-            .is_some_and(|i| i.access != Access::IndexCol);
-        if !ok && bad.is_none() {
+        if k >= spec.inputs.len() && bad.is_none() {
             bad = Some(k);
         }
     });
     match bad {
         None => Ok(()),
         Some(k) => Err(CpuError::Fused(format!(
-            "an expression reads input {k}, which {}",
-            if k < spec.inputs.len() {
-                "is an index vector (only Pick may use it)"
-            } else {
-                "does not exist"
-            }
+            "an expression reads input {k}, which does not exist"
         ))),
     }
 }
