@@ -139,21 +139,7 @@ pub fn load_points(
     limit: Option<usize>,
     expect_d: Option<usize>,
 ) -> Result<Data, CliError> {
-    let options = LoadOptions {
-        csv: CsvOptions {
-            label_column,
-            ..CsvOptions::default()
-        },
-        ..LoadOptions::default()
-    };
-    let ds = io::load(path, &options)?;
-    let mut data = Data {
-        source: Source::File(path.to_path_buf()),
-        n: ds.n,
-        d: ds.d,
-        x: ds.x,
-        labels: ds.labels,
-    };
+    let mut data = read_data(path, label_column)?;
     if let Some(d) = expect_d {
         if d != data.d {
             return Err(CliError::Usage(format!(
@@ -170,13 +156,8 @@ pub fn load_points(
     Ok(data)
 }
 
-/// Reads an `n x n` kernel matrix from `path` (any label column is kept as true labels); with
-/// `limit`, keeps the leading `limit x limit` block.
-pub fn load_kernel_matrix(
-    path: &Path,
-    label_column: LabelColumn,
-    limit: Option<usize>,
-) -> Result<Data, CliError> {
+/// Reads any supported file (CSV, libsvm, npy, IDX) into points and optional true labels.
+fn read_data(path: &Path, label_column: LabelColumn) -> Result<Data, CliError> {
     let options = LoadOptions {
         csv: CsvOptions {
             label_column,
@@ -185,13 +166,23 @@ pub fn load_kernel_matrix(
         ..LoadOptions::default()
     };
     let ds = io::load(path, &options)?;
-    let mut data = Data {
+    Ok(Data {
         source: Source::File(path.to_path_buf()),
         n: ds.n,
         d: ds.d,
         x: ds.x,
         labels: ds.labels,
-    };
+    })
+}
+
+/// Reads an `n x n` kernel matrix from `path` (any label column is kept as true labels); with
+/// `limit`, keeps the leading `limit x limit` block.
+pub fn load_kernel_matrix(
+    path: &Path,
+    label_column: LabelColumn,
+    limit: Option<usize>,
+) -> Result<Data, CliError> {
+    let mut data = read_data(path, label_column)?;
     if data.n != data.d {
         return Err(CliError::Data(format!(
             "`{}` holds a {} x {} matrix; a precomputed kernel matrix must be n x n (one row and one column per point)",

@@ -41,11 +41,10 @@ pub const FUNCTIONS: &[(&str, usize)] = &[
 /// Checks every program of a module; `source` is the text the programs are kept with (for a
 /// macro, the re-stringified tokens).
 pub fn check_module(module: &ast::Module, source: &str) -> Result<Vec<Program>, Diagnostic> {
-    let mut names = HashMap::new();
+    let mut names = std::collections::HashSet::new();
     let mut out = Vec::new();
     for p in &module.programs {
-        if let Some(prev) = names.insert(p.name.name.clone(), p.name.span) {
-            let _ = prev;
+        if !names.insert(p.name.name.clone()) {
             return Err(Diagnostic::new(
                 SpanRange::single(p.name.span),
                 format!("a program named `{}` is already defined", p.name.name),
@@ -254,6 +253,7 @@ fn check_program(p: &ast::ProgramAst, source: &str) -> Result<Program, Diagnosti
         graph: ck.graph,
         body_dims: ck.body_dims,
         source: source.to_string(),
+        fingerprint: Program::fingerprint_of(&p.name.name, source),
     })
 }
 
@@ -423,12 +423,7 @@ impl Checker {
                     &[inner.span],
                 )?))
             }
-            ExprKind::Binary {
-                op,
-                op_span,
-                lhs,
-                rhs,
-            } => {
+            ExprKind::Binary { op, lhs, rhs, .. } => {
                 let a = self.lower(lhs)?;
                 let b = self.lower(rhs)?;
                 let spans = [lhs.span, rhs.span];
@@ -444,7 +439,6 @@ impl Checker {
                     BinOp::Eq => BinaryOp::Eq,
                     BinOp::Ne => BinaryOp::Ne,
                 };
-                let _ = op_span;
                 if *op == BinOp::MatMul
                     && Self::as_scalar(&a).is_none()
                     && Self::as_scalar(&b).is_none()

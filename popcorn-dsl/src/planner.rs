@@ -43,7 +43,7 @@ pub fn plan(
     let fusion = fuse::fuse(&g, &cx)?;
     let mut lowering = Lowering::new(program, &g, &cx, nnz);
     lowering.lower(&fusion)?;
-    let mut plan = lowering.finish(&fusion);
+    let mut plan = lowering.finish();
     buffers::assign(&mut plan);
     if crate::log::enabled("plan") {
         eprintln!("[popcorn plan]\n{plan}");
@@ -519,8 +519,7 @@ impl<'a> Lowering<'a> {
         }
     }
 
-    fn finish(self, fusion: &fuse::Fusion) -> Plan {
-        let _ = fusion;
+    fn finish(self) -> Plan {
         let mut view = GraphView::default();
         let order = self.g.topo_order();
         let index: HashMap<NodeId, usize> =

@@ -32,9 +32,20 @@ pub struct Program {
     pub body_dims: BTreeSet<String>,
     /// The source text it was parsed from (the whole module).
     pub source: String,
+    /// A hash of the name and source, computed once: the program's identity in plan caches.
+    pub fingerprint: u64,
 }
 
 impl Program {
+    /// The identity of a program named `name` parsed from `source` (a stable FNV-1a hash).
+    pub fn fingerprint_of(name: &str, source: &str) -> u64 {
+        let mut bytes = Vec::with_capacity(name.len() + 1 + source.len());
+        bytes.extend_from_slice(name.as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(source.as_bytes());
+        kernels_gen::fnv1a64(&bytes)
+    }
+
     /// Parses and checks source text that holds exactly one program.
     ///
     /// ```
@@ -116,9 +127,4 @@ impl Program {
             list(&self.outputs)
         )
     }
-}
-
-/// Whether a declared type is a matrix-like tensor (not a scalar).
-pub fn is_tensor(ty: &Type) -> bool {
-    ty.storage != Storage::Scalar
 }

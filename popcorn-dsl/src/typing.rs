@@ -2,7 +2,7 @@
 //! checker (which attaches errors to source tokens) and by the inference pass (which re-checks
 //! graphs built or rewritten in code).
 
-use crate::ir::{LibOp, Op, Reduce};
+use crate::ir::{Op, Reduce};
 use crate::types::{Dim, Storage, Type};
 
 /// Why an operation does not type-check. `operand` says which operand is at fault, when one is.
@@ -205,7 +205,11 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             arity(2)?;
             product_type(operands[0], operands[1], p.trans_a, p.trans_b)
         }
-        Op::Library(lib) => library_type(lib, operands),
+        // A library node keeps the type of the product it replaced (a row-vector result
+        // computed as a column vector has the same data), so it has no rule of its own.
+        Op::Library(_) => Err(TypeError::new(
+            "library operations keep the type of the product they replaced",
+        )),
         Op::Unary(u) => {
             arity(1)?;
             elementwise_type(operands, crate::scalar::unary_name(*u))
@@ -316,35 +320,6 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             let labels = operands[0];
             require_index(labels, 0, "selection")?;
             Ok(Type::csr(k.clone(), labels.shape.rows.clone()))
-        }
-    }
-}
-
-fn library_type(lib: &LibOp, operands: &[&Type]) -> Result<Type, TypeError> {
-    match lib {
-        LibOp::Gemm(p) => product_type(operands[0], operands[1], p.trans_a, p.trans_b),
-        LibOp::Syrk { trans, .. } => {
-            let a = operands[0];
-            let n = if *trans { &a.shape.cols } else { &a.shape.rows };
-            Ok(Type::dense(n.clone(), n.clone()))
-        }
-        LibOp::Gemv { trans, .. } | LibOp::SpMV { trans, .. } => {
-            let a = operands[0];
-            let t = product_type(a, operands[1], *trans, false)?;
-            Ok(t)
-        }
-        LibOp::SpMM {
-            sparse_left,
-            trans_sparse,
-            trans_dense,
-            ..
-        } => {
-            let (ta, tb) = if *sparse_left {
-                (*trans_sparse, *trans_dense)
-            } else {
-                (*trans_dense, *trans_sparse)
-            };
-            product_type(operands[0], operands[1], ta, tb)
         }
     }
 }

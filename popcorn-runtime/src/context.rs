@@ -441,10 +441,9 @@ impl Context {
         nnz: &BTreeMap<String, usize>,
     ) -> Result<Arc<Prepared<B>>, RuntimeError> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        program.name.hash(&mut h);
-        program.source.hash(&mut h);
+        program.fingerprint.hash(&mut h);
         dims.hash(&mut h);
-        format!("{:?}", self.config).hash(&mut h);
+        self.config.hash(&mut h);
         let key = h.finish();
         let mut plans = engine
             .plans

@@ -58,6 +58,23 @@ impl Default for PlannerConfig {
     }
 }
 
+impl std::hash::Hash for PlannerConfig {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let PlannerConfig {
+            dtype,
+            syrk_gemm_ratio,
+            fusion,
+            cluster_sums_max_k,
+            tf32,
+        } = self;
+        dtype.hash(state);
+        syrk_gemm_ratio.to_bits().hash(state);
+        fusion.hash(state);
+        cluster_sums_max_k.hash(state);
+        tf32.hash(state);
+    }
+}
+
 impl PlannerConfig {
     /// The default configuration adjusted by the environment: `POPCORN_NO_FUSION=1` turns
     /// fusion off; `POPCORN_CLUSTER_SUMS_MAX_K=N` turns the cluster-sums pattern on up to N
