@@ -105,15 +105,17 @@ impl KernelSpec {
         found
     }
 
-    /// Records a problem for each input reference of `expr` that cannot be read as a value.
+    /// Records a problem for each input reference of `expr` to an input that does not exist
+    /// (every existing input can be read as a value; index vectors are converted).
     fn check_expr(&self, expr: &Expr, location: &str, found: &mut Vec<SpecError>) {
-        expr.for_each_input(&mut |index| match self.inputs.get(index) {
-            None => found.push(SpecError::InputOutOfRange {
-                location: location.to_string(),
-                index,
-                count: self.inputs.len(),
-            }),
-            Some(_) => {}
+        expr.for_each_input(&mut |index| {
+            if index >= self.inputs.len() {
+                found.push(SpecError::InputOutOfRange {
+                    location: location.to_string(),
+                    index,
+                    count: self.inputs.len(),
+                });
+            }
         });
     }
 }
