@@ -730,6 +730,7 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
                 syrk_gemm_ratio: 0.0,
                 cluster_sums_max_k: 1024,
                 tf32: false,
+                syrk_block_rows: None,
             },
             1e-9,
         ),

@@ -71,6 +71,12 @@ pub struct Cli {
     #[arg(long)]
     pub tf32: bool,
 
+    /// Also time the kernel matrix with these SYRK implementations, comma separated: `cublas`
+    /// (cuBLAS SYRK), `auto` (the planner's block rows) or a number of block rows for the
+    /// GEMMs over block rows; in strict fp32 and, with --tf32, in TF32
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub syrk_variants: Vec<String>,
+
     /// Skip measuring the copy bandwidth and SGEMM throughput (the floors then use none)
     #[arg(long)]
     pub no_ceilings: bool,
@@ -97,6 +103,13 @@ impl Cli {
         if self.ks.is_empty() || self.ks.contains(&0) {
             return Err("--k needs cluster counts of at least 1".into());
         }
+        for v in &self.syrk_variants {
+            if syrk_variant(v).is_none() {
+                return Err(format!(
+                    "--syrk-variants: `{v}` is not cublas, auto or a number of block rows"
+                ));
+            }
+        }
         if !(self.scale > 0.0 && self.scale <= 1.0) {
             return Err(format!("--scale {} must be in (0, 1]", self.scale));
         }
@@ -106,5 +119,15 @@ impl Cli {
     /// Timed repetitions of the kernel matrix.
     pub fn kernel_reps(&self) -> usize {
         self.k_reps.unwrap_or(self.reps)
+    }
+}
+
+/// A `--syrk-variants` entry as the planner's `syrk_block_rows`: `cublas` is `Some(0)`, `auto`
+/// is `None`, a number `b >= 1` is `Some(b)`.
+pub fn syrk_variant(v: &str) -> Option<Option<usize>> {
+    match v {
+        "cublas" => Some(Some(0)),
+        "auto" => Some(None),
+        _ => v.parse::<usize>().ok().filter(|b| *b >= 1).map(Some),
     }
 }

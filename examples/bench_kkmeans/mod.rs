@@ -274,6 +274,7 @@ fn shape_runs(
     if cli.tf32 {
         tf32_runs(cli, ctx, points, &x, strict_ms, sgemm, run)?;
     }
+    syrk_variant_runs(cli, ctx, &x, sgemm, run)?;
     for &k in &ks {
         let it =
             measure::popcorn_iterations(ctx, &kmat, k, cli.iters, cli.reps, floor_ms, kernel_ms)?;
@@ -316,6 +317,53 @@ fn shape_runs(
                 it.end_to_end_s
             );
             r.add_naive(it, points.truth.as_deref());
+        }
+    }
+    Ok(())
+}
+
+/// `--syrk-variants`: the kernel matrix with each SYRK implementation, strict fp32 and (with
+/// `--tf32`) TF32.
+fn syrk_variant_runs(
+    cli: &Cli,
+    ctx: &Context,
+    x: &popcorn::Tensor,
+    sgemm: Option<f64>,
+    run: &mut ShapeRun,
+) -> Result<(), BenchError> {
+    let modes: &[bool] = if cli.tf32 { &[false, true] } else { &[false] };
+    for name in &cli.syrk_variants {
+        let Some(block_rows) = cli::syrk_variant(name) else {
+            continue;
+        };
+        for &tf32 in modes {
+            let config = popcorn::PlannerConfig {
+                tf32,
+                syrk_block_rows: block_rows,
+                ..ctx.config().clone()
+            };
+            let vctx = Context::new(cli.device)?.with_config(config);
+            let (kt, kmat) = measure::kernel_matrix(
+                &vctx,
+                popcorn::kkmeans::programs::program("kernel_polynomial"),
+                x,
+                false,
+                cli.kernel_reps(),
+                sgemm,
+            )?;
+            drop(kmat);
+            say!(
+                "  K with SYRK {name}{}: {:.1} ms ({:.1} TFLOP/s on n^2 d)  [{}]",
+                if tf32 { " tf32" } else { "" },
+                kt.median_ms,
+                kt.tflop_s,
+                kt.plan
+            );
+            run.syrk_variants.push(report::SyrkVariant {
+                variant: name.clone(),
+                tf32,
+                kernel: kt,
+            });
         }
     }
     Ok(())

@@ -58,12 +58,26 @@ pub struct ShapeRun {
     /// On data with true classes (`--tf32`): a whole fit with a strict-fp32 kernel matrix
     /// against one with TF32.
     pub tf32_accuracy: Option<Tf32Accuracy>,
+    /// `--syrk-variants`: the kernel matrix per SYRK implementation (`cublas`, `auto`, block
+    /// rows), strict fp32 then TF32.
+    pub syrk_variants: Vec<SyrkVariant>,
     /// Every k.
     pub runs: Vec<KRun>,
     /// Why the shape was not (fully) measured.
     pub skipped: Option<String>,
     /// Remarks.
     pub notes: Vec<String>,
+}
+
+/// The kernel matrix timed with one SYRK implementation.
+#[derive(Debug, Serialize)]
+pub struct SyrkVariant {
+    /// `cublas`, `auto` or the block rows.
+    pub variant: String,
+    /// Whether TF32 was on.
+    pub tf32: bool,
+    /// The timing.
+    pub kernel: KernelMatrix,
 }
 
 /// The accuracy cost of TF32 for the kernel matrix: one fit each way, to convergence.
@@ -165,6 +179,7 @@ impl ShapeRun {
             naive_kernel: None,
             popcorn_kernel_tf32: None,
             tf32_accuracy: None,
+            syrk_variants: Vec::new(),
             runs: Vec::new(),
             skipped: None,
             notes: Vec::new(),

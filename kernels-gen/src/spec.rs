@@ -47,6 +47,13 @@ pub enum Access {
         /// Whether the matrix is read transposed.
         transposed: bool,
     },
+    /// A square row-major matrix of which only the lower triangle (`j <= i`) holds values,
+    /// read as the symmetric matrix it stands for: element `(i, j)` is
+    /// `ptr[max(i, j) * ld + min(i, j)]`. SYRK steps produce it when they leave the mirror
+    /// image to their consumer; a map kernel reading one runs over pairs of mirrored tiles
+    /// (see [`crate::LaunchShape::TilePairs`]) so both halves of its output are written with
+    /// coalesced stores.
+    LowerSymmetric,
     /// A vector indexed by the row: element `(i, j)` is `ptr[i]` (broadcast along columns).
     Col,
     /// A vector indexed by the column: element `(i, j)` is `ptr[j]` (broadcast along rows).
@@ -327,7 +334,7 @@ impl KernelSpec {
         let mut p = vec![Param::Rows, Param::Cols];
         for (k, input) in self.inputs.iter().enumerate() {
             match input.access {
-                Access::Matrix { .. } => {
+                Access::Matrix { .. } | Access::LowerSymmetric => {
                     p.push(Param::InputPtr(k));
                     p.push(Param::InputLd(k));
                 }

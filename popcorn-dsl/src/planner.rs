@@ -4,7 +4,7 @@
 use crate::ir::{Graph, LibOp, NodeId, Op};
 use crate::passes::{
     buffers, canonicalize::Canonicalize, cluster_sums::ClusterSumsPattern, cse::Cse, fuse,
-    infer::Infer, run_passes, select::Select, PassContext, PlanError, PlannerConfig,
+    infer::Infer, run_passes, select::Select, symmetric, PassContext, PlanError, PlannerConfig,
 };
 use crate::plan::dot::ViewNode;
 use crate::plan::{
@@ -44,11 +44,20 @@ pub fn plan(
     let mut lowering = Lowering::new(program, &g, &cx, nnz);
     lowering.lower(&fusion)?;
     let mut plan = lowering.finish();
+    if config_allows_lower_fill(config) {
+        symmetric::leave_mirror_to_maps(&mut plan);
+    }
     buffers::assign(&mut plan);
     if crate::log::enabled("plan") {
         eprintln!("[popcorn plan]\n{plan}");
     }
     Ok(plan)
+}
+
+/// Whether SYRK steps may leave their mirror image to a fused map: with fusion on (a map
+/// kernel then exists to do it).
+fn config_allows_lower_fill(config: &PlannerConfig) -> bool {
+    config.fusion
 }
 
 /// A unit of scheduling: a fused group or a single opaque node.
@@ -341,6 +350,12 @@ impl<'a> Lowering<'a> {
                     k,
                     alpha: alpha.clone(),
                     tf32: self.cx.config.tf32,
+                    lower_only: false,
+                    block_rows: self
+                        .cx
+                        .config
+                        .syrk_block_rows
+                        .unwrap_or_else(|| crate::passes::syrk_block_rows(order)),
                 }
             }
             LibOp::Gemv { trans, alpha } => {
@@ -439,9 +454,16 @@ impl<'a> Lowering<'a> {
                 let (m, n, k) = (g.m as f64, g.n as f64, g.k as f64);
                 (2.0 * m * n * k, s * (m * k + k * n + m * n))
             }
-            StepOp::Syrk { n, k, .. } => {
+            StepOp::Syrk {
+                n, k, lower_only, ..
+            } => {
                 let (n, k) = (*n as f64, *k as f64);
-                (n * (n + 1.0) * k, s * (n * k + n * n))
+                let written = if *lower_only {
+                    n * (n + 1.0) / 2.0
+                } else {
+                    n * n
+                };
+                (n * (n + 1.0) * k, s * (n * k + written))
             }
             StepOp::Gemv { m, n, .. } => {
                 let (m, n) = (*m as f64, *n as f64);
@@ -486,6 +508,7 @@ impl<'a> Lowering<'a> {
                     .iter()
                     .map(|i| match i.access {
                         Access::Matrix { .. } => r * c * s,
+                        Access::LowerSymmetric => r * (r + 1.0) / 2.0 * s,
                         Access::Col => r * s,
                         Access::Row => c * s,
                         Access::IndexCol => r * 4.0,

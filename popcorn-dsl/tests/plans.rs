@@ -137,6 +137,89 @@ fn kernel_matrix_epilogue_runs_in_place_in_the_output() {
     }
 }
 
+/// The SYRK step of a plan: (lower_only, block_rows).
+fn syrk_of(p: &Plan) -> (bool, usize) {
+    p.steps
+        .iter()
+        .find_map(|s| match s.op {
+            StepOp::Syrk {
+                lower_only,
+                block_rows,
+                ..
+            } => Some((lower_only, block_rows)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no syrk in {p}"))
+}
+
+#[test]
+fn kernel_matrix_syrk_leaves_the_mirror_to_its_epilogue() {
+    // Any n/d: with the mirror in the map, SYRK does half the flops and writes half of K.
+    for dims in [[("n", 1000), ("d", 50)], [("n", 60000), ("d", 50)]] {
+        for name in ["kernel_polynomial", "kernel_sigmoid", "kernel_gaussian"] {
+            let p = plan_of(name, &dims, &PlannerConfig::default());
+            assert_eq!(syrk_of(&p).0, true, "{p}");
+            let StepOp::Fused(f) = &p.steps.last().unwrap().op else {
+                panic!("{p}")
+            };
+            let symmetric: Vec<_> = f
+                .spec
+                .inputs
+                .iter()
+                .filter(|i| i.access == kernels_gen::Access::LowerSymmetric)
+                .collect();
+            assert_eq!(symmetric.len(), 1, "{p}");
+            assert!(f.source.contains("pk_tile"), "{}", f.source);
+            // Still in place in K's storage.
+            let b = p.steps[0].outputs[0];
+            assert_eq!(p.value(b).home, Home::InOutput("K".into()), "{p}");
+            assert!(p.to_string().contains("lower"), "{p}");
+        }
+    }
+    // A Gram matrix that is itself the output is written whole.
+    let p = plan_of(
+        "kernel_linear",
+        &[("n", 1000), ("d", 50)],
+        &PlannerConfig::default(),
+    );
+    assert_eq!(syrk_of(&p).0, false, "{p}");
+    // Without fusion there is no map to mirror into.
+    let p = plan_of(
+        "kernel_polynomial",
+        &[("n", 1000), ("d", 50)],
+        &PlannerConfig {
+            fusion: false,
+            ..PlannerConfig::default()
+        },
+    );
+    assert_eq!(syrk_of(&p).0, false, "{p}");
+}
+
+#[test]
+fn syrk_block_rows_follow_the_rule_or_the_config() {
+    let p = plan_of(
+        "kernel_polynomial",
+        &[("n", 60000), ("d", 784)],
+        &PlannerConfig::default(),
+    );
+    // 60000 / 16 = 3750, rounded up to 3840: 16 GEMMs.
+    assert_eq!(syrk_of(&p).1, 3840);
+    assert!(p.to_string().contains("16 gemm blocks"), "{p}");
+    let p = plan_of(
+        "kernel_polynomial",
+        &[("n", 100), ("d", 784)],
+        &PlannerConfig::default(),
+    );
+    assert_eq!(syrk_of(&p).1, 512);
+    let cublas = PlannerConfig {
+        syrk_block_rows: Some(0),
+        ..PlannerConfig::default()
+    };
+    let p = plan_of("kernel_polynomial", &[("n", 60000), ("d", 784)], &cublas);
+    assert_eq!(syrk_of(&p).1, 0);
+    assert!(p.to_string().contains("cublas syrk"), "{p}");
+}
+
 #[test]
 fn gram_matrix_uses_gemm_above_the_ratio_and_syrk_below() {
     let cfg = PlannerConfig::default();

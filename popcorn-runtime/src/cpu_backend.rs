@@ -441,7 +441,8 @@ fn run_typed<T: Real + HostElem>(
                         FusedArg::Index(&get::<u32>(&held[i][0], "an index input")?[..*len])
                     }
                     Arg::Dense { cols, .. } => match f.spec.inputs[i].access {
-                        kernels_gen::Access::Matrix { .. } => FusedArg::Matrix {
+                        kernels_gen::Access::Matrix { .. }
+                        | kernels_gen::Access::LowerSymmetric => FusedArg::Matrix {
                             data: dense(i)?,
                             ld: *cols,
                         },

@@ -76,13 +76,25 @@ pub(crate) fn math_fn(name: &str, dtype: ScalarType) -> String {
 }
 
 /// The C expression reading input `index` at `(row, col)` (an index vector is converted to the
-/// value type), or `None` where the input is missing (validation reports it).
-pub(crate) fn input_load(spec: &KernelSpec, index: usize, row: &str, col: &str) -> Option<String> {
+/// value type), or `None` where the input is missing (validation reports it). With
+/// `staged_symmetric`, a [`Access::LowerSymmetric`] input is read from the local
+/// `pk_sym{index}` that a tiled template defines for the element.
+pub(crate) fn input_load(
+    spec: &KernelSpec,
+    index: usize,
+    row: &str,
+    col: &str,
+    staged_symmetric: bool,
+) -> Option<String> {
     let input = spec.inputs.get(index)?;
     let p = format!("in{index}");
     Some(match input.access {
         Access::Matrix { transposed: false } => format!("{p}[{row} * {p}_ld + {col}]"),
         Access::Matrix { transposed: true } => format!("{p}[{col} * {p}_ld + {row}]"),
+        Access::LowerSymmetric if staged_symmetric => format!("pk_sym{index}"),
+        Access::LowerSymmetric => format!(
+            "{p}[({row} >= {col} ? {row} : {col}) * {p}_ld + ({row} >= {col} ? {col} : {row})]"
+        ),
         Access::Col => format!("{p}[{row}]"),
         Access::Row => format!("{p}[{col}]"),
         Access::Scalar => p,
@@ -97,6 +109,7 @@ pub(crate) struct ElementScope<'a> {
     row: String,
     col: String,
     prefix: &'static str,
+    staged_symmetric: bool,
     lines: Vec<String>,
     temps: HashMap<String, String>,
 }
@@ -110,9 +123,17 @@ impl<'a> ElementScope<'a> {
             row: row.to_string(),
             col: col.to_string(),
             prefix,
+            staged_symmetric: false,
             lines: Vec::new(),
             temps: HashMap::new(),
         }
+    }
+
+    /// Reads [`Access::LowerSymmetric`] inputs from the locals `pk_sym{k}` (staged in shared
+    /// memory by the tile-pair template) instead of from device memory.
+    pub(crate) fn with_staged_symmetric(mut self) -> Self {
+        self.staged_symmetric = true;
+        self
     }
 
     /// Emits the code computing `expr` and returns the name of the temporary holding it.
@@ -120,9 +141,15 @@ impl<'a> ElementScope<'a> {
         let dtype = self.spec.dtype;
         let t = dtype.c_name();
         let rhs = match expr {
-            Expr::Input(index) => input_load(self.spec, *index, &self.row, &self.col)
-                // Invalid reference: validation reports it as an `#error`; keep the C valid.
-                .unwrap_or_else(|| format!("(({t})0)")),
+            Expr::Input(index) => input_load(
+                self.spec,
+                *index,
+                &self.row,
+                &self.col,
+                self.staged_symmetric,
+            )
+            // Invalid reference: validation reports it as an `#error`; keep the C valid.
+            .unwrap_or_else(|| format!("(({t})0)")),
             Expr::Const(value) => const_literal(*value, dtype),
             Expr::Unary(op, a) => {
                 let a = self.value(a);

@@ -9,6 +9,12 @@ pub type LaunchDims = ((u32, u32, u32), (u32, u32, u32), u32);
 /// of the problem.
 pub const MAX_GRID_BLOCKS: u64 = 65_535;
 
+/// Side of the square tiles of [`LaunchShape::TilePairs`] kernels.
+pub const PAIR_TILE: u32 = 32;
+/// Rows of threads per block of [`LaunchShape::TilePairs`] kernels (each thread handles
+/// `PAIR_TILE / PAIR_BLOCK_ROWS` rows of a tile).
+pub const PAIR_BLOCK_ROWS: u32 = 8;
+
 /// Threads per block of [`LaunchShape::Linear`] kernels.
 pub const LINEAR_BLOCK_THREADS: u32 = 256;
 /// Warps per block of [`LaunchShape::WarpPerRow`] kernels.
@@ -54,6 +60,17 @@ pub enum LaunchShape {
         /// Warps (rows in flight) per block.
         warps_per_block: u32,
     },
+    /// Blocks of `(tile, block_rows)` threads, grid-stride over the pairs of mirrored
+    /// `tile x tile` tiles `(I, J), J <= I` of a square `rows x rows` space (`T (T + 1) / 2`
+    /// pairs for `T` tiles per side): a map reading a [`crate::Access::LowerSymmetric`] input
+    /// stages tile `(I, J)` of it in shared memory and writes output tiles `(I, J)` and
+    /// `(J, I)` ([`crate::Form::Map`]).
+    TilePairs {
+        /// Side of a tile.
+        tile: u32,
+        /// Rows of threads per block.
+        block_rows: u32,
+    },
     /// Blocks of `block_threads` threads shaped `(W, block_threads / W)` by
     /// [`column_group_width`]: each block handles `W` consecutive columns, its rows of threads
     /// walking the rows `ty, ty + R, ...`; grid-stride over column groups; dynamic shared
@@ -90,6 +107,11 @@ impl LaunchShape {
                 let grid = blocks_for(rows, u64::from(warps_per_block));
                 ((grid, 1, 1), (warps_per_block * 32, 1, 1), 0)
             }
+            LaunchShape::TilePairs { tile, block_rows } => {
+                let side = rows.max(cols).div_ceil(u64::from(tile.max(1)));
+                let pairs = side.saturating_mul(side.saturating_add(1)) / 2;
+                ((blocks_for(pairs, 1), 1, 1), (tile, block_rows, 1), 0)
+            }
             LaunchShape::ColumnGroups {
                 block_threads,
                 elem_bytes,
@@ -107,6 +129,7 @@ impl LaunchShape {
         match *self {
             LaunchShape::Linear { block_threads } => block_threads,
             LaunchShape::WarpPerRow { warps_per_block } => warps_per_block * 32,
+            LaunchShape::TilePairs { tile, block_rows } => tile * block_rows,
             LaunchShape::ColumnGroups { block_threads, .. } => block_threads,
         }
     }
@@ -120,6 +143,10 @@ impl LaunchShape {
             LaunchShape::WarpPerRow { warps_per_block } => format!(
                 "1-D blocks of {} threads (one warp per row), grid-stride over rows",
                 warps_per_block * 32
+            ),
+            LaunchShape::TilePairs { tile, block_rows } => format!(
+                "blocks of ({tile}, {block_rows}) threads, grid-stride over the pairs of \
+                 mirrored {tile} x {tile} tiles (I, J), J <= I"
             ),
             LaunchShape::ColumnGroups {
                 block_threads,
@@ -162,6 +189,23 @@ mod tests {
         assert_eq!(shape.grid_block(1, 5), ((1, 1, 1), (256, 1, 1), 0));
         assert_eq!(shape.grid_block(17, 5), ((3, 1, 1), (256, 1, 1), 0));
         assert_eq!(shape.grid_block(1_000_000, 5).0, (65_535, 1, 1));
+        assert_eq!(shape.threads_per_block(), 256);
+    }
+
+    #[test]
+    fn tile_pairs_cover_the_lower_triangle_of_tiles() {
+        let shape = LaunchShape::TilePairs {
+            tile: 32,
+            block_rows: 8,
+        };
+        assert_eq!(shape.grid_block(1, 1), ((1, 1, 1), (32, 8, 1), 0));
+        assert_eq!(shape.grid_block(32, 32), ((1, 1, 1), (32, 8, 1), 0));
+        // 33 rows: 2 tiles per side, pairs (0,0), (1,0), (1,1).
+        assert_eq!(shape.grid_block(33, 33).0, (3, 1, 1));
+        // 100 tiles per side: 5050 pairs.
+        assert_eq!(shape.grid_block(3200, 3200).0, (5050, 1, 1));
+        assert_eq!(shape.grid_block(60_000, 60_000).0, (65_535, 1, 1));
+        assert_eq!(shape.grid_block(0, 0).0, (1, 1, 1));
         assert_eq!(shape.threads_per_block(), 256);
     }
 

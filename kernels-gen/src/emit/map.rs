@@ -1,21 +1,53 @@
-//! The element-wise template ([`Form::Map`](crate::Form::Map)).
+//! The element-wise template ([`Form::Map`](crate::Form::Map)), in two layouts.
 //!
-//! Threads grid-stride over the linear index `e = i * cols + j` of the `rows x cols` space, so
-//! consecutive threads touch consecutive columns (coalesced for row-major data), and each
-//! output is written at `out_k[e]`.
+//! - **Linear** (the usual one): threads grid-stride over the linear index `e = i * cols + j`
+//!   of the `rows x cols` space, so consecutive threads touch consecutive columns (coalesced
+//!   for row-major data), and each output is written at `out_k[e]`.
+//! - **Tile pairs**, when an input is stored as the lower triangle of a symmetric matrix
+//!   ([`Access::LowerSymmetric`], what a SYRK step leaves when the mirror image is left to its
+//!   consumer): blocks grid-stride over the pairs of mirrored `32 x 32` tiles `(I, J)`,
+//!   `J <= I`. A block stages tile `(I, J)` of each symmetric input in shared memory, then
+//!   writes output tile `(I, J)` reading the staged values as they are and output tile
+//!   `(J, I)` reading them transposed, both with row-major coalesced stores. The matrix is read
+//!   once (its lower half) and the output written once, where a separate mirror pass would
+//!   read and write the upper half again. The upper half of the input is never read, so the
+//!   output may be the input's own buffer: each block reads only its own lower tile, into
+//!   shared memory, before it writes anything.
 
 use super::expr::ElementScope;
-use super::launch::{LaunchShape, LINEAR_BLOCK_THREADS};
+use super::launch::{LaunchShape, LINEAR_BLOCK_THREADS, PAIR_BLOCK_ROWS, PAIR_TILE};
 use super::reads_position;
-use crate::spec::{Expr, KernelSpec};
+use crate::spec::{Access, Expr, KernelSpec};
 
-/// The launch shape of map kernels.
-pub(crate) const LAUNCH: LaunchShape = LaunchShape::Linear {
-    block_threads: LINEAR_BLOCK_THREADS,
-};
+/// The statements of a map kernel's body and its launch shape.
+pub(crate) fn body(spec: &KernelSpec, outputs: &[Expr]) -> (String, LaunchShape) {
+    let symmetric: Vec<usize> = spec
+        .inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, input)| input.access == Access::LowerSymmetric)
+        .map(|(k, _)| k)
+        .collect();
+    if symmetric.is_empty() {
+        (
+            linear(spec, outputs),
+            LaunchShape::Linear {
+                block_threads: LINEAR_BLOCK_THREADS,
+            },
+        )
+    } else {
+        (
+            tile_pairs(spec, outputs, &symmetric),
+            LaunchShape::TilePairs {
+                tile: PAIR_TILE,
+                block_rows: PAIR_BLOCK_ROWS,
+            },
+        )
+    }
+}
 
-/// The statements of a map kernel's body.
-pub(crate) fn body(spec: &KernelSpec, outputs: &[Expr]) -> String {
+/// The linear layout: one thread per element, grid-stride.
+fn linear(spec: &KernelSpec, outputs: &[Expr]) -> String {
     let mut scope = ElementScope::new(spec, "i", "j", "t");
     let results: Vec<String> = outputs.iter().map(|e| scope.value(e)).collect();
 
@@ -36,4 +68,163 @@ pub(crate) fn body(spec: &KernelSpec, outputs: &[Expr]) -> String {
     }
     s.push_str("    }\n");
     s
+}
+
+/// The tile-pair layout for maps over a square space that read `symmetric` inputs.
+fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> String {
+    let t = spec.dtype.c_name();
+    let tile = PAIR_TILE;
+    let per_thread = PAIR_TILE / PAIR_BLOCK_ROWS;
+    let mut scope = ElementScope::new(spec, "i", "j", "t").with_staged_symmetric();
+    let results: Vec<String> = outputs.iter().map(|e| scope.value(e)).collect();
+    let mut element = String::new();
+    scope.write_to(&mut element, "            ");
+    for (k, value) in results.iter().enumerate() {
+        element.push_str(&format!("            out{k}[i * cols + j] = {value};\n"));
+    }
+
+    let mut s = String::new();
+    for k in symmetric {
+        s.push_str(&format!(
+            "    __shared__ {t} pk_tile{k}[{tile}][{}];\n",
+            tile + 1
+        ));
+    }
+    s.push_str(&format!(
+        "    // Tiles per side and pairs (I, J), J <= I, numbered p = I (I + 1) / 2 + J.\n\
+         \x20   const long long pk_nt = (rows + {last}) / {tile};\n\
+         \x20   const long long pk_pairs = pk_nt * (pk_nt + 1) / 2;\n\
+         \x20   const int tx = (int)threadIdx.x;\n\
+         \x20   const int ty = (int)threadIdx.y;\n\
+         \x20   for (long long pk_p = (long long)blockIdx.x; pk_p < pk_pairs; pk_p += (long long)gridDim.x) {{\n\
+         \x20       long long pk_ti = (long long)((sqrt(8.0 * (double)pk_p + 1.0) - 1.0) * 0.5);\n\
+         \x20       while (pk_ti * (pk_ti + 1) / 2 > pk_p) {{\n\
+         \x20           --pk_ti;\n\
+         \x20       }}\n\
+         \x20       while ((pk_ti + 1) * (pk_ti + 2) / 2 <= pk_p) {{\n\
+         \x20           ++pk_ti;\n\
+         \x20       }}\n\
+         \x20       const long long pk_tj = pk_p - pk_ti * (pk_ti + 1) / 2;\n\
+         \x20       const long long pk_r0 = pk_ti * {tile};\n\
+         \x20       const long long pk_c0 = pk_tj * {tile};\n\
+         \x20       // The previous pair's staged tiles are no longer read.\n\
+         \x20       __syncthreads();\n\
+         \x20       for (int q = 0; q < {per_thread}; ++q) {{\n\
+         \x20           const int a = ty + q * {rows_step};\n\
+         \x20           const long long r = pk_r0 + a;\n\
+         \x20           const long long c = pk_c0 + tx;\n\
+         \x20           if (r < rows && c < rows) {{\n",
+        last = tile - 1,
+        rows_step = PAIR_BLOCK_ROWS,
+    ));
+    for k in symmetric {
+        s.push_str(&format!(
+            "                pk_tile{k}[a][tx] = in{k}[r * in{k}_ld + c];\n"
+        ));
+    }
+    s.push_str(
+        "            }\n\
+         \x20       }\n\
+         \x20       __syncthreads();\n",
+    );
+    // Output tile (I, J): element (r0 + a, c0 + tx); on a diagonal tile its upper part reads
+    // the staged lower part transposed.
+    s.push_str(&format!(
+        "        for (int q = 0; q < {per_thread}; ++q) {{\n\
+         \x20           const int a = ty + q * {rows_step};\n\
+         \x20           const long long i = pk_r0 + a;\n\
+         \x20           const long long j = pk_c0 + tx;\n\
+         \x20           if (i >= rows || j >= rows) {{\n\
+         \x20               continue;\n\
+         \x20           }}\n",
+        rows_step = PAIR_BLOCK_ROWS,
+    ));
+    for k in symmetric {
+        s.push_str(&format!(
+            "            const {t} pk_sym{k} = j <= i ? pk_tile{k}[a][tx] : pk_tile{k}[tx][a];\n"
+        ));
+    }
+    s.push_str(&element);
+    s.push_str("        }\n");
+    // Output tile (J, I) of an off-diagonal pair: element (c0 + a, r0 + tx) is the staged
+    // element (r0 + tx, c0 + a).
+    s.push_str(&format!(
+        "        if (pk_ti == pk_tj) {{\n\
+         \x20           continue;\n\
+         \x20       }}\n\
+         \x20       for (int q = 0; q < {per_thread}; ++q) {{\n\
+         \x20           const int a = ty + q * {rows_step};\n\
+         \x20           const long long i = pk_c0 + a;\n\
+         \x20           const long long j = pk_r0 + tx;\n\
+         \x20           if (i >= rows || j >= rows) {{\n\
+         \x20               continue;\n\
+         \x20           }}\n",
+        rows_step = PAIR_BLOCK_ROWS,
+    ));
+    for k in symmetric {
+        s.push_str(&format!(
+            "            const {t} pk_sym{k} = pk_tile{k}[tx][a];\n"
+        ));
+    }
+    s.push_str(&element);
+    s.push_str("        }\n    }\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::{Access, BinaryOp, Expr, Form, Input, KernelSpec, ScalarType};
+    use crate::{emit, LaunchShape};
+
+    fn spec(form: Form) -> KernelSpec {
+        KernelSpec {
+            dtype: ScalarType::F32,
+            inputs: vec![
+                Input {
+                    name: "K".into(),
+                    access: Access::LowerSymmetric,
+                },
+                Input {
+                    name: "c".into(),
+                    access: Access::Scalar,
+                },
+            ],
+            form,
+            provenance: vec![],
+        }
+    }
+
+    #[test]
+    fn symmetric_inputs_select_the_tile_pair_layout() {
+        let add = Expr::binary(BinaryOp::Add, Expr::Input(0), Expr::Input(1));
+        let k = emit(&spec(Form::Map {
+            outputs: vec![add.clone()],
+        }));
+        assert_eq!(
+            k.launch,
+            LaunchShape::TilePairs {
+                tile: 32,
+                block_rows: 8
+            }
+        );
+        assert!(k.source.contains("__launch_bounds__(256)"));
+        assert!(k.source.contains("__shared__ float pk_tile0[32][33];"));
+        assert!(k.source.contains("pk_tile0[a][tx] = in0[r * in0_ld + c];"));
+        // Tile (I, J) reads the staged tile as is (transposed above a diagonal), tile (J, I)
+        // transposed; both store row-major.
+        assert!(k
+            .source
+            .contains("const float pk_sym0 = j <= i ? pk_tile0[a][tx] : pk_tile0[tx][a];"));
+        assert!(k.source.contains("const float pk_sym0 = pk_tile0[tx][a];"));
+        assert_eq!(k.source.matches("out0[i * cols + j] = ").count(), 2);
+        assert!(!k.source.contains("pk_e"));
+        // A row kernel reads the lower triangle directly.
+        let r = emit(&spec(Form::Rows {
+            stores: vec![add],
+            reductions: vec![],
+        }));
+        assert!(r
+            .source
+            .contains("in0[(i >= j ? i : j) * in0_ld + (i >= j ? j : i)]"));
+    }
 }

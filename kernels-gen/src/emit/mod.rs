@@ -46,7 +46,7 @@ mod rows;
 pub use launch::{
     blocks_for, column_group_width, LaunchDims, LaunchShape, COLUMN_BLOCK_THREADS,
     COLUMN_TARGET_BLOCKS, LINEAR_BLOCK_THREADS, MAX_COLUMN_GROUP_WIDTH, MAX_GRID_BLOCKS,
-    ROW_WARPS_PER_BLOCK,
+    PAIR_BLOCK_ROWS, PAIR_TILE, ROW_WARPS_PER_BLOCK,
 };
 
 pub(crate) use expr::prelude;
@@ -77,7 +77,7 @@ const NAME_MARKER: &str = "@@PK_KERNEL_NAME@@";
 /// [`try_emit`] to get the problem as an error instead.
 pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
     let (statements, launch) = match &spec.form {
-        Form::Map { outputs } => (map::body(spec, outputs), map::LAUNCH),
+        Form::Map { outputs } => map::body(spec, outputs),
         Form::Rows { stores, reductions } => (rows::body(spec, stores, reductions), rows::LAUNCH),
         Form::Cols { reductions } => (cols::body(spec, reductions), cols::launch(spec)),
     };
@@ -233,6 +233,10 @@ fn describe_access(k: usize, access: Access) -> String {
         Access::Matrix { transposed: true } => {
             format!("matrix read transposed, element (i, j) at in{k}[j * in{k}_ld + i]")
         }
+        Access::LowerSymmetric => format!(
+            "symmetric matrix stored as its lower triangle, element (i, j) at \
+             in{k}[max(i, j) * in{k}_ld + min(i, j)]"
+        ),
         Access::Col => format!("column vector, element (i, j) at in{k}[i]"),
         Access::Row => format!("row vector, element (i, j) at in{k}[j]"),
         Access::Scalar => "scalar, by value".to_string(),

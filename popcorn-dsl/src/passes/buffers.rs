@@ -80,7 +80,14 @@ fn in_place_ok(plan: &Plan, s: usize, u: ValueId, o: ValueId) -> bool {
     let mut read = false;
     for (k, inp) in step.inputs.iter().enumerate() {
         if *inp == u {
-            if f.spec.inputs[k].access != (Access::Matrix { transposed: false }) {
+            // A lower-symmetric input is read by the tile-pair template, which stages each
+            // lower tile in shared memory before writing the two output tiles it stands for,
+            // and never reads the upper half.
+            let same_place = matches!(
+                f.spec.inputs[k].access,
+                Access::Matrix { transposed: false } | Access::LowerSymmetric
+            );
+            if !same_place {
                 return false;
             }
             read = true;

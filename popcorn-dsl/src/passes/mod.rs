@@ -7,7 +7,9 @@
 //! 3. [`select`]: each product becomes a library operation (GEMM, SYRK, GEMV, SpMM, SpMV);
 //!    [`cluster_sums`] then turns products with a selection matrix into streaming cluster sums;
 //! 4. [`fuse`]: element-wise maps, broadcasts and reductions are grouped into kernels;
-//! 5. [`buffers`] (on the lowered plan): liveness and buffer reuse.
+//! 5. [`symmetric`] (on the lowered plan): a SYRK read only by one map writes its lower
+//!    triangle and the map mirrors it;
+//! 6. [`buffers`] (on the lowered plan): liveness and buffer reuse.
 //!
 //! Passes that recognise bigger patterns slot in between as further [`Pass`] values.
 
@@ -18,6 +20,7 @@ pub mod cse;
 pub mod fuse;
 pub mod infer;
 pub mod select;
+pub mod symmetric;
 
 use crate::ir::Graph;
 use crate::types::{DType, DimBindings};
@@ -44,6 +47,20 @@ pub struct PlannerConfig {
     /// Let f32 dense products (GEMM, SYRK) use TF32 tensor cores: several times faster, with
     /// about 10 bits of mantissa per operand (`POPCORN_TF32=1`). Off: strict fp32.
     pub tf32: bool,
+    /// How the GPU computes a SYRK step: `None` (the default) picks block rows by
+    /// [`syrk_block_rows`]; `Some(0)` calls cuBLAS SYRK; `Some(b)` computes the lower triangle
+    /// as GEMMs of `b`-row blocks (`POPCORN_SYRK_BLOCK_ROWS`).
+    #[serde(default)]
+    pub syrk_block_rows: Option<usize>,
+}
+
+/// Rows per block of a SYRK step of order `n` computed as GEMMs over block rows (block row `i`
+/// times the blocks `0..=i`): about 16 blocks, so the work beyond the lower triangle (the upper
+/// halves of the diagonal blocks) stays near 1/16 of a full product, but at least 512 rows so
+/// every GEMM still fills the GPU, rounded to a multiple of 128. Unlike cuBLAS SYRK, the GEMMs
+/// run at the full GEMM rate and use tensor cores under TF32.
+pub fn syrk_block_rows(n: usize) -> usize {
+    n.div_ceil(16).div_ceil(128).saturating_mul(128).max(512)
 }
 
 impl Default for PlannerConfig {
@@ -54,6 +71,7 @@ impl Default for PlannerConfig {
             fusion: true,
             cluster_sums_max_k: 1024,
             tf32: false,
+            syrk_block_rows: None,
         }
     }
 }
@@ -66,12 +84,14 @@ impl std::hash::Hash for PlannerConfig {
             fusion,
             cluster_sums_max_k,
             tf32,
+            syrk_block_rows,
         } = self;
         dtype.hash(state);
         syrk_gemm_ratio.to_bits().hash(state);
         fusion.hash(state);
         cluster_sums_max_k.hash(state);
         tf32.hash(state);
+        syrk_block_rows.hash(state);
     }
 }
 
@@ -79,7 +99,8 @@ impl PlannerConfig {
     /// The default configuration adjusted by the environment: `POPCORN_NO_FUSION=1` turns
     /// fusion off; `POPCORN_CLUSTER_SUMS_MAX_K=N` turns the cluster-sums pattern on up to N
     /// clusters and `POPCORN_NO_CLUSTER_SUMS=1` off (products with a selection matrix then go to
-    /// the general sparse product); `POPCORN_TF32=1` lets dense products use TF32.
+    /// the general sparse product); `POPCORN_TF32=1` lets dense products use TF32;
+    /// `POPCORN_SYRK_BLOCK_ROWS=B` sets [`PlannerConfig::syrk_block_rows`] (0: cuBLAS SYRK).
     pub fn from_env() -> PlannerConfig {
         let set = |name: &str| std::env::var(name).is_ok_and(|v| v != "0" && !v.is_empty());
         let mut c = PlannerConfig::default();
@@ -97,6 +118,12 @@ impl PlannerConfig {
         }
         if set("POPCORN_TF32") {
             c.tf32 = true;
+        }
+        if let Some(b) = std::env::var("POPCORN_SYRK_BLOCK_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            c.syrk_block_rows = Some(b);
         }
         c
     }

@@ -17,13 +17,17 @@ fn is_vector(t: &Type, cx: &PassContext<'_>) -> bool {
 }
 
 /// Chooses the library operation for a product `op(a) * op(b)` with result type `out`;
-/// returns it with its operands in library order.
+/// returns it with its operands in library order. `feeds_map`: the product's only use is an
+/// element-wise map that can take over the mirror image of a SYRK (see
+/// [`super::symmetric`]); SYRK then does half the flops and writes half the bytes of GEMM,
+/// whatever the `n/d` ratio.
 pub fn choose(
     g: &Graph,
     a: NodeId,
     b: NodeId,
     p: &ProductAttrs,
     out: &Type,
+    feeds_map: bool,
     cx: &PassContext<'_>,
 ) -> (LibOp, [NodeId; 2]) {
     let ta = &g.node(a).ty;
@@ -80,7 +84,7 @@ pub fn choose(
                 let n = out_rows as f64;
                 let (r, c) = ta.shape.resolve(cx.dims).unwrap_or((1, 1));
                 let d = if p.trans_a { r } else { c } as f64;
-                if n / d <= cx.config.syrk_gemm_ratio {
+                if feeds_map || n / d <= cx.config.syrk_gemm_ratio {
                     return (
                         LibOp::Syrk {
                             trans: p.trans_a,
@@ -117,6 +121,25 @@ pub fn choose(
     }
 }
 
+/// Whether node `n`'s only use, besides `diag` (which reads the diagonal alone), is one
+/// element-wise operation over the same shape, which the fuse pass will put in a map kernel
+/// (fusion on, `n` not an output).
+fn feeds_map(g: &Graph, n: NodeId, cx: &PassContext<'_>) -> bool {
+    if !cx.config.fusion || g.is_output(n) {
+        return false;
+    }
+    let users: Vec<NodeId> = g
+        .users(n)
+        .into_iter()
+        .filter(|u| !matches!(g.node(*u).op, Op::Diag))
+        .collect();
+    let [user] = users[..] else {
+        return false;
+    };
+    let node = g.node(user);
+    node.op.is_elementwise() && node.ty.shape == g.node(n).ty.shape
+}
+
 impl Pass for Select {
     fn name(&self) -> &'static str {
         "select"
@@ -143,7 +166,7 @@ impl Pass for Select {
                 }
             }
             let ty = g.node(n).ty.clone();
-            let (lib, operands) = choose(g, ops[0], ops[1], &p, &ty, cx);
+            let (lib, operands) = choose(g, ops[0], ops[1], &p, &ty, feeds_map(g, n, cx), cx);
             let is_syrk = matches!(lib, LibOp::Syrk { .. });
             g.node_mut(n).op = Op::Library(lib);
             if is_syrk {

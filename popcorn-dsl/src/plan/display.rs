@@ -38,9 +38,17 @@ fn detail(step: &Step) -> String {
             k,
             alpha,
             tf32,
+            lower_only,
+            block_rows,
         } => format!(
-            "n={n} k={k} {} alpha={alpha} full{}",
+            "n={n} k={k} {} alpha={alpha} {}{}{}",
             if *trans { "A^T*A" } else { "A*A^T" },
+            if *lower_only { "lower" } else { "full" },
+            if *block_rows == 0 {
+                " (cublas syrk)".to_string()
+            } else {
+                format!(" ({} gemm blocks)", n.div_ceil(*block_rows))
+            },
             if *tf32 { " tf32" } else { "" }
         ),
         StepOp::Gemv { trans, m, n, alpha } => {

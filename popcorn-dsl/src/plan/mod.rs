@@ -143,8 +143,10 @@ pub struct GemmStep {
 pub enum StepOp {
     /// cuBLAS GEMM (CPU: `gemm` crate). Inputs (A, B), output C.
     Gemm(GemmStep),
-    /// Symmetric rank-k update, full output: `C (n x n) = alpha * A * A^T` (A stored `n x k`)
-    /// or, with `trans`, `alpha * A^T * A` (A stored `k x n`). Input A, output C.
+    /// Symmetric rank-k update: `C (n x n) = alpha * A * A^T` (A stored `n x k`) or, with
+    /// `trans`, `alpha * A^T * A` (A stored `k x n`). Input A, output C: the full matrix, or
+    /// with `lower_only` its lower triangle (`j <= i`), the one consumer reading it as
+    /// [`kernels_gen::Access::LowerSymmetric`].
     Syrk {
         /// Whether A is read transposed.
         trans: bool,
@@ -157,6 +159,13 @@ pub enum StepOp {
         /// Let f32 products use TF32 tensor cores.
         #[serde(default)]
         tf32: bool,
+        /// Only the lower triangle is written (the upper one is left unspecified).
+        #[serde(default)]
+        lower_only: bool,
+        /// On the GPU: 0 for cuBLAS SYRK, else the rows per block of the GEMMs that compute the
+        /// lower triangle block row by block row.
+        #[serde(default)]
+        block_rows: usize,
     },
     /// `y = alpha * op(A) * x` with A stored `m x n`. Inputs (A, x), output y.
     Gemv {

@@ -254,7 +254,13 @@ impl CudaBackend {
                 )
             }
             StepOp::Syrk {
-                trans, n, k, tf32, ..
+                trans,
+                n,
+                k,
+                tf32,
+                lower_only,
+                block_rows,
+                ..
             } => {
                 count("syrk", inputs, outputs, 1, 1)?;
                 let a = dense(&inputs[0], elem, "syrk input A")?;
@@ -274,7 +280,23 @@ impl CudaBackend {
                 {
                     let mut blas = self.blas.lock().map_err(|_| poisoned())?;
                     blas.set_tf32(*tf32 || self.config.allow_tf32)?;
-                    blas.syrk_lower(dtype, *trans, *n, *k, alpha, a.ptr, c.ptr)?;
+                    if *block_rows == 0 {
+                        blas.syrk_lower(dtype, *trans, *n, *k, alpha, a.ptr, c.ptr)?;
+                    } else {
+                        blas.syrk_lower_blocked(
+                            dtype,
+                            *trans,
+                            *n,
+                            *k,
+                            alpha,
+                            a.ptr,
+                            c.ptr,
+                            *block_rows,
+                        )?;
+                    }
+                }
+                if *lower_only {
+                    return Ok(());
                 }
                 self.builtins().symmetrize(scalar, c.ptr, *n)
             }

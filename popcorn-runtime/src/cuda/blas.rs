@@ -80,6 +80,43 @@ pub fn col_major_syrk(trans: bool, n: usize, k: usize) -> ColMajorSyrk {
     }
 }
 
+/// One block row of a SYRK computed as a GEMM: the row-major rows `r0..r1` of `C`, columns
+/// `0..r1` (the block row's part of the lower triangle, plus the upper half of its diagonal
+/// block), as a column-major GEMM on sub-arrays. Offsets are in elements from the start of
+/// A (for the first and second operands) and of C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyrkBlock {
+    /// The GEMM, with the parent arrays' leading dimensions.
+    pub gemm: ColMajorGemm,
+    /// Offset of the first operand in A.
+    pub first_offset: usize,
+    /// Offset of the second operand in A.
+    pub second_offset: usize,
+    /// Offset of the block in C.
+    pub c_offset: usize,
+}
+
+/// Maps block row `r0..r1` of row-major `C = A A^T` (A stored `n x k`) or, with `trans`,
+/// `C = A^T A` (A stored `k x n`) onto a GEMM: `C[r0..r1, 0..r1] = op(A)[r0..r1, :] *
+/// op(A)[0..r1, :]^T`.
+pub fn col_major_syrk_block(trans: bool, n: usize, k: usize, r0: usize, r1: usize) -> SyrkBlock {
+    let (h, w) = (r1 - r0, r1);
+    // Row-major GEMM: C_blk (h x w) = op(A_rows) * op(A_all)^T.
+    let mut gemm = col_major_gemm(trans, !trans, h, w, k);
+    // Sub-arrays keep their parent's leading dimensions.
+    let ld_a = if trans { n } else { k }.max(1);
+    gemm.ld_first = ld_a;
+    gemm.ld_second = ld_a;
+    gemm.ldc = n.max(1);
+    SyrkBlock {
+        gemm,
+        // The first operand is B = A's rows (or columns) 0..r1: the start of A.
+        first_offset: 0,
+        second_offset: if trans { r0 } else { r0 * k },
+        c_offset: r0 * n,
+    }
+}
+
 /// A GEMV call in column-major terms: `y = op(A) x` with A `m x n`, leading dimension `lda`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColMajorGemv {
@@ -218,8 +255,56 @@ impl BlasHandle {
         b: u64,
         c: u64,
     ) -> Result<(), RuntimeError> {
-        self.bind()?;
         let g = col_major_gemm(trans_a, trans_b, m, n, k);
+        self.col_major_gemm(dtype, &g, alpha, b, a, c)
+    }
+
+    /// The lower triangle of row-major `C = alpha A A^T` (A stored `n x k`) or, with `trans`,
+    /// `alpha A^T A` (A stored `k x n`), as one GEMM per block row of `block_rows` rows (see
+    /// [`col_major_syrk_block`]); the upper halves of the diagonal blocks are written too, the
+    /// rest of the upper triangle is left as it was.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn syrk_lower_blocked(
+        &mut self,
+        dtype: DType,
+        trans: bool,
+        n: usize,
+        k: usize,
+        alpha: f64,
+        a: u64,
+        c: u64,
+        block_rows: usize,
+    ) -> Result<(), RuntimeError> {
+        let esz = dtype.size_bytes() as u64;
+        let step = block_rows.max(1);
+        let mut r0 = 0;
+        while r0 < n {
+            let r1 = (r0 + step).min(n);
+            let blk = col_major_syrk_block(trans, n, k, r0, r1);
+            self.col_major_gemm(
+                dtype,
+                &blk.gemm,
+                alpha,
+                a + blk.first_offset as u64 * esz,
+                a + blk.second_offset as u64 * esz,
+                c + blk.c_offset as u64 * esz,
+            )?;
+            r0 = r1;
+        }
+        Ok(())
+    }
+
+    /// A column-major GEMM `C = alpha op(first) op(second)` on device arrays of `dtype`.
+    fn col_major_gemm(
+        &mut self,
+        dtype: DType,
+        g: &ColMajorGemm,
+        alpha: f64,
+        first: u64,
+        second: u64,
+        c: u64,
+    ) -> Result<(), RuntimeError> {
+        self.bind()?;
         let (mm, nn, kk) = (to_i64(g.m, "m")?, to_i64(g.n, "n")?, to_i64(g.k, "k")?);
         let (l1, l2, lc) = (
             to_i64(g.ld_first, "lda")?,
@@ -232,8 +317,8 @@ impl BlasHandle {
                 let (alpha, beta) = (alpha as f32, 0f32);
                 // SAFETY: the handle is live and bound to the backend's stream; the pointers
                 // are device arrays of f32 whose sizes the caller validated against the
-                // stored shapes, and the leading dimensions are those of the shapes (at least
-                // 1), so cuBLAS reads and writes within them.
+                // operands' shapes and leading dimensions (at least 1), so cuBLAS reads and
+                // writes within them.
                 unsafe {
                     sys::cublasSgemm_v2_64(
                         self.raw,
@@ -243,9 +328,9 @@ impl BlasHandle {
                         nn,
                         kk,
                         &alpha,
-                        b as *const f32,
+                        first as *const f32,
                         l1,
-                        a as *const f32,
+                        second as *const f32,
                         l2,
                         &beta,
                         c as *mut f32,
@@ -265,9 +350,9 @@ impl BlasHandle {
                         nn,
                         kk,
                         &alpha,
-                        b as *const f64,
+                        first as *const f64,
                         l1,
-                        a as *const f64,
+                        second as *const f64,
                         l2,
                         &beta,
                         c as *mut f64,
@@ -532,6 +617,57 @@ mod tests {
                 // Row-major reference: A A^T (A n x k) or A^T A (A k x n).
                 let want = row_major_product(trans, !trans, n, n, k, &a, &a);
                 assert_eq!(got, want, "n={n} k={k} trans={trans}");
+            }
+        }
+    }
+
+    #[test]
+    fn syrk_blocks_cover_the_lower_triangle() {
+        for (n, k, block) in [(1, 1, 1), (5, 3, 2), (7, 4, 3), (9, 2, 9), (10, 6, 4)] {
+            for trans in [false, true] {
+                let a = values(n * k, 6);
+                let want = row_major_product(trans, !trans, n, n, k, &a, &a);
+                let mut c = vec![f64::NAN; n * n];
+                let mut r0 = 0;
+                while r0 < n {
+                    let r1 = (r0 + block).min(n);
+                    let b = col_major_syrk_block(trans, n, k, r0, r1);
+                    let g = b.gemm;
+                    // Emulate on the sub-arrays, writing through C's leading dimension.
+                    for j in 0..g.n {
+                        for i in 0..g.m {
+                            let s: f64 = (0..g.k)
+                                .map(|p| {
+                                    at(&a[b.first_offset..], g.ld_first, g.trans_first, i, p)
+                                        * at(
+                                            &a[b.second_offset..],
+                                            g.ld_second,
+                                            g.trans_second,
+                                            p,
+                                            j,
+                                        )
+                                })
+                                .sum();
+                            c[b.c_offset + j * g.ldc + i] = s;
+                        }
+                    }
+                    r0 = r1;
+                }
+                for i in 0..n {
+                    for j in 0..=i {
+                        assert_eq!(
+                            c[i * n + j],
+                            want[i * n + j],
+                            "n={n} k={k} b={block} ({i},{j})"
+                        );
+                    }
+                    // Beyond the diagonal block nothing is written.
+                    for j in (i + 1)..n {
+                        if j / block != i / block {
+                            assert!(c[i * n + j].is_nan(), "({i},{j}) written");
+                        }
+                    }
+                }
             }
         }
     }

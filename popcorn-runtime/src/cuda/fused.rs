@@ -74,6 +74,16 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
                             }
                             r * c
                         }
+                        Access::LowerSymmetric => {
+                            if rows != cols || r < rows || c < cols {
+                                return Err(invalid(format!(
+                                    "{what} is {r} x {c}, read as a symmetric {rows} x {cols} \
+                                     matrix stored as its lower triangle; it needs a square \
+                                     iteration space within the matrix"
+                                )));
+                            }
+                            r * c
+                        }
                         Access::Col => rows,
                         Access::Row => cols,
                         Access::Broadcast => 1,

@@ -335,7 +335,19 @@ fn gpu_syrk_writes_the_full_symmetric_matrix() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(2);
     for dtype in DTYPES {
-        for (n, k) in [(1, 1), (5, 3), (37, 70), (100, 33), (257, 5)] {
+        for (n, k, block_rows) in [
+            (1, 1, 0),
+            (5, 3, 0),
+            (37, 70, 0),
+            (100, 33, 0),
+            (257, 5, 0),
+            (1, 1, 1),
+            (5, 3, 2),
+            (37, 70, 16),
+            (100, 33, 512),
+            (257, 5, 64),
+            (300, 40, 128),
+        ] {
             for trans in [false, true] {
                 let a = rounded(dtype, &rng.values(n * k));
                 let cols = if trans { n } else { k };
@@ -357,6 +369,8 @@ fn gpu_syrk_writes_the_full_symmetric_matrix() {
                     k,
                     alpha: ScalarExpr::Lit(alpha),
                     tf32: false,
+                    lower_only: false,
+                    block_rows,
                 };
                 let a_arg = if trans {
                     dense(&ab, k, n)
@@ -366,7 +380,7 @@ fn gpu_syrk_writes_the_full_symmetric_matrix() {
                 b.run_step(&step(op), &[a_arg], &[dense(&c, n, n)], dtype, alpha)
                     .expect("syrk");
                 let got = download(b, &c);
-                let what = format!("syrk {dtype:?} n={n} k={k} trans={trans}");
+                let what = format!("syrk {dtype:?} n={n} k={k} trans={trans} blocks of {block_rows}");
                 assert_close(&got, &want, tolerance(dtype), &what);
                 for i in 0..n {
                     for j in 0..i {
@@ -1045,6 +1059,7 @@ fn fused_test_specs_are_valid() {
     for dtype in DTYPES {
         for spec in [
             map_spec(dtype),
+            symmetric_map_spec(dtype),
             rows_spec(dtype),
             cols_spec(dtype, false),
             cols_spec(dtype, true),
@@ -1124,6 +1139,107 @@ fn gpu_fused_map_matches_host() {
                 &format!("{what} out1"),
             );
         }
+    }
+}
+
+/// `out0 = pow(s * K + c[i], 2)`, `out1 = K`, K read as a lower-symmetric matrix.
+fn symmetric_map_spec(dtype: DType) -> KernelSpec {
+    KernelSpec {
+        dtype: dtype.scalar_type(),
+        inputs: vec![
+            input("K", Access::LowerSymmetric),
+            input("c", Access::Col),
+            input("s", Access::Scalar),
+        ],
+        form: Form::Map {
+            outputs: vec![
+                bin(
+                    BinaryOp::Pow,
+                    bin(
+                        BinaryOp::Add,
+                        bin(BinaryOp::Mul, Expr::Input(2), Expr::Input(0)),
+                        Expr::Input(1),
+                    ),
+                    Expr::Const(2.0),
+                ),
+                Expr::Input(0),
+            ],
+        },
+        provenance: vec!["gpu test symmetric map".into()],
+    }
+}
+
+#[test]
+fn gpu_tile_pair_map_mirrors_the_lower_triangle() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(14);
+    for dtype in DTYPES {
+        for n in [1, 2, 31, 32, 33, 65, 200, 1000] {
+            // K's upper triangle is NaN: a read of it shows in the output.
+            let mut k = rounded(dtype, &rng.values(n * n));
+            for i in 0..n {
+                for j in (i + 1)..n {
+                    k[i * n + j] = f64::NAN;
+                }
+            }
+            let c = rounded(dtype, &rng.values(n));
+            let s = rounded(dtype, &[0.625])[0];
+            let sym = |i: usize, j: usize| k[i.max(j) * n + i.min(j)];
+            let mut want0 = vec![0.0; n * n];
+            let mut want1 = vec![0.0; n * n];
+            for i in 0..n {
+                for j in 0..n {
+                    want0[i * n + j] = (s * sym(i, j) + c[i]).powi(2);
+                    want1[i * n + j] = sym(i, j);
+                }
+            }
+            let spec = symmetric_map_spec(dtype);
+            let kb = upload(b, dtype, &k);
+            let cb = upload(b, dtype, &c);
+            let o0 = poisoned(b, ElemType::float(dtype), n * n);
+            let o1 = poisoned(b, ElemType::float(dtype), n * n);
+            let inputs = [dense(&kb, n, n), dense(&cb, n, 1), Arg::Scalar(s)];
+            b.run_step(
+                &fused(spec.clone(), n, n),
+                &inputs,
+                &[dense(&o0, n, n), dense(&o1, n, n)],
+                dtype,
+                1.0,
+            )
+            .expect("tile-pair map");
+            let what = format!("tile-pair map {dtype:?} n={n}");
+            assert_close(&download(b, &o0), &want0, tolerance(dtype), &what);
+            assert_eq!(download(b, &o1), want1, "{what}: the mirror is not exact");
+            // In place: the first output over K itself.
+            b.run_step(
+                &fused(spec.clone(), n, n),
+                &inputs,
+                &[dense(&kb, n, n), dense(&o1, n, n)],
+                dtype,
+                1.0,
+            )
+            .expect("tile-pair map in place");
+            assert_close(
+                &download(b, &kb),
+                &want0,
+                tolerance(dtype),
+                &format!("{what} in place"),
+            );
+        }
+        // A square space is required.
+        let kb = upload(b, dtype, &vec![1.0; 12]);
+        let cb = upload(b, dtype, &[0.0; 4]);
+        let o = poisoned(b, ElemType::float(dtype), 12);
+        let err = b
+            .run_step(
+                &fused(symmetric_map_spec(dtype), 4, 3),
+                &[dense(&kb, 4, 3), dense(&cb, 4, 1), Arg::Scalar(1.0)],
+                &[dense(&o, 4, 3), dense(&o, 4, 3)],
+                dtype,
+                1.0,
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("square"), "{err}");
     }
 }
 

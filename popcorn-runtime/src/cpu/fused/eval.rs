@@ -36,6 +36,9 @@ pub(super) enum Source<'a, T> {
     Matrix { data: &'a [T], ld: usize },
     /// Element `(i, j)` is `data[j * ld + i]`.
     MatrixT { data: &'a [T], ld: usize },
+    /// A symmetric matrix stored as its lower triangle: element `(i, j)` is
+    /// `data[max(i, j) * ld + min(i, j)]`.
+    LowerSymmetric { data: &'a [T], ld: usize },
     /// Element `(i, j)` is `v[i]`.
     Col(&'a [T]),
     /// Element `(i, j)` is `v[j]`.
@@ -204,6 +207,17 @@ fn load<'a, T: Real>(src: Source<'a, T>, t: Tile, out: &mut [T]) -> Val<'a, T> {
                 let base = (t.j0 + jj) * ld + t.r0;
                 for (q, &x) in data[base..base + t.nr].iter().enumerate() {
                     out[q * t.w + jj] = x;
+                }
+            }
+            Val::Slot
+        }
+        Source::LowerSymmetric { data, ld } => {
+            for q in 0..t.nr {
+                let i = t.r0 + q;
+                for jj in 0..t.w {
+                    let j = t.j0 + jj;
+                    let (hi, lo) = if j <= i { (i, j) } else { (j, i) };
+                    out[q * t.w + jj] = data[hi * ld + lo];
                 }
             }
             Val::Slot

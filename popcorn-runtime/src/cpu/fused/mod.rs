@@ -17,7 +17,9 @@ use super::real::Real;
 pub enum FusedArg<'a, T> {
     /// For [`Access::Matrix`]: row-major data with leading dimension `ld`. Not transposed, it is
     /// stored `rows x cols` and element `(i, j)` is `data[i * ld + j]`; transposed, it is stored
-    /// `cols x rows` and element `(i, j)` is `data[j * ld + i]`.
+    /// `cols x rows` and element `(i, j)` is `data[j * ld + i]`. For
+    /// [`Access::LowerSymmetric`]: a square matrix of which only the lower triangle is read,
+    /// element `(i, j)` being `data[max(i, j) * ld + min(i, j)]`.
     Matrix {
         /// The elements.
         data: &'a [T],
@@ -147,6 +149,16 @@ fn resolve_inputs<'a, T: Real>(
             (Access::Matrix { transposed: true }, FusedArg::Matrix { data, ld }) => {
                 check_matrix(&name, data.len(), cols, rows, ld)?;
                 Source::MatrixT { data, ld }
+            }
+            (Access::LowerSymmetric, FusedArg::Matrix { data, ld }) => {
+                if rows != cols {
+                    return Err(CpuError::Fused(format!(
+                        "{name} is a symmetric matrix stored as its lower triangle, but the \
+                         iteration space is {rows} x {cols}; such an input needs a square space"
+                    )));
+                }
+                check_matrix(&name, data.len(), rows, cols, ld)?;
+                Source::LowerSymmetric { data, ld }
             }
             (Access::Col, FusedArg::Vector(v)) => {
                 check_vector(&name, v.len(), rows)?;

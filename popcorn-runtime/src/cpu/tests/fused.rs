@@ -15,6 +15,11 @@ enum RefIn {
         ld: usize,
         trans: bool,
     },
+    /// A symmetric matrix stored as its lower triangle; the upper one is NaN.
+    Sym {
+        data: Vec<f64>,
+        ld: usize,
+    },
     Col(Vec<f64>),
     Row(Vec<f64>),
     Scalar(f64),
@@ -49,6 +54,7 @@ fn ref_eval(e: &Expr, ins: &[RefIn], i: usize, j: usize) -> f64 {
     match e {
         Expr::Input(k) => match &ins[*k] {
             RefIn::Mat { data, ld, trans } => at(data, *ld, *trans, i, j),
+            RefIn::Sym { data, ld } => data[i.max(j) * ld + i.min(j)],
             RefIn::Col(v) => v[i],
             RefIn::Row(v) => v[j],
             RefIn::Scalar(x) => *x,
@@ -135,6 +141,16 @@ fn make_inputs<T: Real>(
                     trans: transposed,
                 }
             }
+            Access::LowerSymmetric => {
+                let ld = cols + pad;
+                let mut data = random_matrix::<T>(rng, rows, cols, ld);
+                for i in 0..rows {
+                    for j in (i + 1)..cols {
+                        data[i * ld + j] = f64::NAN;
+                    }
+                }
+                RefIn::Sym { data, ld }
+            }
             Access::Col => RefIn::Col(
                 (0..rows)
                     .map(|_| T::from_f64(rng.uniform()).to_f64())
@@ -162,7 +178,7 @@ fn own<T: Real>(ins: &[RefIn]) -> Owned<T> {
         vals: ins
             .iter()
             .map(|x| match x {
-                RefIn::Mat { data, .. } => to_t(data),
+                RefIn::Mat { data, .. } | RefIn::Sym { data, .. } => to_t(data),
                 RefIn::Col(v) | RefIn::Row(v) | RefIn::Broadcast(v) => to_t(v),
                 _ => Vec::new(),
             })
@@ -174,7 +190,7 @@ fn args<'a, T: Real>(ins: &'a [RefIn], owned: &'a Owned<T>) -> Vec<FusedArg<'a, 
     ins.iter()
         .zip(&owned.vals)
         .map(|(x, v)| match x {
-            RefIn::Mat { ld, .. } => FusedArg::Matrix { data: v, ld: *ld },
+            RefIn::Mat { ld, .. } | RefIn::Sym { ld, .. } => FusedArg::Matrix { data: v, ld: *ld },
             RefIn::Col(_) | RefIn::Row(_) | RefIn::Broadcast(_) => FusedArg::Vector(v),
             RefIn::Scalar(s) => FusedArg::Scalar(T::from_f64(*s)),
             RefIn::Index(idx) => FusedArg::Index(idx),
@@ -329,6 +345,79 @@ fn map_matches_reference_with_broadcasts_and_transposes() {
         for pad in [0, 3] {
             map_case::<f64>(&mut rng, r, cc, pad, 1e-13);
             map_case::<f32>(&mut rng, r, cc, pad, 1e-5);
+        }
+    }
+}
+
+/// A map and a row kernel reading a symmetric matrix stored as its lower triangle (the upper
+/// one NaN), with a column vector and a scalar.
+fn symmetric_case<T: Real>(rng: &mut Rng, n: usize, pad: usize, tol: f64) {
+    let accesses = [Access::LowerSymmetric, Access::Col, Access::Scalar];
+    // pow(scalar * s + col, 2), and s itself
+    let e = b(
+        BinaryOp::Pow,
+        b(BinaryOp::Add, b(BinaryOp::Mul, inp(2), inp(0)), inp(1)),
+        c(2.0),
+    );
+    for form in [
+        Form::Map {
+            outputs: vec![e.clone(), inp(0)],
+        },
+        Form::Rows {
+            stores: vec![e.clone(), inp(0)],
+            reductions: vec![],
+        },
+    ] {
+        let sp = spec(dtype::<T>(), &accesses, form);
+        let ins = make_inputs::<T>(rng, &sp.inputs, n, n, pad);
+        let owned = own::<T>(&ins);
+        let a = args(&ins, &owned);
+        let mut bufs: Vec<Vec<T>> = (0..2).map(|_| vec![T::nan(); n * n]).collect();
+        {
+            let mut outs: Vec<FusedOut<'_, T>> =
+                bufs.iter_mut().map(|v| FusedOut::Values(v)).collect();
+            run_fused(&sp, n, n, &a, &mut outs).unwrap();
+        }
+        for (k, want_expr) in [e.clone(), inp(0)].iter().enumerate() {
+            let want: Vec<f64> = (0..n * n)
+                .map(|p| ref_eval(want_expr, &ins, p / n, p % n))
+                .collect();
+            assert!(
+                want.iter().all(|x| !x.is_nan()),
+                "the reference read the upper half"
+            );
+            assert_vec(&bufs[k], &want, tol, &format!("symmetric output {k} n={n}"));
+        }
+        // Both halves agree exactly.
+        for i in 0..n {
+            for j in 0..i {
+                assert_eq!(bufs[1][i * n + j].to_f64(), bufs[1][j * n + i].to_f64());
+            }
+        }
+    }
+    // A non-square space is refused.
+    let sp = spec(
+        dtype::<T>(),
+        &accesses,
+        Form::Map {
+            outputs: vec![inp(0)],
+        },
+    );
+    let ins = make_inputs::<T>(rng, &sp.inputs, n + 1, n + 1, pad);
+    let owned = own::<T>(&ins);
+    let a = args(&ins, &owned);
+    let mut out = vec![T::nan(); (n + 1) * n];
+    let err = run_fused(&sp, n + 1, n, &a, &mut [FusedOut::Values(&mut out)]).unwrap_err();
+    assert!(err.to_string().contains("square"), "{err}");
+}
+
+#[test]
+fn lower_symmetric_inputs_read_only_the_lower_triangle() {
+    let mut rng = Rng::new(29);
+    for n in [1, 2, 5, 33, 70] {
+        for pad in [0, 3] {
+            symmetric_case::<f64>(&mut rng, n, pad, 1e-13);
+            symmetric_case::<f32>(&mut rng, n, pad, 1e-5);
         }
     }
 }
