@@ -256,17 +256,57 @@ fn syrk_both_ways_and_gemm_give_the_same_k() {
             &[],
             n,
         );
-        // The same K through SYRK and through GEMM (threshold forced both ways), on the GPU.
+        // The same K through every product path, on the GPU: SYRK as block-row GEMMs writing
+        // the lower triangle that the map mirrors (the default; also with small odd blocks),
+        // cuBLAS SYRK likewise, a full blocked SYRK with its own mirror pass before an
+        // unfused map, and GEMM.
         let p =
             Program::parse("fn s(X: Dense[n, d]) -> (K: Dense[n, n]) { K = pow(X * X^T + 1, 2); }")
                 .unwrap();
+        let base = PlannerConfig {
+            dtype: DType::F32,
+            ..PlannerConfig::default()
+        };
+        let paths = [
+            ("syrk", "lower", base.clone()),
+            (
+                "syrk",
+                "lower (",
+                PlannerConfig {
+                    syrk_block_rows: Some(7),
+                    ..base.clone()
+                },
+            ),
+            (
+                "syrk",
+                "lower (cublas syrk)",
+                PlannerConfig {
+                    syrk_block_rows: Some(0),
+                    ..base.clone()
+                },
+            ),
+            (
+                "syrk",
+                "full (",
+                PlannerConfig {
+                    fusion: false,
+                    syrk_gemm_ratio: f64::INFINITY,
+                    syrk_block_rows: Some(5),
+                    ..base.clone()
+                },
+            ),
+            (
+                "gemm",
+                "",
+                PlannerConfig {
+                    fusion: false,
+                    syrk_gemm_ratio: 0.0,
+                    ..base.clone()
+                },
+            ),
+        ];
         let mut ks = Vec::new();
-        for ratio in [f64::INFINITY, 0.0] {
-            let cfg = PlannerConfig {
-                syrk_gemm_ratio: ratio,
-                dtype: DType::F32,
-                ..PlannerConfig::default()
-            };
+        for (op, detail, cfg) in paths {
             let Some(ctx) = gpu(DType::F32) else { return };
             let ctx = ctx.with_config(cfg);
             let plan = ctx
@@ -277,14 +317,13 @@ fn syrk_both_ways_and_gemm_give_the_same_k() {
                         .collect(),
                 )
                 .unwrap();
-            assert_eq!(
-                plan.steps[0].op_name(),
-                if ratio == 0.0 { "gemm" } else { "syrk" },
-                "{plan}"
-            );
+            assert_eq!(plan.steps[0].op_name(), op, "{plan}");
+            assert!(plan.to_string().contains(detail), "{plan}");
             ks.push(run(&ctx, &p, &inputs, &[]));
         }
-        compare("syrk vs gemm", &ks[0], &ks[1], DType::F32, d);
+        for (i, k) in ks.iter().enumerate().skip(1) {
+            compare(&format!("product path {i} vs 0"), &ks[0], k, DType::F32, d);
+        }
     }
 }
 

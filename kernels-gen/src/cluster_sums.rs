@@ -8,21 +8,34 @@
 //! # Design
 //!
 //! - **One warp, 32 rows.** Each warp is an independent worker with its own slice of shared
-//!   memory (blocks are one warp). It owns *row groups* of 32 consecutive rows; lane `r` owns
+//!   memory (blocks are one warp). It owns *row groups* of (at most) 32 rows; lane `r` owns
 //!   row `r` of the group. Walking the columns of a row group, every lane reads the same column,
 //!   so the label is the same for the whole warp: the 32 lanes never collide on a bin, and no
 //!   atomics or private copies of the bins are needed.
 //! - **Staging.** The rows are streamed in tiles of `32 x tile_cols` through a ring of
 //!   `stages` shared-memory buffers filled with 16-byte `cp.async` copies; the labels of the
-//!   tile travel with it (4-byte copies, so they need no alignment). Two copy modes:
-//!   - *aligned* (`m` 16-byte aligned and `ld` a multiple of 16 bytes): each lane reads its row
-//!     of the tile with 16-byte shared loads; rows are padded by 16 bytes so those loads are
-//!     free of bank conflicts;
-//!   - *shifted* (any other `ld` or address, e.g. an odd `n`): each tile row is copied as the
-//!     16-byte-aligned span that encloses it (one extra 16-byte chunk per row), and each lane
-//!     reads its row with 4- or 8-byte shared loads from the row's offset in that span. Rows are
-//!     placed in shared memory in the order `(r % V) * (32 / V) + r / V` (`V` elements per 16
-//!     bytes), so for an odd `ld` those loads are free of bank conflicts too.
+//!   tile travel with it (4-byte copies, so they need no alignment). Each lane reads its row of
+//!   the tile with 16-byte shared loads; rows are padded by 16 bytes so those loads are free of
+//!   bank conflicts. Two row modes (`TW = tile_cols`):
+//!   - *aligned* (`m` 16-byte aligned and `ld` a multiple of 16 bytes): row group `g` is the 32
+//!     consecutive rows from `32 g`, and column tile `t` the columns `[t TW, (t + 1) TW)`, which
+//!     start on a 16-byte boundary in every row;
+//!   - *strided* (any other `ld` or address, e.g. an odd `n`): tiles start on boundaries of
+//!     `RA` elements, `min(TW * size_of::<T>(), 128)` bytes ([`ClusterSumsVariant::row_alignment`]:
+//!     32 `f32` or 16 `f64` for the preferred tiles). Row `i` starts
+//!     `sh(i) = (a + i ld) mod RA` elements past such a boundary (`a`: the element address of
+//!     `m`), a function of `i mod RA`, so the rows are grouped by it: a *super group* of `32 RA`
+//!     consecutive rows from `b` is split into `RA` row groups, row group `s` holding the rows
+//!     `b + s + RA r` (`r = 0 .. 31`, those `< rows`; the last row groups of the matrix may hold
+//!     few rows or none). All rows of a row group have the same shift `sh`, so its column tile
+//!     `t` covers the columns `[t TW - sh, (t + 1) TW - sh)`, which start on an `RA`-element
+//!     boundary in every one of its rows: they are copied and laid out as aligned rows are (and
+//!     a warp's copies read whole 128-byte lines), with `ceil((cols + RA - 1) / TW)` tiles per
+//!     row group. The fewer than `RA` columns before column 0 (tile 0) lie in earlier rows or
+//!     in the `RA`-element block that holds `m[0]`, so copying them is safe; they and the
+//!     columns past `cols` (zero-filled) get the label `0xffffffff` (a plain shared store
+//!     instead of a copy), which no cluster range holds, so they go to the dump row (below) and
+//!     every tile is summed without a column bound.
 //!
 //!   The copy addresses are strength-reduced (one pointer step per copy), so staging costs a
 //!   few instructions per 16 bytes.
@@ -32,7 +45,8 @@
 //!   skipped this way: they never touch `S`). A run of equal consecutive labels is summed in a
 //!   register; the bin of a new label is loaded *before* the previous run is stored (the two
 //!   differ), so the shared-memory read-modify-write chain overlaps two columns deep.
-//! - **Balance.** The `row_groups x column_tiles` tiles are split into `workers` contiguous,
+//! - **Balance.** The `row_groups x column_tiles` tiles ([`ClusterSumsVariant::row_groups`],
+//!   [`ClusterSumsVariant::column_tiles`]) are split into `workers` contiguous,
 //!   equal ranges (one per warp, a persistent grid sized to the device's resident warps and at
 //!   most the number of row groups). A worker writes a row group it covers entirely with plain
 //!   stores; a row group split between two workers is added into a zeroed `S` with `atomicAdd`
@@ -46,14 +60,24 @@
 //! Measured on an H100 (f32, n x n, the whole distance step `-2 K V^T` of the plan, against a
 //! device-to-device copy of the same bytes at 3.02 TB/s): n = 60000: 1.08x (k = 10), 1.10x
 //! (k = 50, 100), 1.13x (k = 200), 1.43x (k = 500), 2.9x (k = 1000, two passes); n = 50000:
-//! 1.10-1.12x; n = 78823 (odd, shifted rows): 1.16-1.21x. cuSPARSE's SpMM plan takes 4.5-6.3x.
+//! 1.10-1.12x. cuSPARSE's SpMM plan takes 4.5-6.3x. The *shifted* mode that the strided mode
+//! replaced (each row copied as its enclosing 16-byte-aligned span and read with 4- or 8-byte
+//! shared loads) took 1.16-1.21x at n = 78823 there. The strided mode is not yet measured on an
+//! H100. On an H200 (the kernel alone, f32, against a device-to-device copy at 4.3 TB/s, medians
+//! of 20 runs; ranges over up to three sessions, each comparing kernels side by side), for
+//! k = 10 / 50 / 100: n = 78823 (odd, strided): 1.07-1.13x / 1.13-1.20x / 1.19-1.25x; the
+//! shifted mode in the same sessions: 1.24-1.28x / 1.38x / 1.54x; the strided mode with 16-byte
+//! instead of 128-byte tile alignment: 1.14-1.18x / 1.18-1.26x / 1.19-1.29x; the aligned kernel
+//! at n = 60000: 1.04-1.07x / 1.07-1.11x / 1.12-1.16x and at n = 78824 (rows 16- but not
+//! 128-byte aligned): 1.10-1.14x / 1.13-1.19x / 1.21-1.24x.
 //!
 //! # Summation order (determinism)
 //!
 //! Each lane adds its row's values in column order, runs of equal labels first summed in a
 //! register (`bin + (v1 + v2 + ...)`), which differs from a plain sequential sum only in
 //! rounding. A split row group has exactly two partial sums (each worker's range spans at least
-//! one whole row group, because `workers <= row groups`), added into zero: IEEE addition is
+//! one whole row group's worth of tiles, because `workers <= row groups`, counting the empty
+//! row groups of the strided mode), added into zero: IEEE addition is
 //! commutative, so the result does not depend on which atomic lands first. The result is
 //! therefore **deterministic** for a given device and launch configuration (the number of
 //! workers depends on the device's multiprocessor count and occupancy), and matches a
@@ -76,8 +100,11 @@
 //! [`ClusterSumsLaunch::needs_zeroed_output`] is true, `S` must be zeroed before the first pass.
 //! Requirements: `ld >= cols`; `m` aligned to its element size, and for an aligned variant to
 //! 16 bytes with `ld` a multiple of 16 bytes ([`ClusterSumsVariant::rows_aligned`]); `rows,
-//! cols >= 1` (for `cols == 0` the host writes zeros). Reads stay inside the 16-byte blocks that
-//! hold `M`'s elements, so they never leave `M`'s allocation.
+//! cols >= 1` (for `cols == 0` the host writes zeros); `k < 2^32` (labels are `u32`, and the
+//! strided mode's label `0xffffffff` must lie outside every cluster range). Reads stay inside
+//! the 16-byte blocks (aligned mode) or the `RA`-element blocks, at most 128 bytes (strided
+//! mode), that hold `M`'s elements, so they never leave `M`'s allocation (allocations start on
+//! 256-byte boundaries).
 
 use crate::emit::LaunchDims;
 use crate::spec::ScalarType;
@@ -143,8 +170,8 @@ pub struct ClusterSumsVariant {
     /// while one is summed.
     pub stages: u32,
     /// Rows start on 16-byte boundaries (`m` 16-byte aligned and a leading dimension that is a
-    /// multiple of 16 bytes): 16-byte shared loads. Otherwise the *shifted* mode (see the module
-    /// documentation).
+    /// multiple of 16 bytes): row groups of 32 consecutive rows. Otherwise the *strided* mode:
+    /// row groups of rows [`Self::row_alignment`] apart (see the module documentation).
     pub aligned: bool,
 }
 
@@ -208,9 +235,40 @@ impl ClusterSumsVariant {
         m_addr.is_multiple_of(16) && (ld * esz).is_multiple_of(16)
     }
 
-    /// Elements per 16 bytes.
+    /// Elements per 16 bytes (`VE`).
     fn vector_elems(&self) -> u32 {
         16 / self.dtype.size_bytes() as u32
+    }
+
+    /// The tile alignment of the strided mode, in elements (`RA`): tiles of strided rows start
+    /// on `min(tile row bytes, 128)`-byte boundaries, so a warp's copies read whole 128-byte
+    /// lines (whole 64-byte halves for 64-byte tile rows).
+    pub fn row_alignment(&self) -> u32 {
+        self.tile_cols.min(128 / self.dtype.size_bytes() as u32)
+    }
+
+    /// Row groups (32 rows each at most, one per lane) of a matrix with `rows` rows: `rows / 32`
+    /// rounded up for aligned rows; for strided rows `RA` ([`Self::row_alignment`]) per super
+    /// group of `32 * RA` rows, so the last ones may hold few rows or none.
+    pub fn row_groups(&self, rows: u64) -> u64 {
+        if self.aligned {
+            rows.div_ceil(ROWS_PER_GROUP)
+        } else {
+            let ra = u64::from(self.row_alignment());
+            rows.div_ceil(ROWS_PER_GROUP * ra) * ra
+        }
+    }
+
+    /// Column tiles each row group is streamed in: `cols / tile_cols` rounded up, and for
+    /// strided rows enough to cover the up to `RA - 1` columns a row group's tiles start before
+    /// column 0.
+    pub fn column_tiles(&self, cols: u64) -> u64 {
+        let lead = if self.aligned {
+            0
+        } else {
+            u64::from(self.row_alignment()) - 1
+        };
+        (cols + lead).div_ceil(u64::from(self.tile_cols))
     }
 
     /// Bytes of one stage: the padded `32 x tile_cols` tile and its labels.
@@ -234,13 +292,14 @@ impl ClusterSumsVariant {
         (bytes.saturating_sub(staging) / (u64::from(BIN_STRIDE) * esz)).saturating_sub(1)
     }
 
-    /// The kernel's entry-point name, e.g. `pk_cluster_sums_f32_t64_s3_a` (`_s` for shifted).
+    /// The kernel's entry-point name, e.g. `pk_cluster_sums_f32_t64_s3_a` (`_r` for strided
+    /// rows).
     pub fn name(&self) -> String {
         let ty = match self.dtype {
             ScalarType::F32 => "f32",
             ScalarType::F64 => "f64",
         };
-        let copy = if self.aligned { "a" } else { "s" };
+        let copy = if self.aligned { "a" } else { "r" };
         format!(
             "pk_cluster_sums_{ty}_t{}_s{}_{copy}",
             self.tile_cols, self.stages
@@ -309,18 +368,20 @@ impl ClusterSumsLaunch {
     }
 
     /// Workers (warps, one per block) for a `rows x cols` matrix when `resident_blocks` blocks
-    /// fit on the device at once: all of them, but at most one per row group, and at least one.
-    pub fn workers(rows: u64, cols: u64, resident_blocks: u64) -> u64 {
-        let groups = rows.div_ceil(ROWS_PER_GROUP);
+    /// fit on the device at once: all of them, but at most one per row group of the variant's
+    /// row mode ([`ClusterSumsVariant::row_groups`]), and at least one.
+    pub fn workers(&self, rows: u64, cols: u64, resident_blocks: u64) -> u64 {
+        let groups = self.variant.row_groups(rows);
         if groups == 0 || cols == 0 {
             return 0;
         }
         resident_blocks.clamp(1, groups)
     }
 
-    /// Whether some row group is split between two workers, so `S` must be zeroed first.
-    pub fn needs_zeroed_output(rows: u64, workers: u64) -> bool {
-        workers < rows.div_ceil(ROWS_PER_GROUP)
+    /// Whether some row group may be split between two of `workers` workers, so `S` must be
+    /// zeroed first.
+    pub fn needs_zeroed_output(&self, rows: u64, workers: u64) -> bool {
+        workers < self.variant.row_groups(rows)
     }
 
     /// Grid, block and dynamic shared memory for `workers` workers.
@@ -468,38 +529,7 @@ __device__ __forceinline__ unsigned chunk_bytes(long long cols, long long col)
     return avail >= VE ? 16u : (avail > 0 ? (unsigned)avail * (unsigned)sizeof(real) : 0u);
 }
 
-// Shared-memory position of tile row r.
-__device__ __forceinline__ unsigned slot(unsigned r)
-{
-{SLOT}
-}
-
-// Queues the labels of the tile at column c0 (zero-filled past the matrix).
-__device__ __forceinline__ void load_labels(unsigned stage, const unsigned int* __restrict__ labels,
-    long long cols, long long c0, unsigned lane)
-{
-    if (c0 + TW <= cols) {
-#pragma unroll
-        for (int i = 0; i < (TW + 31) / 32; ++i) {
-            const unsigned idx = (unsigned)i * 32u + lane;
-            if (idx < (unsigned)TW) {
-                copy4_full(stage + (unsigned)TILE_BYTES + idx * 4u, labels + c0 + (long long)idx);
-            }
-        }
-        return;
-    }
-#pragma unroll
-    for (int i = 0; i < (TW + 31) / 32; ++i) {
-        const unsigned idx = (unsigned)i * 32u + lane;
-        if (idx < (unsigned)TW) {
-            const long long col = c0 + (long long)idx;
-            const unsigned bytes = col < cols ? 4u : 0u;
-            copy4(stage + (unsigned)TILE_BYTES + idx * 4u, bytes != 0u ? labels + col : labels, bytes);
-        }
-    }
-}
-
-{LOAD_TILE}
+{ROW_MODE}
 
 // Adds v to the bin at shared byte address p (bin c, already mapped into [0, kb], kb = dump).
 // The run of the current bin `cur` is kept as base (its value before the run) + acc (the run's
@@ -538,24 +568,7 @@ __device__ __forceinline__ void consume(const real* row, const unsigned int* lab
     }
 }
 
-// Writes (whole) or adds (split row group) the lane-transposed bins of row group r0.
-__device__ __forceinline__ void flush(const real* bins, real* __restrict__ s, long long rows,
-    long long k, long long c_lo, unsigned kb, long long r0, bool whole, unsigned lane)
-{
-    const long long left = rows - r0;
-    const int nr = left < 32 ? (int)left : 32;
-    for (int r = 0; r < nr; ++r) {
-        real* out = s + (r0 + r) * k + c_lo;
-        for (unsigned c = lane; c < kb; c += 32u) {
-            const real v = bins[c * 33u + (unsigned)r];
-            if (whole) {
-                out[c] = v;
-            } else {
-                atomicAdd(out + c, v);
-            }
-        }
-    }
-}
+{FLUSH}
 
 } // namespace {NAME}_impl
 
@@ -578,9 +591,9 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     if (w >= workers || rows <= 0 || cols <= 0 || kb <= 0) {
         return;
     }
-    const long long cts = (cols + TW - 1) / TW;
+    const long long cts = {COL_TILES};
     const unsigned long long ucts = (unsigned long long)cts;
-    const unsigned long long total = (unsigned long long)((rows + 31) / 32) * ucts;
+    const unsigned long long total = (unsigned long long)({ROW_GROUPS}) * ucts;
     const unsigned long long t0 = (unsigned long long)w * total / (unsigned long long)workers;
     const unsigned long long t1 = (unsigned long long)(w + 1) * total / (unsigned long long)workers;
     if (t0 >= t1) {
@@ -605,8 +618,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     for (int p = 0; p < STAGES - 1; ++p) {
         if (tl < t1) {
             const unsigned st = sbase + (unsigned)(p * STAGE_BYTES);
-            load_tile(st, m, rows, cols, ld, moff, lg * 32, lct * TW, lane);
-            load_labels(st, labels, cols, lct * TW, lane);
+            {QUEUE_TILE}
             ++tl;
             if (++lct == cts) {
                 lct = 0;
@@ -619,7 +631,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     long long g = (long long)(t0 / ucts);
     long long ct = (long long)(t0 - (unsigned long long)g * ucts);
     bool whole_start = ct == 0;
-    unsigned row_off = row_offset(lane, g * 32, ld, moff);
+    unsigned row_off = row_offset(lane, {GROUP_ROW}, ld, moff);
     real* dump = reinterpret_cast<real*>(bins_lane + ukb * BIN_BYTES);
     real* cur = dump;
     real base = (real)0;
@@ -632,8 +644,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
         }
         if (tl < t1) {
             const unsigned st = sbase + (unsigned)(refill * STAGE_BYTES);
-            load_tile(st, m, rows, cols, ld, moff, lg * 32, lct * TW, lane);
-            load_labels(st, labels, cols, lct * TW, lane);
+            {QUEUE_TILE}
             ++tl;
             if (++lct == cts) {
                 lct = 0;
@@ -646,12 +657,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
         const unsigned char* st = pk_smem + stage * STAGE_BYTES;
         const real* row = reinterpret_cast<const real*>(st) + row_off;
         const unsigned int* lab = reinterpret_cast<const unsigned int*>(st + TILE_BYTES);
-        const long long left = cols - ct * TW;
-        if (left >= TW) {
-            consume<true>(row, lab, TW, uclo, ukb, bins_lane, cur, base, acc);
-        } else {
-            consume<false>(row, lab, (int)left, uclo, ukb, bins_lane, cur, base, acc);
-        }
+        {CONSUME}
         const bool last_tile = ct == cts - 1;
         if (last_tile || t + 1 == t1) {
             *cur = base + acc;
@@ -659,7 +665,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
             base = (real)0;
             acc = (real)0;
             __syncwarp();
-            flush(bins, s, rows, k, c_lo, ukb, g * 32, whole_start && last_tile, lane);
+            flush(bins, s, rows, k, c_lo, ukb, {GROUP_ROW}, whole_start && last_tile, lane);
             __syncwarp();
             for (unsigned c = 0; c <= ukb; ++c) {
                 *reinterpret_cast<real*>(bins_lane + c * BIN_BYTES) = (real)0;
@@ -669,7 +675,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
         if (++ct == cts) {
             ct = 0;
             ++g;
-            row_off = row_offset(lane, g * 32, ld, moff);
+            row_off = row_offset(lane, {GROUP_ROW}, ld, moff);
         }
         __syncwarp();
         stage = stage + 1 == STAGES ? 0 : stage + 1;
@@ -678,8 +684,41 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
 }
 "#;
 
-/// Tile loading, row placement and shared loads of aligned rows.
-const ALIGNED: &str = r#"// Aligned rows: lane copies chunk q = lane % CPR of rows lane / CPR + i * RSTEP.
+/// Labels, tile loading, row placement and shared loads of aligned rows. (Its `slot`, the
+/// identity, is unused: it is kept so that the aligned kernels' source stays the measured one,
+/// byte for byte.)
+const ALIGNED: &str = r#"// Shared-memory position of tile row r.
+__device__ __forceinline__ unsigned slot(unsigned r)
+{
+    return r;
+}
+
+// Queues the labels of the tile at column c0 (zero-filled past the matrix).
+__device__ __forceinline__ void load_labels(unsigned stage, const unsigned int* __restrict__ labels,
+    long long cols, long long c0, unsigned lane)
+{
+    if (c0 + TW <= cols) {
+#pragma unroll
+        for (int i = 0; i < (TW + 31) / 32; ++i) {
+            const unsigned idx = (unsigned)i * 32u + lane;
+            if (idx < (unsigned)TW) {
+                copy4_full(stage + (unsigned)TILE_BYTES + idx * 4u, labels + c0 + (long long)idx);
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < (TW + 31) / 32; ++i) {
+        const unsigned idx = (unsigned)i * 32u + lane;
+        if (idx < (unsigned)TW) {
+            const long long col = c0 + (long long)idx;
+            const unsigned bytes = col < cols ? 4u : 0u;
+            copy4(stage + (unsigned)TILE_BYTES + idx * 4u, bytes != 0u ? labels + col : labels, bytes);
+        }
+    }
+}
+
+// Aligned rows: lane copies chunk q = lane % CPR of rows lane / CPR + i * RSTEP.
 __device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict__ m,
     long long rows, long long cols, long long ld, unsigned moff, long long r0, long long c0,
     unsigned lane)
@@ -721,67 +760,201 @@ __device__ __forceinline__ vec load_vec(const real* p)
     return *reinterpret_cast<const vec*>(p);
 }"#;
 
-/// Tile loading, row placement and shared loads of shifted rows.
-const SHIFTED: &str = r#"// Shifted rows: tile row r (global row r0 + r) is copied as the 16-byte-aligned span of TWP
-// elements that starts sh(row) = (moff + row * ld) % VE elements before column c0, into slot(r).
-// Lane copies chunk q = lane % CPR of rows lane / CPR + i * RSTEP, then chunk CPR of row lane.
+/// Write-out of aligned row groups (32 consecutive rows).
+const ALIGNED_FLUSH: &str = r#"// Writes (whole) or adds (split row group) the lane-transposed bins of row group r0.
+__device__ __forceinline__ void flush(const real* bins, real* __restrict__ s, long long rows,
+    long long k, long long c_lo, unsigned kb, long long r0, bool whole, unsigned lane)
+{
+    const long long left = rows - r0;
+    const int nr = left < 32 ? (int)left : 32;
+    for (int r = 0; r < nr; ++r) {
+        real* out = s + (r0 + r) * k + c_lo;
+        for (unsigned c = lane; c < kb; c += 32u) {
+            const real v = bins[c * 33u + (unsigned)r];
+            if (whole) {
+                out[c] = v;
+            } else {
+                atomicAdd(out + c, v);
+            }
+        }
+    }
+}"#;
+
+/// The aligned mode's parts of [`TEMPLATE`] that are not whole functions, as
+/// `(placeholder, text)` pairs.
+const ALIGNED_PARTS: [(&str, &str); 5] = [
+    ("{COL_TILES}", "(cols + TW - 1) / TW"),
+    ("{ROW_GROUPS}", "(rows + 31) / 32"),
+    (
+        "{QUEUE_TILE}",
+        "load_tile(st, m, rows, cols, ld, moff, lg * 32, lct * TW, lane);\n            load_labels(st, labels, cols, lct * TW, lane);",
+    ),
+    ("{GROUP_ROW}", "g * 32"),
+    (
+        "{CONSUME}",
+        "const long long left = cols - ct * TW;
+        if (left >= TW) {
+            consume<true>(row, lab, TW, uclo, ukb, bins_lane, cur, base, acc);
+        } else {
+            consume<false>(row, lab, (int)left, uclo, ukb, bins_lane, cur, base, acc);
+        }",
+    ),
+];
+
+/// Row groups, tile loading, labels and shared loads of strided rows.
+const STRIDED: &str = r#"// Strided rows. RA elements (RA * sizeof(real) = min(TW * sizeof(real), 128) bytes) is the
+// alignment of tile starts. Row group g is phase g % RA of super group g / RA (32 * RA
+// consecutive rows): tile row r (lane r's row) is row group_row(g) + RA * r. All its rows start
+// the same number sh < RA of elements past an RA-element boundary (row_shift), so its column
+// tile ct covers the columns [ct * TW - sh, (ct + 1) * TW - sh), which start on such a boundary
+// in every one of its rows: they are copied and laid out as aligned rows are, and each 16-byte
+// copy of a warp reads whole 128-byte lines. Columns < 0 (fewer than RA, in tile 0: they lie in
+// earlier rows, or in the RA-element block that holds m[0]) and columns >= cols get the label
+// OUTSIDE, which no cluster range holds, so they go to the dump row and no tile needs a column
+// bound.
+constexpr int RA = {RA};
+
+// A label outside every cluster range [c_lo, c_lo + kb) (the host keeps k below 2^32).
+constexpr unsigned OUTSIDE = 0xffffffffu;
+
+// First row of row group g.
+__device__ __forceinline__ long long group_row(long long g)
+{
+    const unsigned long long ug = (unsigned long long)g;
+    return (long long)((ug / (unsigned)RA) * (unsigned long long)(32 * RA) + ug % (unsigned)RA);
+}
+
+// Elements from the RA-element boundary at or below the start of row `row` to that start, for
+// m at element address m_elem: a function of row % RA, so the same for every row of a row group.
+__device__ __forceinline__ unsigned row_shift(long long row, long long ld, unsigned m_elem)
+{
+    return (m_elem + (unsigned)row * (unsigned)ld) & (unsigned)(RA - 1);
+}
+
+// Queues the labels of the tile at column c0 (c0 > -RA). A column outside [0, cols) reads
+// nothing: its label is set to OUTSIDE with a plain store.
+__device__ __forceinline__ void load_labels(unsigned stage, const unsigned int* __restrict__ labels,
+    long long cols, long long c0, unsigned lane)
+{
+    if (c0 >= 0 && c0 + TW <= cols) {
+#pragma unroll
+        for (int i = 0; i < (TW + 31) / 32; ++i) {
+            const unsigned idx = (unsigned)i * 32u + lane;
+            if (idx < (unsigned)TW) {
+                copy4_full(stage + (unsigned)TILE_BYTES + idx * 4u, labels + c0 + (long long)idx);
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < (TW + 31) / 32; ++i) {
+        const unsigned idx = (unsigned)i * 32u + lane;
+        if (idx < (unsigned)TW) {
+            const long long col = c0 + (long long)idx;
+            const unsigned dst = stage + (unsigned)TILE_BYTES + idx * 4u;
+            if (col >= 0 && col < cols) {
+                copy4_full(dst, labels + col);
+            } else {
+                asm volatile("st.shared.u32 [%0], %1;\n" :: "r"(dst), "r"(OUTSIDE) : "memory");
+            }
+        }
+    }
+}
+
+// Queues tile rows r (rows r0 + RA * r) from column c0, which starts on an RA-element boundary
+// in each of them: lane copies chunk q = lane % CPR of tile rows lane / CPR + i * RSTEP. A chunk
+// that starts before column 0 is read whole; chunks past cols are zero-filled.
 __device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict__ m,
-    long long rows, long long cols, long long ld, unsigned moff, long long r0, long long c0,
-    unsigned lane)
+    long long rows, long long cols, long long ld, long long r0, long long c0, unsigned lane)
 {
     const unsigned q = lane % (unsigned)CPR;
     const unsigned rf = lane / (unsigned)CPR;
-    const long long row0 = r0 + (long long)rf;
+    const long long row0 = r0 + (long long)(rf * (unsigned)RA);
     const real* p = m + row0 * ld + c0 + (long long)(q * VE);
-    const long long step = (long long)RSTEP * ld;
-    unsigned sh = (moff + (unsigned)((unsigned long long)row0 * (unsigned long long)ld)) & (unsigned)(VE - 1);
-    const unsigned dsh = (unsigned)((unsigned long long)step) & (unsigned)(VE - 1);
-    const long long row = r0 + (long long)lane;
-    const unsigned sl = (moff + (unsigned)((unsigned long long)row * (unsigned long long)ld)) & (unsigned)(VE - 1);
-    const long long tail_col = c0 + (long long)(CPR * VE) - (long long)sl;
-    const unsigned tail_dst = stage + (slot(lane) * (unsigned)TWP + (unsigned)(CPR * VE)) * (unsigned)sizeof(real);
-    if (r0 + 32 <= rows && c0 + TW + VE <= cols) {
-        // Interior tile: every chunk is whole (a chunk that starts before column 0 lies in the
-        // previous row, or in the 16-byte block that holds m[0]).
+    const long long step = (long long)(RSTEP * RA) * ld;
+    const unsigned dst = stage + (rf * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(real);
+    if (r0 + (long long)(31 * RA) < rows && c0 + TW <= cols) {
+        // Interior tile: all 32 rows exist and every chunk is whole.
 #pragma unroll
         for (int i = 0; i < CPR; ++i) {
-            const unsigned r = rf + (unsigned)(i * RSTEP);
-            copy16_full(stage + (slot(r) * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(real), p - sh);
+            copy16_full(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(real)), p);
             p += step;
-            sh = (sh + dsh) & (unsigned)(VE - 1);
         }
-        copy16_full(tail_dst, m + row * ld + tail_col);
         return;
     }
+    const unsigned colbytes = chunk_bytes(cols, c0 + (long long)(q * VE));
+    // The lane's copy i is of row row0 + RA * i * RSTEP: it exists when i * RSTEP < nv.
     const long long vr = rows - row0;
-    const int nv = vr < 0 ? 0 : (vr > 32 ? 32 : (int)vr);
-    const long long col0 = c0 + (long long)(q * VE);
+    const int nv = vr <= 0 ? 0 : (vr >= 32 * RA ? 32 : (int)((vr + RA - 1) / RA));
 #pragma unroll
     for (int i = 0; i < CPR; ++i) {
-        const unsigned r = rf + (unsigned)(i * RSTEP);
-        const unsigned bytes = i * RSTEP < nv ? chunk_bytes(cols, col0 - (long long)sh) : 0u;
         // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
-        copy16(stage + (slot(r) * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(real),
-               bytes != 0u ? p - sh : m, bytes);
+        const unsigned bytes = i * RSTEP < nv ? colbytes : 0u;
+        copy16(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(real)), bytes != 0u ? p : m, bytes);
         p += step;
-        sh = (sh + dsh) & (unsigned)(VE - 1);
     }
-    const unsigned tail_bytes = row < rows ? chunk_bytes(cols, tail_col) : 0u;
-    copy16(tail_dst, tail_bytes != 0u ? m + row * ld + tail_col : m, tail_bytes);
 }
 
-__device__ __forceinline__ unsigned row_offset(unsigned lane, long long r0, long long ld, unsigned moff)
+// Queues column tile ct of row group g: its rows and its labels.
+__device__ __forceinline__ void queue_tile(unsigned stage, const real* __restrict__ m,
+    const unsigned int* __restrict__ labels, long long rows, long long cols, long long ld,
+    long long g, long long ct, unsigned lane)
 {
-    const unsigned sh = (moff + (unsigned)((unsigned long long)(r0 + (long long)lane) * (unsigned long long)ld)) & (unsigned)(VE - 1);
-    return slot(lane) * (unsigned)TWP + sh;
+    const long long r0 = group_row(g);
+    const unsigned m_elem = (unsigned)((unsigned long long)m / sizeof(real));
+    const long long c0 = ct * TW - (long long)row_shift(r0, ld, m_elem);
+    load_tile(stage, m, rows, cols, ld, r0, c0, lane);
+    load_labels(stage, labels, cols, c0, lane);
+}
+
+// Lane r's row starts at r * TWP in every stage (the copy has taken care of the shift).
+__device__ __forceinline__ unsigned row_offset(unsigned lane, long long, long long, unsigned)
+{
+    return lane * (unsigned)TWP;
 }
 
 __device__ __forceinline__ vec load_vec(const real* p)
 {
-    vec v;
-{SCALAR_LOADS}
-    return v;
+    return *reinterpret_cast<const vec*>(p);
 }"#;
+
+/// Write-out of strided row groups (rows `r0 + RA * r`).
+const STRIDED_FLUSH: &str = r#"// Writes (whole) or adds (split row group) the lane-transposed bins of the row group whose tile
+// row r is row r0 + RA * r (rows past the matrix are skipped; a row group may have none).
+__device__ __forceinline__ void flush(const real* bins, real* __restrict__ s, long long rows,
+    long long k, long long c_lo, unsigned kb, long long r0, bool whole, unsigned lane)
+{
+    const long long left = rows - r0;
+    const int nr = left <= 0 ? 0 : (left >= 32 * RA ? 32 : (int)((left + RA - 1) / RA));
+    for (int r = 0; r < nr; ++r) {
+        real* out = s + (r0 + (long long)(r * RA)) * k + c_lo;
+        for (unsigned c = lane; c < kb; c += 32u) {
+            const real v = bins[c * 33u + (unsigned)r];
+            if (whole) {
+                out[c] = v;
+            } else {
+                atomicAdd(out + c, v);
+            }
+        }
+    }
+}"#;
+
+/// The strided mode's parts of [`TEMPLATE`] that are not whole functions, as
+/// `(placeholder, text)` pairs.
+const STRIDED_PARTS: [(&str, &str); 5] = [
+    ("{COL_TILES}", "(cols + (RA - 1) + (TW - 1)) / TW"),
+    ("{ROW_GROUPS}", "(rows + 32 * RA - 1) / (32 * RA) * RA"),
+    (
+        "{QUEUE_TILE}",
+        "queue_tile(st, m, labels, rows, cols, ld, lg, lct, lane);",
+    ),
+    ("{GROUP_ROW}", "group_row(g)"),
+    (
+        "{CONSUME}",
+        "// Columns outside the matrix carry the label OUTSIDE: every tile is summed unmasked.
+        consume<true>(row, lab, TW, uclo, ukb, bins_lane, cur, base, acc);",
+    ),
+];
 
 /// The vector fields of a 16-byte vector of `dtype`.
 fn fields(dtype: ScalarType) -> &'static [&'static str] {
@@ -811,30 +984,26 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtins::BuiltinKer
         ScalarType::F32 => ("float4", "uint4"),
         ScalarType::F64 => ("double2", "uint2"),
     };
-    let (mode, body, slot) = if variant.aligned {
-        ("aligned", ALIGNED.to_string(), "    return r;".to_string())
+    let (mode, functions, flush, parts) = if variant.aligned {
+        ("aligned", ALIGNED, ALIGNED_FLUSH, ALIGNED_PARTS)
     } else {
-        let loads: String = fields(variant.dtype)
-            .iter()
-            .enumerate()
-            .map(|(e, f)| format!("    v.{f} = p[{e}];\n"))
-            .collect();
-        (
-            "shifted",
-            SHIFTED.replace("{SCALAR_LOADS}", loads.trim_end()),
-            format!("    return (r % {ve}u) * {}u + r / {ve}u;", 32 / ve),
-        )
+        ("strided", STRIDED, STRIDED_FLUSH, STRIDED_PARTS)
     };
     let name = variant.name();
-    let source = TEMPLATE
-        .replace("{LOAD_TILE}", &body)
+    let mut source = TEMPLATE
+        .replace("{ROW_MODE}", functions)
+        .replace("{FLUSH}", flush);
+    for (placeholder, text) in parts {
+        source = source.replace(placeholder, text);
+    }
+    let source = source
         .replace("{PUSHES}", &pushes(variant.dtype))
-        .replace("{SLOT}", &slot)
         .replace("{MODE}", mode)
         .replace("{NAME}", &name)
         .replace("{T}", variant.dtype.c_name())
         .replace("{TW}", &variant.tile_cols.to_string())
         .replace("{STAGES}", &variant.stages.to_string())
+        .replace("{RA}", &variant.row_alignment().to_string())
         .replace("{VE}", &ve.to_string())
         .replace("{VT}", vt)
         .replace("{LT}", lt);
@@ -875,11 +1044,28 @@ mod tests {
                 "{LT}",
                 "{PUSHES}",
                 "{MODE}",
-                "{SLOT}",
-                "{LOAD_TILE}",
-                "{SCALAR_LOADS}",
+                "{ROW_MODE}",
+                "{FLUSH}",
+                "{COL_TILES}",
+                "{ROW_GROUPS}",
+                "{QUEUE_TILE}",
+                "{GROUP_ROW}",
+                "{CONSUME}",
             ] {
                 assert!(!k.source.contains(p), "{p} left in {}", k.name);
+            }
+            // No placeholder of any name is left: `{` followed by capitals and `}`.
+            for (i, _) in k.source.match_indices('{') {
+                let rest = &k.source[i + 1..];
+                let word: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                    .collect();
+                assert!(
+                    word.is_empty() || !rest[word.len()..].starts_with('}'),
+                    "{{{word}}} left in {}",
+                    k.name
+                );
             }
             assert!(k
                 .source
@@ -902,19 +1088,150 @@ mod tests {
             .contains("return *reinterpret_cast<const vec*>(p);"));
         assert!(k.source.contains("(aligned rows)"));
         assert_eq!(k.source.matches("push(v.").count(), 4);
+        // The aligned kernel: 32 consecutive rows per row group, column bounds in consume.
+        assert!(k
+            .source
+            .contains("(unsigned long long)((rows + 31) / 32) * ucts"));
+        assert!(k
+            .source
+            .contains("const long long cts = (cols + TW - 1) / TW;"));
+        assert!(k.source.contains("consume<false>(row, lab, (int)left,"));
+        assert!(k.source.contains(
+            "flush(bins, s, rows, k, c_lo, ukb, g * 32, whole_start && last_tile, lane);"
+        ));
+        for strided_only in [
+            "queue_tile",
+            "group_row",
+            "row_shift",
+            "OUTSIDE",
+            "st.shared",
+        ] {
+            assert!(!k.source.contains(strided_only), "{strided_only}");
+        }
         let e = ClusterSumsVariant::new(ScalarType::F64, 32, 2, false).unwrap();
         let k = cluster_sums(&e);
-        assert_eq!(k.name, "pk_cluster_sums_f64_t32_s2_s");
-        assert!(k.source.contains("(shifted rows)"));
+        assert_eq!(k.name, "pk_cluster_sums_f64_t32_s2_r");
+        assert!(k.source.contains("(strided rows)"));
         assert!(k.source.contains("typedef double2 vec;"));
-        assert!(k.source.contains("    v.x = p[0];\n    v.y = p[1];"));
-        // Rows are placed at (r % 2) * 16 + r / 2.
-        assert!(k.source.contains("return (r % 2u) * 16u + r / 2u;"));
-        assert_eq!(k.source.matches("push(v.").count(), 2);
-        let f = ClusterSumsVariant::new(ScalarType::F32, 64, 2, false).unwrap();
-        assert!(cluster_sums(&f)
+        // 16-byte shared loads in both modes.
+        assert!(k
             .source
-            .contains("return (r % 4u) * 8u + r / 4u;"));
+            .contains("return *reinterpret_cast<const vec*>(p);"));
+        assert_eq!(k.source.matches("push(v.").count(), 2);
+        // Tiles start on 128-byte boundaries: 16 doubles.
+        assert!(k.source.contains("constexpr int RA = 16;"));
+        assert_eq!(e.row_alignment(), 16);
+        // Row groups of a super group of 32 * RA rows, RA - 1 more columns per row group.
+        assert!(k
+            .source
+            .contains("(unsigned long long)((rows + 32 * RA - 1) / (32 * RA) * RA) * ucts"));
+        assert!(k
+            .source
+            .contains("const long long cts = (cols + (RA - 1) + (TW - 1)) / TW;"));
+        assert_eq!(
+            k.source
+                .matches("queue_tile(st, m, labels, rows, cols, ld, lg, lct, lane);")
+                .count(),
+            2
+        );
+        assert_eq!(
+            k.source
+                .matches("row_offset(lane, group_row(g), ld, moff)")
+                .count(),
+            2
+        );
+        assert!(k.source.contains(
+            "flush(bins, s, rows, k, c_lo, ukb, group_row(g), whole_start && last_tile, lane);"
+        ));
+        // The shift is subtracted as a signed number: tile 0 starts at a negative column.
+        assert!(k
+            .source
+            .contains("const long long c0 = ct * TW - (long long)row_shift(r0, ld, m_elem);"));
+        // Every tile is summed unmasked; columns outside the matrix get the label OUTSIDE.
+        assert!(k
+            .source
+            .contains("consume<true>(row, lab, TW, uclo, ukb, bins_lane, cur, base, acc);"));
+        assert!(!k.source.contains("consume<false>("));
+        assert!(k.source.contains("if (col >= 0 && col < cols) {"));
+        assert!(k.source.contains("\"r\"(OUTSIDE)"));
+        // The shifted mode's row permutation and scalar shared loads are gone.
+        assert!(!k.source.contains("slot("));
+        assert!(!k.source.contains("v.x = p[0];"));
+        let f = ClusterSumsVariant::new(ScalarType::F32, 64, 2, false).unwrap();
+        let k = cluster_sums(&f);
+        assert_eq!(k.name, "pk_cluster_sums_f32_t64_s2_r");
+        assert!(k.source.contains("constexpr int VE = 4;"));
+        assert!(k.source.contains("constexpr int RA = 32;"));
+        assert_eq!(k.source.matches("push(v.").count(), 4);
+        // 64-byte tile rows: tiles start on 64-byte boundaries.
+        let t = ClusterSumsVariant::new(ScalarType::F32, 16, 2, false).unwrap();
+        assert_eq!(t.row_alignment(), 16);
+        assert!(cluster_sums(&t).source.contains("constexpr int RA = 16;"));
+        let t = ClusterSumsVariant::new(ScalarType::F64, 8, 2, false).unwrap();
+        assert_eq!(t.row_alignment(), 8);
+    }
+
+    #[test]
+    fn strided_row_groups_and_column_tiles_cover_the_matrix_once() {
+        // Model of the strided mode's index arithmetic: every row < rows lies in exactly one
+        // row group, all rows of a row group share their shift, tile starts lie on RA-element
+        // boundaries, and a row group's tiles cover its columns 0 .. cols, starting fewer than
+        // RA columns before column 0.
+        for v in all_variants().into_iter().filter(|v| !v.aligned) {
+            let ra = u64::from(v.row_alignment());
+            let tw = u64::from(v.tile_cols);
+            assert_eq!(tw % ra, 0);
+            assert_eq!(
+                ra * v.dtype.size_bytes() as u64,
+                (tw * v.dtype.size_bytes() as u64).min(128)
+            );
+            let base_row = |g: u64| (g / ra) * ROWS_PER_GROUP * ra + g % ra;
+            for rows in [1u64, 5, 127, 128, 129, 1023, 1024, 1025, 3000] {
+                let groups = v.row_groups(rows);
+                assert_eq!(groups % ra, 0);
+                let mut seen = vec![0u32; rows as usize];
+                for g in 0..groups {
+                    for r in 0..ROWS_PER_GROUP {
+                        let row = base_row(g) + ra * r;
+                        if row < rows {
+                            seen[row as usize] += 1;
+                        }
+                    }
+                }
+                assert!(seen.iter().all(|&n| n == 1), "{v:?} rows {rows}");
+                // Row groups hold rows except (some of) the last RA.
+                assert!(base_row(groups - ra) < rows, "{v:?} rows {rows}");
+            }
+            for ld in [1u64, 3, 6, 33, 78823, 1002] {
+                for a in [0u64, 1, 2, 3, 5, 17, 31, 1_000_003] {
+                    for cols in [1u64, 2, 3, tw - 1, tw, tw + 1, 2 * tw - 3, 1000] {
+                        let cts = v.column_tiles(cols);
+                        assert_eq!(cts, (cols + ra - 1).div_ceil(tw));
+                        for g in 0..2 * ra {
+                            let b = base_row(g);
+                            let sh = (a + b * ld) % ra;
+                            // Every row of the row group has this shift.
+                            for r in 0..ROWS_PER_GROUP {
+                                assert_eq!((a + (b + ra * r) * ld) % ra, sh);
+                            }
+                            // Tile ct starts at column ct TW - sh, element a + row ld + ct TW - sh
+                            // (for every row): on an RA-element boundary.
+                            let c0 = -(sh as i64);
+                            assert_eq!((a as i64 + (b * ld) as i64 + c0).rem_euclid(ra as i64), 0);
+                            assert!(c0 > -(ra as i64));
+                            // The column before the first tile's start lies at or after the
+                            // RA-element block holding m[0] (element a).
+                            assert!(a as i64 + (b * ld) as i64 + c0 >= (a - a % ra) as i64);
+                            let end = cts as i64 * tw as i64 - sh as i64;
+                            assert!(end >= cols as i64, "{v:?} cols {cols} sh {sh}");
+                            // The last tile starts before cols + RA - 1 (no tile is wasted
+                            // beyond the one the shift may need).
+                            assert!(end - (tw as i64) < (cols + ra - 1) as i64);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
@@ -1035,15 +1352,46 @@ mod tests {
 
     #[test]
     fn workers_never_exceed_row_groups() {
-        assert_eq!(ClusterSumsLaunch::workers(1, 1, 660), 1);
-        assert_eq!(ClusterSumsLaunch::workers(33, 5, 660), 2);
-        assert_eq!(ClusterSumsLaunch::workers(60_000, 60_000, 660), 660);
-        assert_eq!(ClusterSumsLaunch::workers(60_000, 0, 660), 0);
-        assert_eq!(ClusterSumsLaunch::workers(0, 10, 660), 0);
-        assert_eq!(ClusterSumsLaunch::workers(100, 10, 0), 1);
-        assert!(!ClusterSumsLaunch::needs_zeroed_output(64, 2));
-        assert!(ClusterSumsLaunch::needs_zeroed_output(65, 2));
-        let l = plan_cluster_sums(7, ScalarType::F32, true, None, &DeviceLimits::H100).unwrap();
+        let h = DeviceLimits::H100;
+        let a = plan_cluster_sums(7, ScalarType::F32, true, None, &h).unwrap();
+        assert_eq!(a.workers(1, 1, 660), 1);
+        assert_eq!(a.workers(33, 5, 660), 2);
+        assert_eq!(a.workers(60_000, 60_000, 660), 660);
+        assert_eq!(a.workers(60_000, 0, 660), 0);
+        assert_eq!(a.workers(0, 10, 660), 0);
+        assert_eq!(a.workers(100, 10, 0), 1);
+        assert!(!a.needs_zeroed_output(64, 2));
+        assert!(a.needs_zeroed_output(65, 2));
+        // Strided rows, f32 tiles of 128 columns: RA = 32 row groups per super group of 1024
+        // rows, empty ones included.
+        let f = plan_cluster_sums(7, ScalarType::F32, false, None, &h).unwrap();
+        assert_eq!(f.variant.tile_cols, 128);
+        assert_eq!(f.variant.row_groups(1), 32);
+        assert_eq!(f.variant.row_groups(1024), 32);
+        assert_eq!(f.variant.row_groups(1025), 64);
+        assert_eq!(f.variant.row_groups(78_823), 77 * 32);
+        assert_eq!(f.workers(1, 1, 660), 32);
+        assert_eq!(f.workers(1025, 5, 660), 64);
+        assert_eq!(f.workers(129, 5, 3), 3);
+        assert_eq!(f.workers(78_823, 78_823, 660), 660);
+        assert_eq!(f.workers(129, 0, 660), 0);
+        assert!(!f.needs_zeroed_output(1025, 64));
+        assert!(f.needs_zeroed_output(1025, 63));
+        assert!(f.needs_zeroed_output(100, 3));
+        // f64 tiles of 64 columns: RA = 16, super groups of 512 rows.
+        let d = plan_cluster_sums(7, ScalarType::F64, false, None, &h).unwrap();
+        assert_eq!(d.variant.row_groups(1), 16);
+        assert_eq!(d.variant.row_groups(513), 32);
+        assert_eq!(d.workers(513, 3, 660), 32);
+        assert!(!d.needs_zeroed_output(513, 32));
+        // Column tiles: strided rows need RA - 1 columns more.
+        assert_eq!(a.variant.column_tiles(128), 1);
+        assert_eq!(f.variant.column_tiles(97), 1);
+        assert_eq!(f.variant.column_tiles(98), 2);
+        assert_eq!(f.variant.column_tiles(1), 1);
+        assert_eq!(d.variant.column_tiles(49), 1);
+        assert_eq!(d.variant.column_tiles(50), 2);
+        let l = a;
         let ((gx, gy, gz), block, shared) = l.grid_block(660);
         assert_eq!(
             (gx, gy, gz, block, shared),

@@ -61,6 +61,11 @@ pub fn execute<B: Backend>(
     dims: &DimBindings,
 ) -> Result<(), RuntimeError> {
     let sync = sync_each_step();
+    let timing = popcorn_dsl::log::enabled("time");
+    let mut marks = Vec::new();
+    if timing {
+        marks.push(backend.mark()?);
+    }
     let resolve = |id: ValueId| -> Result<Arg<'_, B::Buf>, RuntimeError> {
         let v = plan.value(id);
         let missing = |what: &str, name: &str| {
@@ -155,6 +160,41 @@ pub fn execute<B: Backend>(
         if sync {
             backend.synchronize().map_err(named)?;
         }
+        if timing {
+            marks.push(backend.mark().map_err(named)?);
+        }
     }
+    if timing {
+        print_step_times(backend, plan, &marks)?;
+    }
+    Ok(())
+}
+
+/// `POPCORN_LOG=time`: each step's time between the marks recorded around it, with the rates
+/// of its planned flops and bytes, on stderr.
+fn print_step_times<B: Backend>(
+    backend: &B,
+    plan: &Plan,
+    marks: &[B::Mark],
+) -> Result<(), RuntimeError> {
+    let mut total = 0.0;
+    let mut lines = Vec::with_capacity(plan.steps.len());
+    for (i, (step, pair)) in plan.steps.iter().zip(marks.windows(2)).enumerate() {
+        let ms = backend.elapsed_ms(&pair[0], &pair[1])?;
+        total += ms;
+        let secs = (ms * 1e-3).max(1e-12);
+        lines.push(format!(
+            "  {i:<4} {:<13} {ms:>10.3} ms {:>9.1} GB/s {:>8.2} TFLOP/s",
+            step.op_name(),
+            step.bytes / secs / 1e9,
+            step.flops / secs / 1e12
+        ));
+    }
+    eprintln!(
+        "[popcorn time] {} ({} steps, {total:.3} ms on the device)\n{}",
+        plan.program,
+        plan.steps.len(),
+        lines.join("\n")
+    );
     Ok(())
 }

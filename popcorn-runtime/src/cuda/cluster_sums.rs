@@ -159,11 +159,29 @@ pub(crate) fn launch_cluster_sums(
     args: &ClusterSumsArgs,
     tile: Option<(u32, u32)>,
 ) -> Result<Option<ClusterSumsReport>, RuntimeError> {
+    launch_cluster_sums_with(kernels, stream, args, tile, None)
+}
+
+/// [`launch_cluster_sums`] with at most `max_workers` workers when given (tests use it to split
+/// row groups between workers on small problems).
+fn launch_cluster_sums_with(
+    kernels: &dyn KernelSource,
+    stream: &Arc<CudaStream>,
+    args: &ClusterSumsArgs,
+    tile: Option<(u32, u32)>,
+    max_workers: Option<u64>,
+) -> Result<Option<ClusterSumsReport>, RuntimeError> {
     let esz = args.dtype.size_bytes();
     if args.ld < args.cols {
         return Err(invalid(format!(
             "cluster sums: leading dimension {} is below the {} columns",
             args.ld, args.cols
+        )));
+    }
+    if u32::try_from(args.k).is_err() {
+        return Err(invalid(format!(
+            "cluster sums: {} clusters, but labels are u32: use fewer than 2^32 clusters",
+            args.k
         )));
     }
     if args.rows == 0 || args.k == 0 {
@@ -219,8 +237,9 @@ pub(crate) fn launch_cluster_sums(
         )));
     }
     let resident = u64::from(limits.multiprocessors.max(1)) * u64::from(blocks_per_sm);
-    let workers = ClusterSumsLaunch::workers(args.rows as u64, args.cols as u64, resident);
-    let zeroed = ClusterSumsLaunch::needs_zeroed_output(args.rows as u64, workers);
+    let resident = max_workers.map_or(resident, |cap| resident.min(cap));
+    let workers = plan.workers(args.rows as u64, args.cols as u64, resident);
+    let zeroed = plan.needs_zeroed_output(args.rows as u64, workers);
     if zeroed {
         zero(stream, args.s, args.rows * args.k * esz)?;
     }
@@ -372,6 +391,8 @@ mod tests {
         tile: Option<(u32, u32)>,
         /// Offset (elements) of M inside its buffer, to test unaligned matrices.
         offset: usize,
+        /// At most this many workers (to split row groups on small problems).
+        workers: Option<u64>,
     }
 
     fn case(dtype: ScalarType, rows: usize, cols: usize, k: usize) -> Case {
@@ -384,10 +405,19 @@ mod tests {
             extra: 0,
             tile: None,
             offset: 0,
+            workers: None,
         }
     }
 
-    /// Runs one case on the GPU (S poisoned with NaN first) and compares with the reference.
+    /// The smallest leading dimension `>= cols` that is `r` modulo 4.
+    fn ld_mod4(cols: usize, r: usize) -> usize {
+        cols + (r + 4 - cols % 4) % 4
+    }
+
+    /// Runs one case on the GPU and compares with the reference. The elements of M's buffer
+    /// that are not M's (the offset before it, the padding columns `cols .. ld`) are NaN, as is
+    /// S with guard bands around it: a NaN in the result or a written guard means the kernel
+    /// summed or wrote something it should not have.
     fn check(b: &CudaBackend, c: &Case, seed: u64) -> ClusterSumsReport {
         let mut rng = Rng(seed);
         let total = c.offset
@@ -396,7 +426,21 @@ mod tests {
             } else {
                 (c.rows - 1) * c.ld + c.cols
             };
-        let m: Vec<f64> = (0..total.max(1)).map(|_| rng.value()).collect();
+        // The buffer ends on a 16-byte boundary: the copy of M's last partial 16-byte block
+        // asks for its bytes inside M only (the rest is zero-filled), but compute-sanitizer
+        // reports it as a 16-byte read past the allocation's end when the buffer ends inside
+        // that block (it never leaves the block, so it cannot fault).
+        let padded = total.max(1).next_multiple_of(16 / c.dtype.size_bytes());
+        let m: Vec<f64> = (0..padded)
+            .map(|i| {
+                let v = rng.value();
+                if i < c.offset || i >= total || (i - c.offset) % c.ld.max(1) >= c.cols {
+                    f64::NAN
+                } else {
+                    v
+                }
+            })
+            .collect();
         let labels: Vec<u32> = (0..c.cols.max(1))
             .map(|_| rng.below(c.k as u32 + c.extra))
             .collect();
@@ -416,7 +460,10 @@ mod tests {
         }
         .unwrap();
         let lbuf = b.upload(HostSlice::U32(&labels)).unwrap();
-        let sbuf = b.alloc(elem, (c.rows * c.k).max(1)).unwrap();
+        // Guards of 1024 rows of S (a strided row group spans up to 32 * 32 rows) and 64
+        // elements.
+        let guard = 1024 * c.k + 64;
+        let sbuf = b.alloc(elem, 2 * guard + c.rows * c.k).unwrap();
         b.fill(&sbuf, f64::NAN).unwrap();
         let args = ClusterSumsArgs {
             dtype: c.dtype,
@@ -426,11 +473,13 @@ mod tests {
             ld: c.ld,
             labels: lbuf.device_ptr(),
             k: c.k,
-            s: sbuf.device_ptr(),
+            s: sbuf.device_ptr() + (guard * c.dtype.size_bytes()) as u64,
         };
-        let report = launch_cluster_sums(b, b.stream(), &args, c.tile).unwrap();
+        let report = launch_cluster_sums_with(b, b.stream(), &args, c.tile, c.workers).unwrap();
         b.synchronize().unwrap();
-        let got = b.download(&sbuf).unwrap().to_f64();
+        let all = b.download(&sbuf).unwrap().to_f64();
+        let (before, rest) = all.split_at(guard);
+        let (got, after) = rest.split_at(c.rows * c.k);
         let want = reference(c.rows, c.cols, c.ld, &seen[c.offset..], &labels, c.k);
         let mag = magnitude(c.rows, c.cols, c.ld, &seen[c.offset..], &labels, c.k);
         let eps = match c.dtype {
@@ -438,10 +487,15 @@ mod tests {
             ScalarType::F64 => f64::EPSILON,
         };
         let what = format!(
-            "{:?} {}x{} ld {} k {} extra {} tile {:?} offset {}",
-            c.dtype, c.rows, c.cols, c.ld, c.k, c.extra, c.tile, c.offset
+            "{:?} {}x{} ld {} k {} extra {} tile {:?} offset {} workers {:?}",
+            c.dtype, c.rows, c.cols, c.ld, c.k, c.extra, c.tile, c.offset, c.workers
         );
-        for (i, (g, w)) in got.iter().zip(&want).take(c.rows * c.k).enumerate() {
+        assert!(
+            before.iter().chain(after).all(|v| v.is_nan()),
+            "{what}: a guard band around S was written"
+        );
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             let tol = 4.0 * eps * (c.cols as f64).sqrt().max(1.0) * mag[i] + 1e-300;
             assert!(
                 (g - w).abs() <= tol,
@@ -450,7 +504,16 @@ mod tests {
                 i % c.k
             );
         }
-        report.unwrap_or_else(|| panic!("{what}: nothing was launched"))
+        let report = report.unwrap_or_else(|| panic!("{what}: nothing was launched"));
+        assert_eq!(
+            report.launch.variant.aligned,
+            ClusterSumsVariant::rows_aligned(c.dtype, args.m, c.ld as u64),
+            "{what}: row mode"
+        );
+        if let Some(cap) = c.workers {
+            assert!(report.workers <= cap, "{what}: {report:?}");
+        }
+        report
     }
 
     #[test]
@@ -476,7 +539,7 @@ mod tests {
     }
 
     #[test]
-    fn shifted_rows_for_unaligned_matrices_and_leading_dimensions() {
+    fn strided_rows_for_unaligned_matrices_and_leading_dimensions() {
         let Some(b) = gpu() else { return };
         for dtype in [ScalarType::F32, ScalarType::F64] {
             // ld not a multiple of 16 bytes.
@@ -495,6 +558,119 @@ mod tests {
             let r = check(&b, &c, 13);
             assert!(r.launch.variant.aligned);
         }
+    }
+
+    /// Every kind of shift pattern of the strided mode (tiles on 128-byte boundaries: RA = 32
+    /// f32 or 16 f64 elements): M at offsets 0 to 3 and further into its 128-byte line, `ld`
+    /// odd (each row's shift differs from the last), `ld = 2 mod 4` (f32: shifts alternate in
+    /// parity; f64: strided only when M is unaligned) and `ld = 0 mod 4` (strided only when M
+    /// is unaligned), rows that leave partial and empty row groups and span several super groups
+    /// of 32 RA rows, `cols` around the tile width (the last tile of a row group may lie
+    /// entirely past `cols`), a few cluster counts and labels out of range.
+    #[test]
+    fn strided_rows_over_every_shift_pattern() {
+        let Some(b) = gpu() else { return };
+        let mut seed = 1000;
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            let esz = dtype.size_bytes();
+            let ra = 128 / esz;
+            let tw = 512 / esz;
+            for offset in [0, 1, 2, 3, ra / 2 + 1, ra - 1] {
+                for rows in [1, 5, 127, 129, 1000, 1025, 2100] {
+                    for cols in [1, 3, 37, tw - 1, tw, tw + 1, 300] {
+                        for ld_rem in [0, 1, 2, 3] {
+                            let ld = ld_mod4(cols, ld_rem);
+                            // (M's buffer starts on a 256-byte boundary.)
+                            if ClusterSumsVariant::rows_aligned(
+                                dtype,
+                                (offset * esz) as u64,
+                                ld as u64,
+                            ) {
+                                continue;
+                            }
+                            seed += 1;
+                            let k = [1, 7, 100][(seed as usize / 3) % 3];
+                            let mut c = case(dtype, rows, cols, k);
+                            c.ld = ld;
+                            c.offset = offset;
+                            c.extra = if seed % 2 == 0 { 3 } else { 0 };
+                            let r = check(&b, &c, seed);
+                            assert!(!r.launch.variant.aligned, "{r:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The strided mode with row groups split between few workers (partial sums added into a
+    /// zeroed S, empty row groups at the end), several passes over cluster ranges, and every
+    /// tile width and pipeline depth.
+    #[test]
+    fn strided_rows_with_split_row_groups_passes_and_every_variant() {
+        let Some(b) = gpu() else { return };
+        let mut seed = 5000;
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            let esz = dtype.size_bytes() as u32;
+            let ra = (128 / esz) as usize;
+            // Few workers over 1 (f32: 32 row groups, 31 empty), 129, 1000 and 2100 rows.
+            for rows in [1, 129, 1000, 2100] {
+                for workers in [1u64, 2, 3, 5, 7, 33] {
+                    for (cols, ld, offset) in [(37, 37, 0), (300, 302, 1), (1, 1, ra - 1)] {
+                        seed += 1;
+                        let mut c = case(dtype, rows, cols, 7);
+                        c.ld = ld;
+                        c.offset = offset;
+                        c.workers = Some(workers);
+                        let r = check(&b, &c, seed);
+                        assert!(!r.launch.variant.aligned);
+                        let groups = r.launch.variant.row_groups(rows as u64);
+                        assert_eq!(r.workers, workers.min(groups), "{r:?}");
+                        assert_eq!(r.zeroed, r.workers < groups, "{r:?}");
+                    }
+                }
+            }
+            // Several passes over cluster ranges (k = 2000 does not fit in one).
+            for (rows, cols, workers) in
+                [(129, 301, None), (1000, 77, Some(6)), (2100, 33, Some(40))]
+            {
+                seed += 1;
+                let mut c = case(dtype, rows, cols, 2000);
+                c.offset = 1;
+                c.workers = workers;
+                let r = check(&b, &c, seed);
+                assert!(!r.launch.variant.aligned);
+                assert!(r.launch.passes() > 1, "{r:?}");
+            }
+            // Every tile width and depth. cols = 1024 is a multiple of every tile width, so with
+            // ld = 1025 the row groups whose shift is 0 end with a tile entirely past cols.
+            for row_bytes in [64u32, 128, 256, 512] {
+                for stages in 2..=4 {
+                    for (cols, ld, offset) in [(1024, 1025, 0), (1001, 1001, 1)] {
+                        seed += 1;
+                        let mut c = case(dtype, 97, cols, 13);
+                        c.ld = ld;
+                        c.offset = offset;
+                        c.tile = Some((row_bytes / esz, stages));
+                        c.workers = Some(5);
+                        let r = check(&b, &c, seed);
+                        assert!(!r.launch.variant.aligned);
+                        assert_eq!(
+                            (r.launch.variant.tile_cols, r.launch.variant.stages),
+                            (row_bytes / esz, stages)
+                        );
+                    }
+                }
+            }
+        }
+        // More row groups than resident warps, split without a cap.
+        let mut c = case(ScalarType::F32, 40_001, 67, 10);
+        c.offset = 3;
+        let r = check(&b, &c, 41);
+        assert!(r.zeroed && !r.launch.variant.aligned, "{r:?}");
+        let c = case(ScalarType::F64, 40_001, 67, 3);
+        let r = check(&b, &c, 42);
+        assert!(r.zeroed && !r.launch.variant.aligned, "{r:?}");
     }
 
     #[test]
@@ -536,33 +712,41 @@ mod tests {
     #[test]
     fn results_are_deterministic() {
         let Some(b) = gpu() else { return };
-        let (rows, cols, k) = (50_000, 200, 50);
-        let mut rng = Rng(5);
-        let m: Vec<f32> = (0..rows * cols).map(|_| rng.value() as f32).collect();
-        let labels: Vec<u32> = (0..cols).map(|_| rng.below(k as u32)).collect();
-        let mbuf = b.upload(HostSlice::F32(&m)).unwrap();
-        let lbuf = b.upload(HostSlice::U32(&labels)).unwrap();
-        let sbuf = b.alloc(ElemType::F32, rows * k).unwrap();
-        let args = ClusterSumsArgs {
-            dtype: ScalarType::F32,
-            m: mbuf.device_ptr(),
-            rows,
-            cols,
-            ld: cols,
-            labels: lbuf.device_ptr(),
-            k,
-            s: sbuf.device_ptr(),
-        };
-        let mut first: Option<Vec<f32>> = None;
-        for _ in 0..3 {
-            b.fill(&sbuf, f64::NAN).unwrap();
-            launch_cluster_sums(&b, b.stream(), &args, None).unwrap();
-            let HostVec::F32(got) = b.download(&sbuf).unwrap() else {
-                panic!("f32 expected")
+        // cols = 200: aligned rows; 201: strided rows. Both split row groups between workers.
+        for cols in [200, 201] {
+            let (rows, k) = (50_000, 50);
+            let mut rng = Rng(5);
+            let m: Vec<f32> = (0..rows * cols).map(|_| rng.value() as f32).collect();
+            let labels: Vec<u32> = (0..cols).map(|_| rng.below(k as u32)).collect();
+            let mbuf = b.upload(HostSlice::F32(&m)).unwrap();
+            let lbuf = b.upload(HostSlice::U32(&labels)).unwrap();
+            let sbuf = b.alloc(ElemType::F32, rows * k).unwrap();
+            let args = ClusterSumsArgs {
+                dtype: ScalarType::F32,
+                m: mbuf.device_ptr(),
+                rows,
+                cols,
+                ld: cols,
+                labels: lbuf.device_ptr(),
+                k,
+                s: sbuf.device_ptr(),
             };
-            match &first {
-                None => first = Some(got),
-                Some(f) => assert!(f.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits())),
+            let mut first: Option<Vec<f32>> = None;
+            for _ in 0..3 {
+                b.fill(&sbuf, f64::NAN).unwrap();
+                let report = launch_cluster_sums(&b, b.stream(), &args, None)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(report.launch.variant.aligned, cols == 200);
+                let HostVec::F32(got) = b.download(&sbuf).unwrap() else {
+                    panic!("f32 expected")
+                };
+                match &first {
+                    None => first = Some(got),
+                    Some(f) => {
+                        assert!(f.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()))
+                    }
+                }
             }
         }
     }
@@ -598,13 +782,24 @@ mod tests {
             ..args
         };
         assert!(launch_cluster_sums(&b, b.stream(), &bad, None).is_err());
+        // Labels are u32: 2^32 clusters or more are refused before anything is launched.
+        let huge = ClusterSumsArgs {
+            cols: 1,
+            ld: 1,
+            k: 1 << 32,
+            ..args
+        };
+        let e = launch_cluster_sums(&b, b.stream(), &huge, None).unwrap_err();
+        assert!(e.to_string().contains("2^32"), "{e}");
     }
 
     // -----------------------------------------------------------------------------------------
     // Benchmark: `cargo test --release -p popcorn-runtime cluster_sums::tests::bench -- --ignored
     // --nocapture`, sizes from CS_BENCH_N (e.g. "50000,60000"), CS_BENCH_K ("10,50,100"),
     // forced tiles CS_BENCH_TILES ("64x3,64x2,128x2", for k <= CS_BENCH_TILE_MAX_K, 100) beside
-    // the automatic choice, CS_BENCH_REPS (20), CS_BENCH_OUT (a file for the table).
+    // the automatic choice, CS_BENCH_REPS (20), CS_BENCH_OUT (a file for the table),
+    // CS_BENCH_OFFSET (0; the kernel rows alone start this many elements into K's rows and have
+    // that many fewer columns, e.g. 1 to time strided rows at an even n).
 
     const FILL_RANDOM: &str = r#"
 extern "C" __global__ void pk_bench_fill_random(const long long len, float* __restrict__ out, const unsigned long long seed)
@@ -695,6 +890,10 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
                 Some((a.parse().ok()?, c.parse().ok()?))
             })
             .collect();
+        let offset: usize = std::env::var("CS_BENCH_OFFSET")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         let tile_max_k: usize = std::env::var("CS_BENCH_TILE_MAX_K")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -861,9 +1060,9 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
                 let s_buf = b.alloc(ElemType::F32, n * k).unwrap();
                 let args = ClusterSumsArgs {
                     dtype: ScalarType::F32,
-                    m: src,
+                    m: src + 4 * offset.min(n - 1) as u64,
                     rows: n,
-                    cols: n,
+                    cols: n - offset.min(n - 1),
                     ld: n,
                     labels: l_buf.device_ptr(),
                     k,
@@ -888,10 +1087,11 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
                     });
                     let what = match report {
                         Some(r) => format!(
-                            "kernel {}{}x{} w{} {}p",
+                            "kernel {}{}x{}{} w{} {}p",
                             if tile.is_none() { "auto " } else { "" },
                             r.launch.variant.tile_cols,
                             r.launch.variant.stages,
+                            if r.launch.variant.aligned { "a" } else { "r" },
                             r.workers,
                             r.launch.passes()
                         ),

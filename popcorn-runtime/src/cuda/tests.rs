@@ -380,7 +380,8 @@ fn gpu_syrk_writes_the_full_symmetric_matrix() {
                 b.run_step(&step(op), &[a_arg], &[dense(&c, n, n)], dtype, alpha)
                     .expect("syrk");
                 let got = download(b, &c);
-                let what = format!("syrk {dtype:?} n={n} k={k} trans={trans} blocks of {block_rows}");
+                let what =
+                    format!("syrk {dtype:?} n={n} k={k} trans={trans} blocks of {block_rows}");
                 assert_close(&got, &want, tolerance(dtype), &what);
                 for i in 0..n {
                     for j in 0..i {
