@@ -5,14 +5,16 @@
 //!   for row-major data), and each output is written at `out_k[e]`.
 //! - **Tile pairs**, when an input is stored as the lower triangle of a symmetric matrix
 //!   ([`Access::LowerSymmetric`], what a SYRK step leaves when the mirror image is left to its
-//!   consumer): blocks grid-stride over the pairs of mirrored `32 x 32` tiles `(I, J)`,
+//!   consumer): blocks grid-stride over the pairs of mirrored `64 x 64` tiles `(I, J)`,
 //!   `J <= I`. A block stages tile `(I, J)` of each symmetric input in shared memory, then
 //!   writes output tile `(I, J)` reading the staged values as they are and output tile
 //!   `(J, I)` reading them transposed, both with row-major coalesced stores. The matrix is read
 //!   once (its lower half) and the output written once, where a separate mirror pass would
 //!   read and write the upper half again. The upper half of the input is never read, so the
 //!   output may be the input's own buffer: each block reads only its own lower tile, into
-//!   shared memory, before it writes anything.
+//!   shared memory, before it writes anything. Each block loads the next pair's tile into
+//!   registers before writing the current pair, so the loads' latency hides behind the stores
+//!   (the next tile is another lower tile, which only this block reads or writes).
 
 use super::expr::ElementScope;
 use super::launch::{LaunchShape, LINEAR_BLOCK_THREADS, PAIR_BLOCK_ROWS, PAIR_TILE};
@@ -71,103 +73,156 @@ fn linear(spec: &KernelSpec, outputs: &[Expr]) -> String {
 }
 
 /// The tile-pair layout for maps over a square space that read `symmetric` inputs.
+///
+/// Blocks are `32 x PAIR_BLOCK_ROWS` threads; thread `(tx, ty)` handles the tile elements
+/// `(ty + PAIR_BLOCK_ROWS q, tx + 32 h)`. The staged tiles have one column of padding, so both
+/// the row reads of tile `(I, J)` and the column reads of tile `(J, I)` are free of bank
+/// conflicts.
 fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> String {
     let t = spec.dtype.c_name();
     let tile = PAIR_TILE;
-    let per_thread = PAIR_TILE / PAIR_BLOCK_ROWS;
+    let rows_step = PAIR_BLOCK_ROWS;
+    let row_steps = PAIR_TILE / PAIR_BLOCK_ROWS;
+    let col_steps = PAIR_TILE / 32;
     let mut scope = ElementScope::new(spec, "i", "j", "t").with_staged_symmetric();
     let results: Vec<String> = outputs.iter().map(|e| scope.value(e)).collect();
     let mut element = String::new();
-    scope.write_to(&mut element, "            ");
+    scope.write_to(&mut element, "                ");
     for (k, value) in results.iter().enumerate() {
-        element.push_str(&format!("            out{k}[i * cols + j] = {value};\n"));
+        element.push_str(&format!(
+            "                out{k}[i * cols + j] = {value};\n"
+        ));
     }
+    // The loops over a thread's elements: `a` (row in the tile) and `b` (column).
+    let open = format!(
+        "#pragma unroll\n\
+         \x20       for (int q = 0; q < {row_steps}; ++q) {{\n\
+         \x20           const int a = ty + q * {rows_step};\n\
+         #pragma unroll\n\
+         \x20           for (int h = 0; h < {col_steps}; ++h) {{\n\
+         \x20               const int b = tx + h * 32;\n"
+    );
+    let close = "            }\n        }\n";
 
     let mut s = String::new();
     for k in symmetric {
         s.push_str(&format!(
-            "    __shared__ {t} pk_tile{k}[{tile}][{}];\n",
+            "    __shared__ {t} pk_tile{k}[{tile}][{}];\n\
+             \x20   {t} pk_next{k}[{row_steps}][{col_steps}];\n",
             tile + 1
         ));
     }
+    // Pair p = I (I + 1) / 2 + J, J <= I; the loads of the next pair are issued before the
+    // current pair is written, so their latency hides behind the stores.
     s.push_str(&format!(
-        "    // Tiles per side and pairs (I, J), J <= I, numbered p = I (I + 1) / 2 + J.\n\
-         \x20   const long long pk_nt = (rows + {last}) / {tile};\n\
+        "    const long long pk_nt = (rows + {last}) / {tile};\n\
          \x20   const long long pk_pairs = pk_nt * (pk_nt + 1) / 2;\n\
          \x20   const int tx = (int)threadIdx.x;\n\
          \x20   const int ty = (int)threadIdx.y;\n\
-         \x20   for (long long pk_p = (long long)blockIdx.x; pk_p < pk_pairs; pk_p += (long long)gridDim.x) {{\n\
-         \x20       long long pk_ti = (long long)((sqrt(8.0 * (double)pk_p + 1.0) - 1.0) * 0.5);\n\
-         \x20       while (pk_ti * (pk_ti + 1) / 2 > pk_p) {{\n\
-         \x20           --pk_ti;\n\
+         \x20   auto pk_row_of = [](long long p) {{\n\
+         \x20       long long ti = (long long)((sqrt(8.0 * (double)p + 1.0) - 1.0) * 0.5);\n\
+         \x20       while (ti * (ti + 1) / 2 > p) {{\n\
+         \x20           --ti;\n\
          \x20       }}\n\
-         \x20       while ((pk_ti + 1) * (pk_ti + 2) / 2 <= pk_p) {{\n\
-         \x20           ++pk_ti;\n\
+         \x20       while ((ti + 1) * (ti + 2) / 2 <= p) {{\n\
+         \x20           ++ti;\n\
          \x20       }}\n\
-         \x20       const long long pk_tj = pk_p - pk_ti * (pk_ti + 1) / 2;\n\
-         \x20       const long long pk_r0 = pk_ti * {tile};\n\
-         \x20       const long long pk_c0 = pk_tj * {tile};\n\
-         \x20       // The previous pair's staged tiles are no longer read.\n\
-         \x20       __syncthreads();\n\
-         \x20       for (int q = 0; q < {per_thread}; ++q) {{\n\
-         \x20           const int a = ty + q * {rows_step};\n\
-         \x20           const long long r = pk_r0 + a;\n\
-         \x20           const long long c = pk_c0 + tx;\n\
-         \x20           if (r < rows && c < rows) {{\n",
+         \x20       return ti;\n\
+         \x20   }};\n\
+         \x20   long long pk_p = (long long)blockIdx.x;\n\
+         \x20   long long pk_ti = pk_row_of(pk_p);\n\
+         \x20   long long pk_tj = pk_p - pk_ti * (pk_ti + 1) / 2;\n",
         last = tile - 1,
-        rows_step = PAIR_BLOCK_ROWS,
     ));
-    for k in symmetric {
+    let loads = |s: &mut String, indent: &str| {
         s.push_str(&format!(
-            "                pk_tile{k}[a][tx] = in{k}[r * in{k}_ld + c];\n"
+            "{indent}#pragma unroll\n\
+             {indent}for (int q = 0; q < {row_steps}; ++q) {{\n\
+             {indent}#pragma unroll\n\
+             {indent}    for (int h = 0; h < {col_steps}; ++h) {{\n\
+             {indent}        const long long r = pk_ti * {tile} + ty + q * {rows_step};\n\
+             {indent}        const long long c = pk_tj * {tile} + tx + h * 32;\n\
+             {indent}        const bool inside = r < rows && c < rows;\n"
         ));
-    }
+        for k in symmetric {
+            s.push_str(&format!(
+                "{indent}        pk_next{k}[q][h] = inside ? in{k}[r * in{k}_ld + c] : ({t})0;\n"
+            ));
+        }
+        s.push_str(&format!("{indent}    }}\n{indent}}}\n"));
+    };
+    s.push_str("    if (pk_p < pk_pairs) {\n");
+    loads(&mut s, "        ");
+    s.push_str("    }\n");
     s.push_str(
-        "            }\n\
-         \x20       }\n\
-         \x20       __syncthreads();\n",
+        "    for (; pk_p < pk_pairs; pk_p += (long long)gridDim.x) {\n\
+         \x20       const long long pk_r0 = pk_ti * ",
     );
-    // Output tile (I, J): element (r0 + a, c0 + tx); on a diagonal tile its upper part reads
-    // the staged lower part transposed.
     s.push_str(&format!(
-        "        for (int q = 0; q < {per_thread}; ++q) {{\n\
-         \x20           const int a = ty + q * {rows_step};\n\
-         \x20           const long long i = pk_r0 + a;\n\
-         \x20           const long long j = pk_c0 + tx;\n\
-         \x20           if (i >= rows || j >= rows) {{\n\
-         \x20               continue;\n\
-         \x20           }}\n",
-        rows_step = PAIR_BLOCK_ROWS,
+        "{tile};\n\
+         \x20       const long long pk_c0 = pk_tj * {tile};\n\
+         \x20       const bool pk_diagonal = pk_ti == pk_tj;\n\
+         \x20       // The previous pair's staged tiles are no longer read.\n\
+         \x20       __syncthreads();\n"
     ));
+    s.push_str(&open);
     for k in symmetric {
         s.push_str(&format!(
-            "            const {t} pk_sym{k} = j <= i ? pk_tile{k}[a][tx] : pk_tile{k}[tx][a];\n"
+            "                pk_tile{k}[a][b] = pk_next{k}[q][h];\n"
         ));
     }
-    s.push_str(&element);
+    s.push_str(close);
+    s.push_str(
+        "        __syncthreads();\n\
+         \x20       const long long pk_following = pk_p + (long long)gridDim.x;\n\
+         \x20       if (pk_following < pk_pairs) {\n\
+         \x20           pk_ti = pk_row_of(pk_following);\n\
+         \x20           pk_tj = pk_following - pk_ti * (pk_ti + 1) / 2;\n",
+    );
+    loads(&mut s, "            ");
     s.push_str("        }\n");
-    // Output tile (J, I) of an off-diagonal pair: element (c0 + a, r0 + tx) is the staged
-    // element (r0 + tx, c0 + a).
-    s.push_str(&format!(
-        "        if (pk_ti == pk_tj) {{\n\
-         \x20           continue;\n\
-         \x20       }}\n\
-         \x20       for (int q = 0; q < {per_thread}; ++q) {{\n\
-         \x20           const int a = ty + q * {rows_step};\n\
-         \x20           const long long i = pk_c0 + a;\n\
-         \x20           const long long j = pk_r0 + tx;\n\
-         \x20           if (i >= rows || j >= rows) {{\n\
-         \x20               continue;\n\
-         \x20           }}\n",
-        rows_step = PAIR_BLOCK_ROWS,
-    ));
+    // Output tile (I, J): element (r0 + a, c0 + b); on a diagonal tile its upper part reads
+    // the staged lower part transposed.
+    s.push_str("        // Output tile (I, J).\n");
+    s.push_str(&open);
+    s.push_str(
+        "                const long long i = pk_r0 + a;\n\
+         \x20               const long long j = pk_c0 + b;\n\
+         \x20               if (i >= rows || j >= rows) {\n\
+         \x20                   continue;\n\
+         \x20               }\n",
+    );
     for k in symmetric {
         s.push_str(&format!(
-            "            const {t} pk_sym{k} = pk_tile{k}[tx][a];\n"
+            "                const {t} pk_sym{k} = j <= i ? pk_tile{k}[a][b] : pk_tile{k}[b][a];\n"
         ));
     }
     s.push_str(&element);
-    s.push_str("        }\n    }\n");
+    s.push_str(close);
+    // Output tile (J, I) of an off-diagonal pair: element (c0 + a, r0 + b) is the staged
+    // element (r0 + b, c0 + a).
+    s.push_str(
+        "        if (pk_diagonal) {\n\
+         \x20           continue;\n\
+         \x20       }\n\
+         \x20       // Output tile (J, I), from the staged tile read transposed.\n",
+    );
+    s.push_str(&open);
+    s.push_str(
+        "                const long long i = pk_c0 + a;\n\
+         \x20               const long long j = pk_r0 + b;\n\
+         \x20               if (i >= rows || j >= rows) {\n\
+         \x20                   continue;\n\
+         \x20               }\n",
+    );
+    for k in symmetric {
+        s.push_str(&format!(
+            "                const {t} pk_sym{k} = pk_tile{k}[b][a];\n"
+        ));
+    }
+    s.push_str(&element);
+    s.push_str(close);
+    s.push_str("    }\n");
     s
 }
 
@@ -203,21 +258,25 @@ mod tests {
         assert_eq!(
             k.launch,
             LaunchShape::TilePairs {
-                tile: 32,
+                tile: 64,
                 block_rows: 8
             }
         );
         assert!(k.source.contains("__launch_bounds__(256)"));
-        assert!(k.source.contains("__shared__ float pk_tile0[32][33];"));
-        assert!(k.source.contains("pk_tile0[a][tx] = in0[r * in0_ld + c];"));
+        assert!(k.source.contains("__shared__ float pk_tile0[64][65];"));
+        // Loaded into registers one pair ahead, then staged.
+        assert!(k
+            .source
+            .contains("pk_next0[q][h] = inside ? in0[r * in0_ld + c] : (float)0;"));
+        assert!(k.source.contains("pk_tile0[a][b] = pk_next0[q][h];"));
         // Tile (I, J) reads the staged tile as is (transposed above a diagonal), tile (J, I)
         // transposed; both store row-major.
         assert!(k
             .source
-            .contains("const float pk_sym0 = j <= i ? pk_tile0[a][tx] : pk_tile0[tx][a];"));
-        assert!(k.source.contains("const float pk_sym0 = pk_tile0[tx][a];"));
+            .contains("const float pk_sym0 = j <= i ? pk_tile0[a][b] : pk_tile0[b][a];"));
+        assert!(k.source.contains("const float pk_sym0 = pk_tile0[b][a];"));
         assert_eq!(k.source.matches("out0[i * cols + j] = ").count(), 2);
-        assert!(!k.source.contains("pk_e"));
+        assert!(!k.source.contains("pk_stride"));
         // A row kernel reads the lower triangle directly.
         let r = emit(&spec(Form::Rows {
             stores: vec![add],
