@@ -198,7 +198,7 @@ fn launch_cluster_sums_with(
             args.m
         )));
     }
-    let aligned = ClusterSumsVariant::rows_aligned(args.dtype, args.m, args.ld as u64);
+    let aligned = ClusterSumsVariant::prefers_aligned(args.dtype, args.m, args.ld as u64);
     let forced = match tile {
         Some((tile_cols, stages)) => Some(
             ClusterSumsVariant::new(args.dtype, tile_cols, stages, aligned)
@@ -507,7 +507,7 @@ mod tests {
         let report = report.unwrap_or_else(|| panic!("{what}: nothing was launched"));
         assert_eq!(
             report.launch.variant.aligned,
-            ClusterSumsVariant::rows_aligned(c.dtype, args.m, c.ld as u64),
+            ClusterSumsVariant::prefers_aligned(c.dtype, args.m, c.ld as u64),
             "{what}: row mode"
         );
         if let Some(cap) = c.workers {
@@ -552,7 +552,12 @@ mod tests {
             c.offset = 1;
             let r = check(&b, &c, 12);
             assert!(!r.launch.variant.aligned);
-            // Aligned, with ld > cols.
+            // Rows on 16-byte but not 128-byte boundaries: strided too (tiles on cache lines).
+            let mut c = case(dtype, 70, 100, 9);
+            c.ld = 132;
+            let r = check(&b, &c, 14);
+            assert!(!r.launch.variant.aligned);
+            // Aligned (rows on 128-byte boundaries), with ld > cols.
             let mut c = case(dtype, 40, 100, 9);
             c.ld = 128;
             let r = check(&b, &c, 13);
@@ -712,8 +717,9 @@ mod tests {
     #[test]
     fn results_are_deterministic() {
         let Some(b) = gpu() else { return };
-        // cols = 200: aligned rows; 201: strided rows. Both split row groups between workers.
-        for cols in [200, 201] {
+        // cols = 224 (896-byte rows, on cache lines): aligned rows; 201: strided rows. Both
+        // split row groups between workers.
+        for cols in [224, 201] {
             let (rows, k) = (50_000, 50);
             let mut rng = Rng(5);
             let m: Vec<f32> = (0..rows * cols).map(|_| rng.value() as f32).collect();
@@ -737,7 +743,7 @@ mod tests {
                 let report = launch_cluster_sums(&b, b.stream(), &args, None)
                     .unwrap()
                     .unwrap();
-                assert_eq!(report.launch.variant.aligned, cols == 200);
+                assert_eq!(report.launch.variant.aligned, cols == 224);
                 let HostVec::F32(got) = b.download(&sbuf).unwrap() else {
                     panic!("f32 expected")
                 };
