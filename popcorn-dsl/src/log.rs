@@ -1,4 +1,4 @@
-//! The `POPCORN_LOG` switch: a comma-separated list of topics (`plan`, `fusion`, `cache`, or
+//! The `POPCORN_LOG` switch: a comma-separated list of topics (`plan`, `fusion`, `cache`, `time`, or
 //! `all`) whose messages go to stderr.
 
 /// Whether `POPCORN_LOG` enables `topic`.
