@@ -322,6 +322,25 @@ fn shape_runs(
     Ok(())
 }
 
+/// Times popcorn's kernel matrix of `x` planned with `config` (K itself is dropped).
+fn kernel_matrix_with(
+    cli: &Cli,
+    config: popcorn::PlannerConfig,
+    x: &popcorn::Tensor,
+    sgemm: Option<f64>,
+) -> Result<measure::KernelMatrix, BenchError> {
+    let ctx = Context::new(cli.device)?.with_config(config);
+    let (timing, _k) = measure::kernel_matrix(
+        &ctx,
+        popcorn::kkmeans::programs::program("kernel_polynomial"),
+        x,
+        false,
+        cli.kernel_reps(),
+        sgemm,
+    )?;
+    Ok(timing)
+}
+
 /// `--syrk-variants`: the kernel matrix with each SYRK implementation, strict fp32 and (with
 /// `--tf32`) TF32.
 fn syrk_variant_runs(
@@ -342,16 +361,7 @@ fn syrk_variant_runs(
                 syrk_block_rows: block_rows,
                 ..ctx.config().clone()
             };
-            let vctx = Context::new(cli.device)?.with_config(config);
-            let (kt, kmat) = measure::kernel_matrix(
-                &vctx,
-                popcorn::kkmeans::programs::program("kernel_polynomial"),
-                x,
-                false,
-                cli.kernel_reps(),
-                sgemm,
-            )?;
-            drop(kmat);
+            let kt = kernel_matrix_with(cli, config, x, sgemm)?;
             say!(
                 "  K with SYRK {name}{}: {:.1} ms ({:.1} TFLOP/s on n^2 d)  [{}]",
                 if tf32 { " tf32" } else { "" },
@@ -384,16 +394,7 @@ fn tf32_runs(
         tf32: true,
         ..ctx.config().clone()
     };
-    let tctx = Context::new(cli.device)?.with_config(config);
-    let (kt, kmat) = measure::kernel_matrix(
-        &tctx,
-        popcorn::kkmeans::programs::program("kernel_polynomial"),
-        x,
-        false,
-        cli.kernel_reps(),
-        sgemm,
-    )?;
-    drop(kmat);
+    let kt = kernel_matrix_with(cli, config, x, sgemm)?;
     say!(
         "  popcorn K with TF32: {} {:.1} ms ({:.1} TFLOP/s), {:.2}x strict fp32",
         kt.product,

@@ -181,24 +181,33 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
     );
     loads(&mut s, "            ");
     s.push_str("        }\n");
-    // Output tile (I, J): element (r0 + a, c0 + b); on a diagonal tile its upper part reads
-    // the staged lower part transposed.
-    s.push_str("        // Output tile (I, J).\n");
-    s.push_str(&open);
-    s.push_str(
-        "                const long long i = pk_r0 + a;\n\
-         \x20               const long long j = pk_c0 + b;\n\
-         \x20               if (i >= rows || j >= rows) {\n\
-         \x20                   continue;\n\
-         \x20               }\n",
-    );
-    for k in symmetric {
+    // One output tile: element (row_base + a, col_base + b), each symmetric input's value
+    // read from the staged tile by `staged`.
+    let output_tile = |s: &mut String, row_base: &str, col_base: &str, staged: &str| {
+        s.push_str(&open);
         s.push_str(&format!(
-            "                const {t} pk_sym{k} = j <= i ? pk_tile{k}[a][b] : pk_tile{k}[b][a];\n"
+            "                const long long i = {row_base} + a;\n\
+             \x20               const long long j = {col_base} + b;\n\
+             \x20               if (i >= rows || j >= rows) {{\n\
+             \x20                   continue;\n\
+             \x20               }}\n"
         ));
-    }
-    s.push_str(&element);
-    s.push_str(close);
+        for k in symmetric {
+            let value = staged.replace("{k}", &k.to_string());
+            s.push_str(&format!("                const {t} pk_sym{k} = {value};\n"));
+        }
+        s.push_str(&element);
+        s.push_str(close);
+    };
+    // Output tile (I, J); on a diagonal tile its upper part reads the staged lower part
+    // transposed.
+    s.push_str("        // Output tile (I, J).\n");
+    output_tile(
+        &mut s,
+        "pk_r0",
+        "pk_c0",
+        "j <= i ? pk_tile{k}[a][b] : pk_tile{k}[b][a]",
+    );
     // Output tile (J, I) of an off-diagonal pair: element (c0 + a, r0 + b) is the staged
     // element (r0 + b, c0 + a).
     s.push_str(
@@ -207,21 +216,7 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
          \x20       }\n\
          \x20       // Output tile (J, I), from the staged tile read transposed.\n",
     );
-    s.push_str(&open);
-    s.push_str(
-        "                const long long i = pk_c0 + a;\n\
-         \x20               const long long j = pk_r0 + b;\n\
-         \x20               if (i >= rows || j >= rows) {\n\
-         \x20                   continue;\n\
-         \x20               }\n",
-    );
-    for k in symmetric {
-        s.push_str(&format!(
-            "                const {t} pk_sym{k} = pk_tile{k}[b][a];\n"
-        ));
-    }
-    s.push_str(&element);
-    s.push_str(close);
+    output_tile(&mut s, "pk_c0", "pk_r0", "pk_tile{k}[b][a]");
     s.push_str("    }\n");
     s
 }
