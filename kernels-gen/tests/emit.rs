@@ -265,6 +265,11 @@ fn every_operation_uses_the_dtype_function() {
     for f in ["sqrt(", "log(", "tanh(", "pow(", "fmax(", "fmin("] {
         assert_contains(&f64_text, f);
     }
+    // pow goes through the prelude's helper, which multiplies for exponents 1 to 4.
+    assert_contains(&f32_text, "= pk_pow_f32(");
+    assert_contains(&f32_text, "if (y == (float)2) {\n        return x * x;");
+    assert_contains(&f64_text, "= pk_pow_f64(");
+    assert_contains(&f64_text, "return pow(x, y);");
     let affine32 = emit(&map_affine(ScalarType::F32)).source;
     let affine64 = emit(&map_affine(ScalarType::F64)).source;
     assert_contains(&affine32, "expf(");

@@ -38,10 +38,39 @@ pub(crate) fn prelude(dtype: ScalarType) -> String {
     };
     let inf_name = inf_macro(dtype);
     let nan_name = nan_macro(dtype);
+    let t = dtype.c_name();
+    let pow = pow_fn(dtype);
+    let guard = pow.to_uppercase();
+    let c = |v: &str| format!("({t}){v}");
     format!(
         "#ifndef {inf_name}\n#define {inf_name} ({inf})\n#endif\n\
-         #ifndef {nan_name}\n#define {nan_name} ({nan})\n#endif\n"
+         #ifndef {nan_name}\n#define {nan_name} ({nan})\n#endif\n\
+         #ifndef {guard}\n#define {guard}\n\
+         // pow with the exponents of polynomial kernels (1 to 4) by multiplication: the general\n\
+         // {general} costs tens of instructions, which made maps over n x n matrices compute bound.\n\
+         // The exponent is usually a kernel argument, so the branch is the same for every thread.\n\
+         __device__ __forceinline__ {t} {pow}({t} x, {t} y) {{\n\
+         \x20   if (y == {two}) {{\n        return x * x;\n    }}\n\
+         \x20   if (y == {three}) {{\n        return (x * x) * x;\n    }}\n\
+         \x20   if (y == {four}) {{\n        const {t} s = x * x;\n        return s * s;\n    }}\n\
+         \x20   if (y == {one}) {{\n        return x;\n    }}\n\
+         \x20   return {general}(x, y);\n\
+         }}\n\
+         #endif\n",
+        general = math_fn("pow", dtype),
+        one = c("1"),
+        two = c("2"),
+        three = c("3"),
+        four = c("4"),
     )
+}
+
+/// The prelude's `pow` of `dtype` (small integer exponents by multiplication).
+fn pow_fn(dtype: ScalarType) -> &'static str {
+    match dtype {
+        ScalarType::F32 => "pk_pow_f32",
+        ScalarType::F64 => "pk_pow_f64",
+    }
 }
 
 /// The C text of constant `value` in type `dtype`, reproducing it exactly.
@@ -171,7 +200,7 @@ impl<'a> ElementScope<'a> {
                     BinaryOp::Sub => format!("{a} - {b}"),
                     BinaryOp::Mul => format!("{a} * {b}"),
                     BinaryOp::Div => format!("{a} / {b}"),
-                    BinaryOp::Pow => format!("{}({a}, {b})", math_fn("pow", dtype)),
+                    BinaryOp::Pow => format!("{}({a}, {b})", pow_fn(dtype)),
                     BinaryOp::Max => format!("{}({a}, {b})", math_fn("fmax", dtype)),
                     BinaryOp::Min => format!("{}({a}, {b})", math_fn("fmin", dtype)),
                     BinaryOp::Lt => compare("<"),

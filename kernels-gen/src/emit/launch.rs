@@ -18,6 +18,12 @@ pub const PAIR_TILE: u32 = 64;
 /// a tile).
 pub const PAIR_BLOCK_ROWS: u32 = 8;
 
+/// Side, in tiles, of the square groups that [`LaunchShape::TilePairs`] kernels walk one after
+/// another: consecutive blocks take the pairs of one `PAIR_GROUP x PAIR_GROUP` group of tiles,
+/// so the mirrored writes of the blocks in flight cover whole `PAIR_GROUP * PAIR_TILE`-column
+/// spans of each row rather than one tile's 256 bytes.
+pub const PAIR_GROUP: u32 = 8;
+
 /// Threads per block of [`LaunchShape::Linear`] kernels.
 pub const LINEAR_BLOCK_THREADS: u32 = 256;
 /// Warps per block of [`LaunchShape::WarpPerRow`] kernels.
@@ -73,6 +79,10 @@ pub enum LaunchShape {
         tile: u32,
         /// Rows of threads per block.
         block_rows: u32,
+        /// Side, in tiles, of the groups of tiles walked one after another: the grid strides
+        /// over `G (G + 1) / 2 * group^2` slots for `G = ceil(T / group)` groups per side
+        /// (slots above the diagonal or past the edge hold no pair and are skipped).
+        group: u32,
     },
     /// Blocks of `block_threads` threads shaped `(W, block_threads / W)` by
     /// [`column_group_width`]: each block handles `W` consecutive columns, its rows of threads
@@ -110,10 +120,16 @@ impl LaunchShape {
                 let grid = blocks_for(rows, u64::from(warps_per_block));
                 ((grid, 1, 1), (warps_per_block * 32, 1, 1), 0)
             }
-            LaunchShape::TilePairs { tile, block_rows } => {
+            LaunchShape::TilePairs {
+                tile,
+                block_rows,
+                group,
+            } => {
                 let side = rows.max(cols).div_ceil(u64::from(tile.max(1)));
-                let pairs = side.saturating_mul(side.saturating_add(1)) / 2;
-                ((blocks_for(pairs, 1), 1, 1), (32, block_rows, 1), 0)
+                let groups = side.div_ceil(u64::from(group.max(1)));
+                let slots = (groups.saturating_mul(groups.saturating_add(1)) / 2)
+                    .saturating_mul(u64::from(group) * u64::from(group));
+                ((blocks_for(slots, 1), 1, 1), (32, block_rows, 1), 0)
             }
             LaunchShape::ColumnGroups {
                 block_threads,
@@ -147,9 +163,14 @@ impl LaunchShape {
                 "1-D blocks of {} threads (one warp per row), grid-stride over rows",
                 warps_per_block * 32
             ),
-            LaunchShape::TilePairs { tile, block_rows } => format!(
+            LaunchShape::TilePairs {
+                tile,
+                block_rows,
+                group,
+            } => format!(
                 "blocks of (32, {block_rows}) threads, grid-stride over the pairs of \
-                 mirrored {tile} x {tile} tiles (I, J), J <= I"
+                 mirrored {tile} x {tile} tiles (I, J), J <= I, in groups of {group} x {group} \
+                 tiles"
             ),
             LaunchShape::ColumnGroups {
                 block_threads,
@@ -200,6 +221,7 @@ mod tests {
         let shape = LaunchShape::TilePairs {
             tile: 64,
             block_rows: 8,
+            group: 1,
         };
         assert_eq!(shape.grid_block(1, 1), ((1, 1, 1), (32, 8, 1), 0));
         assert_eq!(shape.grid_block(64, 64), ((1, 1, 1), (32, 8, 1), 0));
@@ -207,6 +229,15 @@ mod tests {
         assert_eq!(shape.grid_block(65, 65).0, (3, 1, 1));
         // 100 tiles per side: 5050 pairs.
         assert_eq!(shape.grid_block(6400, 6400).0, (5050, 1, 1));
+        // In groups of 8 x 8 tiles: 100 tiles are 13 groups per side, 91 group pairs of 64
+        // slots; one tile is one group.
+        let grouped = LaunchShape::TilePairs {
+            tile: 64,
+            block_rows: 8,
+            group: 8,
+        };
+        assert_eq!(grouped.grid_block(6400, 6400).0, (91 * 64, 1, 1));
+        assert_eq!(grouped.grid_block(1, 1).0, (64, 1, 1));
         assert_eq!(shape.grid_block(60_000, 60_000).0, (65_535, 1, 1));
         assert_eq!(shape.grid_block(0, 0).0, (1, 1, 1));
         assert_eq!(shape.threads_per_block(), 256);

