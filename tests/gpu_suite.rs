@@ -257,7 +257,8 @@ fn syrk_both_ways_and_gemm_give_the_same_k() {
             n,
         );
         // The same K through every product path, on the GPU: SYRK as block-row GEMMs writing
-        // the lower triangle that the map mirrors (the default; also with small odd blocks),
+        // the lower triangle that the map mirrors (the default, its map overlapped band by band;
+        // small blocks overlapped or not; small odd blocks),
         // cuBLAS SYRK likewise, a full blocked SYRK with its own mirror pass before an
         // unfused map, and GEMM.
         let p =
@@ -269,6 +270,25 @@ fn syrk_both_ways_and_gemm_give_the_same_k() {
         };
         let paths = [
             ("syrk", "lower", base.clone()),
+            // Bands of 128 rows mapped on the second stream beside the next block rows' GEMMs,
+            // and the same blocks mapped after the whole product.
+            (
+                "syrk",
+                "next map overlapped",
+                PlannerConfig {
+                    syrk_block_rows: Some(128),
+                    ..base.clone()
+                },
+            ),
+            (
+                "syrk",
+                "lower (",
+                PlannerConfig {
+                    syrk_block_rows: Some(192),
+                    overlap_syrk_map: false,
+                    ..base.clone()
+                },
+            ),
             (
                 "syrk",
                 "lower (",

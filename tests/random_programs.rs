@@ -731,6 +731,7 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
                 cluster_sums_max_k: 1024,
                 tf32: false,
                 syrk_block_rows: None,
+                overlap_syrk_map: false,
             },
             1e-9,
         ),

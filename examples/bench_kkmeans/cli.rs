@@ -72,7 +72,8 @@ pub struct Cli {
     pub tf32: bool,
 
     /// Also time the kernel matrix with these SYRK implementations, comma separated: `cublas`
-    /// (cuBLAS SYRK), `auto` (the planner's block rows) or a number of block rows for the
+    /// (cuBLAS SYRK), `auto` (the planner's block rows), `serial` (the same, with the map after
+    /// the whole product instead of overlapped band by band) or a number of block rows for the
     /// GEMMs over block rows; in strict fp32 and, with --tf32, in TF32
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub syrk_variants: Vec<String>,
@@ -106,7 +107,7 @@ impl Cli {
         for v in &self.syrk_variants {
             if syrk_variant(v).is_none() {
                 return Err(format!(
-                    "--syrk-variants: `{v}` is not cublas, auto or a number of block rows"
+                    "--syrk-variants: `{v}` is not cublas, auto, serial or a number of block rows"
                 ));
             }
         }
@@ -122,12 +123,18 @@ impl Cli {
     }
 }
 
-/// A `--syrk-variants` entry as the planner's `syrk_block_rows`: `cublas` is `Some(0)`, `auto`
-/// is `None`, a number `b >= 1` is `Some(b)`.
-pub fn syrk_variant(v: &str) -> Option<Option<usize>> {
+/// A `--syrk-variants` entry as the planner's `(syrk_block_rows, overlap_syrk_map)`: `cublas` is
+/// `Some(0)`, `auto` is `None`, `serial` is `None` without overlap, a number `b >= 1` is
+/// `Some(b)`.
+pub fn syrk_variant(v: &str) -> Option<(Option<usize>, bool)> {
     match v {
-        "cublas" => Some(Some(0)),
-        "auto" => Some(None),
-        _ => v.parse::<usize>().ok().filter(|b| *b >= 1).map(Some),
+        "cublas" => Some((Some(0), true)),
+        "auto" => Some((None, true)),
+        "serial" => Some((None, false)),
+        _ => v
+            .parse::<usize>()
+            .ok()
+            .filter(|b| *b >= 1)
+            .map(|b| (Some(b), true)),
     }
 }

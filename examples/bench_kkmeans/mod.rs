@@ -352,13 +352,14 @@ fn syrk_variant_runs(
 ) -> Result<(), BenchError> {
     let modes: &[bool] = if cli.tf32 { &[false, true] } else { &[false] };
     for name in &cli.syrk_variants {
-        let Some(block_rows) = cli::syrk_variant(name) else {
+        let Some((block_rows, overlap)) = cli::syrk_variant(name) else {
             continue;
         };
         for &tf32 in modes {
             let config = popcorn::PlannerConfig {
                 tf32,
                 syrk_block_rows: block_rows,
+                overlap_syrk_map: overlap,
                 ..ctx.config().clone()
             };
             let kt = kernel_matrix_with(cli, config, x, sgemm)?;

@@ -293,6 +293,12 @@ pub enum Param {
     /// Pointer to output `.0` (`T*`, or `unsigned int*` where the output is an index). Outputs
     /// are numbered: stores (or map outputs) first, then reductions.
     Output(usize),
+    /// `long long band_start`: the first row of the band of rows whose tile pairs a
+    /// [tile-pair](KernelSpec::walks_tile_pairs) launch writes (a multiple of the tile side;
+    /// 0 for the whole matrix).
+    BandStart,
+    /// `long long band_end`: one past the last row of that band (`rows` for the whole matrix).
+    BandEnd,
 }
 
 /// What one output of a kernel is.
@@ -328,10 +334,27 @@ impl KernelSpec {
         }
     }
 
+    /// Whether the kernel is a map over a square space walking pairs of mirrored tiles (it
+    /// reads an [`Access::LowerSymmetric`] input; see [`crate::LaunchShape::TilePairs`]). Such a
+    /// kernel takes a band of rows ([`Param::BandStart`], [`Param::BandEnd`]) and writes the
+    /// pairs `(I, J)` whose tile row `I` lies in it, so a matrix can be mapped band by band as
+    /// its lower triangle is produced.
+    pub fn walks_tile_pairs(&self) -> bool {
+        matches!(self.form, Form::Map { .. })
+            && self
+                .inputs
+                .iter()
+                .any(|input| input.access == Access::LowerSymmetric)
+    }
+
     /// The ordered parameter list of the generated kernel: `rows, cols`, then each input
     /// (matrices as pointer and leading dimension), then each output pointer.
     pub fn params(&self) -> Vec<Param> {
         let mut p = vec![Param::Rows, Param::Cols];
+        if self.walks_tile_pairs() {
+            p.push(Param::BandStart);
+            p.push(Param::BandEnd);
+        }
         for (k, input) in self.inputs.iter().enumerate() {
             match input.access {
                 Access::Matrix { .. } | Access::LowerSymmetric => {

@@ -45,7 +45,7 @@ pub fn plan(
     lowering.lower(&fusion)?;
     let mut plan = lowering.finish();
     if config_allows_lower_fill(config) {
-        symmetric::leave_mirror_to_maps(&mut plan);
+        symmetric::leave_mirror_to_maps(&mut plan, config.overlap_syrk_map);
     }
     buffers::assign(&mut plan);
     if crate::log::enabled("plan") {
@@ -351,6 +351,7 @@ impl<'a> Lowering<'a> {
                     alpha: alpha.clone(),
                     tf32: self.cx.config.tf32,
                     lower_only: false,
+                    overlap_map: false,
                     block_rows: self
                         .cx
                         .config

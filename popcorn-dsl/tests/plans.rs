@@ -158,7 +158,7 @@ fn kernel_matrix_syrk_leaves_the_mirror_to_its_epilogue() {
     for dims in [[("n", 1000), ("d", 50)], [("n", 60000), ("d", 50)]] {
         for name in ["kernel_polynomial", "kernel_sigmoid", "kernel_gaussian"] {
             let p = plan_of(name, &dims, &PlannerConfig::default());
-            assert_eq!(syrk_of(&p).0, true, "{p}");
+            assert!(syrk_of(&p).0, "{p}");
             let StepOp::Fused(f) = &p.steps.last().unwrap().op else {
                 panic!("{p}")
             };
@@ -182,7 +182,7 @@ fn kernel_matrix_syrk_leaves_the_mirror_to_its_epilogue() {
         &[("n", 1000), ("d", 50)],
         &PlannerConfig::default(),
     );
-    assert_eq!(syrk_of(&p).0, false, "{p}");
+    assert!(!syrk_of(&p).0, "{p}");
     // Without fusion there is no map to mirror into.
     let p = plan_of(
         "kernel_polynomial",
@@ -192,7 +192,7 @@ fn kernel_matrix_syrk_leaves_the_mirror_to_its_epilogue() {
             ..PlannerConfig::default()
         },
     );
-    assert_eq!(syrk_of(&p).0, false, "{p}");
+    assert!(!syrk_of(&p).0, "{p}");
 }
 
 #[test]
@@ -202,9 +202,42 @@ fn syrk_block_rows_follow_the_rule_or_the_config() {
         &[("n", 60000), ("d", 784)],
         &PlannerConfig::default(),
     );
-    // 60000 / 16 = 3750, rounded up to 3840: 16 GEMMs.
-    assert_eq!(syrk_of(&p).1, 3840);
-    assert!(p.to_string().contains("16 gemm blocks"), "{p}");
+    // 60000 / 16 = 3750, rounded up to 4096: 15 GEMMs, the map overlapped band by band.
+    assert_eq!(syrk_of(&p).1, 4096);
+    assert!(
+        p.to_string()
+            .contains("(15 gemm blocks), next map overlapped"),
+        "{p}"
+    );
+    assert!(matches!(
+        p.steps[0].op,
+        StepOp::Syrk {
+            overlap_map: true,
+            ..
+        }
+    ));
+    // Overlap off, or blocks that do not start on the map's 64-row tiles: the map runs after.
+    for cfg in [
+        PlannerConfig {
+            overlap_syrk_map: false,
+            ..PlannerConfig::default()
+        },
+        PlannerConfig {
+            syrk_block_rows: Some(1000),
+            ..PlannerConfig::default()
+        },
+    ] {
+        let p = plan_of("kernel_polynomial", &[("n", 60000), ("d", 784)], &cfg);
+        assert!(matches!(
+            p.steps[0].op,
+            StepOp::Syrk {
+                overlap_map: false,
+                lower_only: true,
+                ..
+            }
+        ));
+        assert!(!p.to_string().contains("overlapped"), "{p}");
+    }
     let p = plan_of(
         "kernel_polynomial",
         &[("n", 100), ("d", 784)],

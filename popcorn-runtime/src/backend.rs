@@ -194,6 +194,9 @@ pub trait BufferInfo {
     }
 }
 
+/// A step's inputs and outputs, as [`Backend::run_step`] takes them.
+pub type StepIo<'a, B> = (&'a [Arg<'a, B>], &'a [Arg<'a, B>]);
+
 /// A compute backend.
 pub trait Backend: Send + Sync {
     /// The backend's buffer type.
@@ -236,6 +239,25 @@ pub trait Backend: Send + Sync {
         dtype: DType,
         alpha: f64,
     ) -> Result<(), RuntimeError>;
+
+    /// Runs a SYRK step that writes its lower triangle block row by block row
+    /// (`StepOp::Syrk` with `overlap_map`) together with the next step, the map that reads it.
+    /// A GPU maps each band of rows as soon as its block row is written, beside the next block
+    /// rows' GEMMs; the default runs the two steps one after the other. `syrk_io` and `map_io`
+    /// are each step's inputs and outputs; `alpha` is the SYRK's scalar factor.
+    #[allow(clippy::too_many_arguments)]
+    fn run_syrk_with_map(
+        &self,
+        syrk: &Step,
+        map: &Step,
+        syrk_io: StepIo<'_, Self::Buf>,
+        map_io: StepIo<'_, Self::Buf>,
+        dtype: DType,
+        alpha: f64,
+    ) -> Result<(), RuntimeError> {
+        self.run_step(syrk, syrk_io.0, syrk_io.1, dtype, alpha)?;
+        self.run_step(map, map_io.0, map_io.1, dtype, 1.0)
+    }
 
     /// Waits for queued work and reports asynchronous errors.
     fn synchronize(&self) -> Result<(), RuntimeError>;

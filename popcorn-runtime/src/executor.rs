@@ -3,7 +3,7 @@
 
 use crate::backend::{Arg, Backend, ElemType};
 use crate::error::RuntimeError;
-use popcorn_dsl::plan::{Elem, Home, Plan, StepOp, ValueId, ValueKind};
+use popcorn_dsl::plan::{Elem, Home, Plan, Step, StepOp, ValueId, ValueKind};
 use popcorn_dsl::{DimBindings, ScalarBindings};
 use std::collections::HashMap;
 
@@ -124,7 +124,9 @@ pub fn execute<B: Backend>(
             },
         })
     };
-    for (i, step) in plan.steps.iter().enumerate() {
+    let mut i = 0;
+    while i < plan.steps.len() {
+        let step = &plan.steps[i];
         let named = |e: RuntimeError| RuntimeError::Step {
             step: i,
             op: step.op_name(),
@@ -136,38 +138,79 @@ pub fn execute<B: Backend>(
                 .join(", "),
             source: Box::new(e),
         };
-        let ins = step
-            .inputs
-            .iter()
-            .map(|v| resolve(*v))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(named)?;
-        let outs = step
-            .outputs
-            .iter()
-            .map(|v| resolve(*v))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(named)?;
+        type Io<'a, Buf> = (Vec<Arg<'a, Buf>>, Vec<Arg<'a, Buf>>);
+        let io = |s: &Step| -> Result<Io<'_, B::Buf>, RuntimeError> {
+            let ins = s
+                .inputs
+                .iter()
+                .map(|v| resolve(*v))
+                .collect::<Result<_, _>>()?;
+            let outs = s
+                .outputs
+                .iter()
+                .map(|v| resolve(*v))
+                .collect::<Result<_, _>>()?;
+            Ok((ins, outs))
+        };
+        let (ins, outs) = io(step).map_err(named)?;
         let alpha = match alpha_of(&step.op) {
             Some(e) => e
                 .eval(scalars, dims)
                 .map_err(|e| named(RuntimeError::Binding(e.to_string())))?,
             None => 1.0,
         };
-        backend
-            .run_step(step, &ins, &outs, plan.dtype, alpha)
-            .map_err(named)?;
+        let steps_run = match overlapped_map(plan, i) {
+            Some(map) => {
+                let (map_ins, map_outs) = io(map).map_err(named)?;
+                backend
+                    .run_syrk_with_map(
+                        step,
+                        map,
+                        (&ins, &outs),
+                        (&map_ins, &map_outs),
+                        plan.dtype,
+                        alpha,
+                    )
+                    .map_err(named)?;
+                2
+            }
+            None => {
+                backend
+                    .run_step(step, &ins, &outs, plan.dtype, alpha)
+                    .map_err(named)?;
+                1
+            }
+        };
         if sync {
             backend.synchronize().map_err(named)?;
         }
         if timing {
-            marks.push(backend.mark().map_err(named)?);
+            // An overlapped map's time is in its SYRK's: both steps end at the same mark.
+            for _ in 0..steps_run {
+                marks.push(backend.mark().map_err(named)?);
+            }
         }
+        i += steps_run;
     }
     if timing {
         print_step_times(backend, plan, &marks)?;
     }
     Ok(())
+}
+
+/// The map step that runs together with SYRK step `i` (`overlap_map`): the next step, when it
+/// reads the SYRK's result.
+fn overlapped_map(plan: &Plan, i: usize) -> Option<&Step> {
+    let step = &plan.steps[i];
+    let StepOp::Syrk {
+        overlap_map: true, ..
+    } = step.op
+    else {
+        return None;
+    };
+    let map = plan.steps.get(i + 1)?;
+    let reads_it = step.outputs.iter().all(|o| map.inputs.contains(o));
+    (reads_it && matches!(map.op, StepOp::Fused(_))).then_some(map)
 }
 
 /// `POPCORN_LOG=time`: each step's time between the marks recorded around it, with the rates
@@ -183,11 +226,27 @@ fn print_step_times<B: Backend>(
         let ms = backend.elapsed_ms(&pair[0], &pair[1])?;
         total += ms;
         let secs = (ms * 1e-3).max(1e-12);
+        if i > 0 && overlapped_map(plan, i - 1).is_some() {
+            lines.push(format!(
+                "  {i:<4} {:<13} overlapped: its time is in the step above",
+                step.op_name()
+            ));
+            continue;
+        }
+        // A SYRK with its overlapped map: the rates count both steps' work.
+        let (bytes, flops, note) = match (overlapped_map(plan, i), plan.steps.get(i + 1)) {
+            (Some(_), Some(map)) => (
+                step.bytes + map.bytes,
+                step.flops + map.flops,
+                "  (with the next step's map)",
+            ),
+            _ => (step.bytes, step.flops, ""),
+        };
         lines.push(format!(
-            "  {i:<4} {:<13} {ms:>10.3} ms {:>9.1} GB/s {:>8.2} TFLOP/s",
+            "  {i:<4} {:<13} {ms:>10.3} ms {:>9.1} GB/s {:>8.2} TFLOP/s{note}",
             step.op_name(),
-            step.bytes / secs / 1e9,
-            step.flops / secs / 1e12
+            bytes / secs / 1e9,
+            flops / secs / 1e12,
         ));
     }
     eprintln!(

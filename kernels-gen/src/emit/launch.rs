@@ -120,16 +120,9 @@ impl LaunchShape {
                 let grid = blocks_for(rows, u64::from(warps_per_block));
                 ((grid, 1, 1), (warps_per_block * 32, 1, 1), 0)
             }
-            LaunchShape::TilePairs {
-                tile,
-                block_rows,
-                group,
-            } => {
-                let side = rows.max(cols).div_ceil(u64::from(tile.max(1)));
-                let groups = side.div_ceil(u64::from(group.max(1)));
-                let slots = (groups.saturating_mul(groups.saturating_add(1)) / 2)
-                    .saturating_mul(u64::from(group) * u64::from(group));
-                ((blocks_for(slots, 1), 1, 1), (32, block_rows, 1), 0)
+            LaunchShape::TilePairs { .. } => {
+                let side = rows.max(cols);
+                self.band_grid_block(side, 0, side)
             }
             LaunchShape::ColumnGroups {
                 block_threads,
@@ -141,6 +134,29 @@ impl LaunchShape {
                 ((grid, 1, 1), (width, block_threads / width, 1), shared)
             }
         }
+    }
+
+    /// Grid, block and dynamic shared bytes of a [`LaunchShape::TilePairs`] launch over the band
+    /// of rows `[band_start, band_end)` of a `side x side` space: one block per slot of the
+    /// groups of tiles the band meets (capped at [`MAX_GRID_BLOCKS`]). Other shapes have no
+    /// bands: they get their whole-space geometry.
+    pub fn band_grid_block(&self, side: u64, band_start: u64, band_end: u64) -> LaunchDims {
+        let LaunchShape::TilePairs {
+            tile,
+            block_rows,
+            group,
+        } = *self
+        else {
+            return self.grid_block(side, side);
+        };
+        let (tile, group) = (u64::from(tile.max(1)), u64::from(group.max(1)));
+        let tiles = side.div_ceil(tile);
+        let first_group = (band_start / tile).min(tiles) / group;
+        let end_group = (band_end.div_ceil(tile).min(tiles)).div_ceil(group);
+        let slots_before =
+            |g: u64| (g.saturating_mul(g.saturating_add(1)) / 2).saturating_mul(group * group);
+        let slots = slots_before(end_group).saturating_sub(slots_before(first_group));
+        ((blocks_for(slots, 1), 1, 1), (32, block_rows, 1), 0)
     }
 
     /// Threads per block, the value of the kernel's `__launch_bounds__`.
@@ -238,6 +254,13 @@ mod tests {
         };
         assert_eq!(grouped.grid_block(6400, 6400).0, (91 * 64, 1, 1));
         assert_eq!(grouped.grid_block(1, 1).0, (64, 1, 1));
+        // Bands: rows [512, 1024) are group row 1 (2 group pairs); [0, 6400) is everything;
+        // [6144, 6400) is the last group row (13 group pairs).
+        assert_eq!(grouped.band_grid_block(6400, 512, 1024).0, (2 * 64, 1, 1));
+        assert_eq!(grouped.band_grid_block(6400, 0, 6400).0, (91 * 64, 1, 1));
+        assert_eq!(grouped.band_grid_block(6400, 6144, 6400).0, (13 * 64, 1, 1));
+        // A band inside one group row still launches that group row's slots.
+        assert_eq!(grouped.band_grid_block(6400, 640, 768).0, (2 * 64, 1, 1));
         assert_eq!(shape.grid_block(60_000, 60_000).0, (65_535, 1, 1));
         assert_eq!(shape.grid_block(0, 0).0, (1, 1, 1));
         assert_eq!(shape.threads_per_block(), 256);

@@ -119,12 +119,17 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
     }
     // Slot p of the walk: group pair s = p / G^2 (groups of G x G tiles, s = SI (SI + 1) / 2 +
     // SJ, SJ <= SI), tile (SI G + w / G, SJ G + w % G) for w = p mod G^2; slots above the
-    // diagonal or past the last tile are skipped. The loads of the next slot are issued before
+    // diagonal, past the last tile or outside the band's tile rows are skipped. The band's
+    // slots are those of the group rows it meets. The loads of the next slot are issued before
     // the current pair is written, so their latency hides behind the stores.
     s.push_str(&format!(
         "    const long long pk_nt = (rows + {last}) / {tile};\n\
-         \x20   const long long pk_ng = (pk_nt + {last_group}) / {group};\n\
-         \x20   const long long pk_slots = pk_ng * (pk_ng + 1) / 2 * {group_tiles};\n\
+         \x20   const long long pk_t_lo = band_start / {tile};\n\
+         \x20   const long long pk_t_hi = min((band_end + {last}) / {tile}, pk_nt);\n\
+         \x20   const long long pk_g_lo = pk_t_lo / {group};\n\
+         \x20   const long long pk_g_hi = (pk_t_hi + {last_group}) / {group};\n\
+         \x20   const long long pk_first = pk_g_lo * (pk_g_lo + 1) / 2 * {group_tiles};\n\
+         \x20   const long long pk_slots = pk_g_hi * (pk_g_hi + 1) / 2 * {group_tiles};\n\
          \x20   const int tx = (int)threadIdx.x;\n\
          \x20   const int ty = (int)threadIdx.y;\n\
          \x20   auto pk_row_of = [](long long p) {{\n\
@@ -148,13 +153,13 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
          \x20           const long long gj = g - gi * (gi + 1) / 2;\n\
          \x20           pk_ti = gi * {group} + w / {group};\n\
          \x20           pk_tj = gj * {group} + w % {group};\n\
-         \x20           if (pk_ti < pk_nt && pk_tj <= pk_ti) {{\n\
+         \x20           if (pk_ti >= pk_t_lo && pk_ti < pk_t_hi && pk_tj <= pk_ti) {{\n\
          \x20               break;\n\
          \x20           }}\n\
          \x20       }}\n\
          \x20       return p;\n\
          \x20   }};\n\
-         \x20   long long pk_p = pk_seek((long long)blockIdx.x);\n",
+         \x20   long long pk_p = pk_seek(pk_first + (long long)blockIdx.x);\n",
         last = tile - 1,
         last_group = group - 1,
         group_tiles = group * group,
@@ -295,6 +300,13 @@ mod tests {
             .contains("const float pk_sym0 = j <= i ? pk_tile0[a][b] : pk_tile0[b][a];"));
         assert!(k.source.contains("const float pk_sym0 = pk_tile0[b][a];"));
         assert_eq!(k.source.matches("out0[i * cols + j] = ").count(), 2);
+        // A band of rows: the kernel takes its bounds and skips pairs outside it.
+        assert!(k
+            .source
+            .contains("const long long band_start,\n    const long long band_end,"));
+        assert!(k
+            .source
+            .contains("if (pk_ti >= pk_t_lo && pk_ti < pk_t_hi && pk_tj <= pk_ti) {"));
         assert!(!k.source.contains("pk_stride"));
         // A row kernel reads the lower triangle directly.
         let r = emit(&spec(Form::Rows {

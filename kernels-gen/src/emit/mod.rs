@@ -46,7 +46,7 @@ mod rows;
 pub use launch::{
     blocks_for, column_group_width, LaunchDims, LaunchShape, COLUMN_BLOCK_THREADS,
     COLUMN_TARGET_BLOCKS, LINEAR_BLOCK_THREADS, MAX_COLUMN_GROUP_WIDTH, MAX_GRID_BLOCKS,
-    PAIR_BLOCK_ROWS, PAIR_TILE, ROW_WARPS_PER_BLOCK,
+    PAIR_BLOCK_ROWS, PAIR_GROUP, PAIR_TILE, ROW_WARPS_PER_BLOCK,
 };
 
 pub(crate) use expr::prelude;
@@ -134,6 +134,8 @@ pub(crate) fn param_decl(spec: &KernelSpec, param: &Param) -> String {
     match *param {
         Param::Rows => "const long long rows".to_string(),
         Param::Cols => "const long long cols".to_string(),
+        Param::BandStart => "const long long band_start".to_string(),
+        Param::BandEnd => "const long long band_end".to_string(),
         Param::InputPtr(k) => format!("const {t}*{r} in{k}"),
         Param::InputLd(k) => format!("const long long in{k}_ld"),
         Param::InputScalar(k) => format!("const {t} in{k}"),

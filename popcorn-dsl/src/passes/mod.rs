@@ -52,15 +52,27 @@ pub struct PlannerConfig {
     /// as GEMMs of `b`-row blocks (`POPCORN_SYRK_BLOCK_ROWS`).
     #[serde(default)]
     pub syrk_block_rows: Option<usize>,
+    /// Run the map that reads a lower-triangle SYRK block row by block row, each band as soon
+    /// as its block row is written, beside the next block row's GEMM (on the GPU, on a second
+    /// stream), instead of after the whole product. On by default; `POPCORN_NO_OVERLAP=1`
+    /// turns it off.
+    #[serde(default = "default_true")]
+    pub overlap_syrk_map: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// Rows per block of a SYRK step of order `n` computed as GEMMs over block rows (block row `i`
 /// times the blocks `0..=i`): about 16 blocks, so the work beyond the lower triangle (the upper
 /// halves of the diagonal blocks) stays near 1/16 of a full product, but at least 512 rows so
-/// every GEMM still fills the GPU, rounded to a multiple of 128. Unlike cuBLAS SYRK, the GEMMs
-/// run at the full GEMM rate and use tensor cores under TF32.
+/// every GEMM still fills the GPU, rounded to a multiple of 512 (whole groups of the map's
+/// tile pairs, so an overlapped map's bands split no group). Unlike cuBLAS SYRK, the GEMMs run
+/// at the full GEMM rate and use tensor cores under TF32. (Measured on an H100: 32 blocks, or
+/// 8, take the same time.)
 pub fn syrk_block_rows(n: usize) -> usize {
-    n.div_ceil(16).div_ceil(128).saturating_mul(128).max(512)
+    n.div_ceil(16).div_ceil(512).saturating_mul(512).max(512)
 }
 
 impl Default for PlannerConfig {
@@ -72,6 +84,7 @@ impl Default for PlannerConfig {
             cluster_sums_max_k: 1024,
             tf32: false,
             syrk_block_rows: None,
+            overlap_syrk_map: true,
         }
     }
 }
@@ -85,6 +98,7 @@ impl std::hash::Hash for PlannerConfig {
             cluster_sums_max_k,
             tf32,
             syrk_block_rows,
+            overlap_syrk_map,
         } = self;
         dtype.hash(state);
         syrk_gemm_ratio.to_bits().hash(state);
@@ -92,6 +106,7 @@ impl std::hash::Hash for PlannerConfig {
         cluster_sums_max_k.hash(state);
         tf32.hash(state);
         syrk_block_rows.hash(state);
+        overlap_syrk_map.hash(state);
     }
 }
 
@@ -100,7 +115,8 @@ impl PlannerConfig {
     /// fusion off; `POPCORN_CLUSTER_SUMS_MAX_K=N` turns the cluster-sums pattern on up to N
     /// clusters and `POPCORN_NO_CLUSTER_SUMS=1` off (products with a selection matrix then go to
     /// the general sparse product); `POPCORN_TF32=1` lets dense products use TF32;
-    /// `POPCORN_SYRK_BLOCK_ROWS=B` sets [`PlannerConfig::syrk_block_rows`] (0: cuBLAS SYRK).
+    /// `POPCORN_SYRK_BLOCK_ROWS=B` sets [`PlannerConfig::syrk_block_rows`] (0: cuBLAS SYRK);
+    /// `POPCORN_NO_OVERLAP=1` turns [`PlannerConfig::overlap_syrk_map`] off.
     pub fn from_env() -> PlannerConfig {
         let set = |name: &str| std::env::var(name).is_ok_and(|v| v != "0" && !v.is_empty());
         let mut c = PlannerConfig::default();
@@ -124,6 +140,9 @@ impl PlannerConfig {
             .and_then(|v| v.parse().ok())
         {
             c.syrk_block_rows = Some(b);
+        }
+        if set("POPCORN_NO_OVERLAP") {
+            c.overlap_syrk_map = false;
         }
         c
     }

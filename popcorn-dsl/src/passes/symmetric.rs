@@ -6,7 +6,9 @@
 //! This is Kernel K-means' `K = pow(gamma * X * X^T + c, r)`: without it the GPU writes the
 //! lower triangle, mirrors it (reading and writing half of K again) and then maps K (reading and
 //! writing all of it); with it, the product writes half of K and the map reads that half and
-//! writes K once, 1.5 passes over `n^2` elements instead of 3.
+//! writes K once, 1.5 passes over `n^2` elements instead of 3. When the SYRK is computed block
+//! row by block row and the map is the next step, the map can also run band by band as the
+//! block rows are written, its memory traffic beside the next GEMMs' arithmetic (`overlap_map`).
 
 use crate::plan::{Home, Plan, StepOp, ValueId};
 use kernels_gen::{emit, Access, Form};
@@ -14,7 +16,10 @@ use kernels_gen::{emit, Access, Form};
 /// Rewrites every SYRK step of `plan` whose result is read only by one map kernel, over the
 /// same square space, into a lower-triangle SYRK, and that map's reads of it into
 /// [`Access::LowerSymmetric`] (regenerating the kernel). Returns how many steps changed.
-pub fn leave_mirror_to_maps(plan: &mut Plan) -> usize {
+///
+/// With `overlap`, a blocked SYRK whose map is the very next step also gets `overlap_map`: the
+/// map then runs band by band beside the product ([`StepOp::Syrk`]).
+pub fn leave_mirror_to_maps(plan: &mut Plan, overlap: bool) -> usize {
     let mut changed = 0;
     for s in 0..plan.steps.len() {
         let StepOp::Syrk { n, lower_only, .. } = plan.steps[s].op else {
@@ -47,8 +52,18 @@ pub fn leave_mirror_to_maps(plan: &mut Plan) -> usize {
         let elem = plan.dtype.size_bytes() as f64;
         let unread = (n as f64) * (n as f64 - 1.0) / 2.0 * elem;
         plan.steps[reader].bytes -= unread;
-        if let StepOp::Syrk { lower_only, .. } = &mut plan.steps[s].op {
+        if let StepOp::Syrk {
+            lower_only,
+            overlap_map,
+            block_rows,
+            ..
+        } = &mut plan.steps[s].op
+        {
             *lower_only = true;
+            // Bands start on the map's tile rows.
+            let tile = kernels_gen::emit::PAIR_TILE as usize;
+            *overlap_map =
+                overlap && *block_rows > 0 && block_rows.is_multiple_of(tile) && reader == s + 1;
         }
         plan.steps[s].bytes -= unread;
         changed += 1;

@@ -40,14 +40,20 @@ fn detail(step: &Step) -> String {
             tf32,
             lower_only,
             block_rows,
+            overlap_map,
         } => format!(
-            "n={n} k={k} {} alpha={alpha} {}{}{}",
+            "n={n} k={k} {} alpha={alpha} {}{}{}{}",
             if *trans { "A^T*A" } else { "A*A^T" },
             if *lower_only { "lower" } else { "full" },
             if *block_rows == 0 {
                 " (cublas syrk)".to_string()
             } else {
                 format!(" ({} gemm blocks)", n.div_ceil(*block_rows))
+            },
+            if *overlap_map {
+                ", next map overlapped"
+            } else {
+                ""
             },
             if *tf32 { " tf32" } else { "" }
         ),

@@ -166,6 +166,12 @@ pub enum StepOp {
         /// lower triangle block row by block row.
         #[serde(default)]
         block_rows: usize,
+        /// The next step is the one map reading the lower triangle, and it runs band by band
+        /// as the block rows are written (on the GPU on a second stream, beside the following
+        /// block rows' GEMMs; elsewhere after the product). Only with `lower_only` and
+        /// `block_rows > 0`.
+        #[serde(default)]
+        overlap_map: bool,
     },
     /// `y = alpha * op(A) * x` with A stored `m x n`. Inputs (A, x), output y.
     Gemv {

@@ -1,6 +1,6 @@
 //! [`CudaBackend`]: device setup, buffers and transfers, and the dispatch of plan steps.
 
-use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
+use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec, StepIo};
 use crate::cuda::args::{self, count, csr, dense, index, shape};
 use crate::cuda::blas::BlasHandle;
 use crate::cuda::builtin_ops::{Builtins, CountScratch};
@@ -76,6 +76,9 @@ pub struct CudaBackend {
     scratch: Mutex<CountScratch>,
     launch_shapes: Mutex<HashMap<String, LaunchShape>>,
     stream: Arc<CudaStream>,
+    /// A second stream, of the highest priority, for maps that run beside the main stream's
+    /// GEMMs (`StepOp::Syrk` with `overlap_map`).
+    side_stream: Arc<CudaStream>,
     ctx: Arc<CudaContext>,
 }
 
@@ -119,6 +122,11 @@ impl CudaBackend {
     fn setup(ordinal: usize, config: CudaConfig) -> Result<CudaBackend, RuntimeError> {
         let ctx = CudaContext::new(ordinal).map_err(|e| driver("cuDevicePrimaryCtxRetain", e))?;
         let stream = ctx.new_stream().map_err(|e| driver("cuStreamCreate", e))?;
+        let (_, greatest) = drv::stream::get_priority_range()
+            .map_err(|e| driver("cuCtxGetStreamPriorityRange", e))?;
+        let side_stream = ctx
+            .new_stream_with_priority(greatest)
+            .map_err(|e| driver("cuStreamCreateWithPriority", e))?;
         let name = ctx.name().map_err(|e| driver("cuDeviceGetName", e))?;
         let capability = ctx
             .compute_capability()
@@ -145,6 +153,7 @@ impl CudaBackend {
             description,
             capability,
             stream,
+            side_stream,
             ctx,
         })
     }
@@ -262,43 +271,26 @@ impl CudaBackend {
                 block_rows,
                 ..
             } => {
-                count("syrk", inputs, outputs, 1, 1)?;
-                let a = dense(&inputs[0], elem, "syrk input A")?;
-                let c = dense(&outputs[0], elem, "syrk output C")?;
-                shape(
-                    "syrk input A",
-                    (a.rows, a.cols),
-                    if *trans { (*k, *n) } else { (*n, *k) },
-                )?;
-                shape("syrk output C", (c.rows, c.cols), (*n, *n))?;
+                let (a, c) = syrk_operands(step, inputs, outputs, elem)?;
                 if *n == 0 {
                     return Ok(());
                 }
                 if *k == 0 {
-                    return self.zero(c.ptr, c.len(), elem);
+                    return self.zero(c, n * n, elem);
                 }
                 {
                     let mut blas = self.blas.lock().map_err(|_| poisoned())?;
                     blas.set_tf32(*tf32 || self.config.allow_tf32)?;
                     if *block_rows == 0 {
-                        blas.syrk_lower(dtype, *trans, *n, *k, alpha, a.ptr, c.ptr)?;
+                        blas.syrk_lower(dtype, *trans, *n, *k, alpha, a, c)?;
                     } else {
-                        blas.syrk_lower_blocked(
-                            dtype,
-                            *trans,
-                            *n,
-                            *k,
-                            alpha,
-                            a.ptr,
-                            c.ptr,
-                            *block_rows,
-                        )?;
+                        blas.syrk_lower_blocked(dtype, *trans, *n, *k, alpha, a, c, *block_rows)?;
                     }
                 }
                 if *lower_only {
                     return Ok(());
                 }
-                self.builtins().symmetrize(scalar, c.ptr, *n)
+                self.builtins().symmetrize(scalar, c, *n)
             }
             StepOp::Gemv { trans, m, n, .. } => {
                 count("gemv", inputs, outputs, 2, 1)?;
@@ -486,7 +478,7 @@ impl CudaBackend {
         inputs: &[Arg<'_, CudaBuffer>],
         outputs: &[Arg<'_, CudaBuffer>],
     ) -> Result<(), RuntimeError> {
-        let mut args = fused::kernel_args(f, inputs, outputs)?;
+        let mut args = fused::kernel_args(f, inputs, outputs, None)?;
         let shape = self.launch_shape(f)?;
         let function = self.kernels.function(&f.name, || f.source.clone())?;
         let dims = shape.grid_block(f.rows as u64, f.cols as u64);
@@ -510,6 +502,28 @@ impl CudaBackend {
         shapes.insert(f.name.clone(), generated.launch);
         Ok(generated.launch)
     }
+}
+
+/// The device addresses of a SYRK step's `A` and `C`, checked against the step's shapes.
+fn syrk_operands(
+    step: &Step,
+    inputs: &[Arg<'_, CudaBuffer>],
+    outputs: &[Arg<'_, CudaBuffer>],
+    elem: ElemType,
+) -> Result<(u64, u64), RuntimeError> {
+    let StepOp::Syrk { trans, n, k, .. } = &step.op else {
+        return Err(invalid(format!("{} step given as a SYRK", step.op_name())));
+    };
+    count("syrk", inputs, outputs, 1, 1)?;
+    let a = dense(&inputs[0], elem, "syrk input A")?;
+    let c = dense(&outputs[0], elem, "syrk output C")?;
+    shape(
+        "syrk input A",
+        (a.rows, a.cols),
+        if *trans { (*k, *n) } else { (*n, *k) },
+    )?;
+    shape("syrk output C", (c.rows, c.cols), (*n, *n))?;
+    Ok((a.ptr, c.ptr))
 }
 
 /// cuSPARSE's value type of a plan dtype.
@@ -665,6 +679,78 @@ impl Backend for CudaBackend {
             })?;
         }
         Ok(())
+    }
+
+    /// Block row `b` of the SYRK is a GEMM on the main stream; an event after it lets the
+    /// side stream map band `b` (the tile pairs of those rows: tile `(I, J)` and its mirror
+    /// `(J, I)`, which lies above the diagonal in earlier rows, where no GEMM writes) while the
+    /// main stream goes on with block row `b + 1`, which writes only its own rows. The main
+    /// stream then waits for the side stream, so later steps see the whole map.
+    fn run_syrk_with_map(
+        &self,
+        syrk: &Step,
+        map: &Step,
+        syrk_io: StepIo<'_, CudaBuffer>,
+        map_io: StepIo<'_, CudaBuffer>,
+        dtype: DType,
+        alpha: f64,
+    ) -> Result<(), RuntimeError> {
+        let sequential = || -> Result<(), RuntimeError> {
+            self.run_step(syrk, syrk_io.0, syrk_io.1, dtype, alpha)?;
+            self.run_step(map, map_io.0, map_io.1, dtype, 1.0)
+        };
+        let (
+            StepOp::Syrk {
+                trans,
+                n,
+                k,
+                tf32,
+                lower_only: true,
+                block_rows,
+                ..
+            },
+            StepOp::Fused(f),
+        ) = (&syrk.op, &map.op)
+        else {
+            return sequential();
+        };
+        if *block_rows == 0 || *n == 0 || *k == 0 || !f.spec.walks_tile_pairs() {
+            return sequential();
+        }
+        self.bind()?;
+        let elem = ElemType::float(dtype);
+        let (a, c) = syrk_operands(syrk, syrk_io.0, syrk_io.1, elem)?;
+        // Every band's arguments differ only in the band: check the buffers once.
+        fused::kernel_args(f, map_io.0, map_io.1, None)?;
+        let shape = self.launch_shape(f)?;
+        let function = self.kernels.function(&f.name, || f.source.clone())?;
+        let mut blas = self.blas.lock().map_err(|_| poisoned())?;
+        blas.set_tf32(*tf32 || self.config.allow_tf32)?;
+        let no_timing = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
+        let mut queue = || -> Result<(), RuntimeError> {
+            for (r0, r1) in crate::cuda::blas::block_row_ranges(*n, *block_rows) {
+                blas.syrk_lower_block(dtype, *trans, *n, *k, alpha, a, c, r0, r1)?;
+                let written = self
+                    .stream
+                    .record_event(no_timing)
+                    .map_err(|e| driver("cuEventRecord", e))?;
+                self.side_stream
+                    .wait(&written)
+                    .map_err(|e| driver("cuStreamWaitEvent", e))?;
+                let mut args = fused::kernel_args(f, map_io.0, map_io.1, Some((r0, r1)))?;
+                let dims = shape.band_grid_block(*n as u64, r0 as u64, r1 as u64);
+                launch(&self.side_stream, &function, &f.name, dims, &mut args)?;
+            }
+            Ok(())
+        };
+        let queued = queue();
+        // The main stream waits for every band queued, also when queuing stopped part way.
+        let mapped = self
+            .side_stream
+            .record_event(no_timing)
+            .and_then(|done| self.stream.wait(&done))
+            .map_err(|e| driver("cuStreamWaitEvent", e));
+        queued.and(mapped)
     }
 
     fn synchronize(&self) -> Result<(), RuntimeError> {

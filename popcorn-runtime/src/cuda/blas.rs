@@ -96,6 +96,13 @@ pub struct SyrkBlock {
     pub c_offset: usize,
 }
 
+/// The block rows `[r0, r1)` of an order-`n` blocked SYRK with `block_rows` rows per block (the
+/// last one shorter).
+pub fn block_row_ranges(n: usize, block_rows: usize) -> impl Iterator<Item = (usize, usize)> {
+    let step = block_rows.max(1);
+    (0..n).step_by(step).map(move |r0| (r0, (r0 + step).min(n)))
+}
+
 /// Maps block row `r0..r1` of row-major `C = A A^T` (A stored `n x k`) or, with `trans`,
 /// `C = A^T A` (A stored `k x n`) onto a GEMM: `C[r0..r1, 0..r1] = op(A)[r0..r1, :] *
 /// op(A)[0..r1, :]^T`.
@@ -275,23 +282,37 @@ impl BlasHandle {
         c: u64,
         block_rows: usize,
     ) -> Result<(), RuntimeError> {
-        let esz = dtype.size_bytes() as u64;
-        let step = block_rows.max(1);
-        let mut r0 = 0;
-        while r0 < n {
-            let r1 = (r0 + step).min(n);
-            let blk = col_major_syrk_block(trans, n, k, r0, r1);
-            self.col_major_gemm(
-                dtype,
-                &blk.gemm,
-                alpha,
-                a + blk.first_offset as u64 * esz,
-                a + blk.second_offset as u64 * esz,
-                c + blk.c_offset as u64 * esz,
-            )?;
-            r0 = r1;
+        for (r0, r1) in block_row_ranges(n, block_rows) {
+            self.syrk_lower_block(dtype, trans, n, k, alpha, a, c, r0, r1)?;
         }
         Ok(())
+    }
+
+    /// Block row `[r0, r1)` of [`BlasHandle::syrk_lower_blocked`]: rows `r0..r1` of `C`, columns
+    /// `0..r1`, as one GEMM.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn syrk_lower_block(
+        &mut self,
+        dtype: DType,
+        trans: bool,
+        n: usize,
+        k: usize,
+        alpha: f64,
+        a: u64,
+        c: u64,
+        r0: usize,
+        r1: usize,
+    ) -> Result<(), RuntimeError> {
+        let esz = dtype.size_bytes() as u64;
+        let blk = col_major_syrk_block(trans, n, k, r0, r1);
+        self.col_major_gemm(
+            dtype,
+            &blk.gemm,
+            alpha,
+            a + blk.first_offset as u64 * esz,
+            a + blk.second_offset as u64 * esz,
+            c + blk.c_offset as u64 * esz,
+        )
     }
 
     /// A column-major GEMM `C = alpha op(first) op(second)` on device arrays of `dtype`.

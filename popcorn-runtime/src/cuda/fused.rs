@@ -20,11 +20,14 @@ fn float_elem(dtype: ScalarType) -> ElemType {
 
 /// The kernel arguments of `step`, in parameter order: sizes as `long long`, pointers,
 /// leading dimensions (the value's columns) as `long long`, scalars by value in the kernel's
-/// type. Every buffer is checked to hold what the kernel reads or writes.
+/// type. Every buffer is checked to hold what the kernel reads or writes. `band` (rows
+/// `[start, end)`, `start` a multiple of the tile side) limits a tile-pair map to the pairs of
+/// those tile rows; `None` is the whole space.
 pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
     step: &FusedStep,
     inputs: &[Arg<'_, B>],
     outputs: &[Arg<'_, B>],
+    band: Option<(usize, usize)>,
 ) -> Result<Vec<KernelArg>, RuntimeError> {
     let spec = &step.spec;
     let out_shapes = spec.outputs();
@@ -48,12 +51,28 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
         )
     };
     let output_what = |k: usize| format!("output {k} of fused kernel {}", step.name);
+    let (band_start, band_end) = band.unwrap_or((0, rows));
+    let tile = kernels_gen::emit::PAIR_TILE as usize;
+    if band.is_some()
+        && (!spec.walks_tile_pairs()
+            || band_start > band_end
+            || band_end > rows
+            || !band_start.is_multiple_of(tile))
+    {
+        return Err(invalid(format!(
+            "fused kernel {}: rows {band_start}..{band_end} are not a band of its tile pairs \
+             (a tile-pair map over {rows} rows, bands starting on multiples of {tile})",
+            step.name
+        )));
+    }
     let params = spec.params();
     let mut args = Vec::with_capacity(params.len());
     for p in params {
         let arg = match p {
             Param::Rows => KernelArg::size(rows)?,
             Param::Cols => KernelArg::size(cols)?,
+            Param::BandStart => KernelArg::size(band_start)?,
+            Param::BandEnd => KernelArg::size(band_end)?,
             Param::InputPtr(k) => {
                 let what = input_what(k);
                 let (buf, r, c) = dense_parts(&inputs[k], &what)?;
@@ -254,7 +273,7 @@ mod tests {
             },
             Arg::Index { buf: &idx, len: 3 },
         ];
-        let args = kernel_args(&s, &inputs, &outputs).ok();
+        let args = kernel_args(&s, &inputs, &outputs, None).ok();
         assert_eq!(
             args,
             Some(vec![
@@ -306,7 +325,7 @@ mod tests {
             rows: 4,
             cols: 2,
         }];
-        assert!(kernel_args(&s, &good_in, &good_out).is_ok());
+        assert!(kernel_args(&s, &good_in, &good_out, None).is_ok());
         let bad_in = [
             Arg::Dense {
                 buf: &x,
@@ -319,13 +338,13 @@ mod tests {
                 cols: 1,
             },
         ];
-        assert!(kernel_args(&s, &bad_in, &good_out).is_err());
+        assert!(kernel_args(&s, &bad_in, &good_out, None).is_err());
         let bad_out = [Arg::Dense {
             buf: &wrong_type,
             rows: 4,
             cols: 2,
         }];
-        assert!(kernel_args(&s, &good_in, &bad_out).is_err());
+        assert!(kernel_args(&s, &good_in, &bad_out, None).is_err());
         let small_x = [
             Arg::Dense {
                 buf: &x,
@@ -338,8 +357,55 @@ mod tests {
                 cols: 1,
             },
         ];
-        assert!(kernel_args(&s, &small_x, &good_out).is_err());
+        assert!(kernel_args(&s, &small_x, &good_out, None).is_err());
         let none: [Arg<'_, FakeBuf>; 0] = [];
-        assert!(kernel_args(&s, &none, &good_out).is_err());
+        assert!(kernel_args(&s, &none, &good_out, None).is_err());
+    }
+
+    #[test]
+    fn tile_pair_maps_take_bands_of_whole_tiles() {
+        let spec = KernelSpec {
+            dtype: ScalarType::F32,
+            inputs: vec![input("K", Access::LowerSymmetric)],
+            form: Form::Map {
+                outputs: vec![Expr::Input(0)],
+            },
+            provenance: vec![],
+        };
+        let s = step(spec, 300, 300);
+        let k = buf(ElemType::F32, 90_000, 0x100);
+        let out = buf(ElemType::F32, 90_000, 0x200);
+        let inputs = [Arg::Dense {
+            buf: &k,
+            rows: 300,
+            cols: 300,
+        }];
+        let outputs = [Arg::Dense {
+            buf: &out,
+            rows: 300,
+            cols: 300,
+        }];
+        let args = |band| kernel_args(&s, &inputs, &outputs, band);
+        let whole = args(None).ok();
+        assert_eq!(
+            whole,
+            Some(vec![
+                KernelArg::I64(300),
+                KernelArg::I64(300),
+                KernelArg::I64(0),
+                KernelArg::I64(300),
+                KernelArg::Ptr(0x100),
+                KernelArg::I64(300),
+                KernelArg::Ptr(0x200),
+            ])
+        );
+        let band = args(Some((128, 256))).ok().map(|a| a[2..4].to_vec());
+        assert_eq!(band, Some(vec![KernelArg::I64(128), KernelArg::I64(256)]));
+        assert!(args(Some((256, 300))).is_ok());
+        // Not on a tile boundary, reversed, or past the end.
+        for bad in [(100, 200), (256, 128), (256, 301)] {
+            let err = args(Some(bad)).unwrap_err().to_string();
+            assert!(err.contains("not a band"), "{err}");
+        }
     }
 }

@@ -371,6 +371,7 @@ fn gpu_syrk_writes_the_full_symmetric_matrix() {
                     tf32: false,
                     lower_only: false,
                     block_rows,
+                    overlap_map: false,
                 };
                 let a_arg = if trans {
                     dense(&ab, k, n)
@@ -1314,7 +1315,7 @@ fn gpu_tile_pair_map_mirrors_the_lower_triangle() {
             );
         }
         // A square space is required.
-        let kb = upload(b, dtype, &vec![1.0; 12]);
+        let kb = upload(b, dtype, &[1.0; 12]);
         let cb = upload(b, dtype, &[0.0; 4]);
         let o = poisoned(b, ElemType::float(dtype), 12);
         let err = b
