@@ -202,11 +202,12 @@ fn syrk_block_rows_follow_the_rule_or_the_config() {
         &[("n", 60000), ("d", 784)],
         &PlannerConfig::default(),
     );
-    // 60000 / 16 = 3750, rounded up to 4096: 15 GEMMs, the map overlapped band by band.
+    // 4096 rows leave 14.6 block rows (8192 would leave fewer than 12): 15 block rows, the map
+    // overlapped band by band.
     assert_eq!(syrk_of(&p).1, 4096);
     assert!(
         p.to_string()
-            .contains("(15 gemm blocks), next map overlapped"),
+            .contains("(15 gemm block rows), next map overlapped"),
         "{p}"
     );
     assert!(matches!(

@@ -48,7 +48,7 @@ fn detail(step: &Step) -> String {
             if *block_rows == 0 {
                 " (cublas syrk)".to_string()
             } else {
-                format!(" ({} gemm blocks)", n.div_ceil(*block_rows))
+                format!(" ({} gemm block rows)", n.div_ceil(*block_rows))
             },
             if *overlap_map {
                 ", next map overlapped"

@@ -681,8 +681,8 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    /// Block row `b` of the SYRK is a GEMM on the main stream; an event after it lets the
-    /// side stream map band `b` (the tile pairs of those rows: tile `(I, J)` and its mirror
+    /// The SYRK's split diagonal blocks come first; then block row `b`'s GEMM runs on the main
+    /// stream, and an event after it lets the side stream map band `b` (the tile pairs of those rows: tile `(I, J)` and its mirror
     /// `(J, I)`, which lies above the diagonal in earlier rows, where no GEMM writes) while the
     /// main stream goes on with block row `b + 1`, which writes only its own rows. The main
     /// stream then waits for the side stream, so later steps see the whole map.
@@ -728,8 +728,9 @@ impl Backend for CudaBackend {
         blas.set_tf32(*tf32 || self.config.allow_tf32)?;
         let no_timing = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
         let mut queue = || -> Result<(), RuntimeError> {
-            for (r0, r1) in crate::cuda::blas::block_row_ranges(*n, *block_rows) {
-                blas.syrk_lower_block(dtype, *trans, *n, *k, alpha, a, c, r0, r1)?;
+            blas.syrk_diagonal_blocks(dtype, *trans, *n, *k, alpha, a, c, *block_rows)?;
+            for (r0, r1) in crate::cuda::syrk_blocks::block_row_ranges(*n, *block_rows) {
+                blas.syrk_block_row(dtype, *trans, *n, *k, alpha, a, c, (r0, r1), *block_rows)?;
                 let written = self
                     .stream
                     .record_event(no_timing)

@@ -8,6 +8,9 @@
 //! the tests check it against naive loops by emulating cuBLAS's column-major definitions).
 
 use crate::cuda::errors::to_i64;
+use crate::cuda::syrk_blocks::{
+    block_row_gemm, block_row_ranges, diagonal_pieces, SyrkBlock, SYRK_LEAF_ROWS,
+};
 use crate::error::RuntimeError;
 use cudarc::cublas::sys;
 use cudarc::driver::CudaStream;
@@ -77,50 +80,6 @@ pub fn col_major_syrk(trans: bool, n: usize, k: usize) -> ColMajorSyrk {
         n,
         k,
         lda: if trans { n.max(1) } else { k.max(1) },
-    }
-}
-
-/// One block row of a SYRK computed as a GEMM: the row-major rows `r0..r1` of `C`, columns
-/// `0..r1` (the block row's part of the lower triangle, plus the upper half of its diagonal
-/// block), as a column-major GEMM on sub-arrays. Offsets are in elements from the start of
-/// A (for the first and second operands) and of C.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SyrkBlock {
-    /// The GEMM, with the parent arrays' leading dimensions.
-    pub gemm: ColMajorGemm,
-    /// Offset of the first operand in A.
-    pub first_offset: usize,
-    /// Offset of the second operand in A.
-    pub second_offset: usize,
-    /// Offset of the block in C.
-    pub c_offset: usize,
-}
-
-/// The block rows `[r0, r1)` of an order-`n` blocked SYRK with `block_rows` rows per block (the
-/// last one shorter).
-pub fn block_row_ranges(n: usize, block_rows: usize) -> impl Iterator<Item = (usize, usize)> {
-    let step = block_rows.max(1);
-    (0..n).step_by(step).map(move |r0| (r0, (r0 + step).min(n)))
-}
-
-/// Maps block row `r0..r1` of row-major `C = A A^T` (A stored `n x k`) or, with `trans`,
-/// `C = A^T A` (A stored `k x n`) onto a GEMM: `C[r0..r1, 0..r1] = op(A)[r0..r1, :] *
-/// op(A)[0..r1, :]^T`.
-pub fn col_major_syrk_block(trans: bool, n: usize, k: usize, r0: usize, r1: usize) -> SyrkBlock {
-    let (h, w) = (r1 - r0, r1);
-    // Row-major GEMM: C_blk (h x w) = op(A_rows) * op(A_all)^T.
-    let mut gemm = col_major_gemm(trans, !trans, h, w, k);
-    // Sub-arrays keep their parent's leading dimensions.
-    let ld_a = if trans { n } else { k }.max(1);
-    gemm.ld_first = ld_a;
-    gemm.ld_second = ld_a;
-    gemm.ldc = n.max(1);
-    SyrkBlock {
-        gemm,
-        // The first operand is B = A's rows (or columns) 0..r1: the start of A.
-        first_offset: 0,
-        second_offset: if trans { r0 } else { r0 * k },
-        c_offset: r0 * n,
     }
 }
 
@@ -267,9 +226,10 @@ impl BlasHandle {
     }
 
     /// The lower triangle of row-major `C = alpha A A^T` (A stored `n x k`) or, with `trans`,
-    /// `alpha A^T A` (A stored `k x n`), as one GEMM per block row of `block_rows` rows (see
-    /// [`col_major_syrk_block`]); the upper halves of the diagonal blocks are written too, the
-    /// rest of the upper triangle is left as it was.
+    /// `alpha A^T A` (A stored `k x n`), in block rows of `block_rows` rows (see
+    /// [`crate::cuda::syrk_blocks`]): the diagonal blocks, then each block row's rectangle left
+    /// of them. The upper halves of the smallest diagonal blocks are written too; the rest of
+    /// the upper triangle is left as it was.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn syrk_lower_blocked(
         &mut self,
@@ -282,16 +242,16 @@ impl BlasHandle {
         c: u64,
         block_rows: usize,
     ) -> Result<(), RuntimeError> {
+        self.syrk_diagonal_blocks(dtype, trans, n, k, alpha, a, c, block_rows)?;
         for (r0, r1) in block_row_ranges(n, block_rows) {
-            self.syrk_lower_block(dtype, trans, n, k, alpha, a, c, r0, r1)?;
+            self.syrk_block_row(dtype, trans, n, k, alpha, a, c, (r0, r1), block_rows)?;
         }
         Ok(())
     }
 
-    /// Block row `[r0, r1)` of [`BlasHandle::syrk_lower_blocked`]: rows `r0..r1` of `C`, columns
-    /// `0..r1`, as one GEMM.
+    /// Every diagonal block of [`BlasHandle::syrk_lower_blocked`], as a few strided batches.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn syrk_lower_block(
+    pub(crate) fn syrk_diagonal_blocks(
         &mut self,
         dtype: DType,
         trans: bool,
@@ -300,18 +260,57 @@ impl BlasHandle {
         alpha: f64,
         a: u64,
         c: u64,
-        r0: usize,
-        r1: usize,
+        block_rows: usize,
+    ) -> Result<(), RuntimeError> {
+        for piece in diagonal_pieces(trans, n, k, block_rows, SYRK_LEAF_ROWS) {
+            let batch = (piece.count > 1).then_some((piece.count, piece.strides));
+            self.syrk_rect(dtype, &piece.block, alpha, a, c, batch)?;
+        }
+        Ok(())
+    }
+
+    /// The GEMM of block row `rows` of a SYRK in blocks of `block_rows` rows (see
+    /// [`block_row_gemm`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn syrk_block_row(
+        &mut self,
+        dtype: DType,
+        trans: bool,
+        n: usize,
+        k: usize,
+        alpha: f64,
+        a: u64,
+        c: u64,
+        rows: (usize, usize),
+        block_rows: usize,
+    ) -> Result<(), RuntimeError> {
+        match block_row_gemm(trans, n, k, rows, block_rows, SYRK_LEAF_ROWS) {
+            Some(blk) => self.syrk_rect(dtype, &blk, alpha, a, c, None),
+            None => Ok(()),
+        }
+    }
+
+    /// One rectangle of a SYRK (or a strided batch of them) on `A` at `a` and `C` at `c`.
+    fn syrk_rect(
+        &mut self,
+        dtype: DType,
+        blk: &SyrkBlock,
+        alpha: f64,
+        a: u64,
+        c: u64,
+        batch: Option<(usize, (usize, usize, usize))>,
     ) -> Result<(), RuntimeError> {
         let esz = dtype.size_bytes() as u64;
-        let blk = col_major_syrk_block(trans, n, k, r0, r1);
-        self.col_major_gemm(
+        self.col_major_gemm_batched(
             dtype,
             &blk.gemm,
             alpha,
-            a + blk.first_offset as u64 * esz,
-            a + blk.second_offset as u64 * esz,
-            c + blk.c_offset as u64 * esz,
+            (
+                a + blk.first_offset as u64 * esz,
+                a + blk.second_offset as u64 * esz,
+                c + blk.c_offset as u64 * esz,
+            ),
+            batch,
         )
     }
 
@@ -325,6 +324,20 @@ impl BlasHandle {
         second: u64,
         c: u64,
     ) -> Result<(), RuntimeError> {
+        self.col_major_gemm_batched(dtype, g, alpha, (first, second, c), None)
+    }
+
+    /// [`BlasHandle::col_major_gemm`] on `(first, second, c)`, or with `batch = (count,
+    /// (stride_first, stride_second, stride_c))` that many GEMMs at those element strides (one
+    /// strided-batched call).
+    fn col_major_gemm_batched(
+        &mut self,
+        dtype: DType,
+        g: &ColMajorGemm,
+        alpha: f64,
+        (first, second, c): (u64, u64, u64),
+        batch: Option<(usize, (usize, usize, usize))>,
+    ) -> Result<(), RuntimeError> {
         self.bind()?;
         let (mm, nn, kk) = (to_i64(g.m, "m")?, to_i64(g.n, "n")?, to_i64(g.k, "k")?);
         let (l1, l2, lc) = (
@@ -333,13 +346,25 @@ impl BlasHandle {
             to_i64(g.ldc, "ldc")?,
         );
         let (t1, t2) = (op(g.trans_first), op(g.trans_second));
-        let status = match dtype {
-            DType::F32 => {
+        let (count, (s1, s2, sc)) = match batch {
+            Some((count, strides)) => (
+                Some(to_i64(count, "batch count")?),
+                (
+                    to_i64(strides.0, "stride")?,
+                    to_i64(strides.1, "stride")?,
+                    to_i64(strides.2, "stride")?,
+                ),
+            ),
+            None => (None, (0, 0, 0)),
+        };
+        // SAFETY (every call below): the handle is live and bound to the backend's stream; the
+        // pointers are device arrays of the dtype whose sizes the caller validated against the
+        // operands' shapes and leading dimensions (at least 1) and, for a batch, against every
+        // GEMM of it at its strides, so cuBLAS reads and writes within them.
+        let status = match (dtype, count) {
+            (DType::F32, None) => {
                 let (alpha, beta) = (alpha as f32, 0f32);
-                // SAFETY: the handle is live and bound to the backend's stream; the pointers
-                // are device arrays of f32 whose sizes the caller validated against the
-                // operands' shapes and leading dimensions (at least 1), so cuBLAS reads and
-                // writes within them.
+                // SAFETY: see above.
                 unsafe {
                     sys::cublasSgemm_v2_64(
                         self.raw,
@@ -359,9 +384,9 @@ impl BlasHandle {
                     )
                 }
             }
-            DType::F64 => {
+            (DType::F64, None) => {
                 let beta = 0f64;
-                // SAFETY: as above, for f64 arrays.
+                // SAFETY: see above.
                 unsafe {
                     sys::cublasDgemm_v2_64(
                         self.raw,
@@ -381,15 +406,66 @@ impl BlasHandle {
                     )
                 }
             }
+            (DType::F32, Some(count)) => {
+                let (alpha, beta) = (alpha as f32, 0f32);
+                // SAFETY: see above.
+                unsafe {
+                    sys::cublasSgemmStridedBatched_64(
+                        self.raw,
+                        t1,
+                        t2,
+                        mm,
+                        nn,
+                        kk,
+                        &alpha,
+                        first as *const f32,
+                        l1,
+                        s1,
+                        second as *const f32,
+                        l2,
+                        s2,
+                        &beta,
+                        c as *mut f32,
+                        lc,
+                        sc,
+                        count,
+                    )
+                }
+            }
+            (DType::F64, Some(count)) => {
+                let beta = 0f64;
+                // SAFETY: see above.
+                unsafe {
+                    sys::cublasDgemmStridedBatched_64(
+                        self.raw,
+                        t1,
+                        t2,
+                        mm,
+                        nn,
+                        kk,
+                        &alpha,
+                        first as *const f64,
+                        l1,
+                        s1,
+                        second as *const f64,
+                        l2,
+                        s2,
+                        &beta,
+                        c as *mut f64,
+                        lc,
+                        sc,
+                        count,
+                    )
+                }
+            }
         };
-        check(
-            if dtype == DType::F32 {
-                "cublasSgemm"
-            } else {
-                "cublasDgemm"
-            },
-            status,
-        )
+        let name = match (dtype, batch.is_some()) {
+            (DType::F32, false) => "cublasSgemm",
+            (DType::F64, false) => "cublasDgemm",
+            (DType::F32, true) => "cublasSgemmStridedBatched",
+            (DType::F64, true) => "cublasDgemmStridedBatched",
+        };
+        check(name, status)
     }
 
     /// Row-major SYRK into the lower triangle of the row-major `C` (see [`col_major_syrk`]);
@@ -638,57 +714,6 @@ mod tests {
                 // Row-major reference: A A^T (A n x k) or A^T A (A k x n).
                 let want = row_major_product(trans, !trans, n, n, k, &a, &a);
                 assert_eq!(got, want, "n={n} k={k} trans={trans}");
-            }
-        }
-    }
-
-    #[test]
-    fn syrk_blocks_cover_the_lower_triangle() {
-        for (n, k, block) in [(1, 1, 1), (5, 3, 2), (7, 4, 3), (9, 2, 9), (10, 6, 4)] {
-            for trans in [false, true] {
-                let a = values(n * k, 6);
-                let want = row_major_product(trans, !trans, n, n, k, &a, &a);
-                let mut c = vec![f64::NAN; n * n];
-                let mut r0 = 0;
-                while r0 < n {
-                    let r1 = (r0 + block).min(n);
-                    let b = col_major_syrk_block(trans, n, k, r0, r1);
-                    let g = b.gemm;
-                    // Emulate on the sub-arrays, writing through C's leading dimension.
-                    for j in 0..g.n {
-                        for i in 0..g.m {
-                            let s: f64 = (0..g.k)
-                                .map(|p| {
-                                    at(&a[b.first_offset..], g.ld_first, g.trans_first, i, p)
-                                        * at(
-                                            &a[b.second_offset..],
-                                            g.ld_second,
-                                            g.trans_second,
-                                            p,
-                                            j,
-                                        )
-                                })
-                                .sum();
-                            c[b.c_offset + j * g.ldc + i] = s;
-                        }
-                    }
-                    r0 = r1;
-                }
-                for i in 0..n {
-                    for j in 0..=i {
-                        assert_eq!(
-                            c[i * n + j],
-                            want[i * n + j],
-                            "n={n} k={k} b={block} ({i},{j})"
-                        );
-                    }
-                    // Beyond the diagonal block nothing is written.
-                    for j in (i + 1)..n {
-                        if j / block != i / block {
-                            assert!(c[i * n + j].is_nan(), "({i},{j}) written");
-                        }
-                    }
-                }
             }
         }
     }

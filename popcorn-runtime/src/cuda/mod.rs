@@ -36,6 +36,7 @@ pub mod naive;
 pub mod nvrtc;
 mod probe;
 pub mod sparse;
+pub mod syrk_blocks;
 
 #[cfg(test)]
 mod tests;

@@ -347,6 +347,9 @@ fn gpu_syrk_writes_the_full_symmetric_matrix() {
             (100, 33, 512),
             (257, 5, 64),
             (300, 40, 128),
+            // Diagonal blocks halved to 512-row leaves in strided batches: 2 full blocks of
+            // 2048 (levels 1024 and 512) and a tail of 901 rows.
+            (4997, 9, 2048),
         ] {
             for trans in [false, true] {
                 let a = rounded(dtype, &rng.values(n * k));
