@@ -13,7 +13,7 @@ use crate::cuda::probe::check_libraries;
 use crate::cuda::sparse::safe::ValueType;
 use crate::cuda::sparse::{DenseOperand, SparseOps, SpmmRequest};
 use crate::error::RuntimeError;
-use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::sys::{CUevent_flags, CUmemorytype, CUDA_MEMCPY2D};
 use cudarc::driver::{result as drv, CudaContext, CudaEvent, CudaFunction, CudaStream};
 use kernels_gen::LaunchShape;
 use popcorn_dsl::plan::{FusedStep, Step, StepOp};
@@ -218,6 +218,65 @@ impl CudaBackend {
     }
 
     /// Sets `elems` elements of type `elem` at `ptr` to zero.
+    /// For a TF32 SYRK of row-major `A` (`n x k`, not transposed, `k >= TF32_PAD_MIN_K`) whose
+    /// rows are not a multiple of [`TF32_ROW_MULTIPLE`] elements: a copy of A with zero columns
+    /// appended up to that multiple, and its row length. `A A^T` is unchanged exactly (the added
+    /// products are zeros), and cuBLAS's tensor-core GEMMs run faster on such rows: on an H100
+    /// the whole kernel matrix took 17.7 -> 16.8 ms for n = 60000, d = 780 and 46.9 -> 26.7 ms
+    /// for n = 6400, d = 126405. Strict fp32 GEMMs got slower padded (108.4 -> 114.3 ms for the
+    /// latter), and below `TF32_PAD_MIN_K` the product is bound by writing `C`, so those keep
+    /// A as it is; so does a copy that does not fit in memory.
+    fn tf32_padded_rows(
+        &self,
+        tf32: bool,
+        dtype: DType,
+        trans: bool,
+        n: usize,
+        k: usize,
+        a: u64,
+    ) -> Result<Option<(CudaBuffer, usize)>, RuntimeError> {
+        if !tf32
+            || dtype != DType::F32
+            || trans
+            || k < TF32_PAD_MIN_K
+            || k.is_multiple_of(TF32_ROW_MULTIPLE)
+        {
+            return Ok(None);
+        }
+        let padded_k = k.next_multiple_of(TF32_ROW_MULTIPLE);
+        let Ok(padded) = CudaBuffer::alloc(&self.stream, ElemType::F32, n * padded_k) else {
+            return Ok(None);
+        };
+        self.zero(padded.device_ptr(), n * padded_k, ElemType::F32)?;
+        let esz = ElemType::F32.size_bytes();
+        let copy = CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: a,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: k * esz,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: padded.device_ptr(),
+            dstArray: std::ptr::null_mut(),
+            dstPitch: padded_k * esz,
+            WidthInBytes: k * esz,
+            Height: n,
+        };
+        // SAFETY: `a` holds the `n x k` f32 rows the SYRK step checked; `padded` holds
+        // `n x padded_k` f32 elements, `padded_k >= k`; the descriptor lives across the call
+        // (the driver reads it before returning); the copy is ordered on the backend's stream,
+        // before the GEMMs that read `padded` and before its stream-ordered free.
+        unsafe { cudarc::driver::sys::cuMemcpy2DAsync_v2(&copy, self.stream.cu_stream()) }
+            .result()
+            .map_err(|e| driver("cuMemcpy2DAsync", e))?;
+        Ok(Some((padded, padded_k)))
+    }
+
     fn zero(&self, ptr: u64, elems: usize, elem: ElemType) -> Result<(), RuntimeError> {
         self.builtins()
             .memset32(ptr, 0, elems * elem.size_bytes() / 4)
@@ -278,13 +337,18 @@ impl CudaBackend {
                 if *k == 0 {
                     return self.zero(c, n * n, elem);
                 }
+                let tf32 = *tf32 || self.config.allow_tf32;
+                let padded = self.tf32_padded_rows(tf32, dtype, *trans, *n, *k, a)?;
+                let (a, k) = padded
+                    .as_ref()
+                    .map_or((a, *k), |(p, kp)| (p.device_ptr(), *kp));
                 {
                     let mut blas = self.blas.lock().map_err(|_| poisoned())?;
-                    blas.set_tf32(*tf32 || self.config.allow_tf32)?;
+                    blas.set_tf32(tf32)?;
                     if *block_rows == 0 {
-                        blas.syrk_lower(dtype, *trans, *n, *k, alpha, a, c)?;
+                        blas.syrk_lower(dtype, *trans, *n, k, alpha, a, c)?;
                     } else {
-                        blas.syrk_lower_blocked(dtype, *trans, *n, *k, alpha, a, c, *block_rows)?;
+                        blas.syrk_lower_blocked(dtype, *trans, *n, k, alpha, a, c, *block_rows)?;
                     }
                 }
                 if *lower_only {
@@ -503,6 +567,12 @@ impl CudaBackend {
         Ok(generated.launch)
     }
 }
+
+/// Row length (elements) that TF32 SYRKs pad `A`'s rows to (see
+/// [`CudaBackend::tf32_padded_rows`]).
+const TF32_ROW_MULTIPLE: usize = 16;
+/// The shortest rows that TF32 SYRKs pad.
+const TF32_PAD_MIN_K: usize = 128;
 
 /// The device addresses of a SYRK step's `A` and `C`, checked against the step's shapes.
 fn syrk_operands(
@@ -724,13 +794,18 @@ impl Backend for CudaBackend {
         fused::kernel_args(f, map_io.0, map_io.1, None)?;
         let shape = self.launch_shape(f)?;
         let function = self.kernels.function(&f.name, || f.source.clone())?;
+        let tf32 = *tf32 || self.config.allow_tf32;
+        let padded = self.tf32_padded_rows(tf32, dtype, *trans, *n, *k, a)?;
+        let (a, k) = &padded
+            .as_ref()
+            .map_or((a, *k), |(p, kp)| (p.device_ptr(), *kp));
         let mut blas = self.blas.lock().map_err(|_| poisoned())?;
-        blas.set_tf32(*tf32 || self.config.allow_tf32)?;
+        blas.set_tf32(tf32)?;
         let no_timing = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
         let mut queue = || -> Result<(), RuntimeError> {
-            blas.syrk_diagonal_blocks(dtype, *trans, *n, *k, alpha, a, c, *block_rows)?;
+            blas.syrk_diagonal_blocks(dtype, *trans, *n, *k, alpha, *a, c, *block_rows)?;
             for (r0, r1) in crate::cuda::syrk_blocks::block_row_ranges(*n, *block_rows) {
-                blas.syrk_block_row(dtype, *trans, *n, *k, alpha, a, c, (r0, r1), *block_rows)?;
+                blas.syrk_block_row(dtype, *trans, *n, *k, alpha, *a, c, (r0, r1), *block_rows)?;
                 let written = self
                     .stream
                     .record_event(no_timing)

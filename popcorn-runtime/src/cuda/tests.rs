@@ -1636,3 +1636,58 @@ fn gpu_tf32_mode_and_missing_devices() {
         "tf32 gemm",
     );
 }
+
+#[test]
+fn gpu_tf32_syrk_pads_rows_without_changing_the_result() {
+    let Some(b) = gpu() else { return };
+    // Small integers: exact in TF32 and in every sum, so the result is exact whatever the
+    // padding; rows of 131 elements (padded to 144), 37 and 144 (not padded), a transposed A.
+    let mut rng = Rng(31);
+    for (n, k, trans) in [
+        (300, 131, false),
+        (300, 37, false),
+        (200, 144, false),
+        (129, 131, true),
+    ] {
+        let a: Vec<f64> = rng
+            .values(n * k)
+            .iter()
+            .map(|v| (v * 5.0).floor() - 2.0)
+            .collect();
+        let cols = if trans { n } else { k };
+        let mut want = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                want[i * n + j] = (0..k)
+                    .map(|p| at(&a, cols, trans, i, p) * at(&a, cols, trans, j, p))
+                    .sum();
+            }
+        }
+        for block_rows in [0, 128, 1024] {
+            let ab = upload(b, DType::F32, &a);
+            let c = poisoned(b, ElemType::F32, n * n);
+            let op = StepOp::Syrk {
+                trans,
+                n,
+                k,
+                alpha: ScalarExpr::Lit(1.0),
+                tf32: true,
+                lower_only: false,
+                block_rows,
+                overlap_map: false,
+            };
+            let a_arg = if trans {
+                dense(&ab, k, n)
+            } else {
+                dense(&ab, n, k)
+            };
+            b.run_step(&step(op), &[a_arg], &[dense(&c, n, n)], DType::F32, 1.0)
+                .expect("tf32 syrk");
+            assert_eq!(
+                download(b, &c),
+                want,
+                "tf32 syrk n={n} k={k} trans={trans} block_rows={block_rows}"
+            );
+        }
+    }
+}
