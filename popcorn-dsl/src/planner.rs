@@ -352,11 +352,9 @@ impl<'a> Lowering<'a> {
                     tf32: self.cx.config.tf32,
                     lower_only: false,
                     overlap_map: false,
-                    block_rows: self
-                        .cx
-                        .config
-                        .syrk_block_rows
-                        .unwrap_or_else(|| crate::passes::syrk_block_rows(order)),
+                    block_rows: self.cx.config.syrk_block_rows.unwrap_or_else(|| {
+                        crate::passes::syrk_block_rows(order, self.cx.config.tf32)
+                    }),
                 }
             }
             LibOp::Gemv { trans, alpha } => {

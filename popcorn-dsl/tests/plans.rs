@@ -217,6 +217,13 @@ fn syrk_block_rows_follow_the_rule_or_the_config() {
             ..
         }
     ));
+    // TF32: at least 24 block rows (2048 rows each).
+    let tf32 = PlannerConfig {
+        tf32: true,
+        ..PlannerConfig::default()
+    };
+    let p = plan_of("kernel_polynomial", &[("n", 60000), ("d", 784)], &tf32);
+    assert_eq!(syrk_of(&p).1, 2048);
     // Overlap off, or blocks that do not start on the map's 64-row tiles: the map runs after.
     for cfg in [
         PlannerConfig {

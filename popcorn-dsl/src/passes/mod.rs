@@ -67,13 +67,16 @@ fn default_true() -> bool {
 /// Rows per block of a SYRK step of order `n` computed as GEMMs over block rows (each block
 /// row's rectangle left of its diagonal block, the diagonal blocks of 1024 rows or more halved
 /// down to 512-row leaves): 512 times the largest power of two that leaves at least 12 block
-/// rows (at least 512), so the diagonal blocks halve evenly, every GEMM still fills the GPU,
-/// and an overlapped map gets bands of whole 512-row groups of its tile pairs. Unlike cuBLAS
-/// SYRK, the GEMMs run at the full GEMM rate and use tensor cores under TF32. On an H100, 4096
-/// rows beat 2048 for n = 50000 and 60000 (62.8 vs 64.6 ms at n = 60000, d = 780).
-pub fn syrk_block_rows(n: usize) -> usize {
+/// rows in strict fp32, 24 with `tf32` (at least 512), so the diagonal blocks halve evenly,
+/// every GEMM still fills the GPU, and an overlapped map gets bands of whole 512-row groups of
+/// its tile pairs. Unlike cuBLAS SYRK, the GEMMs run at the full GEMM rate and use tensor
+/// cores under TF32. Measured on an H100 (n = 60000, d = 784): strict fp32 64.0 ms with 4096
+/// rows against 65.2 with 2048; TF32 16.0 ms with 2048 against 16.2 with 4096 (its faster
+/// GEMMs leave more of the map to overlap, which finer bands do better).
+pub fn syrk_block_rows(n: usize, tf32: bool) -> usize {
+    let min_block_rows: usize = if tf32 { 24 } else { 12 };
     let mut rows = 512usize;
-    while rows.saturating_mul(2).saturating_mul(12) <= n {
+    while rows.saturating_mul(2).saturating_mul(min_block_rows) <= n {
         rows *= 2;
     }
     rows
