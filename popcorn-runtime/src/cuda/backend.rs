@@ -247,8 +247,22 @@ impl CudaBackend {
         let Ok(padded) = CudaBuffer::alloc(&self.stream, ElemType::F32, n * padded_k) else {
             return Ok(None);
         };
-        self.zero(padded.device_ptr(), n * padded_k, ElemType::F32)?;
         let esz = ElemType::F32.size_bytes();
+        // SAFETY: `padded` holds `n` rows of `padded_k` f32 elements; the zeroed block is the
+        // last `padded_k - k` elements (32-bit words) of each row, within the allocation; the
+        // memset is ordered on the backend's stream before the GEMMs that read it.
+        unsafe {
+            cudarc::driver::sys::cuMemsetD2D32Async(
+                padded.device_ptr() + (k * esz) as u64,
+                padded_k * esz,
+                0,
+                padded_k - k,
+                n,
+                self.stream.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(|e| driver("cuMemsetD2D32Async", e))?;
         let copy = CUDA_MEMCPY2D {
             srcXInBytes: 0,
             srcY: 0,
