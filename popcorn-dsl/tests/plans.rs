@@ -359,3 +359,53 @@ fn buffers_are_reused_once_values_die() {
         p.buffers.len()
     );
 }
+
+/// The storage a value lives in: an output's name or plan buffer ids.
+fn storage_of(p: &Plan, v: popcorn_dsl::plan::ValueId) -> Vec<String> {
+    match &p.value(v).home {
+        Home::Output(n) | Home::InOutput(n) => vec![format!("output {n}")],
+        Home::Temp(ids) => ids.iter().map(|b| format!("buffer {}", b.0)).collect(),
+        other => vec![format!("{other:?}")],
+    }
+}
+
+#[test]
+fn an_overlapped_map_never_writes_where_its_syrk_reads() {
+    // The map runs while later block rows of the SYRK still read A: A must not share storage
+    // with anything the map writes (here A = exp(X) would otherwise live in K's storage, or
+    // in the buffer the map's output takes).
+    let programs = [
+        "fn f(X: Dense[n, d]) -> (K: Dense[n, n]) { Y = exp(X); K = pow(Y * Y^T + 1, 2); }",
+        "fn g(X: Dense[n, d]) -> (s: Col[n], b: Col[n]) { Y = exp(X); B = Y * Y^T; \
+         K = tanh(B + 1); s = K * rownorms(X); b = diag(B); }",
+    ];
+    for src in programs {
+        let p = Program::parse(src).unwrap_or_else(|e| panic!("{e}"));
+        for (n, d) in [(60000, 784), (6400, 8000)] {
+            let dims = [("n".to_string(), n), ("d".to_string(), d)]
+                .into_iter()
+                .collect();
+            let plan = plan(&p, &dims, &PlannerConfig::default(), &BTreeMap::new())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let Some(s) = plan.steps.iter().position(|st| {
+                matches!(
+                    st.op,
+                    StepOp::Syrk {
+                        overlap_map: true,
+                        ..
+                    }
+                )
+            }) else {
+                panic!("no overlapped SYRK in\n{plan}");
+            };
+            let read = storage_of(&plan, plan.steps[s].inputs[0]);
+            for o in &plan.steps[s + 1].outputs {
+                let written = storage_of(&plan, *o);
+                assert!(
+                    read.iter().all(|r| !written.contains(r)),
+                    "the map writes {written:?} where the SYRK reads {read:?}\n{plan}"
+                );
+            }
+        }
+    }
+}

@@ -161,6 +161,24 @@ pub fn execute<B: Backend>(
         };
         let steps_run = match overlapped_map(plan, i) {
             Some(map) => {
+                // Errors name both steps: either may have caused them.
+                let named = |e: RuntimeError| RuntimeError::Step {
+                    step: i,
+                    op: format!(
+                        "{} with step {}'s overlapped {}",
+                        step.op_name(),
+                        i + 1,
+                        map.op_name()
+                    ),
+                    what: step
+                        .outputs
+                        .iter()
+                        .chain(&map.outputs)
+                        .map(|o| plan.value(*o).name.clone())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    source: Box::new(e),
+                };
                 let (map_ins, map_outs) = io(map).map_err(named)?;
                 backend
                     .run_syrk_with_map(

@@ -106,8 +106,16 @@ pub fn assign(plan: &mut Plan) {
             def.entry(*o).or_insert(s);
             last.entry(*o).or_insert(s);
         }
+        // A SYRK whose map runs beside it (`overlap_map`) still reads its input while the map,
+        // the next step, writes: the input lives through that step too.
+        let reads_until = match step.op {
+            StepOp::Syrk {
+                overlap_map: true, ..
+            } => s + 1,
+            _ => s,
+        };
         for i in &step.inputs {
-            last.insert(*i, s);
+            last.insert(*i, reads_until);
         }
     }
     let mut slots: Vec<OutputSlot> = Vec::new();

@@ -50,12 +50,12 @@ fn detail(step: &Step) -> String {
             } else {
                 format!(" ({} gemm block rows)", n.div_ceil(*block_rows))
             },
+            if *tf32 { " tf32" } else { "" },
             if *overlap_map {
                 ", next map overlapped"
             } else {
                 ""
-            },
-            if *tf32 { " tf32" } else { "" }
+            }
         ),
         StepOp::Gemv { trans, m, n, alpha } => {
             format!("m={m} n={n} op(A)={} alpha={alpha}", flag(*trans))

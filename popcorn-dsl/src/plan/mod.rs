@@ -168,8 +168,10 @@ pub enum StepOp {
         block_rows: usize,
         /// The next step is the one map reading the lower triangle, and it runs band by band
         /// as the block rows are written (on the GPU on a second stream, beside the following
-        /// block rows' GEMMs; elsewhere after the product). Only with `lower_only` and
-        /// `block_rows > 0`.
+        /// block rows' GEMMs; elsewhere after the product). Only with `lower_only`, the map
+        /// the very next step, and `block_rows` a multiple of the map's tile
+        /// ([`kernels_gen::emit::PAIR_TILE`]; bands that split its 8 x 8-tile groups work but
+        /// launch the whole group rows). The SYRK's input stays live through the map's step.
         #[serde(default)]
         overlap_map: bool,
     },

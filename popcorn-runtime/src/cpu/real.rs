@@ -221,3 +221,32 @@ pub(crate) fn scale_in_place<T: Real>(v: &mut [T], beta: T) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Real;
+
+    #[test]
+    fn small_integer_powers_are_the_products_the_gpu_computes() {
+        for x in [
+            1.1f32,
+            -2.7,
+            3.0e-20,
+            7.5e12,
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NAN,
+        ] {
+            let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+            assert!(same(Real::powf(x, 1.0), x), "{x}");
+            assert!(same(Real::powf(x, 2.0), x * x), "{x}");
+            assert!(same(Real::powf(x, 3.0), (x * x) * x), "{x}");
+            assert!(same(Real::powf(x, 4.0), (x * x) * (x * x)), "{x}");
+            // Other exponents go to the library's pow.
+            assert!(same(Real::powf(x, 2.5), f32::powf(x, 2.5)), "{x}");
+        }
+        assert_eq!(Real::powf(3.0f64, 3.0), 27.0);
+        assert_eq!(Real::powf(-2.0f64, 0.0), 1.0);
+    }
+}

@@ -217,7 +217,6 @@ impl CudaBackend {
         }
     }
 
-    /// Sets `elems` elements of type `elem` at `ptr` to zero.
     /// For a TF32 SYRK of row-major `A` (`n x k`, not transposed, `k >= TF32_PAD_MIN_K`) whose
     /// rows are not a multiple of [`TF32_ROW_MULTIPLE`] elements: a copy of A with zero columns
     /// appended up to that multiple, and its row length. `A A^T` is unchanged exactly (the added
@@ -244,8 +243,10 @@ impl CudaBackend {
             return Ok(None);
         }
         let padded_k = k.next_multiple_of(TF32_ROW_MULTIPLE);
-        let Ok(padded) = CudaBuffer::alloc(&self.stream, ElemType::F32, n * padded_k) else {
-            return Ok(None);
+        let padded = match CudaBuffer::alloc(&self.stream, ElemType::F32, n * padded_k) {
+            Ok(padded) => padded,
+            Err(RuntimeError::OutOfMemory { .. }) => return Ok(None),
+            Err(e) => return Err(e),
         };
         let esz = ElemType::F32.size_bytes();
         // SAFETY: `padded` holds `n` rows of `padded_k` f32 elements; the zeroed block is the
@@ -291,6 +292,7 @@ impl CudaBackend {
         Ok(Some((padded, padded_k)))
     }
 
+    /// Sets `elems` elements of type `elem` at `ptr` to zero.
     fn zero(&self, ptr: u64, elems: usize, elem: ElemType) -> Result<(), RuntimeError> {
         self.builtins()
             .memset32(ptr, 0, elems * elem.size_bytes() / 4)
@@ -798,13 +800,20 @@ impl Backend for CudaBackend {
         else {
             return sequential();
         };
-        if *block_rows == 0 || *n == 0 || *k == 0 || !f.spec.walks_tile_pairs() {
+        // A plan may come from elsewhere (JSON): anything but bands of whole tiles over the
+        // SYRK's own square runs one step after the other.
+        let bands_fit = *block_rows > 0
+            && block_rows.is_multiple_of(kernels_gen::emit::PAIR_TILE as usize)
+            && f.rows == *n
+            && f.cols == *n;
+        if !bands_fit || *n == 0 || *k == 0 || !f.spec.walks_tile_pairs() {
             return sequential();
         }
         self.bind()?;
         let elem = ElemType::float(dtype);
         let (a, c) = syrk_operands(syrk, syrk_io.0, syrk_io.1, elem)?;
-        // Every band's arguments differ only in the band: check the buffers once.
+        // The map's buffers are checked before anything is queued (every band checks its own
+        // arguments again, which cannot fail once these pass).
         fused::kernel_args(f, map_io.0, map_io.1, None)?;
         let shape = self.launch_shape(f)?;
         let function = self.kernels.function(&f.name, || f.source.clone())?;
@@ -834,11 +843,17 @@ impl Backend for CudaBackend {
             Ok(())
         };
         let queued = queue();
-        // The main stream waits for every band queued, also when queuing stopped part way.
+        // The main stream waits for every band queued, also when queuing stopped part way; if
+        // even that cannot be queued, the host waits for the side stream, so no band outlives
+        // the buffers it writes.
         let mapped = self
             .side_stream
             .record_event(no_timing)
             .and_then(|done| self.stream.wait(&done))
+            .inspect_err(|_| {
+                // The error to report is the one above; this wait only keeps buffers safe.
+                let _ = self.side_stream.synchronize();
+            })
             .map_err(|e| driver("cuStreamWaitEvent", e));
         queued.and(mapped)
     }

@@ -359,8 +359,9 @@ impl BlasHandle {
         };
         // SAFETY (every call below): the handle is live and bound to the backend's stream; the
         // pointers are device arrays of the dtype whose sizes the caller validated against the
-        // operands' shapes and leading dimensions (at least 1) and, for a batch, against every
-        // GEMM of it at its strides, so cuBLAS reads and writes within them.
+        // operands' shapes and leading dimensions (at least 1); a batch comes from
+        // `syrk_blocks::diagonal_pieces`, whose rectangles all lie inside the `n x n` C and the
+        // operands' rows of A (tested on the host), so cuBLAS reads and writes within them.
         let status = match (dtype, count) {
             (DType::F32, None) => {
                 let (alpha, beta) = (alpha as f32, 0f32);
