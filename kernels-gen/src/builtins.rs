@@ -209,6 +209,72 @@ pub fn histogram() -> BuiltinKernel {
     untyped("pk_histogram", HISTOGRAM)
 }
 
+/// Threads per block of [`label_sums`].
+pub const LABEL_SUMS_THREADS: u32 = 1024;
+
+const LABEL_SUMS: &str = r#"// popcorn builtin kernel {NAME}: out[c] = the sum of x[i] over the i < n with
+// labels[i] == c, for 0 <= c < k. One block per cluster (grid-stride over clusters): thread t
+// adds x[t], x[t + 1024], ... of its cluster in index order, then the block adds the 1024
+// partial sums in a fixed tree, so the result is the same from run to run. Reads the labels
+// and x once per cluster: meant for small n k (the planner's limit).
+extern "C" __global__ void __launch_bounds__(1024) {NAME}(
+    const long long n,
+    const long long k,
+    const {T}* __restrict__ x,
+    const unsigned int* __restrict__ labels,
+    {T}* __restrict__ out)
+{
+    __shared__ {T} warp_sums[32];
+    const int tid = (int)threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    for (long long c = (long long)blockIdx.x; c < k; c += (long long)gridDim.x) {
+        {T} acc = ({T})0;
+        for (long long i = tid; i < n; i += 1024) {
+            if ((long long)labels[i] == c) {
+                acc += x[i];
+            }
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            acc += __shfl_down_sync(0xffffffffu, acc, off);
+        }
+        if (lane == 0) {
+            warp_sums[warp] = acc;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            {T} s = warp_sums[lane];
+            for (int off = 16; off > 0; off >>= 1) {
+                s += __shfl_down_sync(0xffffffffu, s, off);
+            }
+            if (lane == 0) {
+                out[c] = s;
+            }
+        }
+        // warp_sums is rewritten for the next cluster only after warp 0 has read it.
+        __syncthreads();
+    }
+}
+"#;
+
+/// Sums by label: `out[c]` = the sum of `x[i]` over the `i < n` with `labels[i] == c`, for
+/// `c < k` (labels `>= k` are ignored; an empty cluster's sum is 0). Deterministic: a fixed
+/// order of additions per cluster, no atomics. Each block reads all `n` labels for its
+/// cluster, so the work is `n k`: it replaces building a selection matrix for `V x` where that
+/// is small.
+///
+/// Parameters: `(const long long n, const long long k, const T* x, const unsigned int* labels,
+/// T* out)`; entry point `pk_label_sums_{f32|f64}`. Launch: [`label_sums_grid_block`]`(k)`.
+pub fn label_sums(dtype: ScalarType) -> BuiltinKernel {
+    typed("label_sums", dtype, LABEL_SUMS)
+}
+
+/// Launch dimensions of [`label_sums`] for `k` clusters: one block of [`LABEL_SUMS_THREADS`]
+/// per cluster (at least one block, at most [`MAX_GRID_BLOCKS`](crate::emit::MAX_GRID_BLOCKS)).
+pub fn label_sums_grid_block(k: u64) -> LaunchDims {
+    ((blocks_for(k, 1), 1, 1), (LABEL_SUMS_THREADS, 1, 1), 0)
+}
+
 /// How the selection builder splits the points: each warp owns one chunk of `chunk`
 /// consecutive points and one row of `k` workspace counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -152,6 +152,13 @@ pub enum Op {
         /// Number of clusters.
         k: Dim,
     },
+    /// Sums of a column vector's entries by label: `s[c] = sum_{i: labels_i = c} x[i]`. Not in
+    /// the language: the planner introduces it for a selection matrix times a vector where
+    /// `n k` is small, instead of building the matrix.
+    LabelSums {
+        /// Number of clusters.
+        k: Dim,
+    },
 }
 
 impl Op {
@@ -184,6 +191,7 @@ impl Op {
             Op::Counts { k } => format!("counts(k={k})"),
             Op::Selection { k } => format!("selection(k={k})"),
             Op::ClusterSums { k } => format!("cluster_sums(k={k})"),
+            Op::LabelSums { k } => format!("label_sums(k={k})"),
         }
     }
 }

@@ -302,6 +302,7 @@ impl<'a> Lowering<'a> {
             Op::Counts { k } => StepOp::Counts { k: k.resolve(self.cx.dims).unwrap_or(0) },
             Op::Selection { k } => StepOp::Selection { k: k.resolve(self.cx.dims).unwrap_or(0) },
             Op::ClusterSums { k } => StepOp::ClusterSums { k: k.resolve(self.cx.dims).unwrap_or(0) },
+            Op::LabelSums { k } => StepOp::LabelSums { k: k.resolve(self.cx.dims).unwrap_or(0) },
             Op::Transpose if node.ty.storage == Storage::Csr => {
                 return Err(PlanError::Unsupported(format!(
                     "`{}`: a transposed sparse matrix can only be used inside a product",
@@ -537,6 +538,10 @@ impl<'a> Lowering<'a> {
             StepOp::ClusterSums { .. } => {
                 let m = elems(&inputs[0]);
                 (m, s * (m + elems(&outputs[0])) + 4.0 * elems(&inputs[1]))
+            }
+            StepOp::LabelSums { .. } => {
+                let x = elems(&inputs[0]);
+                (x, s * (x + elems(&outputs[0])) + 4.0 * elems(&inputs[1]))
             }
         }
     }

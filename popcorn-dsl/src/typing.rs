@@ -315,6 +315,20 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             }
             Ok(Type::dense(m.shape.rows.clone(), k.clone()))
         }
+        Op::LabelSums { k } => {
+            arity(2)?;
+            let (x, labels) = (operands[0], operands[1]);
+            require_dense(x, 0, "label_sums")?;
+            require_index(labels, 1, "label_sums")?;
+            if !x.shape.cols.is_one() || labels.shape.rows != x.shape.rows {
+                return Err(TypeError::new(format!(
+                    "label_sums needs a column vector with one label per entry, found {x} and \
+                     {labels}"
+                ))
+                .at(1));
+            }
+            Ok(Type::col(k.clone()))
+        }
         Op::Selection { k } => {
             arity(1)?;
             let labels = operands[0];

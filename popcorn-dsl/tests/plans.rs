@@ -299,7 +299,7 @@ fn readable_three_ways() {
     for want in [
         "plan for fn kkmeans_iteration",
         "cluster sums",
-        "spmv",
+        "label sums",
         "flops",
         "bytes",
         "Index[60000]",
@@ -407,5 +407,26 @@ fn an_overlapped_map_never_writes_where_its_syrk_reads() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn centroid_norms_sum_by_label_without_a_selection_matrix() {
+    // -0.5 * V * z with V = selection(labels, k): sums of z by label, scaled by the counts;
+    // nothing else reads V, so it is never built.
+    let p = plan_of("kkmeans_iteration", ITER_DIMS, &PlannerConfig::default());
+    let names = ops(&p);
+    assert!(names.iter().any(|n| n == "label sums"), "{p}");
+    assert!(
+        !names.iter().any(|n| n == "selection" || n == "spmv"),
+        "{p}"
+    );
+    // Where n k is large (60000 x 1000 > 2^25), or the pattern is off, the sparse product stays.
+    for (k, config) in [(1000, PlannerConfig::default()), (10, spmm_config())] {
+        let p = plan_of("kkmeans_iteration", &[("n", 60000), ("k", k)], &config);
+        let names = ops(&p);
+        assert!(names.iter().any(|n| n == "selection"), "{p}");
+        assert!(names.iter().any(|n| n == "spmv"), "{p}");
+        assert!(!names.iter().any(|n| n == "label sums"), "{p}");
     }
 }

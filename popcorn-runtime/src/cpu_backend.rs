@@ -419,6 +419,13 @@ fn run_typed<T: Real + HostElem>(
             let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the cluster sums"))?;
             cpu::cluster_sums(rows, cols, dense(0)?, cols, labels, *k, out)?;
         }
+        StepOp::LabelSums { k } => {
+            // x as a 1 x n matrix: its cluster sums are the label sums.
+            let (n, _) = in_dims(0);
+            let labels = &get::<u32>(&held[1][0], "labels")?[..in_dims(1).0];
+            let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the label sums"))?;
+            cpu::cluster_sums(1, n, dense(0)?, n, labels, *k, out)?;
+        }
         StepOp::Diag => {
             let (n, lda) = in_dims(0);
             let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the diagonal"))?;

@@ -691,6 +691,20 @@ fn eval_node(
             }
             Ok(sparsify(&v))
         }
+        Op::LabelSums { k } => {
+            arity(2)?;
+            let k = size(k, dims)?;
+            let x = densify(ops[0])?;
+            let labels = index_of(ops[1], "label_sums")?;
+            let mut s = vec![0.0; k];
+            for (i, &c) in labels.iter().enumerate() {
+                let slot = s
+                    .get_mut(c as usize)
+                    .ok_or_else(|| format!("label_sums: label {c} at {i} is not below k = {k}"))?;
+                *slot += x.at(i, 0);
+            }
+            Ok(RefValue::dense(k, 1, s))
+        }
         Op::ClusterSums { k } => {
             arity(2)?;
             let k = size(k, dims)?;

@@ -33,7 +33,8 @@ impl Pass for Infer {
             let node = graph.node(n);
             if let Op::Counts { k: Dim::Sym(s) }
             | Op::Selection { k: Dim::Sym(s) }
-            | Op::ClusterSums { k: Dim::Sym(s) } = &node.op
+            | Op::ClusterSums { k: Dim::Sym(s) }
+            | Op::LabelSums { k: Dim::Sym(s) } = &node.op
             {
                 if !cx.dims.contains_key(s) {
                     return Err(PlanError::UnboundDim(s.clone()));

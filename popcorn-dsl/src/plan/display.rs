@@ -76,7 +76,10 @@ fn detail(step: &Step) -> String {
         }
         StepOp::SpMV { trans, alpha } => format!("op(S)={} alpha={alpha}", flag(*trans)),
         StepOp::Fused(f) => format!("{} over {} x {}", f.name, f.rows, f.cols),
-        StepOp::Counts { k } | StepOp::Selection { k } | StepOp::ClusterSums { k } => {
+        StepOp::Counts { k }
+        | StepOp::Selection { k }
+        | StepOp::ClusterSums { k }
+        | StepOp::LabelSums { k } => {
             format!("k={k}")
         }
         StepOp::Diag | StepOp::Copy => String::new(),

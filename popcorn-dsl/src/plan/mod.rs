@@ -231,6 +231,12 @@ pub enum StepOp {
         /// Number of clusters.
         k: usize,
     },
+    /// `s[c] = sum_{i: labels_i = c} x[i]`. Inputs (x: a column vector, labels), output s
+    /// (`k` entries).
+    LabelSums {
+        /// Number of clusters.
+        k: usize,
+    },
     /// Copies a dense or index value (an output that is also an input or another output).
     Copy,
 }
@@ -285,6 +291,7 @@ impl Step {
             StepOp::Counts { .. } => "counts".into(),
             StepOp::Selection { .. } => "selection".into(),
             StepOp::ClusterSums { .. } => "cluster sums".into(),
+            StepOp::LabelSums { .. } => "label sums".into(),
             StepOp::Copy => "copy".into(),
         }
     }

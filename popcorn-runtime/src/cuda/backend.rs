@@ -489,6 +489,16 @@ impl CudaBackend {
                 self.builtins()
                     .counts(scalar, &mut scratch, labels, n, *k, out.ptr)
             }
+            StepOp::LabelSums { k } => {
+                count("label sums", inputs, outputs, 2, 1)?;
+                let x = dense(&inputs[0], elem, "label sums input x")?;
+                let (labels, n) = index(&inputs[1], "label sums labels")?;
+                let out = dense(&outputs[0], elem, "label sums output")?;
+                vector_len("label sums input x", x.len(), n)?;
+                vector_len("label sums output", out.len(), *k)?;
+                self.builtins()
+                    .label_sums(scalar, x.ptr, labels, n, *k, out.ptr)
+            }
             StepOp::Selection { k } => {
                 count("selection", inputs, outputs, 1, 1)?;
                 let (labels, n) = index(&inputs[0], "selection labels")?;

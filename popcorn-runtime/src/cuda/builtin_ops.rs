@@ -53,11 +53,12 @@ enum Kind {
     SelectionChunkCounts,
     SelectionChunkOffsets,
     SelectionScatter,
+    LabelSums,
 }
 
 impl Kind {
     #[cfg(test)]
-    const ALL: [Kind; 8] = [
+    const ALL: [Kind; 9] = [
         Kind::Fill,
         Kind::Symmetrize,
         Kind::Diag,
@@ -66,6 +67,7 @@ impl Kind {
         Kind::SelectionChunkCounts,
         Kind::SelectionChunkOffsets,
         Kind::SelectionScatter,
+        Kind::LabelSums,
     ];
 
     /// The entry-point name (known without building the source, so launches allocate no
@@ -105,6 +107,13 @@ impl Kind {
                     "pk_selection_scatter_f64"
                 }
             }
+            Kind::LabelSums => {
+                if f32 {
+                    "pk_label_sums_f32"
+                } else {
+                    "pk_label_sums_f64"
+                }
+            }
         }
     }
 
@@ -119,6 +128,7 @@ impl Kind {
             Kind::SelectionChunkCounts => builtins::selection_chunk_counts(),
             Kind::SelectionChunkOffsets => builtins::selection_chunk_offsets(),
             Kind::SelectionScatter => builtins::selection_scatter(dtype),
+            Kind::LabelSums => builtins::label_sums(dtype),
         }
     }
 }
@@ -199,6 +209,34 @@ impl Builtins<'_> {
             Kind::Symmetrize,
             dtype,
             builtins::symmetrize_grid_block(n as u64),
+            &mut args,
+        )
+    }
+
+    /// `out[c]` = the sum of `x[i]` over the `i < n` with `labels[i] == c`, for `c < k`.
+    pub(crate) fn label_sums(
+        &self,
+        dtype: ScalarType,
+        x: u64,
+        labels: u64,
+        n: usize,
+        k: usize,
+        out: u64,
+    ) -> Result<(), RuntimeError> {
+        if k == 0 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(n)?,
+            KernelArg::size(k)?,
+            KernelArg::Ptr(x),
+            KernelArg::Ptr(labels),
+            KernelArg::Ptr(out),
+        ];
+        self.run(
+            Kind::LabelSums,
+            dtype,
+            builtins::label_sums_grid_block(k as u64),
             &mut args,
         )
     }

@@ -845,6 +845,50 @@ fn gpu_counts_match_host_with_an_empty_cluster() {
 }
 
 #[test]
+fn gpu_label_sums_match_host_and_repeat_exactly() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(9);
+    for dtype in DTYPES {
+        // Sizes around the 1024-thread stride, an empty cluster, and labels >= k (ignored).
+        for (n, k) in [(1, 1), (1023, 3), (1025, 7), (5000, 33), (60_000, 10)] {
+            let mut labels = labels_with_empty_cluster(&mut rng, n, k, 2);
+            if n > 10 {
+                labels[3] = k as u32;
+                labels[n - 1] = u32::MAX;
+            }
+            let x = rounded(dtype, &rng.values(n));
+            let mut want = vec![0.0; k];
+            for (xi, &l) in x.iter().zip(&labels) {
+                if (l as usize) < k {
+                    want[l as usize] += xi;
+                }
+            }
+            let (xb, lb) = (upload(b, dtype, &x), upload_u32(b, &labels));
+            let out = poisoned(b, ElemType::float(dtype), k);
+            let mut runs = Vec::new();
+            for _ in 0..2 {
+                b.run_step(
+                    &step(StepOp::LabelSums { k }),
+                    &[dense(&xb, n, 1), Arg::Index { buf: &lb, len: n }],
+                    &[dense(&out, k, 1)],
+                    dtype,
+                    1.0,
+                )
+                .expect("label sums");
+                runs.push(download(b, &out));
+            }
+            let what = format!("label sums {dtype:?} n={n} k={k}");
+            assert_close(&runs[0], &want, tolerance(dtype), &what);
+            if k > 2 {
+                assert_eq!(runs[0][2], 0.0, "{what}: the empty cluster");
+            }
+            // A fixed order of additions: bit for bit the same on every run.
+            assert_eq!(runs[0], runs[1], "{what}: not deterministic");
+        }
+    }
+}
+
+#[test]
 fn gpu_selection_matches_host_with_an_empty_cluster() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(9);
