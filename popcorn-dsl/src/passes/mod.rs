@@ -40,9 +40,10 @@ pub struct PlannerConfig {
     pub fusion: bool,
     /// Products `M * V^T` with a selection matrix `V = selection(labels, k)` become one
     /// streaming pass of cluster sums over `M` (instead of a general sparse product) when
-    /// `k` is at most this; 0 turns the pattern off. The default, 1024, is where the measured
-    /// kernel is still about 2x faster than cuSPARSE's SpMM on an H100 (BENCHMARKS.md).
-    /// `POPCORN_CLUSTER_SUMS_MAX_K` sets it.
+    /// `k` is at most this, and products `V * x` become sums of `x` by label (where also
+    /// `n k <= 2^25`); 0 turns both patterns off. The default, 1024, is where the measured
+    /// cluster-sums kernel is still about 2x faster than cuSPARSE's SpMM on an H100
+    /// (BENCHMARKS.md). `POPCORN_CLUSTER_SUMS_MAX_K` sets it.
     pub cluster_sums_max_k: usize,
     /// Let f32 dense products (GEMM, SYRK) use TF32 tensor cores: several times faster, with
     /// about 10 bits of mantissa per operand (`POPCORN_TF32=1`). Off: strict fp32.
