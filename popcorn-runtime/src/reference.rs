@@ -665,29 +665,17 @@ fn eval_node(
             arity(1)?;
             let k = size(k, dims)?;
             let labels = index_of(ops[0], "counts")?;
-            let mut counts = vec![0.0; k];
-            for (i, &c) in labels.iter().enumerate() {
-                let slot = counts
-                    .get_mut(c as usize)
-                    .ok_or_else(|| format!("counts: label {c} at {i} is not below k = {k}"))?;
-                *slot += 1.0;
-            }
+            let counts = sums_by_label(labels, k, "counts", |_| 1.0)?;
             Ok(RefValue::dense(k, 1, counts))
         }
         Op::Selection { k } => {
             arity(1)?;
             let k = size(k, dims)?;
             let labels = index_of(ops[0], "selection")?;
+            let counts = sums_by_label(labels, k, "selection", |_| 1.0)?;
             let mut v = Mat::zeros(k, labels.len());
-            let mut counts = vec![0usize; k];
             for (i, &c) in labels.iter().enumerate() {
-                let slot = counts
-                    .get_mut(c as usize)
-                    .ok_or_else(|| format!("selection: label {c} at {i} is not below k = {k}"))?;
-                *slot += 1;
-            }
-            for (i, &c) in labels.iter().enumerate() {
-                v.set(c as usize, i, 1.0 / counts[c as usize] as f64);
+                v.set(c as usize, i, 1.0 / counts[c as usize]);
             }
             Ok(sparsify(&v))
         }
@@ -696,13 +684,7 @@ fn eval_node(
             let k = size(k, dims)?;
             let x = densify(ops[0])?;
             let labels = index_of(ops[1], "label_sums")?;
-            let mut s = vec![0.0; k];
-            for (i, &c) in labels.iter().enumerate() {
-                let slot = s
-                    .get_mut(c as usize)
-                    .ok_or_else(|| format!("label_sums: label {c} at {i} is not below k = {k}"))?;
-                *slot += x.at(i, 0);
-            }
+            let s = sums_by_label(labels, k, "label_sums", |i| x.at(i, 0))?;
             Ok(RefValue::dense(k, 1, s))
         }
         Op::ClusterSums { k } => {
@@ -724,6 +706,24 @@ fn eval_node(
             Ok(RefValue::dense(s.rows, s.cols, s.data))
         }
     }
+}
+
+/// `s[c]` = the sum of `weight(i)` over the `i` with `labels[i] == c`, for `c < k`; a label
+/// `>= k` is an error naming `what`.
+fn sums_by_label(
+    labels: &[u32],
+    k: usize,
+    what: &str,
+    weight: impl Fn(usize) -> f64,
+) -> Result<Vec<f64>, String> {
+    let mut s = vec![0.0; k];
+    for (i, &c) in labels.iter().enumerate() {
+        let slot = s
+            .get_mut(c as usize)
+            .ok_or_else(|| format!("{what}: label {c} at {i} is not below k = {k}"))?;
+        *slot += weight(i);
+    }
+    Ok(s)
 }
 
 /// Evaluates a library operation (after selection) from its definition.
