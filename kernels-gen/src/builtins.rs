@@ -209,6 +209,58 @@ pub fn histogram() -> BuiltinKernel {
     untyped("pk_histogram", HISTOGRAM)
 }
 
+/// Threads of the one block of [`small_counts`].
+pub const SMALL_COUNTS_THREADS: u32 = 1024;
+/// Clusters [`small_counts`] counts per pass over the labels (its shared-memory bins).
+pub const SMALL_COUNTS_BINS: u32 = 8192;
+/// Up to this many labels the counts are one [`small_counts`] block; beyond, a histogram over
+/// the whole grid.
+pub const SMALL_COUNTS_MAX_N: u64 = 1 << 20;
+
+const SMALL_COUNTS: &str = r#"// popcorn builtin kernel {NAME}: out[c] = (T) the number of p < n with labels[p] == c,
+// for 0 <= c < k; labels >= k are ignored. One block of 1024 threads: the counts of up to 8192
+// clusters at a time gather in shared memory (equal labels of a warp merged first), then are
+// written as floats. No global atomics, no zeroing launch; integer counts, so the result does
+// not depend on the order.
+extern "C" __global__ void __launch_bounds__(1024) {NAME}(
+    const long long n,
+    const unsigned int* __restrict__ labels,
+    const long long k,
+    {T}* __restrict__ out)
+{
+    __shared__ unsigned int bins[8192];
+    const int tid = (int)threadIdx.x;
+    const int lane = tid & 31;
+    for (long long c0 = 0; c0 < k; c0 += 8192) {
+        const long long width = (k - c0 < 8192) ? (k - c0) : 8192;
+        for (int c = tid; c < width; c += 1024) bins[c] = 0u;
+        __syncthreads();
+        for (long long p = tid; p < n; p += 1024) {
+            const long long label = (long long)labels[p];
+            const bool mine = label >= c0 && label < c0 + width;
+            const unsigned int key = mine ? (unsigned int)(label - c0) : 0xffffffffu;
+            const unsigned int peers = __match_any_sync(__activemask(), key);
+            if (mine && lane == __ffs(peers) - 1) {
+                atomicAdd(&bins[key], (unsigned int)__popc(peers));
+            }
+        }
+        __syncthreads();
+        for (int c = tid; c < width; c += 1024) out[c0 + c] = ({T})bins[c];
+        __syncthreads();
+    }
+}
+"#;
+
+/// Cluster sizes as floats for up to [`SMALL_COUNTS_MAX_N`] labels in one launch:
+/// `out[c]` = the number of `p < n` with `labels[p] == c`, for `c < k` (labels `>= k`
+/// ignored). Writes every `out[c]`; needs no zeroed buffer.
+///
+/// Parameters: `(const long long n, const unsigned int* labels, const long long k, T* out)`;
+/// entry point `pk_small_counts_{f32|f64}`. Launch: one block of [`SMALL_COUNTS_THREADS`].
+pub fn small_counts(dtype: ScalarType) -> BuiltinKernel {
+    typed("small_counts", dtype, SMALL_COUNTS)
+}
+
 /// Threads per block of [`label_sums`].
 pub const LABEL_SUMS_THREADS: u32 = 1024;
 

@@ -826,8 +826,20 @@ fn gpu_counts_match_host_with_an_empty_cluster() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(8);
     for dtype in DTYPES {
-        for (n, k) in [(1, 1), (1000, 7), (5000, 33)] {
-            let labels = labels_with_empty_cluster(&mut rng, n, k, 2);
+        // One block (n <= 2^20; k = 9000: two passes over its 8192 bins) and the histogram
+        // beyond; labels >= k ignored.
+        for (n, k) in [
+            (1, 1),
+            (1000, 7),
+            (5000, 33),
+            (20_000, 9000),
+            ((1 << 20) + 3, 10),
+        ] {
+            let mut labels = labels_with_empty_cluster(&mut rng, n, k, 2);
+            if n > 10 {
+                labels[3] = k as u32;
+                labels[n - 1] = u32::MAX;
+            }
             let want: Vec<f64> = (0..k)
                 .map(|c| labels.iter().filter(|l| **l as usize == c).count() as f64)
                 .collect();
