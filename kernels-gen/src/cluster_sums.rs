@@ -48,9 +48,10 @@
 //! - **Balance.** The `row_groups x column_tiles` tiles ([`ClusterSumsVariant::row_groups`],
 //!   [`ClusterSumsVariant::column_tiles`]) are split into `workers` contiguous,
 //!   equal ranges (one per warp, a persistent grid sized to the device's resident warps and at
-//!   most the number of row groups). A worker writes a row group it covers entirely with plain
-//!   stores; a row group split between two workers is added into a zeroed `S` with `atomicAdd`
-//!   by both.
+//!   most the number of row groups; or exactly twice that number where the device holds that
+//!   many warps, so small matrices keep more warps busy). A worker writes a row group it covers
+//!   entirely with plain stores; a row group split between two workers is added into a zeroed
+//!   `S` with `atomicAdd` by both.
 //! - **Choice of kernel.** [`plan_cluster_sums`] takes 512-byte tile rows in two stages (the
 //!   fastest measured on an H100), and smaller staging rings when the bins would leave fewer
 //!   than [`MIN_WARPS_PER_SM`] resident warps. Up to `k = 835` (f32 on an H100) one pass still fits
@@ -76,8 +77,9 @@
 //! Each lane adds its row's values in column order, runs of equal labels first summed in a
 //! register (`bin + (v1 + v2 + ...)`), which differs from a plain sequential sum only in
 //! rounding. A split row group has exactly two partial sums (each worker's range spans at least
-//! one whole row group's worth of tiles, because `workers <= row groups`, counting the empty
-//! row groups of the strided mode), added into zero: IEEE addition is
+//! one whole row group's worth of tiles when `workers <= row groups`, counting the empty row
+//! groups of the strided mode; with `workers = 2 row groups`, worker `2 g` starts exactly at
+//! row group `g`'s first tile and worker `2 g + 1` in its middle), added into zero: IEEE addition is
 //! commutative, so the result does not depend on which atomic lands first. The result is
 //! therefore **deterministic** for a given device and launch configuration (the number of
 //! workers depends on the device's multiprocessor count and occupancy), and matches a
@@ -379,11 +381,17 @@ impl ClusterSumsLaunch {
 
     /// Workers (warps, one per block) for a `rows x cols` matrix when `resident_blocks` blocks
     /// fit on the device at once: all of them, but at most one per row group of the variant's
-    /// row mode ([`ClusterSumsVariant::row_groups`]), and at least one.
+    /// row mode ([`ClusterSumsVariant::row_groups`]), and at least one. When the device holds
+    /// twice as many warps as there are row groups (small `rows`: otherwise most warps would
+    /// idle) and a row group has two column tiles or more, two per row group, each summing
+    /// one half of its tiles.
     pub fn workers(&self, rows: u64, cols: u64, resident_blocks: u64) -> u64 {
         let groups = self.variant.row_groups(rows);
         if groups == 0 || cols == 0 {
             return 0;
+        }
+        if self.variant.column_tiles(cols) >= 2 && 2 * groups <= resident_blocks {
+            return 2 * groups;
         }
         resident_blocks.clamp(1, groups)
     }
@@ -391,7 +399,7 @@ impl ClusterSumsLaunch {
     /// Whether some row group may be split between two of `workers` workers, so `S` must be
     /// zeroed first.
     pub fn needs_zeroed_output(&self, rows: u64, workers: u64) -> bool {
-        workers < self.variant.row_groups(rows)
+        workers != self.variant.row_groups(rows)
     }
 
     /// Grid, block and dynamic shared memory for `workers` workers.
@@ -1361,7 +1369,7 @@ mod tests {
     }
 
     #[test]
-    fn workers_never_exceed_row_groups() {
+    fn workers_per_row_group_are_one_or_two() {
         let h = DeviceLimits::H100;
         let a = plan_cluster_sums(7, ScalarType::F32, true, None, &h).unwrap();
         assert_eq!(a.workers(1, 1, 660), 1);
@@ -1372,6 +1380,13 @@ mod tests {
         assert_eq!(a.workers(100, 10, 0), 1);
         assert!(!a.needs_zeroed_output(64, 2));
         assert!(a.needs_zeroed_output(65, 2));
+        // Few row groups with two column tiles or more: two workers per row group, each
+        // half of its tiles (S zeroed first); not when the device cannot hold them all.
+        assert_eq!(a.variant.row_groups(6400), 200);
+        assert_eq!(a.workers(6400, 6400, 660), 400);
+        assert!(a.needs_zeroed_output(6400, 400));
+        assert_eq!(a.workers(6400, 6400, 399), 200);
+        assert_eq!(a.workers(6400, 128, 660), 200);
         // Strided rows, f32 tiles of 128 columns: RA = 32 row groups per super group of 1024
         // rows, empty ones included.
         let f = plan_cluster_sums(7, ScalarType::F32, false, None, &h).unwrap();

@@ -478,6 +478,21 @@ mod tests {
         let report = launch_cluster_sums_with(b, b.stream(), &args, c.tile, c.workers).unwrap();
         b.synchronize().unwrap();
         let all = b.download(&sbuf).unwrap().to_f64();
+        // Deterministic: a second launch gives the same bits (split row groups have two
+        // partial sums, added into zero in either order).
+        launch_cluster_sums_with(b, b.stream(), &args, c.tile, c.workers).unwrap();
+        b.synchronize().unwrap();
+        let again = b.download(&sbuf).unwrap().to_f64();
+        assert!(
+            all.iter()
+                .zip(&again)
+                .all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{:?} {}x{} k {}: a second launch gave different sums",
+            c.dtype,
+            c.rows,
+            c.cols,
+            c.k
+        );
         let (before, rest) = all.split_at(guard);
         let (got, after) = rest.split_at(c.rows * c.k);
         let want = reference(c.rows, c.cols, c.ld, &seen[c.offset..], &labels, c.k);
@@ -535,6 +550,22 @@ mod tests {
                     check(&b, &case(dtype, rows, cols, k), seed);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn small_matrices_split_every_row_group_between_two_workers() {
+        let Some(b) = gpu() else { return };
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            // Aligned rows: 5 row groups of 32 rows, 16 column tiles each.
+            let r = check(&b, &case(dtype, 160, 2048, 10), 21);
+            assert_eq!(r.workers, 10, "{r:?}");
+            assert!(r.zeroed);
+            // Strided rows (odd columns), with an odd number of column tiles.
+            let c = case(dtype, 300, 999, 33);
+            let r = check(&b, &c, 22);
+            assert!(!r.launch.variant.aligned);
+            assert_eq!(r.workers, 2 * r.launch.variant.row_groups(300), "{r:?}");
         }
     }
 
@@ -630,8 +661,15 @@ mod tests {
                         let r = check(&b, &c, seed);
                         assert!(!r.launch.variant.aligned);
                         let groups = r.launch.variant.row_groups(rows as u64);
-                        assert_eq!(r.workers, workers.min(groups), "{r:?}");
-                        assert_eq!(r.zeroed, r.workers < groups, "{r:?}");
+                        let halves = r.launch.variant.column_tiles(cols as u64) >= 2
+                            && 2 * groups <= workers;
+                        let want = if halves {
+                            2 * groups
+                        } else {
+                            workers.min(groups)
+                        };
+                        assert_eq!(r.workers, want, "{r:?}");
+                        assert_eq!(r.zeroed, r.workers != groups, "{r:?}");
                     }
                 }
             }
