@@ -218,24 +218,24 @@ pub const SMALL_COUNTS_BINS: u32 = 8192;
 pub const SMALL_COUNTS_MAX_N: u64 = 1 << 20;
 
 const SMALL_COUNTS: &str = r#"// popcorn builtin kernel {NAME}: out[c] = (T) the number of p < n with labels[p] == c,
-// for 0 <= c < k; labels >= k are ignored. One block of 1024 threads: the counts of up to 8192
-// clusters at a time gather in shared memory (equal labels of a warp merged first), then are
+// for 0 <= c < k; labels >= k are ignored. One block of {THREADS} threads: the counts of up to
+// {BINS} clusters at a time gather in shared memory (equal labels of a warp merged first), then are
 // written as floats. No global atomics, no zeroing launch; integer counts, so the result does
 // not depend on the order.
-extern "C" __global__ void __launch_bounds__(1024) {NAME}(
+extern "C" __global__ void __launch_bounds__({THREADS}) {NAME}(
     const long long n,
     const unsigned int* __restrict__ labels,
     const long long k,
     {T}* __restrict__ out)
 {
-    __shared__ unsigned int bins[8192];
+    __shared__ unsigned int bins[{BINS}];
     const int tid = (int)threadIdx.x;
     const int lane = tid & 31;
-    for (long long c0 = 0; c0 < k; c0 += 8192) {
-        const long long width = (k - c0 < 8192) ? (k - c0) : 8192;
-        for (int c = tid; c < width; c += 1024) bins[c] = 0u;
+    for (long long c0 = 0; c0 < k; c0 += {BINS}) {
+        const long long width = (k - c0 < {BINS}) ? (k - c0) : {BINS};
+        for (int c = tid; c < width; c += {THREADS}) bins[c] = 0u;
         __syncthreads();
-        for (long long p = tid; p < n; p += 1024) {
+        for (long long p = tid; p < n; p += {THREADS}) {
             const long long label = (long long)labels[p];
             const bool mine = label >= c0 && label < c0 + width;
             const unsigned int key = mine ? (unsigned int)(label - c0) : 0xffffffffu;
@@ -245,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
             }
         }
         __syncthreads();
-        for (int c = tid; c < width; c += 1024) out[c0 + c] = ({T})bins[c];
+        for (int c = tid; c < width; c += {THREADS}) out[c0 + c] = ({T})bins[c];
         __syncthreads();
     }
 }
@@ -258,7 +258,10 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
 /// Parameters: `(const long long n, const unsigned int* labels, const long long k, T* out)`;
 /// entry point `pk_small_counts_{f32|f64}`. Launch: one block of [`SMALL_COUNTS_THREADS`].
 pub fn small_counts(dtype: ScalarType) -> BuiltinKernel {
-    typed("small_counts", dtype, SMALL_COUNTS)
+    let template = SMALL_COUNTS
+        .replace("{THREADS}", &SMALL_COUNTS_THREADS.to_string())
+        .replace("{BINS}", &SMALL_COUNTS_BINS.to_string());
+    typed("small_counts", dtype, &template)
 }
 
 /// Threads per block of [`label_sums`].

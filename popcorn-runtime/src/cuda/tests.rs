@@ -353,37 +353,15 @@ fn gpu_syrk_writes_the_full_symmetric_matrix() {
         ] {
             for trans in [false, true] {
                 let a = rounded(dtype, &rng.values(n * k));
-                let cols = if trans { n } else { k };
                 let alpha = 0.75;
-                let mut want = vec![0.0; n * n];
-                for i in 0..n {
-                    for j in 0..n {
-                        let s: f64 = (0..k)
-                            .map(|p| at(&a, cols, trans, i, p) * at(&a, cols, trans, j, p))
-                            .sum();
-                        want[i * n + j] = alpha * s;
-                    }
-                }
-                let ab = upload(b, dtype, &a);
-                let c = poisoned(b, ElemType::float(dtype), n * n);
-                let op = StepOp::Syrk {
-                    trans,
+                let want = host_syrk(&a, n, k, trans, alpha);
+                let shape = SyrkShape {
                     n,
                     k,
-                    alpha: ScalarExpr::Lit(alpha),
-                    tf32: false,
-                    lower_only: false,
+                    trans,
                     block_rows,
-                    overlap_map: false,
                 };
-                let a_arg = if trans {
-                    dense(&ab, k, n)
-                } else {
-                    dense(&ab, n, k)
-                };
-                b.run_step(&step(op), &[a_arg], &[dense(&c, n, n)], dtype, alpha)
-                    .expect("syrk");
-                let got = download(b, &c);
+                let got = gpu_syrk(b, dtype, &a, shape, alpha, false);
                 let what =
                     format!("syrk {dtype:?} n={n} k={k} trans={trans} blocks of {block_rows}");
                 assert_close(&got, &want, tolerance(dtype), &what);
@@ -638,6 +616,69 @@ fn gpu_spmm_matches_host_for_both_sides_and_all_transposes() {
             }
         }
     }
+}
+
+/// `alpha op(A) op(A)^T` on the host in f64 (`op(A)` is `n x k`: `A` is `k x n` when
+/// transposed).
+fn host_syrk(a: &[f64], n: usize, k: usize, trans: bool, alpha: f64) -> Vec<f64> {
+    let cols = if trans { n } else { k };
+    let mut c = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            let s: f64 = (0..k)
+                .map(|p| at(a, cols, trans, i, p) * at(a, cols, trans, j, p))
+                .sum();
+            c[i * n + j] = alpha * s;
+        }
+    }
+    c
+}
+
+/// The operand shape and blocking of a SYRK step.
+#[derive(Clone, Copy)]
+struct SyrkShape {
+    n: usize,
+    k: usize,
+    trans: bool,
+    block_rows: usize,
+}
+
+/// Runs a SYRK step (full result, no overlapped map) on `a` into a poisoned `n x n` output and
+/// downloads it.
+fn gpu_syrk(
+    b: &CudaBackend,
+    dtype: DType,
+    a: &[f64],
+    shape: SyrkShape,
+    alpha: f64,
+    tf32: bool,
+) -> Vec<f64> {
+    let SyrkShape {
+        n,
+        k,
+        trans,
+        block_rows,
+    } = shape;
+    let ab = upload(b, dtype, a);
+    let c = poisoned(b, ElemType::float(dtype), n * n);
+    let op = StepOp::Syrk {
+        trans,
+        n,
+        k,
+        alpha: ScalarExpr::Lit(alpha),
+        tf32,
+        lower_only: false,
+        block_rows,
+        overlap_map: false,
+    };
+    let a_arg = if trans {
+        dense(&ab, k, n)
+    } else {
+        dense(&ab, n, k)
+    };
+    b.run_step(&step(op), &[a_arg], &[dense(&c, n, n)], dtype, alpha)
+        .expect("syrk");
+    download(b, &c)
 }
 
 /// Labels of `n` points in `k` clusters with cluster `empty` unused.
@@ -1715,37 +1756,16 @@ fn gpu_tf32_syrk_pads_rows_without_changing_the_result() {
             .iter()
             .map(|v| (v * 5.0).floor() - 2.0)
             .collect();
-        let cols = if trans { n } else { k };
-        let mut want = vec![0.0; n * n];
-        for i in 0..n {
-            for j in 0..n {
-                want[i * n + j] = (0..k)
-                    .map(|p| at(&a, cols, trans, i, p) * at(&a, cols, trans, j, p))
-                    .sum();
-            }
-        }
+        let want = host_syrk(&a, n, k, trans, 1.0);
         for block_rows in [0, 128, 1024] {
-            let ab = upload(b, DType::F32, &a);
-            let c = poisoned(b, ElemType::F32, n * n);
-            let op = StepOp::Syrk {
-                trans,
+            let shape = SyrkShape {
                 n,
                 k,
-                alpha: ScalarExpr::Lit(1.0),
-                tf32: true,
-                lower_only: false,
+                trans,
                 block_rows,
-                overlap_map: false,
             };
-            let a_arg = if trans {
-                dense(&ab, k, n)
-            } else {
-                dense(&ab, n, k)
-            };
-            b.run_step(&step(op), &[a_arg], &[dense(&c, n, n)], DType::F32, 1.0)
-                .expect("tf32 syrk");
             assert_eq!(
-                download(b, &c),
+                gpu_syrk(b, DType::F32, &a, shape, 1.0, true),
                 want,
                 "tf32 syrk n={n} k={k} trans={trans} block_rows={block_rows}"
             );
