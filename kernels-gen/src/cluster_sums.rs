@@ -24,10 +24,12 @@
 //!     `RA` elements, `min(TW * size_of::<T>(), 128)` bytes ([`ClusterSumsVariant::row_alignment`]:
 //!     32 `f32` or 16 `f64` for the preferred tiles). Row `i` starts
 //!     `sh(i) = (a + i ld) mod RA` elements past such a boundary (`a`: the element address of
-//!     `m`), a function of `i mod RA`, so the rows are grouped by it: a *super group* of `32 RA`
-//!     consecutive rows from `b` is split into `RA` row groups, row group `s` holding the rows
-//!     `b + s + RA r` (`r = 0 .. 31`, those `< rows`; the last row groups of the matrix may hold
-//!     few rows or none). All rows of a row group have the same shift `sh`, so its column tile
+//!     `m`), a function of `i mod RP` for the period `RP = RA / gcd(ld mod RA, RA)`
+//!     ([`ClusterSumsVariant::row_period`]: 32 for an odd `ld` in f32, 2 for `ld = 50000`, 1
+//!     when only `a` is off a boundary), so the rows are grouped by it: a *super group* of
+//!     `32 RP` consecutive rows from `b` is split into `RP` row groups, row group `s` holding the
+//!     rows `b + s + RP r` (`r = 0 .. 31`, those `< rows`; the last row groups of the matrix may
+//!     hold few rows or none). All rows of a row group have the same shift `sh`, so its column tile
 //!     `t` covers the columns `[t TW - sh, (t + 1) TW - sh)`, which start on an `RA`-element
 //!     boundary in every one of its rows: they are copied and laid out as aligned rows are (and
 //!     a warp's copies read whole 128-byte lines), with `ceil((cols + RA - 1) / TW)` tiles per
@@ -47,9 +49,10 @@
 //!   differ), so the shared-memory read-modify-write chain overlaps two columns deep.
 //! - **Balance.** The `row_groups x column_tiles` tiles ([`ClusterSumsVariant::row_groups`],
 //!   [`ClusterSumsVariant::column_tiles`]) are split into `workers` contiguous,
-//!   equal ranges (one per warp, a persistent grid sized to the device's resident warps and at
-//!   most the number of row groups; or exactly twice that number where the device holds that
-//!   many warps, so small matrices keep more warps busy). A worker writes a row group it covers
+//!   equal ranges (one per warp, a persistent grid of [`MIN_WARPS_PER_SM`] warps per SM, or
+//!   all resident warps where fewer fit, and at most the number of row groups; or exactly
+//!   twice that number where the device holds that many warps, so small matrices keep more
+//!   warps busy; see [`ClusterSumsLaunch::workers`]). A worker writes a row group it covers
 //!   entirely with plain stores; a row group split between two workers is added into a zeroed
 //!   `S` with `atomicAdd` by both.
 //! - **Choice of kernel.** [`plan_cluster_sums`] takes 512-byte tile rows in two stages (the
@@ -61,7 +64,11 @@
 //! Measured on an H100 (f32, n x n, the whole distance step `-2 K V^T` of the plan, against a
 //! device-to-device copy of the same bytes at 3.02 TB/s): n = 60000: 1.08x (k = 10), 1.10x
 //! (k = 50, 100), 1.13x (k = 200), 1.43x (k = 500), 2.9x (k = 1000, two passes); n = 50000:
-//! 1.10-1.12x. cuSPARSE's SpMM plan takes 4.5-6.3x. The *shifted* mode that the strided mode
+//! 1.10-1.12x. cuSPARSE's SpMM plan takes 4.5-6.3x. Row groups of rows one shift period apart
+//! rather than `RA` apart (the kernel alone, same run, k = 10 / 50 / 100): n = 50000 (period 2)
+//! 1.076 / 1.103 / 1.090x against 1.093 / 1.111 / 1.095x, n = 70000 1.067 / 1.088 / 1.086x
+//! against 1.084 / 1.100 / 1.094x; rows padded to 128 bytes (aligned mode) would give
+//! 1.071 / 1.088 / 1.090x and 1.062 / 1.075 / 1.067x. The *shifted* mode that the strided mode
 //! replaced (each row copied as its enclosing 16-byte-aligned span and read with 4- or 8-byte
 //! shared loads) took 1.16-1.21x at n = 78823 there. The strided mode is not yet measured on an
 //! H100. On an H200 (the kernel alone, f32, against a device-to-device copy at 4.3 TB/s, medians
@@ -118,7 +125,7 @@ pub const ROWS_PER_GROUP: u64 = 32;
 /// Stride of the shared-memory bins, in elements per cluster.
 pub const BIN_STRIDE: u32 = 33;
 /// The resident warps per multiprocessor a launch plans for first: about the fewest that keep
-/// an H100 near its memory bandwidth.
+/// an H100 near its memory bandwidth, and the workers per SM that stream a large matrix.
 pub const MIN_WARPS_PER_SM: u32 = 4;
 /// For larger `k`, one pass with as few as this many resident warps per multiprocessor is
 /// preferred to several passes (each pass reads `M` again); past that `k` is split into passes.
@@ -173,8 +180,11 @@ pub struct ClusterSumsVariant {
     pub stages: u32,
     /// Rows start on 16-byte boundaries (`m` 16-byte aligned and a leading dimension that is a
     /// multiple of 16 bytes): row groups of 32 consecutive rows. Otherwise the *strided* mode:
-    /// row groups of rows [`Self::row_alignment`] apart (see the module documentation).
+    /// row groups of rows [`Self::row_period`] apart (see the module documentation).
     pub aligned: bool,
+    /// Strided mode: the rows of a row group lie this many rows apart, the period of the rows'
+    /// shifts (see [`Self::with_leading_dimension`]); 1 in the aligned mode.
+    pub row_period: u32,
 }
 
 impl ClusterSumsVariant {
@@ -196,23 +206,53 @@ impl ClusterSumsVariant {
         if !(2..=4).contains(&stages) {
             return Err(ClusterSumsError::Stages { stages });
         }
-        Ok(ClusterSumsVariant {
+        Ok(ClusterSumsVariant::unchecked(
+            dtype, tile_cols, stages, aligned,
+        ))
+    }
+
+    /// A variant of valid parameters, its strided rows a whole alignment block (`RA` rows)
+    /// apart, which suits any leading dimension.
+    fn unchecked(dtype: ScalarType, tile_cols: u32, stages: u32, aligned: bool) -> Self {
+        let mut v = ClusterSumsVariant {
             dtype,
             tile_cols,
             stages,
             aligned,
-        })
+            row_period: 1,
+        };
+        if !aligned {
+            v.row_period = v.row_alignment();
+        }
+        v
+    }
+
+    /// This variant for a matrix with leading dimension `ld` (elements): in the strided mode,
+    /// rows `i` and `i + p` start equally far past an `RA`-element boundary for the period
+    /// `p = RA / gcd(ld mod RA, RA)`, so a row group takes rows `p` apart rather than `RA`
+    /// (rows two apart for n = 50000 or 70000 in f32, where the shift is 0 or 16 elements;
+    /// consecutive rows where only the matrix address is off a boundary). The aligned mode
+    /// does not change.
+    pub fn with_leading_dimension(self, ld: u64) -> Self {
+        if self.aligned {
+            return self;
+        }
+        let ra = u64::from(self.row_alignment());
+        let mut a = ld % ra;
+        let mut b = ra;
+        while a != 0 {
+            (a, b) = (b % a, a);
+        }
+        ClusterSumsVariant {
+            row_period: (ra / b) as u32,
+            ..self
+        }
     }
 
     /// The variant used by default: 512-byte tile rows, two stages (the fastest on an H100 for
     /// k = 10 to 100, n = 50000 to 78823; see the runtime's benchmark).
     pub fn preferred(dtype: ScalarType, aligned: bool) -> ClusterSumsVariant {
-        ClusterSumsVariant {
-            dtype,
-            tile_cols: 512 / dtype.size_bytes() as u32,
-            stages: 2,
-            aligned,
-        }
+        ClusterSumsVariant::unchecked(dtype, 512 / dtype.size_bytes() as u32, 2, aligned)
     }
 
     /// The variants tried in order when the preferred one leaves too little room for the bins
@@ -221,11 +261,8 @@ impl ClusterSumsVariant {
         let esz = dtype.size_bytes() as u32;
         [(512, 2), (256, 3), (256, 2), (128, 2), (64, 2)]
             .into_iter()
-            .map(|(row_bytes, stages)| ClusterSumsVariant {
-                dtype,
-                tile_cols: row_bytes / esz,
-                stages,
-                aligned,
+            .map(|(row_bytes, stages)| {
+                ClusterSumsVariant::unchecked(dtype, row_bytes / esz, stages, aligned)
             })
             .collect()
     }
@@ -260,14 +297,14 @@ impl ClusterSumsVariant {
     }
 
     /// Row groups (32 rows each at most, one per lane) of a matrix with `rows` rows: `rows / 32`
-    /// rounded up for aligned rows; for strided rows `RA` ([`Self::row_alignment`]) per super
-    /// group of `32 * RA` rows, so the last ones may hold few rows or none.
+    /// rounded up for aligned rows; for strided rows `RP` ([`Self::row_period`]) per super
+    /// group of `32 * RP` rows, so the last ones may hold few rows or none.
     pub fn row_groups(&self, rows: u64) -> u64 {
         if self.aligned {
             rows.div_ceil(ROWS_PER_GROUP)
         } else {
-            let ra = u64::from(self.row_alignment());
-            rows.div_ceil(ROWS_PER_GROUP * ra) * ra
+            let rp = u64::from(self.row_period.max(1));
+            rows.div_ceil(ROWS_PER_GROUP * rp) * rp
         }
     }
 
@@ -304,16 +341,20 @@ impl ClusterSumsVariant {
         (bytes.saturating_sub(staging) / (u64::from(BIN_STRIDE) * esz)).saturating_sub(1)
     }
 
-    /// The kernel's entry-point name, e.g. `pk_cluster_sums_f32_t64_s3_a` (`_r` for strided
-    /// rows).
+    /// The kernel's entry-point name, e.g. `pk_cluster_sums_f32_t64_s3_a` (`_r2` for strided
+    /// rows two apart).
     pub fn name(&self) -> String {
         let ty = match self.dtype {
             ScalarType::F32 => "f32",
             ScalarType::F64 => "f64",
         };
-        let copy = if self.aligned { "a" } else { "r" };
+        let rows = if self.aligned {
+            "a".to_string()
+        } else {
+            format!("r{}", self.row_period)
+        };
         format!(
-            "pk_cluster_sums_{ty}_t{}_s{}_{copy}",
+            "pk_cluster_sums_{ty}_t{}_s{}_{rows}",
             self.tile_cols, self.stages
         )
     }
@@ -380,12 +421,17 @@ impl ClusterSumsLaunch {
     }
 
     /// Workers (warps, one per block) for a `rows x cols` matrix when `resident_blocks` blocks
-    /// fit on the device at once: all of them, but at most one per row group of the variant's
-    /// row mode ([`ClusterSumsVariant::row_groups`]), and at least one. When the device holds
+    /// fit at once on a device of `multiprocessors` SMs: [`MIN_WARPS_PER_SM`] per SM (all
+    /// resident blocks where fewer fit), but at most one per row group of the variant's row
+    /// mode ([`ClusterSumsVariant::row_groups`]), and at least one. When the device holds
     /// twice as many warps as there are row groups (small `rows`: otherwise most warps would
     /// idle) and a row group has two column tiles or more, two per row group, each summing
     /// one half of its tiles.
-    pub fn workers(&self, rows: u64, cols: u64, resident_blocks: u64) -> u64 {
+    ///
+    /// Streaming a large matrix, more warps per SM do not read faster, and an uneven number
+    /// per SM reads slower (on an H100 at n = 50000, k = 50: 528 workers, 4 per SM, 1.077x
+    /// the floor; 660, 5 per SM, 1.098x; 594 and 462, 4.5 and 3.5 per SM, 1.14x and 1.13x).
+    pub fn workers(&self, rows: u64, cols: u64, resident_blocks: u64, multiprocessors: u64) -> u64 {
         let groups = self.variant.row_groups(rows);
         if groups == 0 || cols == 0 {
             return 0;
@@ -393,7 +439,8 @@ impl ClusterSumsLaunch {
         if self.variant.column_tiles(cols) >= 2 && 2 * groups <= resident_blocks {
             return 2 * groups;
         }
-        resident_blocks.clamp(1, groups)
+        let streaming = multiprocessors.saturating_mul(u64::from(MIN_WARPS_PER_SM));
+        resident_blocks.min(streaming).clamp(1, groups)
     }
 
     /// Whether some row group may be split between two of `workers` workers, so `S` must be
@@ -821,16 +868,18 @@ const ALIGNED_PARTS: [(&str, &str); 5] = [
 
 /// Row groups, tile loading, labels and shared loads of strided rows.
 const STRIDED: &str = r#"// Strided rows. RA elements (RA * sizeof(real) = min(TW * sizeof(real), 128) bytes) is the
-// alignment of tile starts. Row group g is phase g % RA of super group g / RA (32 * RA
-// consecutive rows): tile row r (lane r's row) is row group_row(g) + RA * r. All its rows start
-// the same number sh < RA of elements past an RA-element boundary (row_shift), so its column
-// tile ct covers the columns [ct * TW - sh, (ct + 1) * TW - sh), which start on such a boundary
-// in every one of its rows: they are copied and laid out as aligned rows are, and each 16-byte
+// alignment of tile starts; RP (a power of two, at most RA) is the period of the rows' shifts
+// past such boundaries. Row group g is phase g % RP of super group g / RP (32 * RP consecutive
+// rows): tile row r (lane r's row) is row group_row(g) + RP * r. All its rows start the same
+// number sh < RA of elements past an RA-element boundary (row_shift), so its column tile ct
+// covers the columns [ct * TW - sh, (ct + 1) * TW - sh), which start on such a boundary in
+// every one of its rows: they are copied and laid out as aligned rows are, and each 16-byte
 // copy of a warp reads whole 128-byte lines. Columns < 0 (fewer than RA, in tile 0: they lie in
 // earlier rows, or in the RA-element block that holds m[0]) and columns >= cols get the label
 // OUTSIDE, which no cluster range holds, so they go to the dump row and no tile needs a column
 // bound.
 constexpr int RA = {RA};
+constexpr int RP = {RP};
 
 // A label outside every cluster range [c_lo, c_lo + kb) (the host keeps k below 2^32).
 constexpr unsigned OUTSIDE = 0xffffffffu;
@@ -839,11 +888,11 @@ constexpr unsigned OUTSIDE = 0xffffffffu;
 __device__ __forceinline__ long long group_row(long long g)
 {
     const unsigned long long ug = (unsigned long long)g;
-    return (long long)((ug / (unsigned)RA) * (unsigned long long)(32 * RA) + ug % (unsigned)RA);
+    return (long long)((ug / (unsigned)RP) * (unsigned long long)(32 * RP) + ug % (unsigned)RP);
 }
 
 // Elements from the RA-element boundary at or below the start of row `row` to that start, for
-// m at element address m_elem: a function of row % RA, so the same for every row of a row group.
+// m at element address m_elem: a function of row % RP, so the same for every row of a row group.
 __device__ __forceinline__ unsigned row_shift(long long row, long long ld, unsigned m_elem)
 {
     return (m_elem + (unsigned)row * (unsigned)ld) & (unsigned)(RA - 1);
@@ -879,7 +928,7 @@ __device__ __forceinline__ void load_labels(unsigned stage, const unsigned int* 
     }
 }
 
-// Queues tile rows r (rows r0 + RA * r) from column c0, which starts on an RA-element boundary
+// Queues tile rows r (rows r0 + RP * r) from column c0, which starts on an RA-element boundary
 // in each of them: lane copies chunk q = lane % CPR of tile rows lane / CPR + i * RSTEP. A chunk
 // that starts before column 0 is read whole; chunks past cols are zero-filled.
 __device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict__ m,
@@ -887,11 +936,11 @@ __device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict
 {
     const unsigned q = lane % (unsigned)CPR;
     const unsigned rf = lane / (unsigned)CPR;
-    const long long row0 = r0 + (long long)(rf * (unsigned)RA);
+    const long long row0 = r0 + (long long)(rf * (unsigned)RP);
     const real* p = m + row0 * ld + c0 + (long long)(q * VE);
-    const long long step = (long long)(RSTEP * RA) * ld;
+    const long long step = (long long)(RSTEP * RP) * ld;
     const unsigned dst = stage + (rf * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(real);
-    if (r0 + (long long)(31 * RA) < rows && c0 + TW <= cols) {
+    if (r0 + (long long)(31 * RP) < rows && c0 + TW <= cols) {
         // Interior tile: all 32 rows exist and every chunk is whole.
 #pragma unroll
         for (int i = 0; i < CPR; ++i) {
@@ -901,9 +950,9 @@ __device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict
         return;
     }
     const unsigned colbytes = chunk_bytes(cols, c0 + (long long)(q * VE));
-    // The lane's copy i is of row row0 + RA * i * RSTEP: it exists when i * RSTEP < nv.
+    // The lane's copy i is of row row0 + RP * i * RSTEP: it exists when i * RSTEP < nv.
     const long long vr = rows - row0;
-    const int nv = vr <= 0 ? 0 : (vr >= 32 * RA ? 32 : (int)((vr + RA - 1) / RA));
+    const int nv = vr <= 0 ? 0 : (vr >= 32 * RP ? 32 : (int)((vr + RP - 1) / RP));
 #pragma unroll
     for (int i = 0; i < CPR; ++i) {
         // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
@@ -936,16 +985,16 @@ __device__ __forceinline__ vec load_vec(const real* p)
     return *reinterpret_cast<const vec*>(p);
 }"#;
 
-/// Write-out of strided row groups (rows `r0 + RA * r`).
+/// Write-out of strided row groups (rows `r0 + RP * r`).
 const STRIDED_FLUSH: &str = r#"// Writes (whole) or adds (split row group) the lane-transposed bins of the row group whose tile
-// row r is row r0 + RA * r (rows past the matrix are skipped; a row group may have none).
+// row r is row r0 + RP * r (rows past the matrix are skipped; a row group may have none).
 __device__ __forceinline__ void flush(const real* bins, real* __restrict__ s, long long rows,
     long long k, long long c_lo, unsigned kb, long long r0, bool whole, unsigned lane)
 {
     const long long left = rows - r0;
-    const int nr = left <= 0 ? 0 : (left >= 32 * RA ? 32 : (int)((left + RA - 1) / RA));
+    const int nr = left <= 0 ? 0 : (left >= 32 * RP ? 32 : (int)((left + RP - 1) / RP));
     for (int r = 0; r < nr; ++r) {
-        real* out = s + (r0 + (long long)(r * RA)) * k + c_lo;
+        real* out = s + (r0 + (long long)(r * RP)) * k + c_lo;
         for (unsigned c = lane; c < kb; c += 32u) {
             const real v = bins[c * 33u + (unsigned)r];
             if (whole) {
@@ -961,7 +1010,7 @@ __device__ __forceinline__ void flush(const real* bins, real* __restrict__ s, lo
 /// `(placeholder, text)` pairs.
 const STRIDED_PARTS: [(&str, &str); 5] = [
     ("{COL_TILES}", "(cols + (RA - 1) + (TW - 1)) / TW"),
-    ("{ROW_GROUPS}", "(rows + 32 * RA - 1) / (32 * RA) * RA"),
+    ("{ROW_GROUPS}", "(rows + 32 * RP - 1) / (32 * RP) * RP"),
     (
         "{QUEUE_TILE}",
         "queue_tile(st, m, labels, rows, cols, ld, lg, lct, lane);",
@@ -1022,6 +1071,7 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtins::BuiltinKer
         .replace("{TW}", &variant.tile_cols.to_string())
         .replace("{STAGES}", &variant.stages.to_string())
         .replace("{RA}", &variant.row_alignment().to_string())
+        .replace("{RP}", &variant.row_period.to_string())
         .replace("{VE}", &ve.to_string())
         .replace("{VT}", vt)
         .replace("{LT}", lt);
@@ -1039,7 +1089,15 @@ mod tests {
                 for row_bytes in TILE_ROW_BYTES {
                     for stages in 2..=4 {
                         let cols = row_bytes / dtype.size_bytes() as u32;
-                        v.push(ClusterSumsVariant::new(dtype, cols, stages, aligned).unwrap());
+                        let base = ClusterSumsVariant::new(dtype, cols, stages, aligned).unwrap();
+                        // Leading dimensions whose shifts repeat every 1, 2, 4, ... RA rows.
+                        let mut periods = std::collections::BTreeSet::new();
+                        for ld in [64u64, 32, 16, 8, 4, 2, 1] {
+                            let w = base.with_leading_dimension(ld);
+                            if periods.insert(w.row_period) {
+                                v.push(w);
+                            }
+                        }
                     }
                 }
             }
@@ -1128,7 +1186,7 @@ mod tests {
         }
         let e = ClusterSumsVariant::new(ScalarType::F64, 32, 2, false).unwrap();
         let k = cluster_sums(&e);
-        assert_eq!(k.name, "pk_cluster_sums_f64_t32_s2_r");
+        assert_eq!(k.name, "pk_cluster_sums_f64_t32_s2_r16");
         assert!(k.source.contains("(strided rows)"));
         assert!(k.source.contains("typedef double2 vec;"));
         // 16-byte shared loads in both modes.
@@ -1139,10 +1197,12 @@ mod tests {
         // Tiles start on 128-byte boundaries: 16 doubles.
         assert!(k.source.contains("constexpr int RA = 16;"));
         assert_eq!(e.row_alignment(), 16);
-        // Row groups of a super group of 32 * RA rows, RA - 1 more columns per row group.
+        // Row groups of a super group of 32 * RP rows (RP = RA for any leading dimension),
+        // RA - 1 more columns per row group.
+        assert!(k.source.contains("constexpr int RP = 16;"));
         assert!(k
             .source
-            .contains("(unsigned long long)((rows + 32 * RA - 1) / (32 * RA) * RA) * ucts"));
+            .contains("(unsigned long long)((rows + 32 * RP - 1) / (32 * RP) * RP) * ucts"));
         assert!(k
             .source
             .contains("const long long cts = (cols + (RA - 1) + (TW - 1)) / TW;"));
@@ -1177,7 +1237,7 @@ mod tests {
         assert!(!k.source.contains("v.x = p[0];"));
         let f = ClusterSumsVariant::new(ScalarType::F32, 64, 2, false).unwrap();
         let k = cluster_sums(&f);
-        assert_eq!(k.name, "pk_cluster_sums_f32_t64_s2_r");
+        assert_eq!(k.name, "pk_cluster_sums_f32_t64_s2_r32");
         assert!(k.source.contains("constexpr int VE = 4;"));
         assert!(k.source.contains("constexpr int RA = 32;"));
         assert_eq!(k.source.matches("push(v.").count(), 4);
@@ -1195,32 +1255,35 @@ mod tests {
         // row group, all rows of a row group share their shift, tile starts lie on RA-element
         // boundaries, and a row group's tiles cover its columns 0 .. cols, starting fewer than
         // RA columns before column 0.
-        for v in all_variants().into_iter().filter(|v| !v.aligned) {
-            let ra = u64::from(v.row_alignment());
-            let tw = u64::from(v.tile_cols);
+        for base in all_variants().into_iter().filter(|v| !v.aligned) {
+            let ra = u64::from(base.row_alignment());
+            let tw = u64::from(base.tile_cols);
             assert_eq!(tw % ra, 0);
             assert_eq!(
-                ra * v.dtype.size_bytes() as u64,
-                (tw * v.dtype.size_bytes() as u64).min(128)
+                ra * base.dtype.size_bytes() as u64,
+                (tw * base.dtype.size_bytes() as u64).min(128)
             );
-            let base_row = |g: u64| (g / ra) * ROWS_PER_GROUP * ra + g % ra;
-            for rows in [1u64, 5, 127, 128, 129, 1023, 1024, 1025, 3000] {
-                let groups = v.row_groups(rows);
-                assert_eq!(groups % ra, 0);
-                let mut seen = vec![0u32; rows as usize];
-                for g in 0..groups {
-                    for r in 0..ROWS_PER_GROUP {
-                        let row = base_row(g) + ra * r;
-                        if row < rows {
-                            seen[row as usize] += 1;
+            for ld in [1u64, 3, 6, 33, 78823, 1002, 50_000, 70_000, 1024, 4, 12] {
+                let v = base.with_leading_dimension(ld);
+                let rp = u64::from(v.row_period);
+                assert!(rp.is_power_of_two() && rp <= ra, "{v:?} ld {ld}");
+                let base_row = |g: u64| (g / rp) * ROWS_PER_GROUP * rp + g % rp;
+                for rows in [1u64, 5, 127, 128, 129, 1023, 1024, 1025, 3000] {
+                    let groups = v.row_groups(rows);
+                    assert_eq!(groups % rp, 0);
+                    let mut seen = vec![0u32; rows as usize];
+                    for g in 0..groups {
+                        for r in 0..ROWS_PER_GROUP {
+                            let row = base_row(g) + rp * r;
+                            if row < rows {
+                                seen[row as usize] += 1;
+                            }
                         }
                     }
+                    assert!(seen.iter().all(|&n| n == 1), "{v:?} rows {rows}");
+                    // Row groups hold rows except (some of) the last RP.
+                    assert!(base_row(groups - rp) < rows, "{v:?} rows {rows}");
                 }
-                assert!(seen.iter().all(|&n| n == 1), "{v:?} rows {rows}");
-                // Row groups hold rows except (some of) the last RA.
-                assert!(base_row(groups - ra) < rows, "{v:?} rows {rows}");
-            }
-            for ld in [1u64, 3, 6, 33, 78823, 1002] {
                 for a in [0u64, 1, 2, 3, 5, 17, 31, 1_000_003] {
                     for cols in [1u64, 2, 3, tw - 1, tw, tw + 1, 2 * tw - 3, 1000] {
                         let cts = v.column_tiles(cols);
@@ -1230,7 +1293,7 @@ mod tests {
                             let sh = (a + b * ld) % ra;
                             // Every row of the row group has this shift.
                             for r in 0..ROWS_PER_GROUP {
-                                assert_eq!((a + (b + ra * r) * ld) % ra, sh);
+                                assert_eq!((a + (b + rp * r) * ld) % ra, sh);
                             }
                             // Tile ct starts at column ct TW - sh, element a + row ld + ct TW - sh
                             // (for every row): on an RA-element boundary.
@@ -1250,6 +1313,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn strided_rows_lie_one_shift_period_apart() {
+        let f = ClusterSumsVariant::preferred(ScalarType::F32, false);
+        assert_eq!(f.row_alignment(), 32);
+        // Every row has its own shift (odd ld), every other row (ld = 16 mod 32), all the same
+        // (ld = 0 mod 32: only the matrix address is off a line), and in between.
+        for (ld, period) in [(78_823, 32), (50_000, 2), (70_000, 2), (1024, 1), (12, 8)] {
+            let v = f.with_leading_dimension(ld);
+            assert_eq!(v.row_period, period, "ld {ld}");
+            assert_eq!(v.row_groups(32 * period as u64), u64::from(period));
+            assert!(cluster_sums(&v)
+                .source
+                .contains(&format!("constexpr int RP = {period};")));
+        }
+        assert_eq!(
+            f.with_leading_dimension(50_000).name(),
+            "pk_cluster_sums_f32_t128_s2_r2"
+        );
+        // f64 tiles start on 16-element boundaries; aligned variants do not change.
+        let d = ClusterSumsVariant::preferred(ScalarType::F64, false);
+        assert_eq!(d.with_leading_dimension(50_008).row_period, 2);
+        assert_eq!(d.with_leading_dimension(50_000).row_period, 1);
+        assert_eq!(d.with_leading_dimension(50_001).row_period, 16);
+        let a = ClusterSumsVariant::preferred(ScalarType::F32, true);
+        assert_eq!(a.with_leading_dimension(50_001), a);
     }
 
     #[test]
@@ -1369,24 +1459,26 @@ mod tests {
     }
 
     #[test]
-    fn workers_per_row_group_are_one_or_two() {
+    fn workers_are_four_per_sm_and_one_or_two_per_row_group() {
         let h = DeviceLimits::H100;
         let a = plan_cluster_sums(7, ScalarType::F32, true, None, &h).unwrap();
-        assert_eq!(a.workers(1, 1, 660), 1);
-        assert_eq!(a.workers(33, 5, 660), 2);
-        assert_eq!(a.workers(60_000, 60_000, 660), 660);
-        assert_eq!(a.workers(60_000, 0, 660), 0);
-        assert_eq!(a.workers(0, 10, 660), 0);
-        assert_eq!(a.workers(100, 10, 0), 1);
+        assert_eq!(a.workers(1, 1, 660, 132), 1);
+        assert_eq!(a.workers(33, 5, 660, 132), 2);
+        assert_eq!(a.workers(60_000, 60_000, 660, 132), 528);
+        // Where fewer than 4 warps per SM fit, all of them.
+        assert_eq!(a.workers(60_000, 60_000, 264, 132), 264);
+        assert_eq!(a.workers(60_000, 0, 660, 132), 0);
+        assert_eq!(a.workers(0, 10, 660, 132), 0);
+        assert_eq!(a.workers(100, 10, 0, 132), 1);
         assert!(!a.needs_zeroed_output(64, 2));
         assert!(a.needs_zeroed_output(65, 2));
         // Few row groups with two column tiles or more: two workers per row group, each
         // half of its tiles (S zeroed first); not when the device cannot hold them all.
         assert_eq!(a.variant.row_groups(6400), 200);
-        assert_eq!(a.workers(6400, 6400, 660), 400);
+        assert_eq!(a.workers(6400, 6400, 660, 132), 400);
         assert!(a.needs_zeroed_output(6400, 400));
-        assert_eq!(a.workers(6400, 6400, 399), 200);
-        assert_eq!(a.workers(6400, 128, 660), 200);
+        assert_eq!(a.workers(6400, 6400, 399, 132), 200);
+        assert_eq!(a.workers(6400, 128, 660, 132), 200);
         // Strided rows, f32 tiles of 128 columns: RA = 32 row groups per super group of 1024
         // rows, empty ones included.
         let f = plan_cluster_sums(7, ScalarType::F32, false, None, &h).unwrap();
@@ -1395,11 +1487,11 @@ mod tests {
         assert_eq!(f.variant.row_groups(1024), 32);
         assert_eq!(f.variant.row_groups(1025), 64);
         assert_eq!(f.variant.row_groups(78_823), 77 * 32);
-        assert_eq!(f.workers(1, 1, 660), 32);
-        assert_eq!(f.workers(1025, 5, 660), 64);
-        assert_eq!(f.workers(129, 5, 3), 3);
-        assert_eq!(f.workers(78_823, 78_823, 660), 660);
-        assert_eq!(f.workers(129, 0, 660), 0);
+        assert_eq!(f.workers(1, 1, 660, 132), 32);
+        assert_eq!(f.workers(1025, 5, 660, 132), 64);
+        assert_eq!(f.workers(129, 5, 3, 132), 3);
+        assert_eq!(f.workers(78_823, 78_823, 660, 132), 528);
+        assert_eq!(f.workers(129, 0, 660, 132), 0);
         assert!(!f.needs_zeroed_output(1025, 64));
         assert!(f.needs_zeroed_output(1025, 63));
         assert!(f.needs_zeroed_output(100, 3));
@@ -1407,7 +1499,7 @@ mod tests {
         let d = plan_cluster_sums(7, ScalarType::F64, false, None, &h).unwrap();
         assert_eq!(d.variant.row_groups(1), 16);
         assert_eq!(d.variant.row_groups(513), 32);
-        assert_eq!(d.workers(513, 3, 660), 32);
+        assert_eq!(d.workers(513, 3, 660, 132), 32);
         assert!(!d.needs_zeroed_output(513, 32));
         // Column tiles: strided rows need RA - 1 columns more.
         assert_eq!(a.variant.column_tiles(128), 1);

@@ -159,17 +159,20 @@ pub(crate) fn launch_cluster_sums(
     args: &ClusterSumsArgs,
     tile: Option<(u32, u32)>,
 ) -> Result<Option<ClusterSumsReport>, RuntimeError> {
-    launch_cluster_sums_with(kernels, stream, args, tile, None)
+    launch_cluster_sums_with(kernels, stream, args, tile, None, None)
 }
 
 /// [`launch_cluster_sums`] with at most `max_workers` workers when given (tests use it to split
-/// row groups between workers on small problems).
+/// row groups between workers on small problems), and strided rows `row_period` apart instead
+/// of the leading dimension's period (benchmarks compare them; it must be a multiple of that
+/// period).
 fn launch_cluster_sums_with(
     kernels: &dyn KernelSource,
     stream: &Arc<CudaStream>,
     args: &ClusterSumsArgs,
     tile: Option<(u32, u32)>,
     max_workers: Option<u64>,
+    row_period: Option<u32>,
 ) -> Result<Option<ClusterSumsReport>, RuntimeError> {
     let esz = args.dtype.size_bytes();
     if args.ld < args.cols {
@@ -207,8 +210,18 @@ fn launch_cluster_sums_with(
         None => None,
     };
     let limits = device_limits(stream)?;
-    let plan = plan_cluster_sums(args.k as u64, args.dtype, aligned, forced, &limits)
+    let mut plan = plan_cluster_sums(args.k as u64, args.dtype, aligned, forced, &limits)
         .map_err(|e| RuntimeError::Device(e.to_string()))?;
+    plan.variant = plan.variant.with_leading_dimension(args.ld as u64);
+    if let (Some(p), false) = (row_period, plan.variant.aligned) {
+        if !p.is_multiple_of(plan.variant.row_period) || p > plan.variant.row_alignment() {
+            return Err(invalid(format!(
+                "cluster sums: rows {p} apart do not share their shifts (period {})",
+                plan.variant.row_period
+            )));
+        }
+        plan.variant.row_period = p;
+    }
     let variant = plan.variant;
     let name = variant.name();
     let function = kernels.kernel_function(&name, &|| cluster_sums(&variant).source)?;
@@ -238,7 +251,12 @@ fn launch_cluster_sums_with(
     }
     let resident = u64::from(limits.multiprocessors.max(1)) * u64::from(blocks_per_sm);
     let resident = max_workers.map_or(resident, |cap| resident.min(cap));
-    let workers = plan.workers(args.rows as u64, args.cols as u64, resident);
+    let workers = plan.workers(
+        args.rows as u64,
+        args.cols as u64,
+        resident,
+        u64::from(limits.multiprocessors),
+    );
     let zeroed = plan.needs_zeroed_output(args.rows as u64, workers);
     if zeroed {
         zero(stream, args.s, args.rows * args.k * esz)?;
@@ -475,12 +493,13 @@ mod tests {
             k: c.k,
             s: sbuf.device_ptr() + (guard * c.dtype.size_bytes()) as u64,
         };
-        let report = launch_cluster_sums_with(b, b.stream(), &args, c.tile, c.workers).unwrap();
+        let report =
+            launch_cluster_sums_with(b, b.stream(), &args, c.tile, c.workers, None).unwrap();
         b.synchronize().unwrap();
         let all = b.download(&sbuf).unwrap().to_f64();
         // Deterministic: a second launch gives the same bits (split row groups have two
         // partial sums, added into zero in either order).
-        launch_cluster_sums_with(b, b.stream(), &args, c.tile, c.workers).unwrap();
+        launch_cluster_sums_with(b, b.stream(), &args, c.tile, c.workers, None).unwrap();
         b.synchronize().unwrap();
         let again = b.download(&sbuf).unwrap().to_f64();
         assert!(
@@ -843,7 +862,11 @@ mod tests {
     // forced tiles CS_BENCH_TILES ("64x3,64x2,128x2", for k <= CS_BENCH_TILE_MAX_K, 100) beside
     // the automatic choice, CS_BENCH_REPS (20), CS_BENCH_OUT (a file for the table),
     // CS_BENCH_OFFSET (0; the kernel rows alone start this many elements into K's rows and have
-    // that many fewer columns, e.g. 1 to time strided rows at an even n).
+    // that many fewer columns, e.g. 1 to time strided rows at an even n), CS_BENCH_PERIODS
+    // (strided rows this many apart, e.g. "2,32", beside the automatic period), CS_BENCH_LD_PAD
+    // (e.g. 32: also time a copy of K whose rows are padded to a multiple of that many elements),
+    // CS_BENCH_WORKERS (e.g. "396,528": also time the automatic kernel with at most that many
+    // workers).
 
     const FILL_RANDOM: &str = r#"
 extern "C" __global__ void pk_bench_fill_random(const long long len, float* __restrict__ out, const unsigned long long seed)
@@ -934,6 +957,18 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
                 Some((a.parse().ok()?, c.parse().ok()?))
             })
             .collect();
+        let periods: Vec<u32> = env_list("CS_BENCH_PERIODS", "")
+            .iter()
+            .filter_map(|s| s.parse().ok())
+            .collect();
+        let worker_caps: Vec<u64> = env_list("CS_BENCH_WORKERS", "")
+            .iter()
+            .filter_map(|s| s.parse().ok())
+            .collect();
+        let pad: usize = std::env::var("CS_BENCH_LD_PAD")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         let offset: usize = std::env::var("CS_BENCH_OFFSET")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -1026,6 +1061,19 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
                 read_ms / floor,
                 ""
             );
+            // A copy of K's shape with rows padded to `pad` elements, filled alike.
+            let padded = (pad > 0).then(|| {
+                let ldp = n.div_ceil(pad) * pad;
+                let buf = b.alloc(ElemType::F32, n * ldp).unwrap();
+                let mut a = [
+                    KernelArg::size(n * ldp).unwrap(),
+                    KernelArg::Ptr(buf.device_ptr()),
+                    KernelArg::I64(12345),
+                ];
+                let grid = kernels_gen::builtins::linear_grid_block((n * ldp) as u64);
+                launch(b.stream(), &fill, "fill", grid, &mut a).unwrap();
+                (ldp, buf)
+            });
             let mut rng = Rng(n as u64);
             for &k in &ks {
                 let labels: Vec<u32> = (0..n).map(|_| rng.below(k as u32)).collect();
@@ -1142,6 +1190,38 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
                         None => "kernel (nothing)".to_string(),
                     };
                     row(&mut table, &what, ms);
+                }
+                for &w in &worker_caps {
+                    let mut report = None;
+                    let ms = time_ms(&b, reps, || {
+                        report =
+                            launch_cluster_sums_with(&b, b.stream(), &args, None, Some(w), None)
+                                .unwrap();
+                    });
+                    let got = report.map_or(0, |r| r.workers);
+                    row(&mut table, &format!("kernel {got} workers"), ms);
+                }
+                for &p in &periods {
+                    let ms = time_ms(&b, reps, || {
+                        launch_cluster_sums_with(&b, b.stream(), &args, None, None, Some(p))
+                            .unwrap();
+                    });
+                    row(&mut table, &format!("kernel rows {p} apart"), ms);
+                }
+                if let Some((ldp, padded)) = &padded {
+                    let padded_args = ClusterSumsArgs {
+                        m: padded.device_ptr(),
+                        cols: n,
+                        ld: *ldp,
+                        ..args
+                    };
+                    let mut report = None;
+                    let ms = time_ms(&b, reps, || {
+                        report = launch_cluster_sums(&b, b.stream(), &padded_args, None).unwrap();
+                    });
+                    let mode =
+                        report.map_or("-", |r| if r.launch.variant.aligned { "a" } else { "r" });
+                    row(&mut table, &format!("kernel ld {ldp} ({mode})"), ms);
                 }
                 let _ = writeln!(
                     table,
