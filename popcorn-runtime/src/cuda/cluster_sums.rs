@@ -618,10 +618,12 @@ mod tests {
     /// Every kind of shift pattern of the strided mode (tiles on 128-byte boundaries: RA = 32
     /// f32 or 16 f64 elements): M at offsets 0 to 3 and further into its 128-byte line, `ld`
     /// odd (each row's shift differs from the last), `ld = 2 mod 4` (f32: shifts alternate in
-    /// parity; f64: strided only when M is unaligned) and `ld = 0 mod 4` (strided only when M
-    /// is unaligned), rows that leave partial and empty row groups and span several super groups
-    /// of 32 RA rows, `cols` around the tile width (the last tile of a row group may lie
-    /// entirely past `cols`), a few cluster counts and labels out of range.
+    /// parity), `ld = 0 mod 4` and `ld = RA / 2 mod RA` (every other row on a line, as
+    /// n = 50000 in f32), so row groups take rows 1 to RA apart (every period occurs, checked),
+    /// every case off 128-byte lines (those on lines take the aligned mode); rows that leave
+    /// partial and empty row groups and span several super groups of `32 RP` rows, `cols`
+    /// around the tile width (the last tile of a row group may lie entirely past `cols`), a few
+    /// cluster counts and labels out of range.
     #[test]
     fn strided_rows_over_every_shift_pattern() {
         let Some(b) = gpu() else { return };
@@ -630,13 +632,15 @@ mod tests {
             let esz = dtype.size_bytes();
             let ra = 128 / esz;
             let tw = 512 / esz;
+            let mut periods = std::collections::BTreeSet::new();
             for offset in [0, 1, 2, 3, ra / 2 + 1, ra - 1] {
                 for rows in [1, 5, 127, 129, 1000, 1025, 2100] {
                     for cols in [1, 3, 37, tw - 1, tw, tw + 1, 300] {
-                        for ld_rem in [0, 1, 2, 3] {
-                            let ld = ld_mod4(cols, ld_rem);
-                            // (M's buffer starts on a 256-byte boundary.)
-                            if ClusterSumsVariant::rows_aligned(
+                        let half_line = cols.div_ceil(ra) * ra + ra / 2;
+                        for ld in (0..4).map(|r| ld_mod4(cols, r)).chain([half_line]) {
+                            // (M's buffer starts on a 256-byte boundary.) Rows on lines
+                            // take the aligned mode.
+                            if ClusterSumsVariant::prefers_aligned(
                                 dtype,
                                 (offset * esz) as u64,
                                 ld as u64,
@@ -651,10 +655,14 @@ mod tests {
                             c.extra = if seed % 2 == 0 { 3 } else { 0 };
                             let r = check(&b, &c, seed);
                             assert!(!r.launch.variant.aligned, "{r:?}");
+                            periods.insert(r.launch.variant.row_period as usize);
                         }
                     }
                 }
             }
+            let every: std::collections::BTreeSet<usize> =
+                (0..=ra.trailing_zeros()).map(|e| 1 << e).collect();
+            assert_eq!(periods, every, "{dtype:?}");
         }
     }
 
@@ -725,7 +733,7 @@ mod tests {
                 }
             }
         }
-        // More row groups than resident warps, split without a cap.
+        // More row groups than workers (4 per SM), split without a cap.
         let mut c = case(ScalarType::F32, 40_001, 67, 10);
         c.offset = 3;
         let r = check(&b, &c, 41);
@@ -761,8 +769,8 @@ mod tests {
                 }
             }
         }
-        // More row groups than resident warps: row groups are split between workers and added
-        // into a zeroed S.
+        // More row groups than workers (4 per SM): row groups are split between workers and
+        // added into a zeroed S.
         let c = case(ScalarType::F32, 40_000, 300, 10);
         let r = check(&b, &c, 31);
         assert!(r.zeroed && r.workers < 1250, "{r:?}");
