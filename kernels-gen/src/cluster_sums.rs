@@ -61,18 +61,20 @@
 //!   with [`MIN_WARPS_PER_SM_LARGE_K`] warps; beyond, the host launches several passes over
 //!   disjoint cluster ranges (each pass reads `M` again).
 //!
-//! Measured on an H100 (f32, n x n, the whole distance step `-2 K V^T` of the plan, against a
-//! device-to-device copy of the same bytes at 3.02 TB/s): n = 60000: 1.08x (k = 10), 1.10x
-//! (k = 50, 100), 1.13x (k = 200), 1.43x (k = 500), 2.9x (k = 1000, two passes); n = 50000:
-//! 1.10-1.12x. cuSPARSE's SpMM plan takes 4.5-6.3x. Row groups of rows one shift period apart
-//! rather than `RA` apart (the kernel alone, same run, k = 10 / 50 / 100): n = 50000 (period 2)
-//! 1.076 / 1.103 / 1.090x against 1.093 / 1.111 / 1.095x, n = 70000 1.067 / 1.088 / 1.086x
-//! against 1.084 / 1.100 / 1.094x; rows padded to 128 bytes (aligned mode) would give
-//! 1.071 / 1.088 / 1.090x and 1.062 / 1.075 / 1.067x. The *shifted* mode that the strided mode
+//! Measured on an H100 (f32, n x n, the kernel alone against a device-to-device copy of the
+//! same bytes at 3.0 TB/s, k = 10 / 50 / 100; BENCHMARKS.md run 6): n = 50000 (strided, period
+//! 2) 1.067 / 1.081 / 1.090x, 60000 (aligned) 1.067 / 1.072 / 1.083x, 70000 (period 2)
+//! 1.066 / 1.076 / 1.085x, 78823 (odd, period 32) 1.078 / 1.082 / 1.083x; the whole distance
+//! step of Kernel K-means' benchmark 1.06-1.10x. Earlier, at n = 60000 and larger k: 1.13x
+//! (k = 200), 1.43x (k = 500), 2.9x (k = 1000, two passes). cuSPARSE's SpMM plan takes
+//! 4.5-5.8x. Measured alternatives, same device: rows `RA` apart whatever the period, at
+//! n = 50000 1.093 / 1.111 / 1.095x and at n = 70000 1.084 / 1.100 / 1.094x; rows padded to
+//! 128 bytes (the aligned mode; not an option, K's layout is the caller's)
+//! 1.071 / 1.088 / 1.090x and 1.062 / 1.075 / 1.067x; the *shifted* mode that the strided mode
 //! replaced (each row copied as its enclosing 16-byte-aligned span and read with 4- or 8-byte
-//! shared loads) took 1.16-1.21x at n = 78823 there. The strided mode is not yet measured on an
-//! H100. On an H200 (the kernel alone, f32, against a device-to-device copy at 4.3 TB/s, medians
-//! of 20 runs; ranges over up to three sessions, each comparing kernels side by side), for
+//! shared loads) 1.16-1.21x at n = 78823. On an H200 (the kernel alone, f32, against a
+//! device-to-device copy at 4.3 TB/s, medians of 20 runs; ranges over up to three sessions,
+//! each comparing kernels side by side, before the period and the four workers per SM), for
 //! k = 10 / 50 / 100: n = 78823 (odd, strided): 1.07-1.13x / 1.13-1.20x / 1.19-1.25x; the
 //! shifted mode in the same sessions: 1.24-1.28x / 1.38x / 1.54x; the strided mode with 16-byte
 //! instead of 128-byte tile alignment: 1.14-1.18x / 1.18-1.26x / 1.19-1.29x; the aligned kernel
