@@ -917,6 +917,23 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
             .collect()
     }
 
+    /// The numbers of a comma-separated environment variable (entries that do not parse are
+    /// left out).
+    fn env_numbers<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
+        env_list(name, default)
+            .iter()
+            .filter_map(|s| s.parse().ok())
+            .collect()
+    }
+
+    /// One number from the environment, or `default`.
+    fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
     fn median(mut v: Vec<f64>) -> f64 {
         v.sort_by(|a, b| a.total_cmp(b));
         v[v.len() / 2]
@@ -946,18 +963,9 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
         use std::fmt::Write as _;
 
         let Some(b) = gpu_with(false) else { return };
-        let reps: usize = std::env::var("CS_BENCH_REPS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(20);
-        let ns: Vec<usize> = env_list("CS_BENCH_N", "60000")
-            .iter()
-            .filter_map(|s| s.parse().ok())
-            .collect();
-        let ks: Vec<usize> = env_list("CS_BENCH_K", "10,50,100")
-            .iter()
-            .filter_map(|s| s.parse().ok())
-            .collect();
+        let reps: usize = env_number("CS_BENCH_REPS", 20);
+        let ns: Vec<usize> = env_numbers("CS_BENCH_N", "60000");
+        let ks: Vec<usize> = env_numbers("CS_BENCH_K", "10,50,100");
         let tiles: Vec<(u32, u32)> = env_list("CS_BENCH_TILES", "64x3")
             .iter()
             .filter_map(|s| {
@@ -965,26 +973,11 @@ extern "C" __global__ void pk_bench_read_all(const long long len4, const float4*
                 Some((a.parse().ok()?, c.parse().ok()?))
             })
             .collect();
-        let periods: Vec<u32> = env_list("CS_BENCH_PERIODS", "")
-            .iter()
-            .filter_map(|s| s.parse().ok())
-            .collect();
-        let worker_caps: Vec<u64> = env_list("CS_BENCH_WORKERS", "")
-            .iter()
-            .filter_map(|s| s.parse().ok())
-            .collect();
-        let pad: usize = std::env::var("CS_BENCH_LD_PAD")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let offset: usize = std::env::var("CS_BENCH_OFFSET")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let tile_max_k: usize = std::env::var("CS_BENCH_TILE_MAX_K")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(100);
+        let periods: Vec<u32> = env_numbers("CS_BENCH_PERIODS", "");
+        let worker_caps: Vec<u64> = env_numbers("CS_BENCH_WORKERS", "");
+        let pad: usize = env_number("CS_BENCH_LD_PAD", 0);
+        let offset: usize = env_number("CS_BENCH_OFFSET", 0);
+        let tile_max_k: usize = env_number("CS_BENCH_TILE_MAX_K", 100);
         let program = Program::parse(
             "fn f(K: Dense[n, n], labels: Index[n]) -> (E: Dense[n, k]) { E = -2 * K * selection(labels, k)^T; }",
         )
