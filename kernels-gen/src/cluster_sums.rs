@@ -110,7 +110,8 @@
 //! dynamic-shared-memory limit first when that exceeds 48 KiB). When
 //! [`ClusterSumsLaunch::needs_zeroed_output`] is true, `S` must be zeroed before the first pass.
 //! Requirements: `ld >= cols`; `m` aligned to its element size, and for an aligned variant to
-//! 16 bytes with `ld` a multiple of 16 bytes ([`ClusterSumsVariant::rows_aligned`]); `rows,
+//! 16 bytes with `ld` a multiple of 16 bytes (the host takes it only for rows on 128-byte
+//! lines, [`ClusterSumsVariant::prefers_aligned`]); `rows,
 //! cols >= 1` (for `cols == 0` the host writes zeros); `k < 2^32` (labels are `u32`, and the
 //! strided mode's label `0xffffffff` must lie outside every cluster range). Reads stay inside
 //! the 16-byte blocks (aligned mode) or the `RA`-element blocks, at most 128 bytes (strided
@@ -267,13 +268,6 @@ impl ClusterSumsVariant {
                 ClusterSumsVariant::unchecked(dtype, row_bytes / esz, stages, aligned)
             })
             .collect()
-    }
-
-    /// Whether every row of a matrix at `m_addr` with leading dimension `ld` (elements) starts
-    /// on a 16-byte boundary, so the aligned variant applies.
-    pub fn rows_aligned(dtype: ScalarType, m_addr: u64, ld: u64) -> bool {
-        let esz = dtype.size_bytes() as u64;
-        m_addr.is_multiple_of(16) && (ld * esz).is_multiple_of(16)
     }
 
     /// Whether the aligned mode should be used for a matrix at `m_addr` with leading dimension
