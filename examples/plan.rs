@@ -127,8 +127,9 @@ fn main() -> ExitCode {
                     println!("{}", plan.to_dot());
                 }
                 if cli.cuda {
-                    for (name, src) in plan.kernel_sources() {
-                        println!("// ---- {name}.cu ----\n{src}");
+                    for kernel in plan.kernels() {
+                        let source = popcorn::kernels::emit(&kernel.spec).source;
+                        println!("// ---- {}.cu ----\n{source}", kernel.name);
                     }
                 }
                 if cli.json {

@@ -23,10 +23,12 @@
 //! assert_eq!(ctx.to_u32(&out.labels).unwrap(), vec![0, 0, 1]);
 //! ```
 //!
-//! The crates behind the facade: [`dsl`] (grammar, IR, planner, plans), [`kernels`] (CUDA C
-//! generation), [`runtime`] (backends, executor, data readers).
+//! The crates behind the facade: [`dsl`] (grammar, IR, planner, plans), [`kernel_ir`]
+//! (target-neutral descriptions of generated kernels), [`kernels`] (the CUDA emitter),
+//! [`runtime`] (backends, executor, data readers).
 #![warn(missing_docs)]
 
+pub use kernel_ir;
 pub use kernels_gen as kernels;
 pub use popcorn_dsl as dsl;
 pub use popcorn_macros::program;

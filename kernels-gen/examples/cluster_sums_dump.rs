@@ -3,8 +3,8 @@
 //!
 //! `cargo run -p kernels-gen --example cluster_sums_dump -- <folder>`
 
+use kernel_ir::ScalarType;
 use kernels_gen::cluster_sums::{cluster_sums, ClusterSumsVariant};
-use kernels_gen::ScalarType;
 use std::path::PathBuf;
 
 fn main() -> std::io::Result<()> {

@@ -10,7 +10,8 @@ mod common;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use kernels_gen::{builtins, emit, ScalarType};
+use kernel_ir::ScalarType;
+use kernels_gen::{builtins, emit};
 
 fn main() -> std::io::Result<()> {
     let dir = PathBuf::from(

@@ -11,7 +11,8 @@
 //! kernels uses floating-point atomics: every result is deterministic.
 
 use crate::emit::{blocks_for, LaunchDims};
-use crate::spec::ScalarType;
+use crate::params::CType;
+use kernel_ir::ScalarType;
 
 /// A fixed kernel: entry-point name and complete CUDA C source.
 #[derive(Clone, Debug, PartialEq, Eq)]

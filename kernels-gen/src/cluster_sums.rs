@@ -119,7 +119,8 @@
 //! 256-byte boundaries).
 
 use crate::emit::LaunchDims;
-use crate::spec::ScalarType;
+use crate::params::CType;
+use kernel_ir::ScalarType;
 
 /// Threads per block: one warp, an independent worker.
 pub const CLUSTER_SUMS_THREADS: u32 = 32;

@@ -8,7 +8,8 @@ mod common;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-use kernels_gen::{builtins, emit, ScalarType};
+use kernel_ir::ScalarType;
+use kernels_gen::{builtins, emit};
 
 const PRELUDE: &str = r#"
 #include <cmath>

@@ -9,7 +9,7 @@ use crate::program::{ParamSig, Program};
 use crate::scalar::ScalarExpr;
 use crate::types::{Dim, Storage, Type};
 use crate::typing::{result_type, TypeError};
-use kernels_gen::{BinaryOp, UnaryOp};
+use kernel_ir::{BinaryOp, UnaryOp};
 use std::collections::{BTreeSet, HashMap};
 
 /// Functions of the language with their arity, for error messages.

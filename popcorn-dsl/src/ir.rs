@@ -5,7 +5,7 @@
 
 use crate::scalar::ScalarExpr;
 use crate::types::{Dim, Type};
-use kernels_gen::{BinaryOp, UnaryOp};
+use kernel_ir::{BinaryOp, UnaryOp};
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
@@ -181,8 +181,8 @@ impl Op {
                 p.alpha
             ),
             Op::Library(l) => l.name().into(),
-            Op::Unary(u) => crate::scalar::unary_name(*u).into(),
-            Op::Binary(b) => crate::scalar::binary_symbol(*b).into(),
+            Op::Unary(u) => u.name().into(),
+            Op::Binary(b) => b.symbol().into(),
             Op::Select => "where".into(),
             Op::Diag => "diag".into(),
             Op::RowReduce(r) => format!("{}_rows", r.name()),

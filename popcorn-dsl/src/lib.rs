@@ -16,6 +16,8 @@ pub mod types;
 pub mod typing;
 
 pub use diag::{Diagnostic, LocatedError};
+/// The kernel IR that plans carry (the `kernel-ir` crate).
+pub use kernel_ir as kernel;
 pub use program::{ParamSig, Program};
 pub use scalar::{ScalarBindings, ScalarExpr};
 pub use types::{DType, Dim, DimBindings, Shape, Storage, Type};

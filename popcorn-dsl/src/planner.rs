@@ -13,7 +13,7 @@ use crate::plan::{
 use crate::program::Program;
 use crate::scalar::ScalarExpr;
 use crate::types::{DimBindings, Storage};
-use kernels_gen::{Access, Form, OutputShape};
+use kernel_ir::{Access, Form, OutputShape};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Plans `program` for the sizes in `dims`. `nnz` gives the number of stored entries of CSR
@@ -275,16 +275,15 @@ impl<'a> Lowering<'a> {
                 .unwrap_or_else(|| format!("t{}", n.index()))
         };
         let k = fusion.spec(gi, self.g, self.cx, &names)?;
-        let generated = kernels_gen::try_emit(&k.spec).map_err(|e| PlanError::Internal {
+        k.spec.validate().map_err(|e| PlanError::Internal {
             pass: "fuse",
-            message: format!("kernel generation failed: {e}"),
+            message: format!("the fused kernel is malformed: {e}"),
         })?;
         let inputs = k.inputs.iter().map(|i| self.value(i.node)).collect();
         let outputs = k.outputs.iter().map(|n| self.value(*n)).collect();
         let step = FusedStep {
-            name: generated.name,
+            name: k.spec.name(),
             spec: k.spec,
-            source: generated.source,
             rows: k.rows,
             cols: k.cols,
         };

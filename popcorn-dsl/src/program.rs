@@ -43,7 +43,7 @@ impl Program {
         bytes.extend_from_slice(name.as_bytes());
         bytes.push(0);
         bytes.extend_from_slice(source.as_bytes());
-        kernels_gen::fnv1a64(&bytes)
+        kernel_ir::fnv1a64(&bytes)
     }
 
     /// Parses and checks source text that holds exactly one program.

@@ -2,7 +2,7 @@
 //! them. They are folded at build time and evaluated on the host when a plan runs (library
 //! alpha factors, kernel scalar arguments).
 
-use kernels_gen::{BinaryOp, UnaryOp};
+use kernel_ir::{BinaryOp, UnaryOp};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -55,9 +55,7 @@ impl ScalarExpr {
     /// A binary operation, folding two literals and the identities `1 * x`, `x * 1`, `x / 1`.
     pub fn binary(op: BinaryOp, a: ScalarExpr, b: ScalarExpr) -> ScalarExpr {
         match (op, &a, &b) {
-            (_, ScalarExpr::Lit(x), ScalarExpr::Lit(y)) => {
-                ScalarExpr::Lit(apply_binary(op, *x, *y))
-            }
+            (_, ScalarExpr::Lit(x), ScalarExpr::Lit(y)) => ScalarExpr::Lit(op.apply(*x, *y)),
             (BinaryOp::Mul, ScalarExpr::Lit(one), _) if *one == 1.0 => b,
             (BinaryOp::Mul | BinaryOp::Div, _, ScalarExpr::Lit(one)) if *one == 1.0 => a,
             (BinaryOp::Mul, ScalarExpr::Lit(m), _) if *m == -1.0 => -b,
@@ -70,7 +68,7 @@ impl ScalarExpr {
     pub fn unary(op: UnaryOp, a: ScalarExpr) -> ScalarExpr {
         match (op, a) {
             (UnaryOp::Neg, a) => -a,
-            (op, ScalarExpr::Lit(x)) => ScalarExpr::Lit(apply_unary(op, x)),
+            (op, ScalarExpr::Lit(x)) => ScalarExpr::Lit(op.apply(x)),
             (op, a) => ScalarExpr::Unary(op, Box::new(a)),
         }
     }
@@ -94,74 +92,11 @@ impl ScalarExpr {
                 .get(d)
                 .ok_or_else(|| ScalarError::MissingDim(d.clone()))?
                 as f64,
-            ScalarExpr::Unary(op, a) => apply_unary(*op, a.eval(scalars, dims)?),
+            ScalarExpr::Unary(op, a) => op.apply(a.eval(scalars, dims)?),
             ScalarExpr::Binary(op, a, b) => {
-                apply_binary(*op, a.eval(scalars, dims)?, b.eval(scalars, dims)?)
+                op.apply(a.eval(scalars, dims)?, b.eval(scalars, dims)?)
             }
         })
-    }
-}
-
-/// Applies a unary operation to a value (the same semantics as the kernels).
-pub fn apply_unary(op: UnaryOp, x: f64) -> f64 {
-    match op {
-        UnaryOp::Neg => -x,
-        UnaryOp::Exp => x.exp(),
-        UnaryOp::Log => x.ln(),
-        UnaryOp::Sqrt => x.sqrt(),
-        UnaryOp::Abs => x.abs(),
-        UnaryOp::Tanh => x.tanh(),
-    }
-}
-
-/// Applies a binary operation to two values (the same semantics as the kernels).
-pub fn apply_binary(op: BinaryOp, a: f64, b: f64) -> f64 {
-    let flag = |c: bool| if c { 1.0 } else { 0.0 };
-    match op {
-        BinaryOp::Add => a + b,
-        BinaryOp::Sub => a - b,
-        BinaryOp::Mul => a * b,
-        BinaryOp::Div => a / b,
-        BinaryOp::Pow => a.powf(b),
-        BinaryOp::Max => a.max(b),
-        BinaryOp::Min => a.min(b),
-        BinaryOp::Lt => flag(a < b),
-        BinaryOp::Le => flag(a <= b),
-        BinaryOp::Gt => flag(a > b),
-        BinaryOp::Ge => flag(a >= b),
-        BinaryOp::Eq => flag(a == b),
-        BinaryOp::Ne => flag(a != b),
-    }
-}
-
-/// The symbol of a binary operation in the language.
-pub fn binary_symbol(op: BinaryOp) -> &'static str {
-    match op {
-        BinaryOp::Add => "+",
-        BinaryOp::Sub => "-",
-        BinaryOp::Mul => ".*",
-        BinaryOp::Div => "/",
-        BinaryOp::Pow => "pow",
-        BinaryOp::Max => "max",
-        BinaryOp::Min => "min",
-        BinaryOp::Lt => "<",
-        BinaryOp::Le => "<=",
-        BinaryOp::Gt => ">",
-        BinaryOp::Ge => ">=",
-        BinaryOp::Eq => "==",
-        BinaryOp::Ne => "!=",
-    }
-}
-
-/// The name of a unary operation in the language.
-pub fn unary_name(op: UnaryOp) -> &'static str {
-    match op {
-        UnaryOp::Neg => "-",
-        UnaryOp::Exp => "exp",
-        UnaryOp::Log => "log",
-        UnaryOp::Sqrt => "sqrt",
-        UnaryOp::Abs => "abs",
-        UnaryOp::Tanh => "tanh",
     }
 }
 
@@ -172,12 +107,12 @@ impl fmt::Display for ScalarExpr {
             ScalarExpr::Param(p) => f.write_str(p),
             ScalarExpr::Dim(d) => f.write_str(d),
             ScalarExpr::Unary(UnaryOp::Neg, a) => write!(f, "-{a}"),
-            ScalarExpr::Unary(op, a) => write!(f, "{}({a})", unary_name(*op)),
+            ScalarExpr::Unary(op, a) => write!(f, "{}({a})", op.name()),
             ScalarExpr::Binary(op @ (BinaryOp::Pow | BinaryOp::Max | BinaryOp::Min), a, b) => {
-                write!(f, "{}({a}, {b})", binary_symbol(*op))
+                write!(f, "{}({a}, {b})", op.symbol())
             }
             ScalarExpr::Binary(BinaryOp::Mul, a, b) => write!(f, "({a} * {b})"),
-            ScalarExpr::Binary(op, a, b) => write!(f, "({a} {} {b})", binary_symbol(*op)),
+            ScalarExpr::Binary(op, a, b) => write!(f, "({a} {} {b})", op.symbol()),
         }
     }
 }

@@ -197,10 +197,10 @@ impl DType {
     }
 
     /// The matching kernel scalar type.
-    pub fn scalar_type(self) -> kernels_gen::ScalarType {
+    pub fn scalar_type(self) -> kernel_ir::ScalarType {
         match self {
-            DType::F32 => kernels_gen::ScalarType::F32,
-            DType::F64 => kernels_gen::ScalarType::F64,
+            DType::F32 => kernel_ir::ScalarType::F32,
+            DType::F64 => kernel_ir::ScalarType::F64,
         }
     }
 }

@@ -212,17 +212,17 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
         )),
         Op::Unary(u) => {
             arity(1)?;
-            elementwise_type(operands, crate::scalar::unary_name(*u))
+            elementwise_type(operands, u.name())
         }
         Op::Binary(b) => {
             arity(2)?;
             // Scaling a CSR matrix by a host scalar is allowed; it folds into a product's alpha.
-            if matches!(b, kernels_gen::BinaryOp::Mul | kernels_gen::BinaryOp::Div) {
+            if matches!(b, kernel_ir::BinaryOp::Mul | kernel_ir::BinaryOp::Div) {
                 let (x, y) = (operands[0], operands[1]);
                 if x.storage == Storage::Csr && y.is_scalar() {
                     return Ok(x.clone());
                 }
-                if *b == kernels_gen::BinaryOp::Mul && y.storage == Storage::Csr && x.is_scalar() {
+                if *b == kernel_ir::BinaryOp::Mul && y.storage == Storage::Csr && x.is_scalar() {
                     return Ok(y.clone());
                 }
             }
@@ -230,12 +230,12 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             // `changed = sum(new_labels != labels)`. The result is a dense 0/1 vector.
             let comparison = matches!(
                 b,
-                kernels_gen::BinaryOp::Lt
-                    | kernels_gen::BinaryOp::Le
-                    | kernels_gen::BinaryOp::Gt
-                    | kernels_gen::BinaryOp::Ge
-                    | kernels_gen::BinaryOp::Eq
-                    | kernels_gen::BinaryOp::Ne
+                kernel_ir::BinaryOp::Lt
+                    | kernel_ir::BinaryOp::Le
+                    | kernel_ir::BinaryOp::Gt
+                    | kernel_ir::BinaryOp::Ge
+                    | kernel_ir::BinaryOp::Eq
+                    | kernel_ir::BinaryOp::Ne
             );
             if comparison && operands.iter().any(|t| t.storage == Storage::Index) {
                 let as_values: Vec<Type> = operands
@@ -246,9 +246,9 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
                     })
                     .collect();
                 let refs: Vec<&Type> = as_values.iter().collect();
-                return elementwise_type(&refs, &format!("`{}`", crate::scalar::binary_symbol(*b)));
+                return elementwise_type(&refs, &format!("`{}`", b.symbol()));
             }
-            elementwise_type(operands, &format!("`{}`", crate::scalar::binary_symbol(*b)))
+            elementwise_type(operands, &format!("`{}`", b.symbol()))
         }
         Op::Select => {
             arity(3)?;

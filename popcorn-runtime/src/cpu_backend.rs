@@ -232,8 +232,8 @@ impl Backend for CpuBackend {
 /// which this backend always completes to the full symmetric matrix, and contiguous rows
 /// stream much faster on a CPU than the column walk that reading the lower triangle needs for
 /// the upper half.
-fn full_symmetric(spec: &kernels_gen::KernelSpec) -> std::borrow::Cow<'_, kernels_gen::KernelSpec> {
-    use kernels_gen::Access;
+fn full_symmetric(spec: &kernel_ir::KernelSpec) -> std::borrow::Cow<'_, kernel_ir::KernelSpec> {
+    use kernel_ir::Access;
     if !spec
         .inputs
         .iter()
@@ -470,11 +470,12 @@ fn run_typed<T: Real + HostElem>(
                         FusedArg::Index(&get::<u32>(&held[i][0], "an index input")?[..*len])
                     }
                     Arg::Dense { cols, .. } => match f.spec.inputs[i].access {
-                        kernels_gen::Access::Matrix { .. }
-                        | kernels_gen::Access::LowerSymmetric => FusedArg::Matrix {
-                            data: dense(i)?,
-                            ld: *cols,
-                        },
+                        kernel_ir::Access::Matrix { .. } | kernel_ir::Access::LowerSymmetric => {
+                            FusedArg::Matrix {
+                                data: dense(i)?,
+                                ld: *cols,
+                            }
+                        }
                         _ => FusedArg::Vector(dense(i)?),
                     },
                     Arg::Csr { .. } => {

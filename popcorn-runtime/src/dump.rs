@@ -21,8 +21,9 @@ pub fn dump_plan(plan: &Plan) {
         (dir.join(format!("{stem}.dot")), plan.to_dot()),
         (dir.join(format!("{stem}.plan.json")), plan.to_json()),
     ];
-    for (name, src) in plan.kernel_sources() {
-        files.push((dir.join(format!("{name}.cu")), src.to_string()));
+    for kernel in plan.kernels() {
+        let source = kernels_gen::emit(&kernel.spec).source;
+        files.push((dir.join(format!("{}.cu", kernel.name)), source));
     }
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!(

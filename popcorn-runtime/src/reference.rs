@@ -2,12 +2,11 @@
 //! with the simplest possible loops and no planning, fusion or buffer reuse.
 //!
 //! Tests compare the planned backends against it. It shares only the IR types and the scalar
-//! semantics ([`apply_unary`], [`apply_binary`], [`ScalarExpr::eval`]) with the rest of
+//! semantics ([`UnaryOp::apply`](popcorn_dsl::kernel::UnaryOp::apply), [`BinaryOp::apply`](popcorn_dsl::kernel::BinaryOp::apply), [`ScalarExpr::eval`]) with the rest of
 //! popcorn; every operation is written out here from its definition. CSR operands of
 //! products are densified first. Speed is not a goal.
 
 use popcorn_dsl::ir::{LibOp, NodeId, Op, Reduce};
-use popcorn_dsl::scalar::{apply_binary, apply_unary};
 use popcorn_dsl::{Dim, Program, ScalarExpr, Storage, Type};
 use std::collections::{BTreeMap, HashMap};
 
@@ -570,7 +569,7 @@ fn eval_node(
         Op::Library(lib) => eval_library(lib, ops, scalars, dims),
         Op::Unary(u) => {
             arity(1)?;
-            elementwise(ops, |x| apply_unary(*u, x[0]))
+            elementwise(ops, |x| u.apply(x[0]))
         }
         Op::Binary(b) => {
             arity(2)?;
@@ -586,7 +585,7 @@ fn eval_node(
                     },
                     RefValue::Scalar(s),
                 ) => {
-                    let values = values.iter().map(|v| apply_binary(*b, *v, *s)).collect();
+                    let values = values.iter().map(|v| b.apply(*v, *s)).collect();
                     Ok(RefValue::Csr {
                         rows: *rows,
                         cols: *cols,
@@ -605,7 +604,7 @@ fn eval_node(
                         values,
                     },
                 ) => {
-                    let values = values.iter().map(|v| apply_binary(*b, *s, *v)).collect();
+                    let values = values.iter().map(|v| b.apply(*s, *v)).collect();
                     Ok(RefValue::Csr {
                         rows: *rows,
                         cols: *cols,
@@ -614,7 +613,7 @@ fn eval_node(
                         values,
                     })
                 }
-                _ => elementwise(ops, |x| apply_binary(*b, x[0], x[1])),
+                _ => elementwise(ops, |x| b.apply(x[0], x[1])),
             }
         }
         Op::Select => {

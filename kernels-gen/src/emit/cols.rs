@@ -16,7 +16,8 @@
 
 use super::expr::{inf_macro, ElementScope};
 use super::launch::{LaunchShape, COLUMN_BLOCK_THREADS};
-use crate::spec::{KernelSpec, ReduceKind, Reduction};
+use crate::params::CType;
+use kernel_ir::{KernelSpec, ReduceKind, Reduction};
 
 /// Block depths (`blockDim.y`) with a row loop of constant stride: those of 32- and 4-column
 /// groups, the shapes of wide and of tall matrices.

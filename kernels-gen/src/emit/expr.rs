@@ -7,7 +7,8 @@
 
 use std::collections::HashMap;
 
-use crate::spec::{Access, BinaryOp, Expr, KernelSpec, ScalarType, UnaryOp};
+use crate::params::CType;
+use kernel_ir::{Access, BinaryOp, Expr, KernelSpec, ScalarType, UnaryOp};
 
 /// Name of the macro holding `+inf` of `dtype` (defined by the kernel prelude).
 pub(crate) fn inf_macro(dtype: ScalarType) -> &'static str {

@@ -22,10 +22,26 @@
 use super::expr::ElementScope;
 use super::launch::{LaunchShape, LINEAR_BLOCK_THREADS, PAIR_BLOCK_ROWS, PAIR_GROUP, PAIR_TILE};
 use super::reads_position;
-use crate::spec::{Access, Expr, KernelSpec};
+use crate::params::CType;
+use kernel_ir::{Access, Expr, KernelSpec};
 
-/// The statements of a map kernel's body and its launch shape.
-pub(crate) fn body(spec: &KernelSpec, outputs: &[Expr]) -> (String, LaunchShape) {
+/// The launch shape of a map kernel: tile pairs for a banded map, else linear.
+pub(crate) fn launch(spec: &KernelSpec) -> LaunchShape {
+    if spec.runs_in_bands() {
+        LaunchShape::TilePairs {
+            tile: PAIR_TILE,
+            block_rows: PAIR_BLOCK_ROWS,
+            group: PAIR_GROUP,
+        }
+    } else {
+        LaunchShape::Linear {
+            block_threads: LINEAR_BLOCK_THREADS,
+        }
+    }
+}
+
+/// The statements of a map kernel's body.
+pub(crate) fn body(spec: &KernelSpec, outputs: &[Expr]) -> String {
     let symmetric: Vec<usize> = spec
         .inputs
         .iter()
@@ -34,21 +50,9 @@ pub(crate) fn body(spec: &KernelSpec, outputs: &[Expr]) -> (String, LaunchShape)
         .map(|(k, _)| k)
         .collect();
     if symmetric.is_empty() {
-        (
-            linear(spec, outputs),
-            LaunchShape::Linear {
-                block_threads: LINEAR_BLOCK_THREADS,
-            },
-        )
+        linear(spec, outputs)
     } else {
-        (
-            tile_pairs(spec, outputs, &symmetric),
-            LaunchShape::TilePairs {
-                tile: PAIR_TILE,
-                block_rows: PAIR_BLOCK_ROWS,
-                group: PAIR_GROUP,
-            },
-        )
+        tile_pairs(spec, outputs, &symmetric)
     }
 }
 
@@ -251,8 +255,8 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
 
 #[cfg(test)]
 mod tests {
-    use crate::spec::{Access, BinaryOp, Expr, Form, Input, KernelSpec, ScalarType};
     use crate::{emit, LaunchShape};
+    use kernel_ir::{Access, BinaryOp, Expr, Form, Input, KernelSpec, ScalarType};
 
     fn spec(form: Form) -> KernelSpec {
         KernelSpec {

@@ -12,16 +12,16 @@
 //! - the kernel text is a guarded prelude (`PK_INF_*`/`PK_NAN_*` macros), then one `#error`
 //!   line per problem of an invalid spec (see [`KernelSpec::problems`]), then the kernel.
 //!
-//! The name is `pk_` followed by 16 hex digits of the FNV-1a 64-bit hash of the kernel text
-//! with the name left out. Only the kernel text is hashed: provenance and input names appear in
-//! the header alone (parameters are named by position, `in0`, `out0`, ...), so two specs that
-//! compute the same thing share the kernel name even when their buffers and IR nodes differ,
-//! while the full source still records where the kernel came from. Both are deterministic: a
-//! runtime may cache compiled modules by full source text or, to share more, by name.
+//! The entry point is named [`KernelSpec::name`]: a hash of what the spec computes, without
+//! provenance or input names, which appear in the header alone (parameters are named by
+//! position, `in0`, `out0`, ...). Two specs that compute the same thing share the kernel name
+//! even when their buffers and IR nodes differ, while the full source still records where the
+//! kernel came from. Both are deterministic: a runtime may cache compiled modules by full
+//! source text or, within one version of this emitter, by name.
 //!
 //! # Parameters
 //!
-//! In [`KernelSpec::params`] order: `const long long rows, const long long cols`, then for input
+//! In [`params`](crate::params()) order: `const long long rows, const long long cols`, then for input
 //! `k`: a matrix as `const T* __restrict__ ink, const long long ink_ld`; a row or column vector
 //! or a broadcast value as `const T* __restrict__ ink`; a scalar as `const T ink`; an index vector as
 //! `const unsigned int* __restrict__ ink`; then output `k` as `T* __restrict__ outk` (or
@@ -51,9 +51,9 @@ pub use launch::{
 
 pub(crate) use expr::prelude;
 
-use crate::hash::fnv1a64;
-use crate::spec::{Access, Expr, Form, KernelSpec, OutputShape, Param, ReduceKind, ScalarType};
-use crate::validate::SpecError;
+use crate::params::{params, CType, Param};
+use kernel_ir::SpecError;
+use kernel_ir::{Access, Expr, Form, KernelSpec, OutputShape, ReduceKind, ScalarType};
 
 /// A generated kernel: its entry-point name, complete CUDA C source and launch geometry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,9 +66,6 @@ pub struct GeneratedKernel {
     pub launch: LaunchShape,
 }
 
-/// Marker standing for the kernel name while the kernel text is hashed.
-const NAME_MARKER: &str = "@@PK_KERNEL_NAME@@";
-
 /// Generates the CUDA C kernel for `spec`. Deterministic: equal specs give equal names and
 /// sources.
 ///
@@ -76,10 +73,12 @@ const NAME_MARKER: &str = "@@PK_KERNEL_NAME@@";
 /// carries one `#error` line per problem, so compiling it fails with that message; use
 /// [`try_emit`] to get the problem as an error instead.
 pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
-    let (statements, launch) = match &spec.form {
+    let name = spec.name();
+    let launch = launch_shape(spec);
+    let statements = match &spec.form {
         Form::Map { outputs } => map::body(spec, outputs),
-        Form::Rows { stores, reductions } => (rows::body(spec, stores, reductions), rows::LAUNCH),
-        Form::Cols { reductions } => (cols::body(spec, reductions), cols::launch(spec)),
+        Form::Rows { stores, reductions } => rows::body(spec, stores, reductions),
+        Form::Cols { reductions } => cols::body(spec, reductions),
     };
 
     let mut kernel = prelude(spec.dtype);
@@ -90,11 +89,10 @@ pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
         ));
     }
     kernel.push_str(&format!(
-        "extern \"C\" __global__ void __launch_bounds__({}) {NAME_MARKER}(\n",
+        "extern \"C\" __global__ void __launch_bounds__({}) {name}(\n",
         launch.threads_per_block()
     ));
-    let params: Vec<String> = spec
-        .params()
+    let params: Vec<String> = params(spec)
         .iter()
         .map(|p| format!("    {}", param_decl(spec, p)))
         .collect();
@@ -103,14 +101,22 @@ pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
     kernel.push_str(&statements);
     kernel.push_str("}\n");
 
-    let name = format!("pk_{:016x}", fnv1a64(kernel.as_bytes()));
-    let kernel = kernel.replacen(NAME_MARKER, &name, 1);
     let mut source = header(spec, &name, &launch);
     source.push_str(&kernel);
     GeneratedKernel {
         name,
         source,
         launch,
+    }
+}
+
+/// How the kernel generated for `spec` is launched, without generating it (the same value as
+/// [`emit`]'s `launch`).
+pub fn launch_shape(spec: &KernelSpec) -> LaunchShape {
+    match &spec.form {
+        Form::Map { .. } => map::launch(spec),
+        Form::Rows { .. } => rows::LAUNCH,
+        Form::Cols { .. } => cols::launch(spec),
     }
 }
 
@@ -126,7 +132,7 @@ pub fn try_emit(spec: &KernelSpec) -> Result<GeneratedKernel, SpecError> {
 /// would break a no-alias promise. Row and column kernels never run in place.
 pub(crate) fn param_decl(spec: &KernelSpec, param: &Param) -> String {
     let t = spec.dtype.c_name();
-    let r = if matches!(spec.form, crate::spec::Form::Map { .. }) {
+    let r = if matches!(spec.form, kernel_ir::Form::Map { .. }) {
         ""
     } else {
         " __restrict__"
@@ -197,7 +203,7 @@ fn header(spec: &KernelSpec, name: &str, launch: &LaunchShape) -> String {
         ));
     }
     h.push_str("// parameters:\n");
-    for p in spec.params() {
+    for p in params(spec) {
         h.push_str(&format!("//   {}\n", param_decl(spec, &p)));
     }
     h.push_str("// outputs:\n");
@@ -214,7 +220,7 @@ fn header(spec: &KernelSpec, name: &str, launch: &LaunchShape) -> String {
         h.push_str(&format!("//   out{k}: {what}\n"));
     }
     h.push_str(&format!("// launch: {}\n", launch.describe()));
-    h.push_str("// The kernel name hashes the text below this header only.\n");
+    h.push_str("// (end of header: the kernel text follows)\n");
     h
 }
 
@@ -249,7 +255,7 @@ fn describe_access(k: usize, access: Access) -> String {
 
 /// A one-line summary of the form, for the header.
 fn describe_form(form: &Form) -> String {
-    let kinds = |reductions: &[crate::spec::Reduction]| -> String {
+    let kinds = |reductions: &[kernel_ir::Reduction]| -> String {
         let names: Vec<String> = reductions
             .iter()
             .map(|r| match r.kind {

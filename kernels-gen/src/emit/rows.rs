@@ -13,7 +13,8 @@
 
 use super::expr::{inf_macro, nan_macro, ElementScope};
 use super::launch::{LaunchShape, ROW_WARPS_PER_BLOCK};
-use crate::spec::{Expr, KernelSpec, ReduceKind, Reduction};
+use crate::params::CType;
+use kernel_ir::{Expr, KernelSpec, ReduceKind, Reduction};
 
 /// The launch shape of row kernels.
 pub(crate) const LAUNCH: LaunchShape = LaunchShape::WarpPerRow {

@@ -1,7 +1,7 @@
 //! Sample kernel specs shared by the tests and the `dump_kernels` example.
 #![allow(dead_code)]
 
-use kernels_gen::{
+use kernel_ir::{
     Access, BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction, ScalarType, UnaryOp,
 };
 

@@ -9,7 +9,7 @@
 //! 4. a new plan buffer.
 
 use crate::plan::{Buffer, BufferId, Elem, Home, Plan, StepOp, ValueId, ValueKind};
-use kernels_gen::{Access, OutputShape};
+use kernel_ir::{Access, OutputShape};
 use std::collections::HashMap;
 
 /// The storage of one program output, lent to temporaries until the output is written.
@@ -67,7 +67,7 @@ fn in_place_ok(plan: &Plan, s: usize, u: ValueId, o: ValueId) -> bool {
     let StepOp::Fused(f) = &step.op else {
         return false;
     };
-    if !matches!(f.spec.form, kernels_gen::Form::Map { .. }) {
+    if !matches!(f.spec.form, kernel_ir::Form::Map { .. }) {
         return false;
     }
     let Some(oi) = step.outputs.iter().position(|x| *x == o) else {

@@ -6,7 +6,7 @@ use super::{Pass, PassContext, PlanError};
 use crate::ir::{Graph, NodeId, Op, ProductAttrs, Reduce};
 use crate::scalar::ScalarExpr;
 use crate::types::Storage;
-use kernels_gen::BinaryOp;
+use kernel_ir::BinaryOp;
 
 /// The canonicalisation pass.
 pub struct Canonicalize;
@@ -44,7 +44,7 @@ fn peel(g: &Graph, mut n: NodeId) -> (NodeId, bool, ScalarExpr) {
                 trans = !trans;
                 n = ops[0];
             }
-            Op::Unary(kernels_gen::UnaryOp::Neg) => {
+            Op::Unary(kernel_ir::UnaryOp::Neg) => {
                 alpha = -alpha;
                 n = ops[0];
             }
@@ -161,7 +161,7 @@ fn rewrite(g: &mut Graph, n: NodeId) -> bool {
             };
             absorb_factor(g, n, prod, factor)
         }
-        Op::Unary(kernels_gen::UnaryOp::Neg) => absorb_factor(g, n, ops[0], ScalarExpr::Lit(-1.0)),
+        Op::Unary(kernel_ir::UnaryOp::Neg) => absorb_factor(g, n, ops[0], ScalarExpr::Lit(-1.0)),
         // Summing, or taking the min or max of, a single column (row) is the identity.
         Op::RowReduce(Reduce::Sum | Reduce::Min | Reduce::Max)
             if g.node(ops[0]).ty.shape.cols.is_one() =>

@@ -22,7 +22,7 @@ use super::{Pass, PassContext, PlanError};
 use crate::ir::{Graph, LibOp, NodeId, Op};
 use crate::scalar::ScalarExpr;
 use crate::types::{Dim, Type};
-use kernels_gen::BinaryOp;
+use kernel_ir::BinaryOp;
 
 /// Largest `n k` for which `V * x` becomes [`Op::LabelSums`] (2^25: n = 60000 up to k = 559).
 pub const LABEL_SUMS_MAX_WORK: usize = 1 << 25;

@@ -13,7 +13,7 @@ use super::{PassContext, PlanError};
 use crate::ir::{Graph, NodeId, Op, Reduce};
 use crate::scalar::ScalarExpr;
 use crate::types::Storage;
-use kernels_gen::{Access, Expr, Form, Input, KernelSpec, ReduceKind, Reduction};
+use kernel_ir::{Access, Expr, Form, Input, KernelSpec, ReduceKind, Reduction};
 use std::collections::{BTreeSet, HashMap};
 
 /// How the fusion pass sees a node.

@@ -11,7 +11,11 @@
 //! block rows are written, its memory traffic beside the next GEMMs' arithmetic (`overlap_map`).
 
 use crate::plan::{Home, Plan, StepOp, ValueId};
-use kernels_gen::{emit, Access, Form};
+use kernel_ir::{Access, Form};
+
+/// Band boundaries of an overlapped map fall on multiples of this many rows (the CUDA map's
+/// tile side).
+const BAND_ROWS_MULTIPLE: usize = 64;
 
 /// Rewrites every SYRK step of `plan` whose result is read only by one map kernel, over the
 /// same square space, into a lower-triangle SYRK, and that map's reads of it into
@@ -46,9 +50,7 @@ pub fn leave_mirror_to_maps(plan: &mut Plan, overlap: bool) -> usize {
                 f.spec.inputs[k].access = Access::LowerSymmetric;
             }
         }
-        let kernel = emit(&f.spec);
-        f.name = kernel.name;
-        f.source = kernel.source;
+        f.name = f.spec.name();
         let elem = plan.dtype.size_bytes() as f64;
         let unread = (n as f64) * (n as f64 - 1.0) / 2.0 * elem;
         plan.steps[reader].bytes -= unread;
@@ -61,7 +63,7 @@ pub fn leave_mirror_to_maps(plan: &mut Plan, overlap: bool) -> usize {
         {
             *lower_only = true;
             // Bands start on the map's tile rows.
-            let tile = kernels_gen::emit::PAIR_TILE as usize;
+            let tile = BAND_ROWS_MULTIPLE;
             *overlap_map =
                 overlap && *block_rows > 0 && block_rows.is_multiple_of(tile) && reader == s + 1;
         }

@@ -2,15 +2,16 @@
 //! dimension sizes and one element type; backends execute it step by step.
 //!
 //! Read a plan three ways: [`Plan`]'s `Display` (a table of steps with shapes, flops and
-//! bytes), [`Plan::to_dot`] (the graph with fused groups as clusters), and
-//! [`Plan::kernel_sources`] (the generated CUDA C of every fused kernel).
+//! bytes), [`Plan::to_dot`] (the graph with fused groups as clusters), and the kernel specs of
+//! its fused steps ([`Plan::kernels`]), which a backend's emitter turns into code (the CUDA C of
+//! each with `kernels_gen::emit`).
 
 mod display;
 pub mod dot;
 
 use crate::scalar::ScalarExpr;
 use crate::types::{DType, DimBindings};
-use kernels_gen::KernelSpec;
+use kernel_ir::KernelSpec;
 use serde::{Deserialize, Serialize};
 
 pub use dot::GraphView;
@@ -146,7 +147,7 @@ pub enum StepOp {
     /// Symmetric rank-k update: `C (n x n) = alpha * A * A^T` (A stored `n x k`) or, with
     /// `trans`, `alpha * A^T * A` (A stored `k x n`). Input A, output C: the full matrix, or
     /// with `lower_only` its lower triangle (`j <= i`), the one consumer reading it as
-    /// [`kernels_gen::Access::LowerSymmetric`].
+    /// [`kernel_ir::Access::LowerSymmetric`].
     Syrk {
         /// Whether A is read transposed.
         trans: bool,
@@ -170,7 +171,7 @@ pub enum StepOp {
         /// as the block rows are written (on the GPU on a second stream, beside the following
         /// block rows' GEMMs; elsewhere after the product). Only with `lower_only`, the map
         /// the very next step, and `block_rows` a multiple of the map's tile
-        /// ([`kernels_gen::emit::PAIR_TILE`]; bands that split its 8 x 8-tile groups work but
+        /// ([`kernel_ir::emit::PAIR_TILE`]; bands that split its 8 x 8-tile groups work but
         /// launch the whole group rows). The SYRK's input stays live through the map's step.
         #[serde(default)]
         overlap_map: bool,
@@ -244,12 +245,10 @@ pub enum StepOp {
 /// A generated kernel in a plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FusedStep {
-    /// Deterministic kernel name (`pk_<hash>`).
+    /// The kernel's name, [`KernelSpec::name`] of its spec.
     pub name: String,
     /// What it computes.
     pub spec: KernelSpec,
-    /// CUDA C source.
-    pub source: String,
     /// Rows of the iteration space.
     pub rows: usize,
     /// Columns of the iteration space.
@@ -283,9 +282,9 @@ impl Step {
             StepOp::SpMM { .. } => "spmm".into(),
             StepOp::SpMV { .. } => "spmv".into(),
             StepOp::Fused(f) => match &f.spec.form {
-                kernels_gen::Form::Map { .. } => "fused map".into(),
-                kernels_gen::Form::Rows { .. } => "fused rows".into(),
-                kernels_gen::Form::Cols { .. } => "fused cols".into(),
+                kernel_ir::Form::Map { .. } => "fused map".into(),
+                kernel_ir::Form::Rows { .. } => "fused rows".into(),
+                kernel_ir::Form::Cols { .. } => "fused cols".into(),
             },
             StepOp::Diag => "diag".into(),
             StepOp::Counts { .. } => "counts".into(),
@@ -352,15 +351,12 @@ impl Plan {
             .sum()
     }
 
-    /// Every fused kernel: name and CUDA C source, in step order.
-    pub fn kernel_sources(&self) -> Vec<(&str, &str)> {
-        self.steps
-            .iter()
-            .filter_map(|s| match &s.op {
-                StepOp::Fused(f) => Some((f.name.as_str(), f.source.as_str())),
-                _ => None,
-            })
-            .collect()
+    /// Every fused kernel of the plan, in step order.
+    pub fn kernels(&self) -> impl Iterator<Item = &FusedStep> {
+        self.steps.iter().filter_map(|s| match &s.op {
+            StepOp::Fused(f) => Some(f),
+            _ => None,
+        })
     }
 
     /// The plan as JSON.

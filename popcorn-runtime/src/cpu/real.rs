@@ -3,7 +3,7 @@
 use std::fmt::{Debug, Display};
 use std::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Sub};
 
-use kernels_gen::ScalarType;
+use kernel_ir::ScalarType;
 
 mod sealed {
     /// Restricts [`super::Real`] to `f32` and `f64`, the only real types the `gemm` crate

@@ -570,27 +570,36 @@ impl CudaBackend {
     ) -> Result<(), RuntimeError> {
         let mut args = fused::kernel_args(f, inputs, outputs, None)?;
         let shape = self.launch_shape(f)?;
-        let function = self.kernels.function(&f.name, || f.source.clone())?;
+        let function = self.fused_function(f)?;
         let dims = shape.grid_block(f.rows as u64, f.cols as u64);
         launch(&self.stream, &function, &f.name, dims, &mut args)
     }
 
-    /// The launch shape of a fused kernel, from kernels-gen (cached by kernel name).
+    /// The launch shape of a fused kernel, from kernels-gen (cached by kernel name; a name
+    /// that is not its spec's is an error, checked once).
     fn launch_shape(&self, f: &FusedStep) -> Result<LaunchShape, RuntimeError> {
         let mut shapes = self.launch_shapes.lock().map_err(|_| poisoned())?;
         if let Some(s) = shapes.get(&f.name) {
             return Ok(*s);
         }
-        let generated = kernels_gen::emit(&f.spec);
-        if generated.name != f.name {
+        if f.spec.name() != f.name {
             return Err(invalid(format!(
-                "the plan's kernel {} does not match its spec (this kernels-gen names it {}); \
-                 the plan was made by another version of popcorn: plan the program again",
-                f.name, generated.name
+                "the plan's kernel {} does not match its spec (named {}); the plan was made by \
+                 another version of popcorn: plan the program again",
+                f.name,
+                f.spec.name()
             )));
         }
-        shapes.insert(f.name.clone(), generated.launch);
-        Ok(generated.launch)
+        let shape = kernels_gen::launch_shape(&f.spec);
+        shapes.insert(f.name.clone(), shape);
+        Ok(shape)
+    }
+
+    /// The compiled kernel of a fused step: from the kernel cache, or emitted and compiled on
+    /// first use.
+    fn fused_function(&self, f: &FusedStep) -> Result<CudaFunction, RuntimeError> {
+        self.kernels
+            .function(&f.name, || kernels_gen::emit(&f.spec).source)
     }
 }
 
@@ -816,7 +825,7 @@ impl Backend for CudaBackend {
             && block_rows.is_multiple_of(kernels_gen::emit::PAIR_TILE as usize)
             && f.rows == *n
             && f.cols == *n;
-        if !bands_fit || *n == 0 || *k == 0 || !f.spec.walks_tile_pairs() {
+        if !bands_fit || *n == 0 || *k == 0 || !f.spec.runs_in_bands() {
             return sequential();
         }
         self.bind()?;
@@ -826,7 +835,7 @@ impl Backend for CudaBackend {
         // arguments again, which cannot fail once these pass).
         fused::kernel_args(f, map_io.0, map_io.1, None)?;
         let shape = self.launch_shape(f)?;
-        let function = self.kernels.function(&f.name, || f.source.clone())?;
+        let function = self.fused_function(f)?;
         let tf32 = *tf32 || self.config.allow_tf32;
         let padded = self.tf32_padded_rows(tf32, dtype, *trans, *n, *k, a)?;
         let (a, k) = &padded

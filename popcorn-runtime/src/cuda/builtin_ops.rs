@@ -8,8 +8,8 @@ use crate::cuda::memory::GrowBuffer;
 use crate::cuda::nvrtc::KernelCache;
 use crate::error::RuntimeError;
 use cudarc::driver::{sys, CudaStream};
+use kernel_ir::ScalarType;
 use kernels_gen::builtins;
-use kernels_gen::ScalarType;
 use std::sync::Arc;
 
 /// The backend's own kernel: `out[i] = (T)in[i]` for `u32` input.
@@ -38,7 +38,7 @@ fn u32_to_float_name(dtype: ScalarType) -> &'static str {
 /// The conversion kernel's source.
 fn u32_to_float_source(dtype: ScalarType) -> String {
     U32_TO_FLOAT
-        .replace("{T}", dtype.c_name())
+        .replace("{T}", kernels_gen::CType::c_name(dtype))
         .replace("{NAME}", u32_to_float_name(dtype))
 }
 
@@ -450,7 +450,10 @@ mod tests {
             let src = u32_to_float_source(dtype);
             assert!(!src.contains("{T}") && !src.contains("{NAME}"));
             assert!(src.contains(&format!(" {}(", u32_to_float_name(dtype))));
-            assert!(src.contains(&format!("{}* __restrict__ out", dtype.c_name())));
+            assert!(src.contains(&format!(
+                "{}* __restrict__ out",
+                kernels_gen::CType::c_name(dtype)
+            )));
         }
     }
 }

@@ -19,11 +19,11 @@ use crate::cuda::nvrtc::KernelCache;
 use crate::error::RuntimeError;
 use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaFunction, CudaStream};
+use kernel_ir::ScalarType;
 use kernels_gen::cluster_sums::{
     cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant, DeviceLimits,
     CLUSTER_SUMS_THREADS,
 };
-use kernels_gen::ScalarType;
 use popcorn_dsl::DType;
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! Fused kernels: the argument list of a [`FusedStep`] in the order of
-//! [`kernels_gen::KernelSpec::params`], checked against the kernel's reads and writes.
+//! [`kernel_ir::KernelSpec::params`], checked against the kernel's reads and writes.
 
 use crate::backend::{Arg, BufferInfo, ElemType};
 use crate::cuda::args::{check_buffer, kind};
@@ -7,7 +7,8 @@ use crate::cuda::errors::invalid;
 use crate::cuda::launch::KernelArg;
 use crate::cuda::memory::DeviceAddress;
 use crate::error::RuntimeError;
-use kernels_gen::{Access, OutputShape, Param, ScalarType};
+use kernel_ir::{Access, OutputShape, ScalarType};
+use kernels_gen::Param;
 use popcorn_dsl::plan::FusedStep;
 
 /// The element type of a kernel's values.
@@ -54,7 +55,7 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
     let (band_start, band_end) = band.unwrap_or((0, rows));
     let tile = kernels_gen::emit::PAIR_TILE as usize;
     if band.is_some()
-        && (!spec.walks_tile_pairs()
+        && (!spec.runs_in_bands()
             || band_start > band_end
             || band_end > rows
             || !band_start.is_multiple_of(tile))
@@ -65,7 +66,7 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
             step.name
         )));
     }
-    let params = spec.params();
+    let params = kernels_gen::params(spec);
     let mut args = Vec::with_capacity(params.len());
     for p in params {
         let arg = match p {
@@ -204,14 +205,12 @@ fn dense_parts<'a, B>(arg: &Arg<'a, B>, what: &str) -> Result<(&'a B, usize, usi
 mod tests {
     use super::*;
     use crate::cuda::args::fake::{buf, FakeBuf};
-    use kernels_gen::{BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction};
+    use kernel_ir::{BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction};
 
     fn step(spec: KernelSpec, rows: usize, cols: usize) -> FusedStep {
-        let k = kernels_gen::emit(&spec);
         FusedStep {
-            name: k.name,
+            name: spec.name(),
             spec,
-            source: k.source,
             rows,
             cols,
         }

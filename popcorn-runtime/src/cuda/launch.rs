@@ -30,10 +30,10 @@ impl KernelArg {
     }
 
     /// A float scalar in the kernel's type (`float` or `double`).
-    pub(crate) fn float(value: f64, dtype: kernels_gen::ScalarType) -> KernelArg {
+    pub(crate) fn float(value: f64, dtype: kernel_ir::ScalarType) -> KernelArg {
         match dtype {
-            kernels_gen::ScalarType::F32 => KernelArg::F32(value as f32),
-            kernels_gen::ScalarType::F64 => KernelArg::F64(value),
+            kernel_ir::ScalarType::F32 => KernelArg::F32(value as f32),
+            kernel_ir::ScalarType::F64 => KernelArg::F64(value),
         }
     }
 

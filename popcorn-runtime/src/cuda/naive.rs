@@ -30,7 +30,8 @@ use crate::cuda::launch::{launch, KernelArg};
 use crate::cuda::memory::CudaBuffer;
 use crate::error::RuntimeError;
 use crate::tensor::{Tensor, TensorData, TensorShape};
-use kernels_gen::{LaunchDims, ScalarType};
+use kernel_ir::ScalarType;
+use kernels_gen::LaunchDims;
 use popcorn_dsl::DType;
 use std::time::Instant;
 
@@ -207,7 +208,7 @@ impl Kernel {
             Kernel::Assign => ASSIGN,
         };
         template
-            .replace("{T}", dtype.c_name())
+            .replace("{T}", kernels_gen::CType::c_name(dtype))
             .replace("{NAME}", self.name(dtype))
     }
 }
@@ -834,7 +835,10 @@ fn kernel_polynomial(X: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scala
                     "{kernel:?} {dtype:?}"
                 );
                 assert!(
-                    src.contains(&format!("const {}* __restrict__ K", dtype.c_name())),
+                    src.contains(&format!(
+                        "const {}* __restrict__ K",
+                        kernels_gen::CType::c_name(dtype)
+                    )),
                     "{kernel:?}"
                 );
             }

@@ -8,9 +8,7 @@
 use super::*;
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
 use crate::error::RuntimeError;
-use kernels_gen::{
-    Access, BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction, UnaryOp,
-};
+use kernel_ir::{Access, BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction, UnaryOp};
 use popcorn_dsl::plan::{FusedStep, GemmStep, Step, StepOp};
 use popcorn_dsl::{DType, ScalarExpr};
 use std::path::PathBuf;
@@ -1150,11 +1148,9 @@ fn cols_spec(dtype: DType, transposed: bool) -> KernelSpec {
 }
 
 fn fused(spec: KernelSpec, rows: usize, cols: usize) -> Step {
-    let k = kernels_gen::emit(&spec);
     step(StepOp::Fused(FusedStep {
-        name: k.name,
+        name: spec.name(),
         spec,
-        source: k.source,
         rows,
         cols,
     }))

@@ -3,7 +3,7 @@
 //! task folds its rows in order into partials, and the partials of the row blocks are combined
 //! in block order, so results are identical on every machine.
 
-use kernels_gen::Reduction;
+use kernel_ir::Reduction;
 use rayon::prelude::*;
 
 use super::super::real::Real;

@@ -6,7 +6,7 @@
 //! the whole tile (constants, scalars, a column vector within one row) stay scalars, and inputs
 //! that are already contiguous in memory are borrowed instead of copied.
 
-use kernels_gen::{BinaryOp, Expr, UnaryOp};
+use kernel_ir::{BinaryOp, Expr, UnaryOp};
 
 use super::super::real::Real;
 

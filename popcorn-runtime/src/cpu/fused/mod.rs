@@ -6,7 +6,7 @@ mod eval;
 mod reduce;
 mod rows;
 
-use kernels_gen::{Access, Expr, Form, KernelSpec, OutputShape, ReduceKind};
+use kernel_ir::{Access, Expr, Form, KernelSpec, OutputShape, ReduceKind};
 
 use self::eval::{slots_needed, Source};
 use super::error::{check_matrix, check_vector, CpuError};
@@ -110,7 +110,7 @@ pub fn run_fused<T: Real>(
 
 /// Row reductions over zero columns: identities (Sum 0, Min +inf, Max -inf, ArgMin 0).
 fn empty_rows<T: Real>(
-    reductions: &[kernels_gen::Reduction],
+    reductions: &[kernel_ir::Reduction],
     rows: usize,
     outs: &mut [FusedOut<'_, T>],
 ) {

@@ -1,7 +1,7 @@
 //! Reductions over tile segments: per-row accumulators (Rows form) and per-column partials
 //! (Cols form).
 
-use kernels_gen::ReduceKind;
+use kernel_ir::ReduceKind;
 
 use super::super::real::{sum_slice, Real};
 use super::eval::Operand;

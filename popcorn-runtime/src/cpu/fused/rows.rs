@@ -1,7 +1,7 @@
 //! The `Map` and `Rows` forms: element-wise stores and per-row reductions, parallel over blocks
 //! of rows. Each row's result depends only on the row (never on the blocking or thread count).
 
-use kernels_gen::{Expr, ReduceKind, Reduction};
+use kernel_ir::{Expr, ReduceKind, Reduction};
 use rayon::prelude::*;
 
 use super::super::real::Real;

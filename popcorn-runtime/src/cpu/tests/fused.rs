@@ -1,6 +1,6 @@
 //! The fused-kernel interpreter against a naive per-element evaluator.
 
-use kernels_gen::{
+use kernel_ir::{
     Access, BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction, ScalarType, UnaryOp,
 };
 

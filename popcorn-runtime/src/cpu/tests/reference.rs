@@ -97,7 +97,7 @@ pub fn naive_gemm(
 
 /// Tolerance for a sum of `k` products of values in [-1, 1].
 pub fn tol<T: Real>(k: usize) -> f64 {
-    let eps = if T::SCALAR_TYPE == kernels_gen::ScalarType::F32 {
+    let eps = if T::SCALAR_TYPE == kernel_ir::ScalarType::F32 {
         2e-6
     } else {
         1e-13

@@ -1,7 +1,7 @@
 //! The on-disk kernel cache: compiled images keyed by a stable hash of everything that
 //! determines them. Failures to read or write it are warnings, never errors.
 
-use kernels_gen::fnv1a64;
+use kernel_ir::fnv1a64;
 use std::path::{Path, PathBuf};
 
 /// Where compiled kernels are kept between runs.

@@ -1,9 +1,8 @@
 //! Structural checks of a [`KernelSpec`] before code generation.
 //!
 //! The planner should only build valid specs; these checks catch planner bugs with a message
-//! that names the offending part. [`crate::emit()`] never panics on an invalid spec: it emits a
-//! kernel whose source starts with one `#error` line per problem, so NVRTC refuses it with the
-//! same message. [`crate::try_emit`] returns the first problem as an error instead.
+//! that names the offending part. The planner validates every spec it builds, and plans
+//! loaded from elsewhere are validated before they run.
 
 use crate::spec::{Access, Expr, Form, KernelSpec, ReduceKind};
 

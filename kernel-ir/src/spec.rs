@@ -1,5 +1,6 @@
 //! The typed description of a fused kernel: what the planner builds, what the CUDA emitter
-//! turns into C, and what the CPU backend interprets. No strings of CUDA live here.
+//! (kernels-gen) turns into C, and what the CPU backend interprets. Nothing here is specific to
+//! a target.
 //!
 //! A fused kernel runs over an iteration space of `rows x cols` elements. Each input is read at
 //! element `(i, j)` according to its [`Access`]; an expression tree ([`Expr`]) combines them.
@@ -9,6 +10,7 @@
 //!   storing element-wise results;
 //! - [`Form::Cols`]: per column `j`, reductions over `i`.
 
+use crate::ops::{BinaryOp, UnaryOp};
 use serde::{Deserialize, Serialize};
 
 /// Floating-point type a kernel computes in.
@@ -21,14 +23,6 @@ pub enum ScalarType {
 }
 
 impl ScalarType {
-    /// The CUDA C name of the type.
-    pub fn c_name(self) -> &'static str {
-        match self {
-            ScalarType::F32 => "float",
-            ScalarType::F64 => "double",
-        }
-    }
-
     /// Size of one element in bytes.
     pub fn size_bytes(self) -> usize {
         match self {
@@ -51,8 +45,8 @@ pub enum Access {
     /// read as the symmetric matrix it stands for: element `(i, j)` is
     /// `ptr[max(i, j) * ld + min(i, j)]`. SYRK steps produce it when they leave the mirror
     /// image to their consumer; a map kernel reading one runs over pairs of mirrored tiles
-    /// (see [`crate::LaunchShape::TilePairs`]) so both halves of its output are written with
-    /// coalesced stores.
+    /// (see [`KernelSpec::runs_in_bands`]); a GPU template can then write both halves of its
+    /// output with coalesced stores.
     LowerSymmetric,
     /// A vector indexed by the row: element `(i, j)` is `ptr[i]` (broadcast along columns).
     Col,
@@ -76,54 +70,6 @@ pub struct Input {
     pub name: String,
     /// How the input is read.
     pub access: Access,
-}
-
-/// Unary element-wise operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum UnaryOp {
-    /// `-x`
-    Neg,
-    /// `e^x`
-    Exp,
-    /// natural logarithm
-    Log,
-    /// square root
-    Sqrt,
-    /// absolute value
-    Abs,
-    /// hyperbolic tangent
-    Tanh,
-}
-
-/// Binary element-wise operations. Comparisons yield 1 or 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum BinaryOp {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b` (element-wise)
-    Mul,
-    /// `a / b`
-    Div,
-    /// `a` raised to `b`
-    Pow,
-    /// larger of the two (NaN-propagating is not guaranteed; follows C `fmax`)
-    Max,
-    /// smaller of the two (follows C `fmin`)
-    Min,
-    /// `a < b` as 1 or 0
-    Lt,
-    /// `a <= b` as 1 or 0
-    Le,
-    /// `a > b` as 1 or 0
-    Gt,
-    /// `a >= b` as 1 or 0
-    Ge,
-    /// `a == b` as 1 or 0
-    Eq,
-    /// `a != b` as 1 or 0
-    Ne,
 }
 
 /// An element-wise expression at element `(i, j)`.
@@ -189,7 +135,7 @@ impl Expr {
 /// The kind of a reduction.
 ///
 /// Each kind is defined by a sequential scan of the values `v_0, v_1, ...` of the reduced range
-/// (the columns of a row, or the rows of a column), which the CUDA kernels reproduce exactly
+/// (the columns of a row, or the rows of a column), which every backend reproduces exactly
 /// except for the summation order of `Sum`:
 /// - `Sum`: `acc = 0; acc += v` for each value.
 /// - `Min`: `best = +inf; if v < best { best = v }`: NaN values are skipped, an empty or
@@ -270,35 +216,9 @@ pub struct KernelSpec {
     pub inputs: Vec<Input>,
     /// What the kernel computes.
     pub form: Form,
-    /// Human-readable provenance (IR node names) for the header comment. Not part of the
-    /// kernel's identity for caching purposes beyond the generated text itself.
+    /// Human-readable provenance (IR node names), for readers. Not part of the kernel's
+    /// identity ([`KernelSpec::name`]).
     pub provenance: Vec<String>,
-}
-
-/// One kernel parameter, in order, as the launcher must pass it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Param {
-    /// `long long rows` of the iteration space.
-    Rows,
-    /// `long long cols` of the iteration space.
-    Cols,
-    /// Pointer to the values of input `.0` (`const T*`).
-    InputPtr(usize),
-    /// `long long` leading dimension of matrix input `.0`.
-    InputLd(usize),
-    /// Scalar input `.0` passed by value as `T`.
-    InputScalar(usize),
-    /// Pointer to index input `.0` (`const unsigned int*`).
-    InputIndex(usize),
-    /// Pointer to output `.0` (`T*`, or `unsigned int*` where the output is an index). Outputs
-    /// are numbered: stores (or map outputs) first, then reductions.
-    Output(usize),
-    /// `long long band_start`: the first row of the band of rows whose tile pairs a
-    /// [tile-pair](KernelSpec::walks_tile_pairs) launch writes (a multiple of the tile side;
-    /// 0 for the whole matrix).
-    BandStart,
-    /// `long long band_end`: one past the last row of that band (`rows` for the whole matrix).
-    BandEnd,
 }
 
 /// What one output of a kernel is.
@@ -334,39 +254,17 @@ impl KernelSpec {
         }
     }
 
-    /// Whether the kernel is a map over a square space walking pairs of mirrored tiles (it
-    /// reads an [`Access::LowerSymmetric`] input; see [`crate::LaunchShape::TilePairs`]). Such a
-    /// kernel takes a band of rows ([`Param::BandStart`], [`Param::BandEnd`]) and writes the
-    /// pairs `(I, J)` whose tile row `I` lies in it, so a matrix can be mapped band by band as
-    /// its lower triangle is produced.
-    pub fn walks_tile_pairs(&self) -> bool {
+    /// Whether the kernel can run band by band: a map over a square space that reads an
+    /// [`Access::LowerSymmetric`] input. Band `[r0, r1)` writes every output element `(i, j)` and
+    /// its mirror `(j, i)` with `r0 <= i < r1` and `j <= i`, reading only rows `< r1` of the lower
+    /// triangle, so the map can follow a producer that writes the lower triangle band by band
+    /// (see the plan's pipelined steps). A target may require band boundaries on multiples of
+    /// its tile side.
+    pub fn runs_in_bands(&self) -> bool {
         matches!(self.form, Form::Map { .. })
             && self
                 .inputs
                 .iter()
                 .any(|input| input.access == Access::LowerSymmetric)
-    }
-
-    /// The ordered parameter list of the generated kernel: `rows, cols`, then each input
-    /// (matrices as pointer and leading dimension), then each output pointer.
-    pub fn params(&self) -> Vec<Param> {
-        let mut p = vec![Param::Rows, Param::Cols];
-        if self.walks_tile_pairs() {
-            p.push(Param::BandStart);
-            p.push(Param::BandEnd);
-        }
-        for (k, input) in self.inputs.iter().enumerate() {
-            match input.access {
-                Access::Matrix { .. } | Access::LowerSymmetric => {
-                    p.push(Param::InputPtr(k));
-                    p.push(Param::InputLd(k));
-                }
-                Access::Col | Access::Row | Access::Broadcast => p.push(Param::InputPtr(k)),
-                Access::Scalar => p.push(Param::InputScalar(k)),
-                Access::IndexCol => p.push(Param::InputIndex(k)),
-            }
-        }
-        p.extend((0..self.outputs().len()).map(Param::Output));
-        p
     }
 }
