@@ -285,7 +285,7 @@ fn syrk_both_ways_and_gemm_give_the_same_k() {
                 "lower (",
                 PlannerConfig {
                     syrk_block_rows: Some(192),
-                    overlap_syrk_map: false,
+                    overlap: false,
                     ..base.clone()
                 },
             ),
@@ -310,7 +310,7 @@ fn syrk_both_ways_and_gemm_give_the_same_k() {
                 "full (",
                 PlannerConfig {
                     fusion: false,
-                    syrk_gemm_ratio: f64::INFINITY,
+                    syrk_gemm_ratio: Some(f64::INFINITY),
                     syrk_block_rows: Some(5),
                     ..base.clone()
                 },
@@ -320,7 +320,7 @@ fn syrk_both_ways_and_gemm_give_the_same_k() {
                 "",
                 PlannerConfig {
                     fusion: false,
-                    syrk_gemm_ratio: 0.0,
+                    syrk_gemm_ratio: Some(0.0),
                     ..base.clone()
                 },
             ),

@@ -31,7 +31,7 @@ mod common;
 
 use common::reference::{evaluate, RefValue};
 use common::*;
-use popcorn_dsl::{DType, PlannerConfig, Program};
+use popcorn_dsl::{DType, PlannerConfig, Program, Target};
 use popcorn_runtime::{Args, Tensor};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -727,11 +727,11 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
             PlannerConfig {
                 dtype: DType::F64,
                 fusion: false,
-                syrk_gemm_ratio: 0.0,
-                cluster_sums_max_k: 1024,
+                syrk_gemm_ratio: Some(0.0),
+                cluster_sums_max_k: Some(1024),
                 tf32: false,
                 syrk_block_rows: None,
-                overlap_syrk_map: false,
+                overlap: false,
             },
             1e-9,
         ),
@@ -741,11 +741,31 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
             PlannerConfig {
                 dtype: DType::F32,
                 syrk_block_rows: Some(64),
-                ..base
+                ..base.clone()
             },
             1e-3,
         ),
+        // The CPU backend's own plans: one library SYRK, no pipelines.
+        (
+            "f64, fused, cpu target",
+            PlannerConfig {
+                dtype: DType::F64,
+                ..base
+            },
+            1e-9,
+        ),
     ]
+}
+
+/// The machine a configuration plans for: the CPU backend's own target for the configuration
+/// named so, else the reference GPU (plans are portable: the CPU backend runs GPU plans, with
+/// their block rows, lower-triangle SYRKs and pipelines, so every case checks them too).
+fn target_of(label: &str) -> Target {
+    if label.contains("cpu target") {
+        Target::cpu(2)
+    } else {
+        Target::reference_gpu()
+    }
 }
 
 /// The reference outputs of a case.
@@ -778,7 +798,7 @@ fn check_config(
     config: PlannerConfig,
     rtol: f64,
 ) -> Result<(), String> {
-    let ctx = cpu_with(config);
+    let ctx = cpu_with(config).with_target(target_of(label));
     let values = case.input_values();
     let mut tensors: Vec<(String, Tensor)> = Vec::new();
     let mut scalars: Vec<(String, f64)> = Vec::new();
@@ -896,13 +916,7 @@ fn plan_lint(plan: &popcorn_dsl::Plan) -> Vec<String> {
     let mut def: BTreeMap<usize, usize> = BTreeMap::new();
     let mut last: BTreeMap<usize, usize> = BTreeMap::new();
     for (s, step) in plan.steps.iter().enumerate() {
-        let overlapped = matches!(
-            step.op,
-            popcorn_dsl::plan::StepOp::Syrk {
-                overlap_map: true,
-                ..
-            }
-        );
+        let overlapped = plan.pipeline_from(s).is_some();
         for i in &step.inputs {
             if step.outputs.contains(i) {
                 findings.push(format!("step {s} reads and writes {}", plan.value(*i).name));
@@ -1186,7 +1200,10 @@ fn replay() {
         let bound: popcorn_dsl::DimBindings =
             dims.iter().map(|(d, v)| (d.to_string(), *v)).collect();
         for (label, config, _) in configurations() {
-            match cpu_with(config).plan(&program, &bound) {
+            match cpu_with(config)
+                .with_target(Target::reference_gpu())
+                .plan(&program, &bound)
+            {
                 Ok(plan) => {
                     println!("--- plan [{label}] ---\n{plan}");
                     for v in &plan.values {

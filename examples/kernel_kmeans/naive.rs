@@ -1,12 +1,12 @@
-//! `-l naive`: the hand-written naive GPU baseline (`popcorn::runtime::cuda::naive`) in place
+//! `-l naive`: the hand-written naive GPU baseline (`popcorn_bench::naive`) in place
 //! of popcorn's plans, with the same kernel matrix, start and stopping rules as the library.
 
 use super::cli::{Cli, InitName};
 use super::data::Data;
 use super::error::CliError;
 use popcorn::kkmeans::{FitResult, Init, Kernel, KernelKMeans, SplitMix64, Timings};
-use popcorn::runtime::cuda::NaiveRunOptions;
 use popcorn::{Args, Context, DeviceSpec};
+use popcorn_bench::naive::{naive_kkmeans, NaiveRunOptions};
 use std::time::Instant;
 
 /// The flags `-l naive` cannot honour, as a usage error.
@@ -77,7 +77,7 @@ pub fn fit(params: &KernelKMeans, data: &Data) -> Result<FitResult, CliError> {
         ctx.synchronize()?;
         (kmat, upload_s, t.elapsed().as_secs_f64())
     };
-    let mut naive = ctx.naive_kkmeans(n, k)?;
+    let mut naive = naive_kkmeans(&ctx, n, k)?;
     let options = NaiveRunOptions {
         max_iter: params.max_iter,
         tol: params.check_convergence.then_some(params.tol),
@@ -100,7 +100,7 @@ pub fn fit(params: &KernelKMeans, data: &Data) -> Result<FitResult, CliError> {
         let r = naive.run(&kmat, &labels0, &options)?;
         if best
             .as_ref()
-            .is_none_or(|(_, b): &(usize, popcorn::runtime::cuda::NaiveRun)| {
+            .is_none_or(|(_, b): &(usize, popcorn_bench::naive::NaiveRun)| {
                 r.objective < b.objective
             })
         {

@@ -39,6 +39,7 @@ pub fn print_plans(
     let mut seen = Vec::new();
     for spec in specs {
         let config = PlannerConfig::from_env().with_dtype(spec.params.dtype);
+        let target = popcorn::Context::new(spec.params.device)?.target();
         for name in programs_of(spec) {
             if seen.contains(&name) {
                 continue;
@@ -56,7 +57,7 @@ pub fn print_plans(
                         .map(|(s, v)| (s.to_string(), *v))
                 })
                 .collect();
-            let plan = popcorn::dsl::plan(program, &dims, &config, &BTreeMap::new())
+            let plan = popcorn::dsl::plan(program, &dims, &config, &target, &BTreeMap::new())
                 .map_err(|e| CliError::Data(format!("cannot plan `{name}`: {e}")))?;
             writeln!(out, "{plan}\n")?;
         }

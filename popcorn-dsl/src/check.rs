@@ -5,10 +5,12 @@
 use crate::ast::{self, BinOp, ExprKind, SpanRange, TypeKind};
 use crate::diag::Diagnostic;
 use crate::ir::{Graph, NodeId, Op, Reduce};
+use crate::ops::{Builtin, Counts, Diag, Selection};
 use crate::program::{ParamSig, Program};
 use crate::scalar::ScalarExpr;
+use crate::types::TypeError;
 use crate::types::{Dim, Storage, Type};
-use crate::typing::{result_type, TypeError};
+use crate::typing::result_type;
 use kernel_ir::{BinaryOp, UnaryOp};
 use std::collections::{BTreeSet, HashMap};
 
@@ -493,11 +495,11 @@ impl Checker {
             let k = self.dim_argument(&args[1])?;
             let labels = self.lower(&args[0])?;
             let labels = self.value(labels);
-            let op = if name == "counts" {
-                Op::Counts { k }
+            let op = Op::Builtin(if name == "counts" {
+                Builtin::Counts(Counts { k })
             } else {
-                Op::Selection { k }
-            };
+                Builtin::Selection(Selection { k })
+            });
             return Ok(Binding::Value(self.node(
                 op,
                 &[labels],
@@ -545,7 +547,7 @@ impl Checker {
         let nodes: Vec<NodeId> = vals.into_iter().map(|v| self.value(v)).collect();
         let node = match name {
             "where" => self.node(Op::Select, &nodes, whole, &spans)?,
-            "diag" => self.node(Op::Diag, &nodes, whole, &spans)?,
+            "diag" => self.node(Op::Builtin(Builtin::Diag(Diag)), &nodes, whole, &spans)?,
             "sum_rows" => self.node(Op::RowReduce(Reduce::Sum), &nodes, whole, &spans)?,
             "min_rows" => self.node(Op::RowReduce(Reduce::Min), &nodes, whole, &spans)?,
             "max_rows" => self.node(Op::RowReduce(Reduce::Max), &nodes, whole, &spans)?,

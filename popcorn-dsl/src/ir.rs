@@ -3,8 +3,9 @@
 //! Each node is an operation with its result [`Type`]; edges run from an operand to its user
 //! and carry the operand's position. Passes (see [`crate::passes`]) rewrite the graph in place.
 
+use crate::ops::{Builtin, OpFacts};
 use crate::scalar::ScalarExpr;
-use crate::types::{Dim, Type};
+use crate::types::Type;
 use kernel_ir::{BinaryOp, UnaryOp};
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::EdgeRef;
@@ -127,38 +128,15 @@ pub enum Op {
     Binary(BinaryOp),
     /// `where(cond, a, b)`, element-wise with broadcasting.
     Select,
-    /// `diag(M)`: the diagonal of a square dense matrix as a column vector.
-    Diag,
     /// Reduction of each row to one value (`sum_rows`, `min_rows`, `argmin_rows`, ...).
     RowReduce(Reduce),
     /// Reduction of each column to one value (`sum_cols`, ...).
     ColReduce(Reduce),
     /// `gather(M, idx)`: `z_i = M[i, idx_i]`.
     Gather,
-    /// `counts(labels, k)`: the number of entries equal to each of `0..k`.
-    Counts {
-        /// Number of clusters.
-        k: Dim,
-    },
-    /// `selection(labels, k)`: the CSR matrix with `V[c, i] = 1/|c|` where `labels_i = c`.
-    Selection {
-        /// Number of clusters.
-        k: Dim,
-    },
-    /// Sums of each row of `M` by the label of the column: `S[i, c] = sum_{j: labels_j = c}
-    /// M[i, j]`. Not in the language: the planner introduces it for products with a selection
-    /// matrix (one nonzero per column), which it computes in one streaming pass over `M`.
-    ClusterSums {
-        /// Number of clusters.
-        k: Dim,
-    },
-    /// Sums of a column vector's entries by label: `s[c] = sum_{i: labels_i = c} x[i]`. Not in
-    /// the language: the planner introduces it for a selection matrix times a vector where
-    /// `n k` is small, instead of building the matrix.
-    LabelSums {
-        /// Number of clusters.
-        k: Dim,
-    },
+    /// A builtin operation (see [`crate::ops`]): `diag`, `counts`, `selection`, and the
+    /// operations the planner introduces.
+    Builtin(Builtin),
 }
 
 impl Op {
@@ -184,14 +162,10 @@ impl Op {
             Op::Unary(u) => u.name().into(),
             Op::Binary(b) => b.symbol().into(),
             Op::Select => "where".into(),
-            Op::Diag => "diag".into(),
             Op::RowReduce(r) => format!("{}_rows", r.name()),
             Op::ColReduce(r) => format!("{}_cols", r.name()),
             Op::Gather => "gather".into(),
-            Op::Counts { k } => format!("counts(k={k})"),
-            Op::Selection { k } => format!("selection(k={k})"),
-            Op::ClusterSums { k } => format!("cluster_sums(k={k})"),
-            Op::LabelSums { k } => format!("label_sums(k={k})"),
+            Op::Builtin(b) => b.label(),
         }
     }
 }

@@ -9,11 +9,15 @@ pub mod ast;
 pub mod check;
 pub mod diag;
 pub mod ir;
+pub mod ops;
 pub mod parse;
 pub mod program;
 pub mod scalar;
+pub mod settings;
+pub mod target;
 pub mod types;
 pub mod typing;
+pub mod value;
 
 pub use diag::{Diagnostic, LocatedError};
 /// The kernel IR that plans carry (the `kernel-ir` crate).
@@ -22,6 +26,7 @@ pub use program::{ParamSig, Program};
 pub use scalar::{ScalarBindings, ScalarExpr};
 pub use types::{DType, Dim, DimBindings, Shape, Storage, Type};
 pub mod log;
+pub mod lower;
 pub mod passes;
 pub mod plan;
 pub mod planner;
@@ -29,3 +34,4 @@ pub mod planner;
 pub use passes::{PlanError, PlannerConfig};
 pub use plan::Plan;
 pub use planner::plan;
+pub use target::Target;

@@ -224,3 +224,58 @@ impl std::str::FromStr for DType {
         }
     }
 }
+
+/// Why an operation does not type-check. `operand` says which operand is at fault, when one is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypeError {
+    /// What is wrong.
+    pub message: String,
+    /// Which operand (position) the error is about, if a single one.
+    pub operand: Option<usize>,
+    /// What to do about it.
+    pub help: Option<String>,
+}
+
+impl TypeError {
+    /// An error with a message only.
+    pub fn new(message: impl Into<String>) -> TypeError {
+        TypeError {
+            message: message.into(),
+            operand: None,
+            help: None,
+        }
+    }
+
+    /// The error is about operand `operand`.
+    pub fn at(mut self, operand: usize) -> TypeError {
+        self.operand = Some(operand);
+        self
+    }
+
+    /// What to do about it.
+    pub fn help(mut self, help: impl Into<String>) -> TypeError {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+/// Checks that operand `pos` of `func` is dense.
+pub fn require_dense(t: &Type, pos: usize, func: &str) -> Result<(), TypeError> {
+    if t.storage == Storage::Dense {
+        Ok(())
+    } else {
+        Err(TypeError::new(format!("{func} needs a dense matrix or vector, found {t}")).at(pos))
+    }
+}
+
+/// Checks that operand `pos` of `func` is an index vector.
+pub fn require_index(t: &Type, pos: usize, func: &str) -> Result<(), TypeError> {
+    if t.storage == Storage::Index {
+        Ok(())
+    } else {
+        Err(TypeError::new(format!(
+            "{func} needs an index vector (Index[n]), found {t}"
+        ))
+        .at(pos))
+    }
+}

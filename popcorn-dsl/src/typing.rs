@@ -3,38 +3,8 @@
 //! graphs built or rewritten in code).
 
 use crate::ir::{Op, Reduce};
-use crate::types::{Dim, Storage, Type};
-
-/// Why an operation does not type-check. `operand` says which operand is at fault, when one is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TypeError {
-    /// What is wrong.
-    pub message: String,
-    /// Which operand (position) the error is about, if a single one.
-    pub operand: Option<usize>,
-    /// What to do about it.
-    pub help: Option<String>,
-}
-
-impl TypeError {
-    fn new(message: impl Into<String>) -> TypeError {
-        TypeError {
-            message: message.into(),
-            operand: None,
-            help: None,
-        }
-    }
-
-    fn at(mut self, operand: usize) -> TypeError {
-        self.operand = Some(operand);
-        self
-    }
-
-    fn help(mut self, help: impl Into<String>) -> TypeError {
-        self.help = Some(help.into());
-        self
-    }
-}
+use crate::ops::OpFacts;
+use crate::types::{require_dense, require_index, Dim, Storage, Type, TypeError};
 
 /// Broadcasts two dimensions: equal ones, or a literal 1 against anything.
 fn broadcast_dim(a: &Dim, b: &Dim) -> Option<Dim> {
@@ -145,25 +115,6 @@ pub fn product_type(a: &Type, b: &Type, trans_a: bool, trans_b: bool) -> Result<
     Ok(Type::dense(sa.rows, sb.cols))
 }
 
-fn require_dense(t: &Type, pos: usize, func: &str) -> Result<(), TypeError> {
-    if t.storage == Storage::Dense {
-        Ok(())
-    } else {
-        Err(TypeError::new(format!("{func} needs a dense matrix or vector, found {t}")).at(pos))
-    }
-}
-
-fn require_index(t: &Type, pos: usize, func: &str) -> Result<(), TypeError> {
-    if t.storage == Storage::Index {
-        Ok(())
-    } else {
-        Err(TypeError::new(format!(
-            "{func} needs an index vector (Index[n]), found {t}"
-        ))
-        .at(pos))
-    }
-}
-
 /// The result type of `op` applied to operands of types `operands`.
 pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
     let arity = |n: usize| -> Result<(), TypeError> {
@@ -254,15 +205,6 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             arity(3)?;
             elementwise_type(operands, "where")
         }
-        Op::Diag => {
-            arity(1)?;
-            let t = operands[0];
-            require_dense(t, 0, "diag")?;
-            if t.shape.rows != t.shape.cols {
-                return Err(TypeError::new(format!("diag needs a square matrix, found {t}")).at(0));
-            }
-            Ok(Type::col(t.shape.rows.clone()))
-        }
         Op::RowReduce(r) => {
             arity(1)?;
             let t = operands[0];
@@ -297,43 +239,6 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             }
             Ok(Type::col(m.shape.rows.clone()))
         }
-        Op::Counts { k } => {
-            arity(1)?;
-            require_index(operands[0], 0, "counts")?;
-            Ok(Type::col(k.clone()))
-        }
-        Op::ClusterSums { k } => {
-            arity(2)?;
-            let (m, labels) = (operands[0], operands[1]);
-            require_dense(m, 0, "cluster_sums")?;
-            require_index(labels, 1, "cluster_sums")?;
-            if labels.shape.rows != m.shape.cols {
-                return Err(TypeError::new(format!(
-                    "cluster_sums needs one label per column of {m}, found {labels}"
-                ))
-                .at(1));
-            }
-            Ok(Type::dense(m.shape.rows.clone(), k.clone()))
-        }
-        Op::LabelSums { k } => {
-            arity(2)?;
-            let (x, labels) = (operands[0], operands[1]);
-            require_dense(x, 0, "label_sums")?;
-            require_index(labels, 1, "label_sums")?;
-            if !x.shape.cols.is_one() || labels.shape.rows != x.shape.rows {
-                return Err(TypeError::new(format!(
-                    "label_sums needs a column vector with one label per entry, found {x} and \
-                     {labels}"
-                ))
-                .at(1));
-            }
-            Ok(Type::col(k.clone()))
-        }
-        Op::Selection { k } => {
-            arity(1)?;
-            let labels = operands[0];
-            require_index(labels, 0, "selection")?;
-            Ok(Type::csr(k.clone(), labels.shape.rows.clone()))
-        }
+        Op::Builtin(b) => b.result_type(operands),
     }
 }

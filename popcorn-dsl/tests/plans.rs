@@ -3,7 +3,7 @@
 
 use kernel_ir::{Form, ReduceKind};
 use popcorn_dsl::plan::{Home, Plan, StepOp};
-use popcorn_dsl::{plan, PlannerConfig, Program};
+use popcorn_dsl::{plan, PlannerConfig, Program, Target};
 use std::collections::BTreeMap;
 
 fn programs() -> Vec<Program> {
@@ -21,7 +21,14 @@ fn plan_of(name: &str, dims: &[(&str, usize)], config: &PlannerConfig) -> Plan {
         .find(|p| p.name == name)
         .expect("program");
     let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    plan(&p, &dims, config, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"))
+    plan(
+        &p,
+        &dims,
+        config,
+        &Target::reference_gpu(),
+        &BTreeMap::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn ops(plan: &Plan) -> Vec<String> {
@@ -33,7 +40,7 @@ const ITER_DIMS: &[(&str, usize)] = &[("n", 60000), ("k", 10)];
 /// The general path: products with the selection matrix through cuSPARSE.
 fn spmm_config() -> PlannerConfig {
     PlannerConfig {
-        cluster_sums_max_k: 0,
+        cluster_sums_max_k: Some(0),
         ..PlannerConfig::default()
     }
 }
@@ -97,7 +104,7 @@ fn iteration_is_spmm_spmv_and_fused_kernels() {
 #[test]
 fn iteration_by_default_uses_cluster_sums_reading_k_once_without_sparse_indexing() {
     let cfg = PlannerConfig {
-        cluster_sums_max_k: 1024,
+        cluster_sums_max_k: Some(1024),
         ..PlannerConfig::default()
     };
     let p = plan_of("kkmeans_iteration", ITER_DIMS, &cfg);
@@ -210,13 +217,11 @@ fn syrk_block_rows_follow_the_rule_or_the_config() {
             .contains("(15 gemm block rows), next map overlapped"),
         "{p}"
     );
-    assert!(matches!(
-        p.steps[0].op,
-        StepOp::Syrk {
-            overlap_map: true,
-            ..
-        }
-    ));
+    assert_eq!(
+        p.pipeline_from(0).map(|pipe| pipe.bands.len()),
+        Some(15),
+        "{p}"
+    );
     // TF32: at least 24 block rows (2048 rows each).
     let tf32 = PlannerConfig {
         tf32: true,
@@ -227,7 +232,7 @@ fn syrk_block_rows_follow_the_rule_or_the_config() {
     // Overlap off, or blocks that do not start on the map's 64-row tiles: the map runs after.
     for cfg in [
         PlannerConfig {
-            overlap_syrk_map: false,
+            overlap: false,
             ..PlannerConfig::default()
         },
         PlannerConfig {
@@ -239,11 +244,11 @@ fn syrk_block_rows_follow_the_rule_or_the_config() {
         assert!(matches!(
             p.steps[0].op,
             StepOp::Syrk {
-                overlap_map: false,
                 lower_only: true,
                 ..
             }
         ));
+        assert!(p.pipelines.is_empty(), "{p}");
         assert!(!p.to_string().contains("overlapped"), "{p}");
     }
     let p = plan_of(
@@ -269,7 +274,7 @@ fn gram_matrix_uses_gemm_above_the_ratio_and_syrk_below() {
     let wide = plan_of("kernel_linear", &[("n", 60000), ("d", 784)], &cfg);
     assert_eq!(ops(&wide), ["syrk"]);
     let cfg = PlannerConfig {
-        syrk_gemm_ratio: 1e9,
+        syrk_gemm_ratio: Some(1e9),
         ..PlannerConfig::default()
     };
     assert_eq!(
@@ -380,17 +385,15 @@ fn an_overlapped_map_never_writes_where_its_syrk_reads() {
             let dims = [("n".to_string(), n), ("d".to_string(), d)]
                 .into_iter()
                 .collect();
-            let plan = plan(&p, &dims, &PlannerConfig::default(), &BTreeMap::new())
-                .unwrap_or_else(|e| panic!("{e}"));
-            let Some(s) = plan.steps.iter().position(|st| {
-                matches!(
-                    st.op,
-                    StepOp::Syrk {
-                        overlap_map: true,
-                        ..
-                    }
-                )
-            }) else {
+            let plan = plan(
+                &p,
+                &dims,
+                &PlannerConfig::default(),
+                &Target::reference_gpu(),
+                &BTreeMap::new(),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let Some(s) = plan.pipelines.first().map(|pipe| pipe.producer) else {
                 panic!("no overlapped SYRK in\n{plan}");
             };
             let read = storage_of(&plan, plan.steps[s].inputs[0]);
@@ -424,4 +427,28 @@ fn centroid_norms_sum_by_label_without_a_selection_matrix() {
         assert!(names.iter().any(|n| n == "spmv"), "{p}");
         assert!(!names.iter().any(|n| n == "label sums"), "{p}");
     }
+}
+
+#[test]
+fn cpu_plans_use_one_library_syrk_and_run_steps_in_order() {
+    let p = programs()
+        .into_iter()
+        .find(|p| p.name == "kernel_polynomial")
+        .expect("program");
+    let dims = [("n".to_string(), 60000), ("d".to_string(), 784)]
+        .into_iter()
+        .collect();
+    let cpu = plan(
+        &p,
+        &dims,
+        &PlannerConfig::default(),
+        &Target::cpu(2),
+        &BTreeMap::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(syrk_of(&cpu), (true, 0), "{cpu}");
+    assert!(cpu.pipelines.is_empty(), "{cpu}");
+    assert!(cpu.to_string().contains("target: cpu (2 threads)"), "{cpu}");
+    assert_eq!(cpu.target, Target::cpu(2));
+    assert_eq!(cpu.validate(), Ok(()));
 }

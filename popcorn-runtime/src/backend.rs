@@ -1,11 +1,12 @@
-//! The contract between the executor and a backend: buffers, transfers, and one method that
-//! runs one plan step. The CPU backend and the CUDA backend implement it; the executor
-//! ([`crate::executor`]) resolves each step's values to buffers and calls
-//! [`Backend::run_step`].
+//! The contract between the executor and a backend: buffers, transfers, the target the planner
+//! plans for, and the methods that run one plan step (or one part of it). The CPU backend and
+//! the CUDA backend implement it; the executor ([`crate::executor`]) resolves each step's
+//! values to buffers and calls [`Backend::run_step`], or [`Backend::run_part`] on several
+//! lanes for a plan's pipelined steps.
 
 use crate::error::RuntimeError;
-use popcorn_dsl::plan::Step;
-use popcorn_dsl::DType;
+use popcorn_dsl::plan::{Step, StepPart};
+use popcorn_dsl::{DType, Target};
 
 /// Element type of a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -194,9 +195,6 @@ pub trait BufferInfo {
     }
 }
 
-/// A step's inputs and outputs, as [`Backend::run_step`] takes them.
-pub type StepIo<'a, B> = (&'a [Arg<'a, B>], &'a [Arg<'a, B>]);
-
 /// A compute backend.
 pub trait Backend: Send + Sync {
     /// The backend's buffer type.
@@ -208,6 +206,9 @@ pub trait Backend: Send + Sync {
 
     /// A one-line description (`cpu (16 threads)`, `cuda:0 NVIDIA H100 80GB HBM3 (sm_90)`).
     fn describe(&self) -> String;
+
+    /// What the planner may assume about this backend's machine.
+    fn target(&self) -> Target;
 
     /// Allocates an uninitialised buffer.
     fn alloc(&self, elem: ElemType, len: usize) -> Result<Self::Buf, RuntimeError>;
@@ -240,23 +241,48 @@ pub trait Backend: Send + Sync {
         alpha: f64,
     ) -> Result<(), RuntimeError>;
 
-    /// Runs a SYRK step that writes its lower triangle block row by block row
-    /// (`StepOp::Syrk` with `overlap_map`) together with the next step, the map that reads it.
-    /// A GPU maps each band of rows as soon as its block row is written, beside the next block
-    /// rows' GEMMs; the default runs the two steps one after the other. `syrk_io` and `map_io`
-    /// are each step's inputs and outputs; `alpha` is the SYRK's scalar factor.
+    /// How many lanes (queues of work that run concurrently, such as CUDA streams) the backend
+    /// has. With one, the executor runs every step whole, in order.
+    fn lanes(&self) -> usize {
+        1
+    }
+
+    /// Queues part `part` of `step` on lane `lane` (0 is the lane of ordinary steps), as
+    /// [`Backend::run_step`] does for a whole step. Only backends with several lanes are asked
+    /// for parts other than [`StepPart::Whole`] on lane 0.
     #[allow(clippy::too_many_arguments)]
-    fn run_syrk_with_map(
+    fn run_part(
         &self,
-        syrk: &Step,
-        map: &Step,
-        syrk_io: StepIo<'_, Self::Buf>,
-        map_io: StepIo<'_, Self::Buf>,
+        step: &Step,
+        inputs: &[Arg<'_, Self::Buf>],
+        outputs: &[Arg<'_, Self::Buf>],
         dtype: DType,
         alpha: f64,
+        part: StepPart,
+        lane: usize,
     ) -> Result<(), RuntimeError> {
-        self.run_step(syrk, syrk_io.0, syrk_io.1, dtype, alpha)?;
-        self.run_step(map, map_io.0, map_io.1, dtype, 1.0)
+        match (part, lane) {
+            (StepPart::Whole, 0) => self.run_step(step, inputs, outputs, dtype, alpha),
+            _ => Err(RuntimeError::InvalidData(format!(
+                "{} runs whole steps on one lane; it was asked for {part:?} of a {} step on lane {lane}",
+                self.describe(),
+                step.op_name()
+            ))),
+        }
+    }
+
+    /// Makes the work queued on lane `to` from now on wait for the work queued on lane `from`
+    /// so far.
+    fn order_lanes(&self, from: usize, to: usize) -> Result<(), RuntimeError> {
+        let _ = (from, to);
+        Ok(())
+    }
+
+    /// Makes lane 0 wait for every other lane's work so far. If that cannot be queued, waits on
+    /// the host for the other lanes (so no queued work outlives the buffers it uses) and
+    /// reports the error.
+    fn join_lanes(&self) -> Result<(), RuntimeError> {
+        Ok(())
     }
 
     /// Waits for queued work and reports asynchronous errors.

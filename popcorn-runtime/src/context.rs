@@ -5,7 +5,7 @@
 use crate::args::{Args, Outputs};
 use crate::backend::{Arg, Backend, ElemType, HostSlice, HostVec};
 use crate::cpu_backend::CpuBackend;
-use crate::cuda::{CudaBackend, NaiveKkmeans};
+use crate::cuda::CudaBackend;
 use crate::device::DeviceSpec;
 use crate::error::RuntimeError;
 use crate::executor::{execute, Workspace};
@@ -92,6 +92,8 @@ macro_rules! with_engine {
 pub struct Context {
     engine: EngineKind,
     config: PlannerConfig,
+    /// Plans are made for this machine instead of the backend's own target.
+    target: Option<popcorn_dsl::Target>,
 }
 
 fn dense_arg<'a, B>(bufs: &'a [B], shape: TensorShape) -> Arg<'a, B> {
@@ -129,6 +131,7 @@ impl Context {
         Ok(Context {
             engine,
             config: PlannerConfig::from_env(),
+            target: None,
         })
     }
 
@@ -150,6 +153,19 @@ impl Context {
         self
     }
 
+    /// The same context making its plans for `target` instead of its backend's own: plans are
+    /// portable, so a plan made for the reference GPU runs on the CPU backend (tests use this
+    /// to run GPU plans against the reference on any machine). Forgets the plans made so far.
+    pub fn with_target(mut self, target: popcorn_dsl::Target) -> Context {
+        self.target = Some(target);
+        with_engine!(&self, e => {
+            if let Ok(mut plans) = e.plans.lock() {
+                plans.clear();
+            }
+        });
+        self
+    }
+
     /// The planner configuration.
     pub fn config(&self) -> &PlannerConfig {
         &self.config
@@ -163,6 +179,23 @@ impl Context {
     /// Whether the context runs on a GPU.
     pub fn is_gpu(&self) -> bool {
         matches!(self.engine, EngineKind::Cuda(_))
+    }
+
+    /// The CUDA backend, when the context runs on a GPU (for baselines and benchmarks that
+    /// use its raw API beside popcorn's plans).
+    pub fn cuda_backend(&self) -> Option<&CudaBackend> {
+        match &self.engine {
+            EngineKind::Cuda(e) => Some(&e.backend),
+            EngineKind::Cpu(_) => None,
+        }
+    }
+
+    /// What the planner assumes about this context's device (or the target it was given).
+    pub fn target(&self) -> popcorn_dsl::Target {
+        match &self.target {
+            Some(t) => t.clone(),
+            None => with_engine!(self, e => e.backend.target()),
+        }
     }
 
     /// The device, in words.
@@ -204,19 +237,6 @@ impl Context {
             let ms = e.backend.elapsed_ms(&start, &end)?;
             Ok((value, ms))
         })
-    }
-
-    /// The hand-written naive GPU baseline of Kernel K-means ([`crate::cuda::naive`]) for `n`
-    /// points and `k` clusters on this context's GPU, computing in the context's dtype; it
-    /// iterates on a kernel matrix and label vectors made by this context. On the CPU this is
-    /// an error: the baseline exists to be compared with popcorn on a GPU.
-    pub fn naive_kkmeans(&self, n: usize, k: usize) -> Result<NaiveKkmeans<'_>, RuntimeError> {
-        match &self.engine {
-            EngineKind::Cuda(e) => NaiveKkmeans::new(&e.backend, n, k, self.config.dtype),
-            EngineKind::Cpu(_) => Err(RuntimeError::Device(
-                "the naive baseline is a GPU implementation; run it on a CUDA device (--device cuda or POPCORN_DEVICE=cuda), or use popcorn's own path on the CPU".into(),
-            )),
-        }
     }
 
     fn float_upload(&self, data: &[f64]) -> HostVec {
@@ -452,7 +472,7 @@ impl Context {
         if let Some(p) = plans.get(&key) {
             return Ok(p.clone());
         }
-        let plan = popcorn_dsl::plan(program, dims, &self.config, nnz)?;
+        let plan = popcorn_dsl::plan(program, dims, &self.config, &self.target(), nnz)?;
         crate::dump::dump_plan(&plan);
         if let Some((free, total)) = engine.backend.memory_info() {
             let outputs: usize = plan

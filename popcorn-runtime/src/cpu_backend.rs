@@ -5,8 +5,9 @@
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
 use crate::cpu::{self, CsrRef, FusedArg, FusedOut, Real};
 use crate::error::RuntimeError;
+use popcorn_dsl::ops::Builtin;
 use popcorn_dsl::plan::{Step, StepOp};
-use popcorn_dsl::DType;
+use popcorn_dsl::{DType, Dim, Target};
 use std::ops::Deref;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
@@ -129,6 +130,10 @@ impl Backend for CpuBackend {
 
     fn describe(&self) -> String {
         format!("cpu ({} threads)", rayon::current_num_threads())
+    }
+
+    fn target(&self) -> Target {
+        Target::cpu(rayon::current_num_threads())
     }
 
     fn alloc(&self, elem: ElemType, len: usize) -> Result<CpuBuffer, RuntimeError> {
@@ -413,40 +418,58 @@ fn run_typed<T: Real + HostElem>(
             let y = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the SpMV output"))?;
             cpu::spmv(*trans, s, a, x, zero, y)?;
         }
-        StepOp::ClusterSums { k } => {
-            let (rows, cols) = in_dims(0);
-            let labels = &get::<u32>(&held[1][0], "labels")?[..in_dims(1).0];
-            let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the cluster sums"))?;
-            cpu::cluster_sums(rows, cols, dense(0)?, cols, labels, *k, out)?;
-        }
-        StepOp::LabelSums { k } => {
-            // x as a 1 x n matrix: its cluster sums are the label sums.
-            let (n, _) = in_dims(0);
-            let labels = &get::<u32>(&held[1][0], "labels")?[..in_dims(1).0];
-            let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the label sums"))?;
-            cpu::cluster_sums(1, n, dense(0)?, n, labels, *k, out)?;
-        }
-        StepOp::Diag => {
-            let (n, lda) = in_dims(0);
-            let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the diagonal"))?;
-            cpu::diag(n, dense(0)?, lda, out)?;
-        }
-        StepOp::Counts { k } => {
-            let labels = &get::<u32>(&held[0][0], "labels")?[..in_dims(0).0];
-            let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the counts"))?;
-            cpu::counts(labels, *k, out)?;
-        }
-        StepOp::Selection { k } => {
-            let labels = &get::<u32>(&held[0][0], "labels")?[..in_dims(0).0];
-            let (rp, rest) = guards.split_at_mut(1);
-            let (ci, vals) = rest.split_at_mut(1);
-            cpu::selection(
-                labels,
-                *k,
-                i32::slice_mut(&mut rp[0]).ok_or_else(|| wrong("row offsets"))?,
-                i32::slice_mut(&mut ci[0]).ok_or_else(|| wrong("column indices"))?,
-                T::slice_mut(&mut vals[0]).ok_or_else(|| wrong("selection values"))?,
-            )?;
+        StepOp::Builtin(b) => {
+            let labels_at = |i: usize| -> Result<&[u32], RuntimeError> {
+                Ok(&get::<u32>(&held[i][0], "labels")?[..in_dims(i).0])
+            };
+            let k = |d: &Dim| match d {
+                Dim::Fixed(k) => Ok(*k),
+                Dim::Sym(s) => Err(RuntimeError::Cpu(format!(
+                    "the plan's builtin step leaves dimension `{s}` unsized"
+                ))),
+            };
+            match b {
+                Builtin::ClusterSums(c) => {
+                    let (rows, cols) = in_dims(0);
+                    let out =
+                        T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the cluster sums"))?;
+                    cpu::cluster_sums(rows, cols, dense(0)?, cols, labels_at(1)?, k(&c.k)?, out)?;
+                }
+                Builtin::LabelSums(l) => {
+                    // x as a 1 x n matrix: its cluster sums are the label sums.
+                    let (n, _) = in_dims(0);
+                    let out =
+                        T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the label sums"))?;
+                    cpu::cluster_sums(1, n, dense(0)?, n, labels_at(1)?, k(&l.k)?, out)?;
+                }
+                Builtin::Diag(_) => {
+                    let (n, lda) = in_dims(0);
+                    let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the diagonal"))?;
+                    cpu::diag(n, dense(0)?, lda, out)?;
+                }
+                Builtin::Counts(c) => {
+                    let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the counts"))?;
+                    cpu::counts(labels_at(0)?, k(&c.k)?, out)?;
+                }
+                Builtin::Selection(s) => {
+                    let labels = labels_at(0)?;
+                    let (rp, rest) = guards.split_at_mut(1);
+                    let (ci, vals) = rest.split_at_mut(1);
+                    cpu::selection(
+                        labels,
+                        k(&s.k)?,
+                        i32::slice_mut(&mut rp[0]).ok_or_else(|| wrong("row offsets"))?,
+                        i32::slice_mut(&mut ci[0]).ok_or_else(|| wrong("column indices"))?,
+                        T::slice_mut(&mut vals[0]).ok_or_else(|| wrong("selection values"))?,
+                    )?;
+                }
+                Builtin::PadCols(p) => {
+                    let (rows, cols) = in_dims(0);
+                    let out =
+                        T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the padded matrix"))?;
+                    cpu::pad_cols(rows, cols, dense(0)?, p.cols, out)?;
+                }
+            }
         }
         StepOp::Copy => {
             let (r, c) = in_dims(0);

@@ -46,9 +46,9 @@ impl fmt::Display for DeviceSpec {
 impl DeviceSpec {
     /// The device named by `POPCORN_DEVICE`, or `Auto`.
     pub fn from_env() -> Result<DeviceSpec, RuntimeError> {
-        match std::env::var("POPCORN_DEVICE") {
-            Ok(v) => v.parse(),
-            Err(_) => Ok(DeviceSpec::Auto),
+        match &popcorn_dsl::settings::settings().device {
+            Some(v) => v.parse(),
+            None => Ok(DeviceSpec::Auto),
         }
     }
 

@@ -1,40 +1,52 @@
-//! Runs a plan on a backend: resolves every value of every step to its buffers (caller's
-//! tensors, plan workspace, or host scalars) and calls the backend step by step.
+//! Runs a plan on a backend: resolves every value of every step to its buffers (the caller's
+//! tensors, the plan's workspace, or host scalars) and calls the backend step by step. A
+//! plan's pipelined steps ([`Pipeline`]) run band by band on two lanes where the backend has
+//! them, and one after the other where it has one.
+//!
+//! Switches ([`popcorn_dsl::settings`]): `POPCORN_SYNC=1` synchronises after every step, so an
+//! asynchronous failure is reported by the step that caused it; `POPCORN_LOG=time` prints every
+//! step's device time with its rates.
 
 use crate::backend::{Arg, Backend, ElemType};
 use crate::error::RuntimeError;
-use popcorn_dsl::plan::{Elem, Home, Plan, Step, StepOp, ValueId, ValueKind};
+use popcorn_dsl::plan::{Elem, Home, Pipeline, Plan, Step, StepOp, StepPart, ValueId, ValueKind};
 use popcorn_dsl::{DimBindings, ScalarBindings};
 use std::collections::HashMap;
 
-/// The plan-owned buffers of one plan on one backend, allocated once and reused by every run.
+/// The plan-owned buffers of one plan on one backend, allocated once and reused by every run
+/// (transient buffers excepted: those are allocated for each run).
 pub struct Workspace<B: Backend> {
-    buffers: Vec<B::Buf>,
+    buffers: Vec<Option<B::Buf>>,
+}
+
+/// The backend element type of a plan buffer.
+fn elem_type(plan: &Plan, elem: Elem) -> ElemType {
+    match elem {
+        Elem::Float => ElemType::float(plan.dtype),
+        Elem::U32 => ElemType::U32,
+        Elem::I32 => ElemType::I32,
+    }
 }
 
 impl<B: Backend> Workspace<B> {
-    /// Allocates every buffer of `plan`.
+    /// Checks `plan` ([`Plan::validate`]) and allocates every buffer it keeps.
     pub fn allocate(backend: &B, plan: &Plan) -> Result<Workspace<B>, RuntimeError> {
-        let float = ElemType::float(plan.dtype);
+        plan.validate()?;
         let buffers = plan
             .buffers
             .iter()
             .map(|b| {
-                let elem = match b.elem {
-                    Elem::Float => float,
-                    Elem::U32 => ElemType::U32,
-                    Elem::I32 => ElemType::I32,
-                };
-                backend.alloc(elem, b.len.max(1))
+                if b.transient {
+                    Ok(None)
+                } else {
+                    backend
+                        .alloc(elem_type(plan, b.elem), b.len.max(1))
+                        .map(Some)
+                }
             })
             .collect::<Result<_, _>>()?;
         Ok(Workspace { buffers })
     }
-}
-
-/// Whether `POPCORN_SYNC` asks for a synchronisation after every step.
-pub fn sync_each_step() -> bool {
-    std::env::var("POPCORN_SYNC").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
 /// The scalar factor of a library step, or 1.
@@ -50,7 +62,8 @@ fn alpha_of(op: &StepOp) -> Option<&popcorn_dsl::ScalarExpr> {
 }
 
 /// Runs every step of `plan`. `inputs` and `outputs` map names to the caller's tensors (as
-/// [`Arg`]s); `scalars` gives scalar parameters; `dims` the dimension sizes.
+/// [`Arg`]s); `scalars` gives scalar parameters; `dims` the dimension sizes. The workspace
+/// must have been allocated for this plan ([`Workspace::allocate`], which validates it).
 pub fn execute<B: Backend>(
     backend: &B,
     plan: &Plan,
@@ -60,28 +73,146 @@ pub fn execute<B: Backend>(
     scalars: &ScalarBindings,
     dims: &DimBindings,
 ) -> Result<(), RuntimeError> {
-    let sync = sync_each_step();
-    let timing = popcorn_dsl::log::enabled("time");
+    if workspace.buffers.len() != plan.buffers.len() {
+        return Err(RuntimeError::InvalidData(format!(
+            "the workspace holds {} buffers but the plan of `{}` has {}: allocate it for this plan",
+            workspace.buffers.len(),
+            plan.program,
+            plan.buffers.len()
+        )));
+    }
+    // Transient buffers live for this run.
+    let transient: Vec<Option<B::Buf>> = plan
+        .buffers
+        .iter()
+        .map(|b| {
+            if b.transient {
+                backend
+                    .alloc(elem_type(plan, b.elem), b.len.max(1))
+                    .map(Some)
+            } else {
+                Ok(None)
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    let env = Env {
+        plan,
+        workspace,
+        transient: &transient,
+        inputs,
+        outputs,
+        scalars,
+        dims,
+    };
+    let settings = popcorn_dsl::settings::settings();
     let mut marks = Vec::new();
-    if timing {
+    if settings.log.time {
         marks.push(backend.mark()?);
     }
-    let resolve = |id: ValueId| -> Result<Arg<'_, B::Buf>, RuntimeError> {
-        let v = plan.value(id);
+    let mut i = 0;
+    while i < plan.steps.len() {
+        let steps_run = match plan.pipeline_from(i) {
+            Some(pipeline) => {
+                run_pipeline(backend, &env, pipeline).map_err(|e| env.named(i, true, e))?;
+                2
+            }
+            None => {
+                let step = &plan.steps[i];
+                let (ins, outs) = env.io(step).map_err(|e| env.named(i, false, e))?;
+                let alpha = env.alpha(step).map_err(|e| env.named(i, false, e))?;
+                backend
+                    .run_step(step, &ins, &outs, plan.dtype, alpha)
+                    .map_err(|e| env.named(i, false, e))?;
+                1
+            }
+        };
+        if settings.sync {
+            backend
+                .synchronize()
+                .map_err(|e| env.named(i, steps_run == 2, e))?;
+        }
+        if settings.log.time {
+            // A pipeline's consumer's time is in its producer's: both steps end at one mark.
+            for _ in 0..steps_run {
+                marks.push(backend.mark().map_err(|e| env.named(i, false, e))?);
+            }
+        }
+        i += steps_run;
+    }
+    if settings.log.time {
+        print_step_times(backend, plan, &marks)?;
+    }
+    Ok(())
+}
+
+/// Everything a step's values resolve against.
+struct Env<'p, 'a, B: Backend> {
+    plan: &'p Plan,
+    workspace: &'p Workspace<B>,
+    transient: &'p [Option<B::Buf>],
+    inputs: &'p HashMap<String, Arg<'a, B::Buf>>,
+    outputs: &'p HashMap<String, Arg<'a, B::Buf>>,
+    scalars: &'p ScalarBindings,
+    dims: &'p DimBindings,
+}
+
+/// A step's resolved inputs and outputs.
+type Io<'b, Buf> = (Vec<Arg<'b, Buf>>, Vec<Arg<'b, Buf>>);
+
+impl<'p, 'a: 'p, B: Backend> Env<'p, 'a, B> {
+    /// The error of step `i` (and, for a pipeline, of the step after it), naming the step.
+    fn named(&self, i: usize, pipelined: bool, e: RuntimeError) -> RuntimeError {
+        let step = &self.plan.steps[i];
+        let mut values: Vec<ValueId> = step.outputs.clone();
+        let mut op = step.op_name();
+        if let (true, Some(next)) = (pipelined, self.plan.steps.get(i + 1)) {
+            // Errors name both steps: either may have caused them.
+            op = format!("{op} with step {}'s overlapped {}", i + 1, next.op_name());
+            values.extend(&next.outputs);
+        }
+        RuntimeError::Step {
+            step: i,
+            op,
+            what: values
+                .iter()
+                .map(|o| self.plan.value(*o).name.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+            source: Box::new(e),
+        }
+    }
+
+    /// Buffer `id` of the plan.
+    fn buffer(&self, id: popcorn_dsl::plan::BufferId) -> Result<&'p B::Buf, RuntimeError> {
+        let kept = self.workspace.buffers.get(id.0).and_then(Option::as_ref);
+        let run = self.transient.get(id.0).and_then(Option::as_ref);
+        kept.or(run).ok_or_else(|| {
+            RuntimeError::InvalidData(format!("the plan's buffer {} is not allocated", id.0))
+        })
+    }
+
+    /// The argument value `id` resolves to.
+    fn resolve(&self, id: ValueId) -> Result<Arg<'p, B::Buf>, RuntimeError> {
+        let v =
+            self.plan.values.get(id.0).ok_or_else(|| {
+                RuntimeError::InvalidData(format!("the plan has no value {}", id.0))
+            })?;
         let missing = |what: &str, name: &str| {
             RuntimeError::Binding(format!("{what} `{name}` was not provided"))
         };
         Ok(match &v.home {
-            Home::Input(name) => inputs
+            Home::Input(name) => self
+                .inputs
                 .get(name)
                 .cloned()
                 .ok_or_else(|| missing("input", name))?,
-            Home::Output(name) => outputs
+            Home::Output(name) => self
+                .outputs
                 .get(name)
                 .cloned()
                 .ok_or_else(|| missing("output", name))?,
-            Home::InOutput(name) => match outputs.get(name) {
-                Some(Arg::Dense { buf, .. }) => match v.kind {
+            Home::InOutput(name) => match self.outputs.get(name) {
+                Some(Arg::Dense { buf, .. }) | Some(Arg::Index { buf, .. }) => match v.kind {
                     ValueKind::Index => Arg::Index { buf, len: v.rows },
                     _ => Arg::Dense {
                         buf,
@@ -89,146 +220,118 @@ pub fn execute<B: Backend>(
                         cols: v.cols,
                     },
                 },
-                Some(Arg::Index { buf, .. }) => Arg::Index { buf, len: v.rows },
                 _ => return Err(missing("output", name)),
             },
             Home::Temp(ids) => {
-                let b = |i: usize| &workspace.buffers[ids[i].0];
+                let b = |i: usize| -> Result<&'p B::Buf, RuntimeError> {
+                    let id = ids.get(i).ok_or_else(|| {
+                        RuntimeError::InvalidData(format!("value `{}` has too few buffers", v.name))
+                    })?;
+                    self.buffer(*id)
+                };
                 match &v.kind {
                     ValueKind::Dense => Arg::Dense {
-                        buf: b(0),
+                        buf: b(0)?,
                         rows: v.rows,
                         cols: v.cols,
                     },
                     ValueKind::Index => Arg::Index {
-                        buf: b(0),
+                        buf: b(0)?,
                         len: v.rows,
                     },
                     ValueKind::Csr { nnz } => Arg::Csr {
-                        row_ptr: b(0),
-                        col_idx: b(1),
-                        values: b(2),
+                        row_ptr: b(0)?,
+                        col_idx: b(1)?,
+                        values: b(2)?,
                         rows: v.rows,
                         cols: v.cols,
                         nnz: nnz.unwrap_or(v.cols),
                     },
-                    ValueKind::Scalar(_) => unreachable!("scalars live on the host"),
+                    ValueKind::Scalar(_) => {
+                        return Err(RuntimeError::InvalidData(format!(
+                            "scalar `{}` placed in device buffers",
+                            v.name
+                        )))
+                    }
                 }
             }
             Home::Host => match &v.kind {
                 ValueKind::Scalar(e) => Arg::Scalar(
-                    e.eval(scalars, dims)
+                    e.eval(self.scalars, self.dims)
                         .map_err(|e| RuntimeError::Binding(e.to_string()))?,
                 ),
-                _ => unreachable!("only scalars live on the host"),
+                _ => {
+                    return Err(RuntimeError::InvalidData(format!(
+                        "value `{}` lives on the host but is not a scalar",
+                        v.name
+                    )))
+                }
             },
         })
-    };
-    let mut i = 0;
-    while i < plan.steps.len() {
-        let step = &plan.steps[i];
-        let named = |e: RuntimeError| RuntimeError::Step {
-            step: i,
-            op: step.op_name(),
-            what: step
-                .outputs
-                .iter()
-                .map(|o| plan.value(*o).name.clone())
-                .collect::<Vec<_>>()
-                .join(", "),
-            source: Box::new(e),
-        };
-        type Io<'a, Buf> = (Vec<Arg<'a, Buf>>, Vec<Arg<'a, Buf>>);
-        let io = |s: &Step| -> Result<Io<'_, B::Buf>, RuntimeError> {
-            let ins = s
-                .inputs
-                .iter()
-                .map(|v| resolve(*v))
-                .collect::<Result<_, _>>()?;
-            let outs = s
-                .outputs
-                .iter()
-                .map(|v| resolve(*v))
-                .collect::<Result<_, _>>()?;
-            Ok((ins, outs))
-        };
-        let (ins, outs) = io(step).map_err(named)?;
-        let alpha = match alpha_of(&step.op) {
+    }
+
+    /// The resolved inputs and outputs of `step`.
+    fn io(&self, step: &Step) -> Result<Io<'p, B::Buf>, RuntimeError> {
+        let ins = step
+            .inputs
+            .iter()
+            .map(|v| self.resolve(*v))
+            .collect::<Result<_, _>>()?;
+        let outs = step
+            .outputs
+            .iter()
+            .map(|v| self.resolve(*v))
+            .collect::<Result<_, _>>()?;
+        Ok((ins, outs))
+    }
+
+    /// The evaluated scalar factor of `step` (1 for steps without one).
+    fn alpha(&self, step: &Step) -> Result<f64, RuntimeError> {
+        match alpha_of(&step.op) {
             Some(e) => e
-                .eval(scalars, dims)
-                .map_err(|e| named(RuntimeError::Binding(e.to_string())))?,
-            None => 1.0,
-        };
-        let steps_run = match overlapped_map(plan, i) {
-            Some(map) => {
-                // Errors name both steps: either may have caused them.
-                let named = |e: RuntimeError| RuntimeError::Step {
-                    step: i,
-                    op: format!(
-                        "{} with step {}'s overlapped {}",
-                        step.op_name(),
-                        i + 1,
-                        map.op_name()
-                    ),
-                    what: step
-                        .outputs
-                        .iter()
-                        .chain(&map.outputs)
-                        .map(|o| plan.value(*o).name.clone())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    source: Box::new(e),
-                };
-                let (map_ins, map_outs) = io(map).map_err(named)?;
-                backend
-                    .run_syrk_with_map(
-                        step,
-                        map,
-                        (&ins, &outs),
-                        (&map_ins, &map_outs),
-                        plan.dtype,
-                        alpha,
-                    )
-                    .map_err(named)?;
-                2
-            }
-            None => {
-                backend
-                    .run_step(step, &ins, &outs, plan.dtype, alpha)
-                    .map_err(named)?;
-                1
-            }
-        };
-        if sync {
-            backend.synchronize().map_err(named)?;
+                .eval(self.scalars, self.dims)
+                .map_err(|e| RuntimeError::Binding(e.to_string())),
+            None => Ok(1.0),
         }
-        if timing {
-            // An overlapped map's time is in its SYRK's: both steps end at the same mark.
-            for _ in 0..steps_run {
-                marks.push(backend.mark().map_err(named)?);
-            }
-        }
-        i += steps_run;
     }
-    if timing {
-        print_step_times(backend, plan, &marks)?;
-    }
-    Ok(())
 }
 
-/// The map step that runs together with SYRK step `i` (`overlap_map`): the next step, when it
-/// reads the SYRK's result.
-fn overlapped_map(plan: &Plan, i: usize) -> Option<&Step> {
-    let step = &plan.steps[i];
-    let StepOp::Syrk {
-        overlap_map: true, ..
-    } = step.op
-    else {
-        return None;
+/// Runs a pipeline: on a backend with two lanes, the producer's prologue and then, band by
+/// band, the producer's band on lane 0 and the consumer's on lane 1 once the band is written,
+/// joining the lanes at the end (also after an error part way); elsewhere the two steps whole,
+/// one after the other.
+fn run_pipeline<B: Backend>(
+    backend: &B,
+    env: &Env<'_, '_, B>,
+    pipeline: &Pipeline,
+) -> Result<(), RuntimeError> {
+    let plan = env.plan;
+    let producer = &plan.steps[pipeline.producer];
+    let consumer = plan.steps.get(pipeline.producer + 1).ok_or_else(|| {
+        RuntimeError::InvalidData("a pipeline's producer is the last step".into())
+    })?;
+    let (p_in, p_out) = env.io(producer)?;
+    let (c_in, c_out) = env.io(consumer)?;
+    let alpha = env.alpha(producer)?;
+    let dtype = plan.dtype;
+    if backend.lanes() < 2 {
+        backend.run_step(producer, &p_in, &p_out, dtype, alpha)?;
+        return backend.run_step(consumer, &c_in, &c_out, dtype, 1.0);
+    }
+    let queue = || -> Result<(), RuntimeError> {
+        backend.run_part(producer, &p_in, &p_out, dtype, alpha, StepPart::Prologue, 0)?;
+        for &(r0, r1) in &pipeline.bands {
+            let band = StepPart::Band(r0, r1);
+            backend.run_part(producer, &p_in, &p_out, dtype, alpha, band, 0)?;
+            backend.order_lanes(0, 1)?;
+            backend.run_part(consumer, &c_in, &c_out, dtype, 1.0, band, 1)?;
+        }
+        Ok(())
     };
-    let map = plan.steps.get(i + 1)?;
-    let reads_it = step.outputs.iter().all(|o| map.inputs.contains(o));
-    (reads_it && matches!(map.op, StepOp::Fused(_))).then_some(map)
+    let queued = queue();
+    // Lane 0 waits for every band queued, also when queuing stopped part way.
+    let joined = backend.join_lanes();
+    queued.and(joined)
 }
 
 /// `POPCORN_LOG=time`: each step's time between the marks recorded around it, with the rates
@@ -244,18 +347,18 @@ fn print_step_times<B: Backend>(
         let ms = backend.elapsed_ms(&pair[0], &pair[1])?;
         total += ms;
         let secs = (ms * 1e-3).max(1e-12);
-        if i > 0 && overlapped_map(plan, i - 1).is_some() {
+        if i > 0 && plan.pipeline_from(i - 1).is_some() {
             lines.push(format!(
                 "  {i:<4} {:<13} overlapped: its time is in the step above",
                 step.op_name()
             ));
             continue;
         }
-        // A SYRK with its overlapped map: the rates count both steps' work.
-        let (bytes, flops, note) = match (overlapped_map(plan, i), plan.steps.get(i + 1)) {
-            (Some(_), Some(map)) => (
-                step.bytes + map.bytes,
-                step.flops + map.flops,
+        // A pipeline's producer: the rates count both steps' work.
+        let (bytes, flops, note) = match (plan.pipeline_from(i), plan.steps.get(i + 1)) {
+            (Some(_), Some(next)) => (
+                step.bytes + next.bytes,
+                step.flops + next.flops,
                 "  (with the next step's map)",
             ),
             _ => (step.bytes, step.flops, ""),

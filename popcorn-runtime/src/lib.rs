@@ -18,7 +18,6 @@ pub mod dump;
 pub mod error;
 pub mod executor;
 pub mod io;
-pub mod reference;
 pub mod tensor;
 
 pub use args::{Args, Outputs};

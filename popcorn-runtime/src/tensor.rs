@@ -90,6 +90,15 @@ impl Tensor {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The tensor's device buffers, when it lives on a GPU (one for a dense or index tensor;
+    /// row offsets, column indices and values for a CSR one).
+    pub fn cuda_buffers(&self) -> Option<&[CudaBuffer]> {
+        match &self.data {
+            TensorData::Cuda(bufs) => Some(bufs),
+            TensorData::Cpu(_) => None,
+        }
+    }
 }
 
 impl fmt::Debug for Tensor {

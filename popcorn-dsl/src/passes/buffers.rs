@@ -7,10 +7,35 @@
 //!    is written in place from it);
 //! 3. the smallest free plan buffer of the same element type that is large enough;
 //! 4. a new plan buffer.
+//!
+//! The result of a builtin that is only a scratch copy for its consumer
+//! ([`OpFacts::scratch_result`]) gets a buffer of its own, marked
+//! [transient](crate::plan::Buffer::transient): allocated for each run instead of kept.
 
+use super::{PassContext, PlanError, PlanPass};
+use crate::ops::OpFacts;
 use crate::plan::{Buffer, BufferId, Elem, Home, Plan, StepOp, ValueId, ValueKind};
 use kernel_ir::{Access, OutputShape};
 use std::collections::HashMap;
+
+/// The buffer pass.
+pub struct Buffers;
+
+impl PlanPass for Buffers {
+    fn name(&self) -> &'static str {
+        "buffers"
+    }
+
+    fn run(&self, plan: &mut Plan, _cx: &PassContext<'_>) -> Result<bool, PlanError> {
+        assign(plan);
+        Ok(true)
+    }
+}
+
+/// Whether step `s` writes a scratch copy (see [`OpFacts::scratch_result`]).
+fn writes_scratch(plan: &Plan, s: usize) -> bool {
+    matches!(&plan.steps[s].op, StepOp::Builtin(b) if b.scratch_result())
+}
 
 /// The storage of one program output, lent to temporaries until the output is written.
 struct OutputSlot {
@@ -106,14 +131,9 @@ pub fn assign(plan: &mut Plan) {
             def.entry(*o).or_insert(s);
             last.entry(*o).or_insert(s);
         }
-        // A SYRK whose map runs beside it (`overlap_map`) still reads its input while the map,
-        // the next step, writes: the input lives through that step too.
-        let reads_until = match step.op {
-            StepOp::Syrk {
-                overlap_map: true, ..
-            } => s + 1,
-            _ => s,
-        };
+        // A pipeline's producer still reads its inputs while its consumer, the next step,
+        // writes: they live through that step too.
+        let reads_until = plan.reads_until(s);
         for i in &step.inputs {
             last.insert(*i, reads_until);
         }
@@ -154,6 +174,7 @@ pub fn assign(plan: &mut Plan) {
                     elem,
                     len,
                     holds: Vec::new(),
+                    transient: false,
                 });
                 BufferId(buffers.len() - 1)
             }
@@ -232,6 +253,19 @@ pub fn assign(plan: &mut Plan) {
                 set_place(&mut buffers, &mut homes, &mut place, o, p);
                 continue;
             }
+            // A scratch copy: a transient buffer of its own.
+            if writes_scratch(plan, s) {
+                buffers.push(Buffer {
+                    elem,
+                    len,
+                    holds: vec![o],
+                    transient: true,
+                });
+                let id = BufferId(buffers.len() - 1);
+                place.insert(o, Place::Buffer(id));
+                homes.insert(o, Home::Temp(vec![id]));
+                continue;
+            }
             // 3./4. a free or new plan buffer
             let id = take_free(&mut free, &mut buffers, elem, len, o);
             place.insert(o, Place::Buffer(id));
@@ -248,7 +282,7 @@ pub fn assign(plan: &mut Plan) {
             }
             if let Some(Home::Temp(ids)) = homes.get(&v) {
                 for id in ids {
-                    if !free.contains(id) {
+                    if !free.contains(id) && !buffers[id.0].transient {
                         free.push(*id);
                     }
                 }

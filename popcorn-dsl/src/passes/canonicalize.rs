@@ -2,7 +2,7 @@
 //! the scalar factors around them (as alpha); double transposes cancel; a transposed product
 //! becomes the product of transposes in the other order.
 
-use super::{Pass, PassContext, PlanError};
+use super::{GraphPass, PassContext, PlanError};
 use crate::ir::{Graph, NodeId, Op, ProductAttrs, Reduce};
 use crate::scalar::ScalarExpr;
 use crate::types::Storage;
@@ -71,7 +71,7 @@ fn peel(g: &Graph, mut n: NodeId) -> (NodeId, bool, ScalarExpr) {
     }
 }
 
-impl Pass for Canonicalize {
+impl GraphPass for Canonicalize {
     fn name(&self) -> &'static str {
         "canonicalize"
     }
@@ -213,6 +213,7 @@ mod tests {
                 &PassContext {
                     dims: &dims,
                     config: &cfg,
+                    target: &crate::target::Target::reference_gpu(),
                 },
             )
             .unwrap();

@@ -5,35 +5,64 @@
 //! (alpha * M * V^T)[i, c] = alpha / |c| * sum_{j: labels_j = c} M[i, j]
 //! ```
 //!
-//! which is one streaming pass over `M` accumulating by label ([`Op::ClusterSums`]) followed by
-//! a scaling of its small `rows x k` result: `S .* (alpha / max(counts, 1))^T` (an empty
+//! which is one streaming pass over `M` accumulating by label ([`ClusterSums`]) followed by a
+//! scaling of its small `rows x k` result: `S .* (alpha / max(counts, 1))^T` (an empty
 //! cluster's column is 0, as the sparse product gives). This reads `M` once with no sparse
-//! indexing, where a general SpMM reads the CSR structure as well. The rewrite applies to
-//! `Library(SpMM)` nodes whose sparse operand is a `selection` node, used transposed on the
-//! right of an untransposed dense operand, when `k <= cluster_sums_max_k`.
+//! indexing, where a general SpMM reads the CSR structure as well ([`ClusterSumsPattern`], for
+//! `k` up to the target's [`cluster_sums_max_k`](crate::target::Target::cluster_sums_max_k)).
 //!
 //! Likewise `alpha * V * x` for a column vector `x` is `(alpha / |c|) * sum_{i: labels_i = c}
-//! x[i]`: [`Op::LabelSums`] and the same scaling, when `n k <= LABEL_SUMS_MAX_WORK` (its kernel
+//! x[i]`: [`LabelSums`] and the same scaling ([`LabelSumsPattern`], where `n k` is at most the
+//! target's [`label_sums_max_work`](crate::target::Target::label_sums_max_work): its kernel
 //! reads the labels once per cluster). Kernel K-means' centroid norms are such a product, and
-//! then nothing needs the selection matrix itself: building it (a histogram, a scan and a
-//! scatter, about 0.05-0.09 ms on an H100) was most of the small kernels of an iteration.
+//! then nothing needs the selection matrix itself (building it is a histogram, a scan and a
+//! scatter).
 
-use super::{Pass, PassContext, PlanError};
+use super::pattern::{any, op, Pattern};
+use super::{GraphPass, PassContext, PlanError};
 use crate::ir::{Graph, LibOp, NodeId, Op};
+use crate::ops::{Builtin, ClusterSums, Counts, LabelSums, Selection};
 use crate::scalar::ScalarExpr;
 use crate::types::{Dim, Type};
 use kernel_ir::BinaryOp;
 
-/// Largest `n k` for which `V * x` becomes [`Op::LabelSums`] (2^25: n = 60000 up to k = 559).
-pub const LABEL_SUMS_MAX_WORK: usize = 1 << 25;
-
-/// The cluster-sums pattern pass.
+/// `M * selection(labels, k)^T` becomes cluster sums and a scaling.
 pub struct ClusterSumsPattern;
+
+/// `selection(labels, k) * x` becomes label sums and a scaling.
+pub struct LabelSumsPattern;
+
+/// `selection(labels, k)`, binding `V` and `labels`.
+fn selection() -> Pattern {
+    op(|o| matches!(o, Op::Builtin(Builtin::Selection(_))))
+        .bind("V")
+        .args([any().bind("labels")])
+}
+
+/// The number of clusters of the selection node `v`.
+fn clusters_of(g: &Graph, v: NodeId) -> Option<Dim> {
+    match &g.node(v).op {
+        Op::Builtin(Builtin::Selection(Selection { k })) => Some(k.clone()),
+        _ => None,
+    }
+}
+
+/// The scalar factor of library node `n`.
+fn alpha_of(g: &Graph, n: NodeId) -> Option<ScalarExpr> {
+    match &g.node(n).op {
+        Op::Library(LibOp::SpMM { alpha, .. } | LibOp::SpMV { alpha, .. }) => Some(alpha.clone()),
+        _ => None,
+    }
+}
 
 /// `alpha / max(counts(labels, k), 1)`, a `k`-vector: the selection matrix's values times
 /// `alpha` (an empty cluster's entries are multiplied by nothing, so any finite value works).
 fn selection_scale(g: &mut Graph, labels: NodeId, k: &Dim, alpha: ScalarExpr) -> NodeId {
-    let counts = g.add(Op::Counts { k: k.clone() }, Type::col(k.clone()), &[labels]);
+    let counts = g.add(
+        Op::Builtin(Builtin::Counts(Counts { k: k.clone() })),
+        Type::col(k.clone()),
+        &[labels],
+    );
     let one = g.add(Op::Scalar(ScalarExpr::Lit(1.0)), Type::scalar(), &[]);
     let at_least_one = g.add(
         Op::Binary(BinaryOp::Max),
@@ -48,92 +77,108 @@ fn selection_scale(g: &mut Graph, labels: NodeId, k: &Dim, alpha: ScalarExpr) ->
     )
 }
 
-/// Rewrites `alpha * V * x` (V a selection matrix, x a column vector) into label sums and a
-/// scaling where `n k` is small. Returns whether it did.
-fn label_sums(g: &mut Graph, n: NodeId, cx: &PassContext<'_>) -> bool {
-    let Op::Library(LibOp::SpMV {
-        trans: false,
-        alpha,
-    }) = g.node(n).op.clone()
-    else {
-        return false;
-    };
-    let ops = g.operands(n);
-    let (v, x) = (ops[0], ops[1]);
-    let Op::Selection { k } = g.node(v).op.clone() else {
-        return false;
-    };
-    let labels = g.operands(v)[0];
-    let points = g.node(labels).ty.shape.rows.resolve(cx.dims);
-    let fits = match (k.resolve(cx.dims), points) {
-        (Some(kk), Some(nn)) => {
-            kk <= cx.config.cluster_sums_max_k && nn.saturating_mul(kk) <= LABEL_SUMS_MAX_WORK
-        }
-        _ => false,
-    };
-    if !fits || !g.node(x).ty.shape.cols.is_one() {
-        return false;
-    }
-    let sums = g.add(
-        Op::LabelSums { k: k.clone() },
-        Type::col(k.clone()),
-        &[x, labels],
-    );
-    let scale = selection_scale(g, labels, &k, alpha);
-    let y = g.add(Op::Binary(BinaryOp::Mul), Type::col(k), &[sums, scale]);
-    g.node_mut(y).name = g.node(n).name.clone();
-    g.replace_uses(n, y);
-    true
+/// Makes `new` stand for `old`: its name, its users and its place among the outputs.
+fn replace(g: &mut Graph, old: NodeId, new: NodeId) {
+    g.node_mut(new).name = g.node(old).name.clone();
+    g.replace_uses(old, new);
 }
 
-impl Pass for ClusterSumsPattern {
+impl GraphPass for ClusterSumsPattern {
     fn name(&self) -> &'static str {
         "cluster-sums"
     }
 
     fn run(&self, g: &mut Graph, cx: &PassContext<'_>) -> Result<bool, PlanError> {
+        let pattern = op(|o| {
+            matches!(
+                o,
+                Op::Library(LibOp::SpMM {
+                    sparse_left: false,
+                    trans_sparse: true,
+                    trans_dense: false,
+                    ..
+                })
+            )
+        })
+        .args([any().bind("M"), selection()]);
         let mut changed = false;
         for n in g.topo_order() {
-            if label_sums(g, n, cx) {
-                changed = true;
+            let Some(m) = pattern.matches(g, n) else {
+                continue;
+            };
+            let (Some(k), Some(alpha)) = (clusters_of(g, m["V"]), alpha_of(g, n)) else {
+                continue;
+            };
+            if !k
+                .resolve(cx.dims)
+                .is_some_and(|k| k <= cx.cluster_sums_max_k())
+            {
                 continue;
             }
-            let Op::Library(LibOp::SpMM {
-                sparse_left: false,
-                trans_sparse: true,
-                trans_dense: false,
-                alpha,
-            }) = g.node(n).op.clone()
-            else {
+            let rows = g.node(m["M"]).ty.shape.rows.clone();
+            // S = cluster_sums(M, labels)
+            let sums = g.add(
+                Op::Builtin(Builtin::ClusterSums(ClusterSums { k: k.clone() })),
+                Type::dense(rows.clone(), k.clone()),
+                &[m["M"], m["labels"]],
+            );
+            // E = S .* (alpha / max(counts(labels, k), 1))^T
+            let scale = selection_scale(g, m["labels"], &k, alpha);
+            let scale_t = g.add(Op::Transpose, Type::row(k.clone()), &[scale]);
+            let e = g.add(
+                Op::Binary(BinaryOp::Mul),
+                Type::dense(rows, k),
+                &[sums, scale_t],
+            );
+            replace(g, n, e);
+            changed = true;
+        }
+        if changed {
+            g.remove_dead();
+        }
+        Ok(changed)
+    }
+}
+
+impl GraphPass for LabelSumsPattern {
+    fn name(&self) -> &'static str {
+        "label-sums"
+    }
+
+    fn run(&self, g: &mut Graph, cx: &PassContext<'_>) -> Result<bool, PlanError> {
+        let pattern = op(|o| matches!(o, Op::Library(LibOp::SpMV { trans: false, .. }))).args([
+            selection(),
+            any()
+                .bind("x")
+                .when(|g, x| g.node(x).ty.shape.cols.is_one()),
+        ]);
+        let mut changed = false;
+        for n in g.topo_order() {
+            let Some(m) = pattern.matches(g, n) else {
                 continue;
             };
-            let ops = g.operands(n);
-            let (m, v) = (ops[0], ops[1]);
-            let Op::Selection { k } = g.node(v).op.clone() else {
+            let (Some(k), Some(alpha)) = (clusters_of(g, m["V"]), alpha_of(g, n)) else {
                 continue;
             };
-            let fits = k
-                .resolve(cx.dims)
-                .is_some_and(|k| k <= cx.config.cluster_sums_max_k);
+            let points = g.node(m["labels"]).ty.shape.rows.resolve(cx.dims);
+            let fits = match (k.resolve(cx.dims), points) {
+                (Some(kk), Some(nn)) => {
+                    kk <= cx.cluster_sums_max_k()
+                        && nn.saturating_mul(kk) <= cx.target.label_sums_max_work
+                }
+                _ => false,
+            };
             if !fits {
                 continue;
             }
-            let labels = g.operands(v)[0];
-            let rows = g.node(m).ty.shape.rows.clone();
-            // S = cluster_sums(M, labels)
             let sums = g.add(
-                Op::ClusterSums { k: k.clone() },
-                Type::dense(rows.clone(), k.clone()),
-                &[m, labels],
+                Op::Builtin(Builtin::LabelSums(LabelSums { k: k.clone() })),
+                Type::col(k.clone()),
+                &[m["x"], m["labels"]],
             );
-            // scale = alpha / max(counts(labels, k), 1), a k-vector
-            let scale = selection_scale(g, labels, &k, alpha);
-            let scale_t = g.add(Op::Transpose, Type::row(k.clone()), &[scale]);
-            // E = S .* scale^T
-            let ty = Type::dense(rows, k);
-            let e = g.add(Op::Binary(BinaryOp::Mul), ty, &[sums, scale_t]);
-            g.node_mut(e).name = g.node(n).name.clone();
-            g.replace_uses(n, e);
+            let scale = selection_scale(g, m["labels"], &k, alpha);
+            let y = g.add(Op::Binary(BinaryOp::Mul), Type::col(k), &[sums, scale]);
+            replace(g, n, y);
             changed = true;
         }
         if changed {
@@ -145,9 +190,16 @@ impl Pass for ClusterSumsPattern {
 
 #[cfg(test)]
 mod tests {
+    use crate::ops::{Builtin, Counts};
     use crate::plan::StepOp;
+    use crate::target::Target;
+    use crate::types::Dim;
     use crate::{plan, PlannerConfig, Program};
     use std::collections::BTreeMap;
+
+    fn step_names(p: &crate::Plan) -> Vec<String> {
+        p.steps.iter().map(|s| s.op_name()).collect()
+    }
 
     #[test]
     fn selection_products_become_cluster_sums_up_to_the_configured_k() {
@@ -158,12 +210,16 @@ mod tests {
         let dims: BTreeMap<String, usize> = [("n".to_string(), 100), ("k".to_string(), 7)]
             .into_iter()
             .collect();
-        let on = PlannerConfig {
-            cluster_sums_max_k: 1024,
-            ..PlannerConfig::default()
-        };
-        let with = plan(&p, &dims, &on, &BTreeMap::new()).unwrap();
-        let names: Vec<String> = with.steps.iter().map(|s| s.op_name()).collect();
+        let target = Target::reference_gpu();
+        let with = plan(
+            &p,
+            &dims,
+            &PlannerConfig::default(),
+            &target,
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        let names = step_names(&with);
         assert!(names.contains(&"cluster sums".to_string()), "{with}");
         assert!(
             !names.contains(&"spmm".to_string()) && !names.contains(&"selection".to_string()),
@@ -172,14 +228,75 @@ mod tests {
         assert!(with
             .steps
             .iter()
-            .any(|s| matches!(s.op, StepOp::Counts { k: 7 })));
+            .any(|s| s.op == StepOp::Builtin(Builtin::Counts(Counts { k: Dim::Fixed(7) }))));
         let off = PlannerConfig {
-            cluster_sums_max_k: 6,
+            cluster_sums_max_k: Some(6),
             ..PlannerConfig::default()
         };
-        let without = plan(&p, &dims, &off, &BTreeMap::new()).unwrap();
+        let without = plan(&p, &dims, &off, &target, &BTreeMap::new()).unwrap();
         assert!(
-            without.steps.iter().any(|s| s.op_name() == "spmm"),
+            step_names(&without).contains(&"spmm".to_string()),
+            "{without}"
+        );
+        // The target's limit applies where the configuration gives none.
+        let small = Target {
+            cluster_sums_max_k: 6,
+            ..Target::reference_gpu()
+        };
+        let by_target = plan(
+            &p,
+            &dims,
+            &PlannerConfig::default(),
+            &small,
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        assert!(
+            step_names(&by_target).contains(&"spmm".to_string()),
+            "{by_target}"
+        );
+    }
+
+    #[test]
+    fn selection_times_a_vector_becomes_label_sums_within_the_work_limit() {
+        let p = Program::parse(
+            "fn f(z: Col[n], labels: Index[n]) -> (c: Col[k]) { c = -0.5 * selection(labels, k) * z; }",
+        )
+        .unwrap();
+        let dims: BTreeMap<String, usize> = [("n".to_string(), 1000), ("k".to_string(), 10)]
+            .into_iter()
+            .collect();
+        let target = Target::reference_gpu();
+        let with = plan(
+            &p,
+            &dims,
+            &PlannerConfig::default(),
+            &target,
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        assert!(
+            step_names(&with).contains(&"label sums".to_string()),
+            "{with}"
+        );
+        assert!(
+            !step_names(&with).contains(&"selection".to_string()),
+            "{with}"
+        );
+        let tight = Target {
+            label_sums_max_work: 9999,
+            ..Target::reference_gpu()
+        };
+        let without = plan(
+            &p,
+            &dims,
+            &PlannerConfig::default(),
+            &tight,
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        assert!(
+            step_names(&without).contains(&"spmv".to_string()),
             "{without}"
         );
     }

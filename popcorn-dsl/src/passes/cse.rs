@@ -1,14 +1,14 @@
 //! Common subexpression elimination: two nodes with the same operation on the same operands
 //! compute the same value, so the later one is replaced by the earlier.
 
-use super::{Pass, PassContext, PlanError};
+use super::{GraphPass, PassContext, PlanError};
 use crate::ir::Graph;
 use std::collections::HashMap;
 
 /// The CSE pass.
 pub struct Cse;
 
-impl Pass for Cse {
+impl GraphPass for Cse {
     fn name(&self) -> &'static str {
         "cse"
     }
@@ -62,7 +62,8 @@ mod tests {
                 &mut g,
                 &PassContext {
                     dims: &dims,
-                    config: &cfg
+                    config: &cfg,
+                    target: &crate::target::Target::reference_gpu(),
                 }
             )
             .unwrap());

@@ -1,8 +1,9 @@
 //! Shape and kind inference: re-derives every node's type from its operands (the same rules as
 //! the checker) and checks that every dimension has a size.
 
-use super::{Pass, PassContext, PlanError};
+use super::{GraphPass, PassContext, PlanError};
 use crate::ir::{Graph, Op};
+use crate::ops::{Builtin, ClusterSums, Counts, LabelSums, OpFacts, Selection};
 use crate::types::{Dim, Type};
 use crate::typing::result_type;
 
@@ -22,7 +23,7 @@ fn check_bound(ty: &Type, cx: &PassContext<'_>) -> Result<(), PlanError> {
     Ok(())
 }
 
-impl Pass for Infer {
+impl GraphPass for Infer {
     fn name(&self) -> &'static str {
         "infer"
     }
@@ -31,14 +32,17 @@ impl Pass for Infer {
         let mut changed = false;
         for n in graph.topo_order() {
             let node = graph.node(n);
-            if let Op::Counts { k: Dim::Sym(s) }
-            | Op::Selection { k: Dim::Sym(s) }
-            | Op::ClusterSums { k: Dim::Sym(s) }
-            | Op::LabelSums { k: Dim::Sym(s) } = &node.op
-            {
-                if !cx.dims.contains_key(s) {
-                    return Err(PlanError::UnboundDim(s.clone()));
-                }
+            if let Op::Builtin(b) = &node.op {
+                b.resolved(cx.dims).map_err(|_| match b {
+                    Builtin::Counts(Counts { k })
+                    | Builtin::Selection(Selection { k })
+                    | Builtin::ClusterSums(ClusterSums { k })
+                    | Builtin::LabelSums(LabelSums { k }) => PlanError::UnboundDim(k.to_string()),
+                    _ => PlanError::Internal {
+                        pass: "infer",
+                        message: format!("{} has an unbound dimension", b.label()),
+                    },
+                })?;
             }
             // Inputs are typed by the signature; library nodes keep the type of the product
             // they replaced (a row-vector result computed as a column vector has the same data).
@@ -85,6 +89,7 @@ mod tests {
                 &PassContext {
                     dims: &dims,
                     config: &cfg,
+                    target: &crate::target::Target::reference_gpu(),
                 },
             )
             .unwrap_err();
@@ -98,6 +103,7 @@ mod tests {
                 &PassContext {
                     dims: &dims,
                     config: &cfg,
+                    target: &crate::target::Target::reference_gpu(),
                 },
             )
             .unwrap_err();
@@ -110,7 +116,8 @@ mod tests {
                 &mut g,
                 &PassContext {
                     dims: &dims,
-                    config: &cfg
+                    config: &cfg,
+                    target: &crate::target::Target::reference_gpu(),
                 }
             )
             .unwrap());

@@ -1,17 +1,23 @@
-//! Planner passes. Each pass is a small unit over the typed graph, run in sequence by
-//! [`crate::planner::plan`]:
+//! Planner passes: one list ([`PIPELINE`]) of small units, each one rewrite, run in order by
+//! [`crate::planner::plan`]. Graph passes rewrite the typed graph; the lowering stage groups
+//! element-wise work into kernels ([`fuse`]) and turns the graph into a [`Plan`]; plan passes
+//! rewrite the plan.
 //!
 //! 1. [`infer`]: re-derives every node's type and checks that every dimension is bound;
-//!    [`cse`] then merges nodes that compute the same value;
+//!    [`cse`] merges nodes that compute the same value;
 //! 2. [`canonicalize`]: transposes become product flags, scalar factors become alpha;
 //! 3. [`select`]: each product becomes a library operation (GEMM, SYRK, GEMV, SpMM, SpMV);
-//!    [`cluster_sums`] then turns products with a selection matrix into streaming cluster sums;
-//! 4. [`fuse`]: element-wise maps, broadcasts and reductions are grouped into kernels;
-//! 5. [`symmetric`] (on the lowered plan): a SYRK read only by one map writes its lower
-//!    triangle and the map mirrors it;
-//! 6. [`buffers`] (on the lowered plan): liveness and buffer reuse.
+//! 4. patterns, each matched through [`pattern`]: [`cluster_sums`] (products with a selection
+//!    matrix become sums by label) and [`tf32_padding`] (a TF32 SYRK's operand padded to
+//!    whole tensor-core rows);
+//! 5. lowering: [`fuse`] groups maps, broadcasts and reductions into kernels, and the graph
+//!    becomes steps over values;
+//! 6. [`lower_triangle`]: a SYRK read only by one map writes its lower triangle, the map
+//!    mirrors it; [`pipelines`]: such a map runs band by band beside its SYRK;
+//! 7. [`buffers`]: liveness and buffer reuse.
 //!
-//! Passes that recognise bigger patterns slot in between as further [`Pass`] values.
+//! A pass reads the device facts it needs from the [`Target`] in its [`PassContext`], and the
+//! user's switches from the [`PlannerConfig`]; none holds a device constant.
 
 pub mod buffers;
 pub mod canonicalize;
@@ -19,80 +25,61 @@ pub mod cluster_sums;
 pub mod cse;
 pub mod fuse;
 pub mod infer;
+pub mod lower_triangle;
+pub mod pattern;
+pub mod pipelines;
 pub mod select;
-pub mod symmetric;
+pub mod tf32_padding;
 
 use crate::ir::Graph;
+use crate::plan::Plan;
+use crate::settings::Settings;
+use crate::target::Target;
 use crate::types::{DType, DimBindings};
 use serde::{Deserialize, Serialize};
 
-/// Settings that steer the planner.
+/// The user's switches for the planner. Device facts come from the [`Target`]; the `Option`
+/// fields override them (for experiments and comparisons), `None` keeping the target's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlannerConfig {
     /// Element type of the plan.
     pub dtype: DType,
-    /// `X * X^T` with `X: n x d` uses GEMM when `n / d` exceeds this, SYRK otherwise. SYRK does
-    /// half the flops but needs a second pass to fill the other triangle, so for small `d`
-    /// (writing K dominates) GEMM wins. Measured on an H100 (BENCHMARKS.md): 300, where
-    /// Popcorn's reference uses 100.
-    pub syrk_gemm_ratio: f64,
     /// Group element-wise operations and reductions into generated kernels.
     pub fusion: bool,
-    /// Products `M * V^T` with a selection matrix `V = selection(labels, k)` become one
-    /// streaming pass of cluster sums over `M` (instead of a general sparse product) when
-    /// `k` is at most this, and products `V * x` become sums of `x` by label (where also
-    /// `n k <= 2^25`); 0 turns both patterns off. The default, 1024, is where the measured
-    /// cluster-sums kernel is still about 2x faster than cuSPARSE's SpMM on an H100
-    /// (BENCHMARKS.md). `POPCORN_CLUSTER_SUMS_MAX_K` sets it.
-    pub cluster_sums_max_k: usize,
     /// Let f32 dense products (GEMM, SYRK) use TF32 tensor cores: several times faster, with
-    /// about 10 bits of mantissa per operand (`POPCORN_TF32=1`). Off: strict fp32.
+    /// about 10 bits of mantissa per operand. Off: strict fp32.
     pub tf32: bool,
-    /// How the GPU computes a SYRK step: `None` (the default) picks block rows by
-    /// [`syrk_block_rows`]; `Some(0)` calls cuBLAS SYRK; `Some(b)` computes the lower triangle
-    /// as GEMMs of `b`-row blocks (`POPCORN_SYRK_BLOCK_ROWS`).
+    /// Run a map that reads a lower-triangle SYRK band by band beside the product, where the
+    /// target can (on by default).
+    #[serde(default = "default_true")]
+    pub overlap: bool,
+    /// Overrides [`Target::syrk_gemm_ratio`].
+    #[serde(default)]
+    pub syrk_gemm_ratio: Option<f64>,
+    /// Overrides [`Target::cluster_sums_max_k`] (0 turns the cluster-sums and label-sums
+    /// patterns off).
+    #[serde(default)]
+    pub cluster_sums_max_k: Option<usize>,
+    /// Rows per GEMM block row of SYRK steps instead of the target's rule (0: one library
+    /// SYRK).
     #[serde(default)]
     pub syrk_block_rows: Option<usize>,
-    /// Run the map that reads a lower-triangle SYRK block row by block row, each band as soon
-    /// as its block row is written, beside the next block row's GEMM (on the GPU, on a second
-    /// stream), instead of after the whole product. On by default; `POPCORN_NO_OVERLAP=1`
-    /// turns it off.
-    #[serde(default = "default_true")]
-    pub overlap_syrk_map: bool,
 }
 
 fn default_true() -> bool {
     true
 }
 
-/// Rows per block of a SYRK step of order `n` computed as GEMMs over block rows (each block
-/// row's rectangle left of its diagonal block, the diagonal blocks of 1024 rows or more halved
-/// down to 512-row leaves): 512 times the largest power of two that leaves at least 12 block
-/// rows in strict fp32, 24 with `tf32` (at least 512), so the diagonal blocks halve evenly,
-/// every GEMM still fills the GPU, and an overlapped map gets bands of whole 512-row groups of
-/// its tile pairs. Unlike cuBLAS SYRK, the GEMMs run at the full GEMM rate and use tensor
-/// cores under TF32. Measured on an H100 (n = 60000, d = 784): strict fp32 64.0 ms with 4096
-/// rows against 65.2 with 2048; TF32 16.0 ms with 2048 against 16.2 with 4096 (its faster
-/// GEMMs leave more of the map to overlap, which finer bands do better).
-pub fn syrk_block_rows(n: usize, tf32: bool) -> usize {
-    let min_block_rows: usize = if tf32 { 24 } else { 12 };
-    let mut rows = 512usize;
-    while rows.saturating_mul(2).saturating_mul(min_block_rows) <= n {
-        rows *= 2;
-    }
-    rows
-}
-
 impl Default for PlannerConfig {
     fn default() -> Self {
         PlannerConfig {
             dtype: DType::F32,
-            syrk_gemm_ratio: 300.0,
             fusion: true,
-            cluster_sums_max_k: 1024,
             tf32: false,
+            overlap: true,
+            syrk_gemm_ratio: None,
+            cluster_sums_max_k: None,
             syrk_block_rows: None,
-            overlap_syrk_map: true,
         }
     }
 }
@@ -101,58 +88,41 @@ impl std::hash::Hash for PlannerConfig {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         let PlannerConfig {
             dtype,
-            syrk_gemm_ratio,
             fusion,
-            cluster_sums_max_k,
             tf32,
+            overlap,
+            syrk_gemm_ratio,
+            cluster_sums_max_k,
             syrk_block_rows,
-            overlap_syrk_map,
         } = self;
         dtype.hash(state);
-        syrk_gemm_ratio.to_bits().hash(state);
         fusion.hash(state);
-        cluster_sums_max_k.hash(state);
         tf32.hash(state);
+        overlap.hash(state);
+        syrk_gemm_ratio.map(f64::to_bits).hash(state);
+        cluster_sums_max_k.hash(state);
         syrk_block_rows.hash(state);
-        overlap_syrk_map.hash(state);
     }
 }
 
 impl PlannerConfig {
-    /// The default configuration adjusted by the environment: `POPCORN_NO_FUSION=1` turns
-    /// fusion off; `POPCORN_CLUSTER_SUMS_MAX_K=N` turns the cluster-sums pattern on up to N
-    /// clusters and `POPCORN_NO_CLUSTER_SUMS=1` off (products with a selection matrix then go to
-    /// the general sparse product); `POPCORN_TF32=1` lets dense products use TF32;
-    /// `POPCORN_SYRK_BLOCK_ROWS=B` sets [`PlannerConfig::syrk_block_rows`] (0: cuBLAS SYRK);
-    /// `POPCORN_NO_OVERLAP=1` turns [`PlannerConfig::overlap_syrk_map`] off.
+    /// The default configuration adjusted by the [settings](crate::settings): `POPCORN_NO_FUSION`,
+    /// `POPCORN_CLUSTER_SUMS_MAX_K` / `POPCORN_NO_CLUSTER_SUMS`, `POPCORN_TF32`,
+    /// `POPCORN_SYRK_BLOCK_ROWS`, `POPCORN_NO_OVERLAP`.
+    pub fn from_settings(s: &Settings) -> PlannerConfig {
+        PlannerConfig {
+            fusion: !s.no_fusion,
+            tf32: s.tf32,
+            overlap: !s.no_overlap,
+            cluster_sums_max_k: s.cluster_sums_max_k,
+            syrk_block_rows: s.syrk_block_rows,
+            ..PlannerConfig::default()
+        }
+    }
+
+    /// [`PlannerConfig::from_settings`] with this process's settings.
     pub fn from_env() -> PlannerConfig {
-        let set = |name: &str| std::env::var(name).is_ok_and(|v| v != "0" && !v.is_empty());
-        let mut c = PlannerConfig::default();
-        if set("POPCORN_NO_FUSION") {
-            c.fusion = false;
-        }
-        if let Some(k) = std::env::var("POPCORN_CLUSTER_SUMS_MAX_K")
-            .ok()
-            .and_then(|v| v.parse().ok())
-        {
-            c.cluster_sums_max_k = k;
-        }
-        if set("POPCORN_NO_CLUSTER_SUMS") {
-            c.cluster_sums_max_k = 0;
-        }
-        if set("POPCORN_TF32") {
-            c.tf32 = true;
-        }
-        if let Some(b) = std::env::var("POPCORN_SYRK_BLOCK_ROWS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-        {
-            c.syrk_block_rows = Some(b);
-        }
-        if set("POPCORN_NO_OVERLAP") {
-            c.overlap_syrk_map = false;
-        }
-        c
+        PlannerConfig::from_settings(crate::settings::settings())
     }
 
     /// The same configuration with another element type.
@@ -164,6 +134,7 @@ impl PlannerConfig {
 
 /// Why planning failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// A dimension of the program has no size.
     #[error("dimension `{0}` has no size; give it (for example --dim {0}=100) or bind an input that has it")]
@@ -182,39 +153,144 @@ pub enum PlanError {
     /// The program uses something the planner cannot lower.
     #[error("{0}")]
     Unsupported(String),
+    /// A plan (made elsewhere, or loaded) is malformed.
+    #[error("invalid plan: {0}")]
+    Invalid(String),
 }
 
-/// What a pass sees besides the graph.
+/// What a pass sees besides the graph or plan.
 pub struct PassContext<'a> {
     /// Concrete dimension sizes.
     pub dims: &'a DimBindings,
-    /// Planner settings.
+    /// The user's switches.
     pub config: &'a PlannerConfig,
+    /// The machine the plan is for.
+    pub target: &'a Target,
 }
 
-/// A graph rewrite.
-pub trait Pass {
+impl PassContext<'_> {
+    /// The GEMM/SYRK threshold in force.
+    pub fn syrk_gemm_ratio(&self) -> f64 {
+        self.config
+            .syrk_gemm_ratio
+            .unwrap_or(self.target.syrk_gemm_ratio)
+    }
+
+    /// The largest number of clusters for the cluster-sums patterns.
+    pub fn cluster_sums_max_k(&self) -> usize {
+        self.config
+            .cluster_sums_max_k
+            .unwrap_or(self.target.cluster_sums_max_k)
+    }
+
+    /// Rows per GEMM block row of a SYRK of order `n` (0: one library SYRK).
+    pub fn syrk_block_rows(&self, n: usize) -> usize {
+        self.config.syrk_block_rows.unwrap_or_else(|| {
+            self.target
+                .syrk_blocking
+                .map_or(0, |b| b.block_rows(n, self.config.tf32))
+        })
+    }
+}
+
+/// A rewrite of the typed graph.
+pub trait GraphPass: Sync {
     /// Name for logs and errors.
     fn name(&self) -> &'static str;
     /// Rewrites the graph in place; returns whether anything changed.
     fn run(&self, graph: &mut Graph, cx: &PassContext<'_>) -> Result<bool, PlanError>;
 }
 
-/// Runs passes in order, logging the graph after each when `POPCORN_LOG` includes `plan`.
-pub fn run_passes(
-    passes: &[&dyn Pass],
-    graph: &mut Graph,
-    cx: &PassContext<'_>,
-) -> Result<(), PlanError> {
-    let log = crate::log::enabled("plan");
-    for p in passes {
-        let changed = p.run(graph, cx)?;
-        if log {
-            eprintln!(
-                "[popcorn plan] after pass `{}` (changed: {changed}):\n{graph}",
-                p.name()
-            );
+/// A rewrite of a lowered plan.
+pub trait PlanPass: Sync {
+    /// Name for logs and errors.
+    fn name(&self) -> &'static str;
+    /// Rewrites the plan in place; returns whether anything changed.
+    fn run(&self, plan: &mut Plan, cx: &PassContext<'_>) -> Result<bool, PlanError>;
+}
+
+/// One stage of the planner.
+#[derive(Clone, Copy)]
+pub enum Stage {
+    /// A graph pass.
+    Graph(&'static dyn GraphPass),
+    /// Fusion and lowering: the graph becomes a plan.
+    Lower,
+    /// A plan pass.
+    Plan(&'static dyn PlanPass),
+}
+
+impl Stage {
+    /// The stage's name for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Stage::Graph(p) => p.name(),
+            Stage::Lower => "lower",
+            Stage::Plan(p) => p.name(),
         }
     }
-    Ok(())
+}
+
+/// The planner's passes, in order.
+pub const PIPELINE: &[Stage] = &[
+    Stage::Graph(&infer::Infer),
+    Stage::Graph(&cse::Cse),
+    Stage::Graph(&canonicalize::Canonicalize),
+    Stage::Graph(&select::Select),
+    Stage::Graph(&cluster_sums::ClusterSumsPattern),
+    Stage::Graph(&cluster_sums::LabelSumsPattern),
+    Stage::Graph(&tf32_padding::Tf32Padding),
+    Stage::Graph(&cse::Cse),
+    Stage::Graph(&infer::Infer),
+    Stage::Lower,
+    Stage::Plan(&lower_triangle::LowerTriangle),
+    Stage::Plan(&pipelines::Pipelines),
+    Stage::Plan(&buffers::Buffers),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_win_over_the_target() {
+        let dims = DimBindings::new();
+        let target = Target::reference_gpu();
+        let mut config = PlannerConfig::default();
+        let cx = PassContext {
+            dims: &dims,
+            config: &config,
+            target: &target,
+        };
+        assert_eq!(cx.syrk_gemm_ratio(), 300.0);
+        assert_eq!(cx.cluster_sums_max_k(), 1024);
+        assert_eq!(cx.syrk_block_rows(60_000), 4096);
+        config.syrk_gemm_ratio = Some(10.0);
+        config.cluster_sums_max_k = Some(0);
+        config.syrk_block_rows = Some(0);
+        let cx = PassContext {
+            dims: &dims,
+            config: &config,
+            target: &target,
+        };
+        assert_eq!(cx.syrk_gemm_ratio(), 10.0);
+        assert_eq!(cx.cluster_sums_max_k(), 0);
+        assert_eq!(cx.syrk_block_rows(60_000), 0);
+        let cpu = Target::cpu(2);
+        let cx = PassContext {
+            dims: &dims,
+            config: &PlannerConfig::default(),
+            target: &cpu,
+        };
+        assert_eq!(cx.syrk_block_rows(60_000), 0);
+    }
+
+    #[test]
+    fn the_pipeline_names_each_pass_once_per_run() {
+        let names: Vec<&str> = PIPELINE.iter().map(Stage::name).collect();
+        assert_eq!(names.first(), Some(&"infer"));
+        assert_eq!(names.last(), Some(&"buffers"));
+        let lower = names.iter().position(|n| *n == "lower");
+        assert!(lower.is_some_and(|l| names[l + 1..].iter().all(|n| *n != "select")));
+    }
 }

@@ -3,8 +3,9 @@
 //! configured `n/d` ratio), matrix x vector → GEMV, sparse x dense → SpMM, sparse x vector →
 //! SpMV.
 
-use super::{Pass, PassContext, PlanError};
+use super::{GraphPass, PassContext, PlanError};
 use crate::ir::{Graph, LibOp, NodeId, Op, ProductAttrs};
+use crate::ops::Builtin;
 use crate::types::{Storage, Type};
 
 /// The selection pass.
@@ -84,7 +85,7 @@ pub fn choose(
                 let n = out_rows as f64;
                 let (r, c) = ta.shape.resolve(cx.dims).unwrap_or((1, 1));
                 let d = if p.trans_a { r } else { c } as f64;
-                if feeds_map || n / d <= cx.config.syrk_gemm_ratio {
+                if feeds_map || n / d <= cx.syrk_gemm_ratio() {
                     return (
                         LibOp::Syrk {
                             trans: p.trans_a,
@@ -131,7 +132,7 @@ fn feeds_map(g: &Graph, n: NodeId, cx: &PassContext<'_>) -> bool {
     let users: Vec<NodeId> = g
         .users(n)
         .into_iter()
-        .filter(|u| !matches!(g.node(*u).op, Op::Diag))
+        .filter(|u| !matches!(g.node(*u).op, Op::Builtin(Builtin::Diag(_))))
         .collect();
     let [user] = users[..] else {
         return false;
@@ -140,7 +141,7 @@ fn feeds_map(g: &Graph, n: NodeId, cx: &PassContext<'_>) -> bool {
     node.op.is_elementwise() && node.ty.shape == g.node(n).ty.shape
 }
 
-impl Pass for Select {
+impl GraphPass for Select {
     fn name(&self) -> &'static str {
         "select"
     }
@@ -194,6 +195,7 @@ mod tests {
         let cx = PassContext {
             dims: &dims,
             config: &cfg,
+            target: &crate::target::Target::reference_gpu(),
         };
         Canonicalize.run(&mut g, &cx).unwrap();
         Select.run(&mut g, &cx).unwrap();

@@ -1,6 +1,7 @@
 //! The plan as a table: one line per step with its operation, operands, shape, flops and bytes.
 
-use super::{Home, Plan, Step, StepOp, ValueKind};
+use super::{Home, Plan, StepOp, ValueKind};
+use crate::ops::OpFacts;
 use std::fmt;
 
 /// Formats a count with an SI suffix: `1.23 G`, `456 k`.
@@ -19,7 +20,8 @@ pub fn si(v: f64) -> String {
     format!("{:.3}{}", v / scale, suffix).replace(".000 ", " ")
 }
 
-fn detail(step: &Step) -> String {
+fn detail(plan: &Plan, index: usize) -> String {
+    let step = &plan.steps[index];
     let flag = |t: bool| if t { "T" } else { "N" };
     match &step.op {
         StepOp::Gemm(g) => format!(
@@ -40,7 +42,6 @@ fn detail(step: &Step) -> String {
             tf32,
             lower_only,
             block_rows,
-            overlap_map,
         } => format!(
             "n={n} k={k} {} alpha={alpha} {}{}{}{}",
             if *trans { "A^T*A" } else { "A*A^T" },
@@ -51,7 +52,7 @@ fn detail(step: &Step) -> String {
                 format!(" ({} gemm block rows)", n.div_ceil(*block_rows))
             },
             if *tf32 { " tf32" } else { "" },
-            if *overlap_map {
+            if plan.pipeline_from(index).is_some() {
                 ", next map overlapped"
             } else {
                 ""
@@ -76,13 +77,8 @@ fn detail(step: &Step) -> String {
         }
         StepOp::SpMV { trans, alpha } => format!("op(S)={} alpha={alpha}", flag(*trans)),
         StepOp::Fused(f) => format!("{} over {} x {}", f.name, f.rows, f.cols),
-        StepOp::Counts { k }
-        | StepOp::Selection { k }
-        | StepOp::ClusterSums { k }
-        | StepOp::LabelSums { k } => {
-            format!("k={k}")
-        }
-        StepOp::Diag | StepOp::Copy => String::new(),
+        StepOp::Builtin(b) => b.details(),
+        StepOp::Copy => String::new(),
     }
 }
 
@@ -102,6 +98,7 @@ impl fmt::Display for Plan {
             si(self.workspace_bytes() as f64),
             self.buffers.len()
         )?;
+        writeln!(f, "  target: {}", self.target.describe())?;
         let name = |id: &super::ValueId| {
             let v = self.value(*id);
             match &v.kind {
@@ -158,7 +155,7 @@ impl fmt::Display for Plan {
                     "-".repeat(widths.iter().sum::<usize>() + widths.len())
                 )?;
             } else {
-                let d = detail(&self.steps[ri - 1]);
+                let d = detail(self, ri - 1);
                 if !d.is_empty() {
                     writeln!(f, "{:w$}{d}", "", w = widths[0] + 3)?;
                 }

@@ -6,10 +6,14 @@
 //! its fused steps ([`Plan::kernels`]), which a backend's emitter turns into code (the CUDA C of
 //! each with `kernels_gen::emit`).
 
+pub mod cost;
 mod display;
 pub mod dot;
+mod validate;
 
+use crate::ops::{Builtin, OpFacts};
 use crate::scalar::ScalarExpr;
+use crate::target::Target;
 use crate::types::{DType, DimBindings};
 use kernel_ir::KernelSpec;
 use serde::{Deserialize, Serialize};
@@ -117,6 +121,11 @@ pub struct Buffer {
     pub len: usize,
     /// The values that live in it, in order of definition.
     pub holds: Vec<ValueId>,
+    /// Allocated for each run of the plan (before the first step that writes it, released
+    /// after the last that reads it) instead of kept with the plan: scratch copies that only
+    /// speed up one step.
+    #[serde(default)]
+    pub transient: bool,
 }
 
 /// A dense x dense product `C (m x n) = alpha * op(A) * op(B)`; `op(A)` is `m x k`.
@@ -147,7 +156,9 @@ pub enum StepOp {
     /// Symmetric rank-k update: `C (n x n) = alpha * A * A^T` (A stored `n x k`) or, with
     /// `trans`, `alpha * A^T * A` (A stored `k x n`). Input A, output C: the full matrix, or
     /// with `lower_only` its lower triangle (`j <= i`), the one consumer reading it as
-    /// [`kernel_ir::Access::LowerSymmetric`].
+    /// [`kernel_ir::Access::LowerSymmetric`]. With `block_rows`, it can run as a prologue (the
+    /// diagonal blocks) and then one band per block row ([`block_row_ranges`]), each writing
+    /// only its own rows, the producer of a [`Pipeline`].
     Syrk {
         /// Whether A is read transposed.
         trans: bool,
@@ -163,18 +174,10 @@ pub enum StepOp {
         /// Only the lower triangle is written (the upper one is left unspecified).
         #[serde(default)]
         lower_only: bool,
-        /// On the GPU: 0 for cuBLAS SYRK, else the rows per block of the GEMMs that compute the
+        /// 0 for one library SYRK, else the rows per block of the GEMMs that compute the
         /// lower triangle block row by block row.
         #[serde(default)]
         block_rows: usize,
-        /// The next step is the one map reading the lower triangle, and it runs band by band
-        /// as the block rows are written (on the GPU on a second stream, beside the following
-        /// block rows' GEMMs; elsewhere after the product). Only with `lower_only`, the map
-        /// the very next step, and `block_rows` a multiple of the map's tile
-        /// ([`kernel_ir::emit::PAIR_TILE`]; bands that split its 8 x 8-tile groups work but
-        /// launch the whole group rows). The SYRK's input stays live through the map's step.
-        #[serde(default)]
-        overlap_map: bool,
     },
     /// `y = alpha * op(A) * x` with A stored `m x n`. Inputs (A, x), output y.
     Gemv {
@@ -214,30 +217,9 @@ pub enum StepOp {
     },
     /// A generated kernel. Inputs in `spec.inputs` order, outputs in `spec.outputs()` order.
     Fused(FusedStep),
-    /// The diagonal of a square matrix. Input M, output the column vector.
-    Diag,
-    /// Cluster sizes. Input labels, output a `k`-vector.
-    Counts {
-        /// Number of clusters.
-        k: usize,
-    },
-    /// The selection matrix `V[c, i] = 1/|c|`. Input labels, output a CSR `k x n`.
-    Selection {
-        /// Number of clusters.
-        k: usize,
-    },
-    /// `S[i, c] = sum_{j: labels_j = c} M[i, j]`: one streaming pass over M. Inputs (M,
-    /// labels), output S (`rows(M) x k`).
-    ClusterSums {
-        /// Number of clusters.
-        k: usize,
-    },
-    /// `s[c] = sum_{i: labels_i = c} x[i]`. Inputs (x: a column vector, labels), output s
-    /// (`k` entries).
-    LabelSums {
-        /// Number of clusters.
-        k: usize,
-    },
+    /// A builtin operation ([`crate::ops`]), its dimensions at their sizes. Inputs and output
+    /// as its operands and result in the graph.
+    Builtin(Builtin),
     /// Copies a dense or index value (an output that is also an input or another output).
     Copy,
 }
@@ -286,14 +268,43 @@ impl Step {
                 kernel_ir::Form::Rows { .. } => "fused rows".into(),
                 kernel_ir::Form::Cols { .. } => "fused cols".into(),
             },
-            StepOp::Diag => "diag".into(),
-            StepOp::Counts { .. } => "counts".into(),
-            StepOp::Selection { .. } => "selection".into(),
-            StepOp::ClusterSums { .. } => "cluster sums".into(),
-            StepOp::LabelSums { .. } => "label sums".into(),
+            StepOp::Builtin(b) => b.step_name().into(),
             StepOp::Copy => "copy".into(),
         }
     }
+}
+
+/// Two consecutive steps that run together: the producer (step `producer`) writes its output
+/// band of rows by band, and the consumer (the next step) processes each band as soon as it is
+/// written, where the backend can run them concurrently (on the GPU, the consumer on a second
+/// stream beside the producer's next bands); elsewhere the two run one after the other. The
+/// producer is a SYRK in block rows (its prologue first), the consumer a map that
+/// [runs in bands](kernel_ir::KernelSpec::runs_in_bands). The producer's inputs stay live
+/// through the consumer's step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pipeline {
+    /// The producing step; the consumer is the next one.
+    pub producer: usize,
+    /// The bands `[r0, r1)` in order, covering the producer's rows.
+    pub bands: Vec<(usize, usize)>,
+}
+
+/// The block rows `[r0, r1)` of an order-`n` blocked SYRK with `block_rows` rows per block (the
+/// last one shorter).
+pub fn block_row_ranges(n: usize, block_rows: usize) -> impl Iterator<Item = (usize, usize)> {
+    let step = block_rows.max(1);
+    (0..n).step_by(step).map(move |r0| (r0, (r0 + step).min(n)))
+}
+
+/// What one part of a step does when a step runs in parts (a [`Pipeline`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepPart {
+    /// The whole step.
+    Whole,
+    /// What comes before the first band (a blocked SYRK's diagonal blocks).
+    Prologue,
+    /// The rows `[r0, r1)`.
+    Band(usize, usize),
 }
 
 /// A plan for one program at concrete sizes.
@@ -319,12 +330,32 @@ pub struct Plan {
     pub outputs: Vec<(String, ValueId)>,
     /// The planned graph, for drawing.
     pub graph: GraphView,
+    /// Steps that run together.
+    #[serde(default)]
+    pub pipelines: Vec<Pipeline>,
+    /// The machine the plan was made for.
+    pub target: Target,
 }
 
 impl Plan {
     /// The value with this id.
     pub fn value(&self, id: ValueId) -> &Value {
         &self.values[id.0]
+    }
+
+    /// The pipeline whose producer is step `i`, if any.
+    pub fn pipeline_from(&self, i: usize) -> Option<&Pipeline> {
+        self.pipelines.iter().find(|p| p.producer == i)
+    }
+
+    /// The step after which the inputs of step `i` may die: the consumer's step where `i` is
+    /// a pipeline's producer (the consumer runs while the producer still reads), else `i`.
+    pub fn reads_until(&self, i: usize) -> usize {
+        if self.pipeline_from(i).is_some() {
+            i + 1
+        } else {
+            i
+        }
     }
 
     /// Total estimated flops.

@@ -120,3 +120,28 @@ pub fn diag<T: Real>(n: usize, a: &[T], lda: usize, out: &mut [T]) -> Result<(),
     }
     Ok(())
 }
+
+/// `out (rows x cols) = [a | 0]`: the `rows x a_cols` matrix `a` (leading dimension `a_cols`)
+/// with zero columns appended up to `cols`.
+pub fn pad_cols<T: Real>(
+    rows: usize,
+    a_cols: usize,
+    a: &[T],
+    cols: usize,
+    out: &mut [T],
+) -> Result<(), CpuError> {
+    check_matrix("A", a.len(), rows, a_cols, a_cols)?;
+    check_matrix("out", out.len(), rows, cols, cols)?;
+    if cols < a_cols {
+        return Err(CpuError::Shape {
+            operand: "out".into(),
+            detail: format!("padding a matrix of {a_cols} columns to {cols}"),
+        });
+    }
+    for i in 0..rows {
+        let row = &mut out[i * cols..(i + 1) * cols];
+        row[..a_cols].copy_from_slice(&a[i * a_cols..(i + 1) * a_cols]);
+        row[a_cols..].fill(T::from_f64(0.0));
+    }
+    Ok(())
+}

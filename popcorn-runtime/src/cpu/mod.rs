@@ -28,7 +28,7 @@ pub use self::csr::CsrRef;
 pub use self::error::CpuError;
 pub use self::fused::{run_fused, FusedArg, FusedOut};
 pub use self::matmul::gemm;
-pub use self::matvec::{diag, gemv};
+pub use self::matvec::{diag, gemv, pad_cols};
 pub use self::real::Real;
 pub use self::sparse_products::{spmm_dense_sparse, spmm_sparse_dense, spmv};
 pub use self::syrk::syrk;

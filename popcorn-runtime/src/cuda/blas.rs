@@ -1,111 +1,17 @@
-//! cuBLAS: a handle bound to the backend's stream, and row-major GEMM, SYRK and GEMV.
-//!
-//! popcorn stores matrices row-major; cuBLAS is column-major. A row-major `r x c` matrix with
-//! leading dimension `c` is, byte for byte, the column-major `c x r` matrix with the same
-//! leading dimension: its transpose. So row-major `C = op(A) op(B)` is computed as the
-//! column-major `C^T = op(B)^T op(A)^T`: the operands swap places, `m` and `n` swap, and each
-//! operand keeps its own transpose flag (the functions `col_major_*` below do the mapping, and
-//! the tests check it against naive loops by emulating cuBLAS's column-major definitions).
+//! cuBLAS: a handle bound to the backend's main stream, and row-major GEMM, SYRK (whole, or as
+//! GEMMs over block rows: [`crate::cuda::syrk_blocks`]) and GEMV, through the column-major
+//! mapping of [`crate::cuda::col_major`]. The methods take raw device addresses and are
+//! `unsafe`: the step units check their operands first.
 
+use crate::cuda::col_major::{col_major_gemm, col_major_gemv, col_major_syrk, ColMajorGemm};
 use crate::cuda::errors::to_i64;
-use crate::cuda::syrk_blocks::{
-    block_row_gemm, block_row_ranges, diagonal_pieces, SyrkBlock, SYRK_LEAF_ROWS,
-};
+use crate::cuda::syrk_blocks::{block_row_gemm, diagonal_pieces, SyrkBlock, SYRK_LEAF_ROWS};
 use crate::error::RuntimeError;
 use cudarc::cublas::sys;
 use cudarc::driver::CudaStream;
+use popcorn_dsl::plan::block_row_ranges;
 use popcorn_dsl::DType;
 use std::sync::Arc;
-
-/// A cuBLAS call's arguments in column-major terms: `C = op(first) * op(second)`, `C` being
-/// `m x n` with leading dimension `ldc`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ColMajorGemm {
-    /// Whether the first operand is read transposed.
-    pub trans_first: bool,
-    /// Whether the second operand is read transposed.
-    pub trans_second: bool,
-    /// Rows of the column-major `C`.
-    pub m: usize,
-    /// Columns of the column-major `C`.
-    pub n: usize,
-    /// Inner dimension.
-    pub k: usize,
-    /// Leading dimension of the first operand.
-    pub ld_first: usize,
-    /// Leading dimension of the second operand.
-    pub ld_second: usize,
-    /// Leading dimension of `C`.
-    pub ldc: usize,
-}
-
-/// Maps row-major `C (m x n) = op(A) op(B)` (A stored `m x k`, or `k x m` when `trans_a`; B
-/// stored `k x n`, or `n x k` when `trans_b`) onto cuBLAS. The first operand is **B**, the
-/// second **A**.
-pub fn col_major_gemm(trans_a: bool, trans_b: bool, m: usize, n: usize, k: usize) -> ColMajorGemm {
-    let ld_a = if trans_a { m } else { k };
-    let ld_b = if trans_b { k } else { n };
-    ColMajorGemm {
-        trans_first: trans_b,
-        trans_second: trans_a,
-        m: n,
-        n: m,
-        k,
-        ld_first: ld_b.max(1),
-        ld_second: ld_a.max(1),
-        ldc: n.max(1),
-    }
-}
-
-/// A SYRK call in column-major terms: `C (n x n) = op(A) op(A)^T`, upper triangle written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ColMajorSyrk {
-    /// cuBLAS's `trans`: `C = A^T A` when set.
-    pub trans: bool,
-    /// Order of `C`.
-    pub n: usize,
-    /// Inner dimension.
-    pub k: usize,
-    /// Leading dimension of A.
-    pub lda: usize,
-}
-
-/// Maps row-major `C = A A^T` (A stored `n x k`) or, with `trans`, `C = A^T A` (A stored
-/// `k x n`) onto cuBLAS SYRK. The row-major A is the column-major `A^T`, so the flag flips.
-/// cuBLAS fills the column-major upper triangle, which is the row-major lower triangle; the
-/// backend mirrors it into the upper one on the device.
-pub fn col_major_syrk(trans: bool, n: usize, k: usize) -> ColMajorSyrk {
-    ColMajorSyrk {
-        trans: !trans,
-        n,
-        k,
-        lda: if trans { n.max(1) } else { k.max(1) },
-    }
-}
-
-/// A GEMV call in column-major terms: `y = op(A) x` with A `m x n`, leading dimension `lda`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ColMajorGemv {
-    /// Whether A is read transposed.
-    pub trans: bool,
-    /// Rows of the column-major A.
-    pub m: usize,
-    /// Columns of the column-major A.
-    pub n: usize,
-    /// Leading dimension.
-    pub lda: usize,
-}
-
-/// Maps row-major `y = op(A) x` (A stored `m x n`) onto cuBLAS GEMV: the row-major A is the
-/// column-major `n x m` matrix `A^T`, so the flag flips.
-pub fn col_major_gemv(trans: bool, m: usize, n: usize) -> ColMajorGemv {
-    ColMajorGemv {
-        trans: !trans,
-        m: n,
-        n: m,
-        lda: n.max(1),
-    }
-}
 
 /// A cuBLAS handle bound to one stream. Not thread-safe: the backend keeps it behind a mutex.
 pub(crate) struct BlasHandle {
@@ -160,7 +66,7 @@ impl BlasHandle {
         stream
             .context()
             .bind_to_thread()
-            .map_err(|e| crate::cuda::errors::driver("cuCtxSetCurrent", e))?;
+            .map_err(|e| crate::cuda::errors::driver_error("cuCtxSetCurrent", e))?;
         let mut raw: sys::cublasHandle_t = std::ptr::null_mut();
         // SAFETY: `raw` is a live out-pointer; the context is current.
         check("cublasCreate", unsafe { sys::cublasCreate_v2(&mut raw) })?;
@@ -202,13 +108,17 @@ impl BlasHandle {
         self.stream
             .context()
             .bind_to_thread()
-            .map_err(|e| crate::cuda::errors::driver("cuCtxSetCurrent", e))
+            .map_err(|e| crate::cuda::errors::driver_error("cuCtxSetCurrent", e))
     }
 
     /// Row-major `C = alpha op(A) op(B)` (see [`col_major_gemm`]). `a`, `b`, `c` are device
     /// addresses of arrays of `dtype` holding at least the stored sizes.
+    ///
+    /// # Safety
+    /// Every address is device memory of this handle's context holding the operands at the
+    /// stated sizes (and leading dimensions) in `dtype`, usable on the handle's stream.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn gemm(
+    pub(crate) unsafe fn gemm(
         &mut self,
         dtype: DType,
         trans_a: bool,
@@ -230,8 +140,12 @@ impl BlasHandle {
     /// [`crate::cuda::syrk_blocks`]): the diagonal blocks, then each block row's rectangle left
     /// of them. The upper halves of the smallest diagonal blocks are written too; the rest of
     /// the upper triangle is left as it was.
+    ///
+    /// # Safety
+    /// Every address is device memory of this handle's context holding the operands at the
+    /// stated sizes (and leading dimensions) in `dtype`, usable on the handle's stream.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn syrk_lower_blocked(
+    pub(crate) unsafe fn syrk_lower_blocked(
         &mut self,
         dtype: DType,
         trans: bool,
@@ -250,8 +164,12 @@ impl BlasHandle {
     }
 
     /// Every diagonal block of [`BlasHandle::syrk_lower_blocked`], as a few strided batches.
+    ///
+    /// # Safety
+    /// Every address is device memory of this handle's context holding the operands at the
+    /// stated sizes (and leading dimensions) in `dtype`, usable on the handle's stream.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn syrk_diagonal_blocks(
+    pub(crate) unsafe fn syrk_diagonal_blocks(
         &mut self,
         dtype: DType,
         trans: bool,
@@ -271,8 +189,12 @@ impl BlasHandle {
 
     /// The GEMM of block row `rows` of a SYRK in blocks of `block_rows` rows (see
     /// [`block_row_gemm`]).
+    ///
+    /// # Safety
+    /// Every address is device memory of this handle's context holding the operands at the
+    /// stated sizes (and leading dimensions) in `dtype`, usable on the handle's stream.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn syrk_block_row(
+    pub(crate) unsafe fn syrk_block_row(
         &mut self,
         dtype: DType,
         trans: bool,
@@ -291,7 +213,10 @@ impl BlasHandle {
     }
 
     /// One rectangle of a SYRK (or a strided batch of them) on `A` at `a` and `C` at `c`.
-    fn syrk_rect(
+    ///
+    /// # Safety
+    /// As for [`BlasHandle::gemm`]: the addresses hold what the GEMM reads and writes.
+    unsafe fn syrk_rect(
         &mut self,
         dtype: DType,
         blk: &SyrkBlock,
@@ -315,7 +240,10 @@ impl BlasHandle {
     }
 
     /// A column-major GEMM `C = alpha op(first) op(second)` on device arrays of `dtype`.
-    fn col_major_gemm(
+    ///
+    /// # Safety
+    /// As for [`BlasHandle::gemm`]: the addresses hold what the GEMM reads and writes.
+    unsafe fn col_major_gemm(
         &mut self,
         dtype: DType,
         g: &ColMajorGemm,
@@ -330,7 +258,10 @@ impl BlasHandle {
     /// [`BlasHandle::col_major_gemm`] on `(first, second, c)`, or with `batch = (count,
     /// (stride_first, stride_second, stride_c))` that many GEMMs at those element strides (one
     /// strided-batched call).
-    fn col_major_gemm_batched(
+    ///
+    /// # Safety
+    /// As for [`BlasHandle::gemm`]: the addresses hold what the GEMM reads and writes.
+    unsafe fn col_major_gemm_batched(
         &mut self,
         dtype: DType,
         g: &ColMajorGemm,
@@ -471,8 +402,12 @@ impl BlasHandle {
 
     /// Row-major SYRK into the lower triangle of the row-major `C` (see [`col_major_syrk`]);
     /// the caller mirrors it into the upper triangle.
+    ///
+    /// # Safety
+    /// Every address is device memory of this handle's context holding the operands at the
+    /// stated sizes (and leading dimensions) in `dtype`, usable on the handle's stream.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn syrk_lower(
+    pub(crate) unsafe fn syrk_lower(
         &mut self,
         dtype: DType,
         trans: bool,
@@ -543,8 +478,12 @@ impl BlasHandle {
     }
 
     /// Row-major `y = alpha op(A) x` with A stored `m x n` (see [`col_major_gemv`]).
+    ///
+    /// # Safety
+    /// Every address is device memory of this handle's context holding the operands at the
+    /// stated sizes (and leading dimensions) in `dtype`, usable on the handle's stream.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn gemv(
+    pub(crate) unsafe fn gemv(
         &mut self,
         dtype: DType,
         trans: bool,
@@ -618,134 +557,5 @@ impl Drop for BlasHandle {
         ctx.record_err(ctx.bind_to_thread());
         // SAFETY: the handle was created by cublasCreate and is destroyed once.
         let _ = unsafe { sys::cublasDestroy_v2(self.raw) };
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Column-major element (i, j) of a matrix with leading dimension ld, read through op.
-    fn at(data: &[f64], ld: usize, trans: bool, i: usize, j: usize) -> f64 {
-        if trans {
-            data[i * ld + j]
-        } else {
-            data[j * ld + i]
-        }
-    }
-
-    /// cuBLAS's GEMM definition, column-major.
-    fn emulate_gemm(g: &ColMajorGemm, first: &[f64], second: &[f64]) -> Vec<f64> {
-        let mut c = vec![f64::NAN; g.ldc * g.n];
-        for j in 0..g.n {
-            for i in 0..g.m {
-                let mut s = 0.0;
-                for p in 0..g.k {
-                    s += at(first, g.ld_first, g.trans_first, i, p)
-                        * at(second, g.ld_second, g.trans_second, p, j);
-                }
-                c[j * g.ldc + i] = s;
-            }
-        }
-        c
-    }
-
-    /// Naive row-major `op(A) op(B)`.
-    fn row_major_product(
-        ta: bool,
-        tb: bool,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[f64],
-        b: &[f64],
-    ) -> Vec<f64> {
-        let a_at = |i: usize, p: usize| if ta { a[p * m + i] } else { a[i * k + p] };
-        let b_at = |p: usize, j: usize| if tb { b[j * k + p] } else { b[p * n + j] };
-        let mut c = vec![0.0; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                c[i * n + j] = (0..k).map(|p| a_at(i, p) * b_at(p, j)).sum();
-            }
-        }
-        c
-    }
-
-    fn values(len: usize, seed: u64) -> Vec<f64> {
-        (0..len)
-            .map(|i| ((i as u64 * 7919 + seed * 104_729) % 97) as f64 / 13.0 - 3.0)
-            .collect()
-    }
-
-    #[test]
-    fn gemm_mapping_matches_row_major_products_in_all_transpose_combinations() {
-        for (m, n, k) in [(1, 1, 1), (3, 5, 7), (5, 2, 1), (33, 17, 9)] {
-            for ta in [false, true] {
-                for tb in [false, true] {
-                    let a = values(m * k, 1);
-                    let b = values(k * n, 2);
-                    let g = col_major_gemm(ta, tb, m, n, k);
-                    // The first operand is B, the second A; column-major C^T is row-major C.
-                    let got = emulate_gemm(&g, &b, &a);
-                    let want = row_major_product(ta, tb, m, n, k, &a, &b);
-                    assert_eq!(got, want, "m={m} n={n} k={k} ta={ta} tb={tb}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn syrk_mapping_computes_the_gram_matrix() {
-        for (n, k) in [(1, 1), (4, 3), (7, 10)] {
-            for trans in [false, true] {
-                let a = values(n * k, 3);
-                let s = col_major_syrk(trans, n, k);
-                // SYRK is GEMM with op(A) and op(A)^T.
-                let g = ColMajorGemm {
-                    trans_first: s.trans,
-                    trans_second: !s.trans,
-                    m: n,
-                    n,
-                    k,
-                    ld_first: s.lda,
-                    ld_second: s.lda,
-                    ldc: n,
-                };
-                let got = emulate_gemm(&g, &a, &a);
-                // Row-major reference: A A^T (A n x k) or A^T A (A k x n).
-                let want = row_major_product(trans, !trans, n, n, k, &a, &a);
-                assert_eq!(got, want, "n={n} k={k} trans={trans}");
-            }
-        }
-    }
-
-    #[test]
-    fn gemv_mapping_matches_row_major_products() {
-        for (m, n) in [(1, 1), (3, 5), (6, 2)] {
-            for trans in [false, true] {
-                let a = values(m * n, 4);
-                let x = values(if trans { m } else { n }, 5);
-                let g = col_major_gemv(trans, m, n);
-                let rows = if g.trans { g.n } else { g.m };
-                let inner = if g.trans { g.m } else { g.n };
-                let got: Vec<f64> = (0..rows)
-                    .map(|i| {
-                        (0..inner)
-                            .map(|p| at(&a, g.lda, g.trans, i, p) * x[p])
-                            .sum()
-                    })
-                    .collect();
-                let want: Vec<f64> = if trans {
-                    (0..n)
-                        .map(|j| (0..m).map(|i| a[i * n + j] * x[i]).sum())
-                        .collect()
-                } else {
-                    (0..m)
-                        .map(|i| (0..n).map(|j| a[i * n + j] * x[j]).sum())
-                        .collect()
-                };
-                assert_eq!(got, want, "m={m} n={n} trans={trans}");
-            }
-        }
     }
 }

@@ -2,12 +2,11 @@
 //! symmetrize, diagonal, cluster counts and the CSR selection matrix. One small kernel of our
 //! own converts `u32` counts to floats (kernels-gen has none).
 
-use crate::cuda::errors::driver;
-use crate::cuda::launch::{launch, KernelArg};
+use crate::cuda::driver::{self, KernelArg};
 use crate::cuda::memory::GrowBuffer;
 use crate::cuda::nvrtc::KernelCache;
 use crate::error::RuntimeError;
-use cudarc::driver::{sys, CudaStream};
+use cudarc::driver::CudaStream;
 use kernel_ir::ScalarType;
 use kernels_gen::builtins;
 use std::sync::Arc;
@@ -158,7 +157,11 @@ pub(crate) struct CountScratch {
 
 impl Builtins<'_> {
     /// Launches a builtin kernel (compiled on first use).
-    fn run(
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    unsafe fn run(
         &self,
         kind: Kind,
         dtype: ScalarType,
@@ -167,23 +170,40 @@ impl Builtins<'_> {
     ) -> Result<(), RuntimeError> {
         let name = kind.name(dtype);
         let f = self.kernels.function(name, || kind.kernel(dtype).source)?;
-        launch(self.stream, &f, name, dims, args)
+        // SAFETY: `args` match the builtin kernel's parameters (each caller builds them in the
+        // kernel's order), and the addresses hold what it touches, as the contract says.
+        unsafe { driver::launch(self.stream, &f, name, dims, args) }
     }
 
     /// Sets `len` 32-bit words at `ptr` to `bits`.
-    pub(crate) fn memset32(&self, ptr: u64, bits: u32, len: usize) -> Result<(), RuntimeError> {
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    pub(crate) unsafe fn memset32(
+        &self,
+        ptr: u64,
+        bits: u32,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
         if len == 0 {
             return Ok(());
         }
-        // SAFETY: `ptr` is device memory of at least `len` 32-bit words on this stream (the
-        // caller's buffer or scratch of that size); the stream belongs to the current context.
-        unsafe { sys::cuMemsetD32Async(ptr, bits, len, self.stream.cu_stream()) }
-            .result()
-            .map_err(|e| driver("cuMemsetD32Async", e))
+        // SAFETY: as this function's contract says.
+        unsafe { driver::memset32(self.stream, ptr, bits, len) }
     }
 
     /// Fills `len` doubles at `ptr` with `value`.
-    pub(crate) fn fill_f64(&self, ptr: u64, len: usize, value: f64) -> Result<(), RuntimeError> {
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    pub(crate) unsafe fn fill_f64(
+        &self,
+        ptr: u64,
+        len: usize,
+        value: f64,
+    ) -> Result<(), RuntimeError> {
         if len == 0 {
             return Ok(());
         }
@@ -201,7 +221,11 @@ impl Builtins<'_> {
     }
 
     /// Mirrors the lower triangle of the row-major `n x n` matrix at `ptr` into its upper one.
-    pub(crate) fn symmetrize(
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    pub(crate) unsafe fn symmetrize(
         &self,
         dtype: ScalarType,
         ptr: u64,
@@ -224,7 +248,11 @@ impl Builtins<'_> {
     }
 
     /// `out[c]` = the sum of `x[i]` over the `i < n` with `labels[i] == c`, for `c < k`.
-    pub(crate) fn label_sums(
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    pub(crate) unsafe fn label_sums(
         &self,
         dtype: ScalarType,
         x: u64,
@@ -252,7 +280,11 @@ impl Builtins<'_> {
     }
 
     /// `out[i] = a[i * lda + i]` for `i < n`.
-    pub(crate) fn diag(
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    pub(crate) unsafe fn diag(
         &self,
         dtype: ScalarType,
         a: u64,
@@ -278,7 +310,11 @@ impl Builtins<'_> {
     }
 
     /// Cluster sizes of `n` labels into the `u32` scratch (`k` entries); returns its address.
-    fn histogram(
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    unsafe fn histogram(
         &self,
         scratch: &mut CountScratch,
         labels: u64,
@@ -307,7 +343,11 @@ impl Builtins<'_> {
     }
 
     /// Cluster sizes as floats: `out[c]` = number of labels equal to `c`, for `c < k`.
-    pub(crate) fn counts(
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    pub(crate) unsafe fn counts(
         &self,
         dtype: ScalarType,
         scratch: &mut CountScratch,
@@ -339,20 +379,28 @@ impl Builtins<'_> {
             KernelArg::Ptr(counts),
             KernelArg::Ptr(out),
         ];
-        launch(
-            self.stream,
-            &f,
-            name,
-            builtins::linear_grid_block(k as u64),
-            &mut args,
-        )
+        // SAFETY: the arguments match the conversion kernel's parameters; `counts` holds `k`
+        // words of scratch and `out` `k` values, as this function's contract says.
+        unsafe {
+            driver::launch(
+                self.stream,
+                &f,
+                name,
+                builtins::linear_grid_block(k as u64),
+                &mut args,
+            )
+        }
     }
 
     /// The selection matrix `V` (`k x n` CSR, `V[c, p] = 1/|c|` where `labels[p] == c`):
     /// row offsets, column indices in ascending order per row, values. Empty clusters have
     /// empty rows.
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn selection(
+    pub(crate) unsafe fn selection(
         &self,
         dtype: ScalarType,
         scratch: &mut CountScratch,

@@ -15,7 +15,7 @@ pub(crate) fn driver_message(e: DriverError) -> String {
 }
 
 /// A failed driver call.
-pub(crate) fn driver(call: &str, e: DriverError) -> RuntimeError {
+pub(crate) fn driver_error(call: &str, e: DriverError) -> RuntimeError {
     RuntimeError::Cuda {
         call: call.to_string(),
         message: driver_message(e),

@@ -2,9 +2,10 @@
 //! buffer type, and a growable scratch buffer.
 
 use crate::backend::{BufferInfo, ElemType};
-use crate::cuda::errors::{driver, driver_message, is_out_of_memory};
+use crate::cuda::driver;
+use crate::cuda::errors::{driver_error, driver_message, is_out_of_memory};
 use crate::error::RuntimeError;
-use cudarc::driver::{result as drv, sys::CUdeviceptr, CudaStream};
+use cudarc::driver::{sys::CUdeviceptr, CudaStream};
 use std::sync::Arc;
 
 /// One device allocation, freed (stream-ordered) when dropped. Zero bytes allocate nothing and
@@ -26,7 +27,7 @@ impl DeviceMemory {
     ) -> Result<Self, RuntimeError> {
         let ctx = stream.context();
         ctx.bind_to_thread()
-            .map_err(|e| driver("cuCtxSetCurrent", e))?;
+            .map_err(|e| driver_error("cuCtxSetCurrent", e))?;
         let stream_ordered = ctx.has_async_alloc();
         if bytes == 0 {
             return Ok(DeviceMemory {
@@ -36,14 +37,10 @@ impl DeviceMemory {
                 stream_ordered,
             });
         }
-        let result = if stream_ordered {
-            // SAFETY: the stream belongs to the current context; the memory is only used on
-            // this stream (the backend has one) and is freed on it in `Drop`.
-            unsafe { drv::malloc_async(stream.cu_stream(), bytes) }
-        } else {
-            // SAFETY: a plain allocation in the current context, freed in `Drop`.
-            unsafe { drv::malloc_sync(bytes) }
-        };
+        // SAFETY: the stream's context was made current above; the memory is freed once, in
+        // `Drop`, with the same mode. Other lanes use it only between events that order them
+        // after the allocating stream's work and before its free.
+        let result = unsafe { driver::alloc(stream, bytes, stream_ordered) };
         match result {
             Ok(ptr) => Ok(DeviceMemory {
                 ptr,
@@ -96,15 +93,9 @@ impl Drop for DeviceMemory {
         }
         let ctx = self.stream.context();
         ctx.record_err(ctx.bind_to_thread());
-        let freed = if self.stream_ordered {
-            // SAFETY: `ptr` came from `cuMemAllocAsync` on this stream and is freed once; work
-            // queued on the stream that still uses it runs before the free (stream order).
-            unsafe { drv::free_async(self.ptr, self.stream.cu_stream()) }
-        } else {
-            // SAFETY: `ptr` came from `cuMemAlloc` and is freed once; `cuMemFree` waits for
-            // work using it to finish.
-            unsafe { drv::free_sync(self.ptr) }
-        };
+        // SAFETY: `ptr` came from `driver::alloc` on this stream with this mode and is freed
+        // once; work queued on the stream that still uses it runs before the free.
+        let freed = unsafe { driver::free(&self.stream, self.ptr, self.stream_ordered) };
         ctx.record_err(freed);
     }
 }

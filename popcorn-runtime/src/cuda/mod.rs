@@ -25,16 +25,17 @@
 
 mod args;
 mod backend;
-pub mod blas;
+mod blas;
 mod builtin_ops;
-mod cluster_sums;
+pub mod col_major;
+mod device;
+mod driver;
 mod errors;
-mod fused;
-mod launch;
 mod memory;
-pub mod naive;
 pub mod nvrtc;
+mod ops;
 mod probe;
+pub mod raw;
 pub mod sparse;
 pub mod syrk_blocks;
 
@@ -43,6 +44,5 @@ mod tests;
 
 pub use backend::{CudaBackend, CudaConfig, CudaMark};
 pub use memory::CudaBuffer;
-pub use naive::{NaiveKkmeans, NaiveRun, NaiveRunOptions};
 pub use nvrtc::KernelCacheStats;
 pub use probe::cuda_available;

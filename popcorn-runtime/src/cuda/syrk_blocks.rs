@@ -16,7 +16,7 @@
 //! inner loop runs slower than one wide GEMM) keep their diagonal block in the block row's GEMM:
 //! `C[r0..r1, 0..r1]`.
 
-use crate::cuda::blas::{col_major_gemm, ColMajorGemm};
+use crate::cuda::col_major::{col_major_gemm, ColMajorGemm};
 use std::ops::Range;
 
 /// Rows of the diagonal blocks that the recursion computes whole.
@@ -70,13 +70,6 @@ pub fn col_major_syrk_rect(
         second_offset: row_of_op_a(rows.start),
         c_offset: rows.start * n + cols.start,
     }
-}
-
-/// The block rows `[r0, r1)` of an order-`n` blocked SYRK with `block_rows` rows per block (the
-/// last one shorter).
-pub fn block_row_ranges(n: usize, block_rows: usize) -> impl Iterator<Item = (usize, usize)> {
-    let step = block_rows.max(1);
-    (0..n).step_by(step).map(move |r0| (r0, (r0 + step).min(n)))
 }
 
 /// Whether blocks of `block_rows` rows have their diagonal blocks halved down to `leaf` rows
@@ -157,6 +150,7 @@ pub fn diagonal_pieces(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use popcorn_dsl::plan::block_row_ranges;
 
     /// Element `(i, j)` of `op(A)`: row `i` of A (stored `n x k`) or, with `trans`, column `i`
     /// of A (stored `k x n`).

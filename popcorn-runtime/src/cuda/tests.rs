@@ -9,8 +9,9 @@ use super::*;
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
 use crate::error::RuntimeError;
 use kernel_ir::{Access, BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction, UnaryOp};
-use popcorn_dsl::plan::{FusedStep, GemmStep, Step, StepOp};
-use popcorn_dsl::{DType, ScalarExpr};
+use popcorn_dsl::ops::{Builtin, Counts, Diag, LabelSums, PadCols, Selection};
+use popcorn_dsl::plan::{FusedStep, GemmStep, Step, StepOp, StepPart};
+use popcorn_dsl::{DType, Dim, ScalarExpr};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -19,7 +20,7 @@ use std::sync::OnceLock;
 
 /// Whether a missing GPU fails the tests.
 fn gpu_required() -> bool {
-    std::env::var_os("POPCORN_REQUIRE_GPU").is_some()
+    popcorn_dsl::settings::settings().require_gpu
 }
 
 /// A backend for tests with its kernel cache in a per-process temporary directory (so the
@@ -27,10 +28,9 @@ fn gpu_required() -> bool {
 fn test_config(tag: &str) -> CudaConfig {
     CudaConfig {
         allow_tf32: false,
-        sync_after_step: true,
         cache_dir: Some(temp_dir(tag)),
         dump_dir: None,
-        log_cache: std::env::var("POPCORN_LOG").is_ok_and(|v| v.contains("cache")),
+        log_cache: popcorn_dsl::settings::settings().log.cache,
     }
 }
 
@@ -469,7 +469,7 @@ fn gpu_degenerate_products_write_zeros_and_bad_shapes_are_errors() {
     assert!(matches!(e, Err(RuntimeError::InvalidData(_))), "{e:?}");
     // A buffer of the wrong element type too.
     let f = b.alloc(ElemType::F32, 6).expect("alloc");
-    let op = StepOp::Diag;
+    let op = StepOp::Builtin(Builtin::Diag(Diag));
     let e = b.run_step(
         &step(op),
         &[dense(&f, 2, 3)],
@@ -667,7 +667,6 @@ fn gpu_syrk(
         tf32,
         lower_only: false,
         block_rows,
-        overlap_map: false,
     };
     let a_arg = if trans {
         dense(&ab, k, n)
@@ -848,7 +847,7 @@ fn gpu_diag_matches_host() {
             let mb = upload(b, dtype, &m);
             let out = poisoned(b, ElemType::float(dtype), n);
             b.run_step(
-                &step(StepOp::Diag),
+                &step(StepOp::Builtin(Builtin::Diag(Diag))),
                 &[dense(&mb, n, n)],
                 &[dense(&out, n, 1)],
                 dtype,
@@ -887,7 +886,9 @@ fn gpu_counts_match_host_with_an_empty_cluster() {
             for _ in 0..2 {
                 // Twice: the scratch counters must be cleared between calls.
                 b.run_step(
-                    &step(StepOp::Counts { k }),
+                    &step(StepOp::Builtin(Builtin::Counts(Counts {
+                        k: Dim::Fixed(k),
+                    }))),
                     &[Arg::Index { buf: &lb, len: n }],
                     &[dense(&out, k, 1)],
                     dtype,
@@ -924,7 +925,9 @@ fn gpu_label_sums_match_host_and_repeat_exactly() {
             let mut runs = Vec::new();
             for _ in 0..2 {
                 b.run_step(
-                    &step(StepOp::LabelSums { k }),
+                    &step(StepOp::Builtin(Builtin::LabelSums(LabelSums {
+                        k: Dim::Fixed(k),
+                    }))),
                     &[dense(&xb, n, 1), Arg::Index { buf: &lb, len: n }],
                     &[dense(&out, k, 1)],
                     dtype,
@@ -965,7 +968,9 @@ fn gpu_selection_matches_host_with_an_empty_cluster() {
                 nnz: n,
             };
             b.run_step(
-                &step(StepOp::Selection { k }),
+                &step(StepOp::Builtin(Builtin::Selection(Selection {
+                    k: Dim::Fixed(k),
+                }))),
                 &[Arg::Index { buf: &lb, len: n }],
                 &[out],
                 dtype,
@@ -1736,10 +1741,10 @@ fn gpu_tf32_mode_and_missing_devices() {
 }
 
 #[test]
-fn gpu_tf32_syrk_pads_rows_without_changing_the_result() {
+fn gpu_tf32_syrk_is_exact_on_small_integers() {
     let Some(b) = gpu() else { return };
-    // Small integers: exact in TF32 and in every sum, so the result is exact whatever the
-    // padding; rows of 131 elements (padded to 144), 37 and 144 (not padded), a transposed A.
+    // Small integers: exact in TF32 and in every sum, so TF32 gives the exact result; rows of
+    // 131 elements (not a whole tensor-core row), 37 and 144, a transposed A.
     let mut rng = Rng(31);
     for (n, k, trans) in [
         (300, 131, false),
@@ -1766,5 +1771,104 @@ fn gpu_tf32_syrk_pads_rows_without_changing_the_result() {
                 "tf32 syrk n={n} k={k} trans={trans} block_rows={block_rows}"
             );
         }
+    }
+}
+
+#[test]
+fn gpu_pad_cols_appends_zero_columns() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(37);
+    for dtype in [DType::F32, DType::F64] {
+        for (rows, cols, padded) in [(1, 1, 1), (3, 5, 16), (257, 131, 144), (64, 128, 129)] {
+            let a = rounded(dtype, &rng.values(rows * cols));
+            let ab = upload(b, dtype, &a);
+            let out = poisoned(b, ElemType::float(dtype), rows * padded);
+            let op = StepOp::Builtin(Builtin::PadCols(PadCols { cols: padded }));
+            b.run_step(
+                &step(op),
+                &[dense(&ab, rows, cols)],
+                &[dense(&out, rows, padded)],
+                dtype,
+                1.0,
+            )
+            .expect("pad columns");
+            let mut want = vec![0.0; rows * padded];
+            for i in 0..rows {
+                want[i * padded..i * padded + cols].copy_from_slice(&a[i * cols..(i + 1) * cols]);
+            }
+            assert_eq!(
+                download(b, &out),
+                want,
+                "{dtype} {rows} x {cols} -> {padded}"
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_syrk_in_bands_and_a_banded_map_on_the_second_lane_match_the_whole() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(41);
+    let dtype = DType::F32;
+    for (n, k, block_rows) in [(300, 17, 128), (1000, 64, 256), (64, 5, 64)] {
+        let a = rounded(dtype, &rng.values(n * k));
+        let ab = upload(b, dtype, &a);
+        let syrk = step(StepOp::Syrk {
+            trans: false,
+            n,
+            k,
+            alpha: ScalarExpr::Lit(1.0),
+            tf32: false,
+            lower_only: true,
+            block_rows,
+        });
+        let map = fused(symmetric_map_spec(dtype), n, n);
+        let col = upload(b, dtype, &rounded(dtype, &rng.values(n)));
+        let c = poisoned(b, ElemType::F32, n * n);
+        let outs = [
+            poisoned(b, ElemType::F32, n * n),
+            poisoned(b, ElemType::F32, n * n),
+        ];
+        let (a_in, c_out) = ([dense(&ab, n, k)], [dense(&c, n, n)]);
+        let map_in = [dense(&c, n, n), dense(&col, n, 1), Arg::Scalar(0.5)];
+        let map_out = [dense(&outs[0], n, n), dense(&outs[1], n, n)];
+        b.run_part(&syrk, &a_in, &c_out, dtype, 1.0, StepPart::Prologue, 0)
+            .expect("prologue");
+        for (r0, r1) in popcorn_dsl::plan::block_row_ranges(n, block_rows) {
+            let band = StepPart::Band(r0, r1);
+            b.run_part(&syrk, &a_in, &c_out, dtype, 1.0, band, 0)
+                .expect("syrk band");
+            b.order_lanes(0, 1).expect("order");
+            b.run_part(&map, &map_in, &map_out, dtype, 1.0, band, 1)
+                .expect("map band");
+        }
+        b.join_lanes().expect("join");
+        // The same map over the whole lower triangle.
+        let c2 = poisoned(b, ElemType::F32, n * n);
+        let outs2 = [
+            poisoned(b, ElemType::F32, n * n),
+            poisoned(b, ElemType::F32, n * n),
+        ];
+        b.run_step(&syrk, &a_in, &[dense(&c2, n, n)], dtype, 1.0)
+            .expect("syrk");
+        let whole_in = [dense(&c2, n, n), dense(&col, n, 1), Arg::Scalar(0.5)];
+        let whole_out = [dense(&outs2[0], n, n), dense(&outs2[1], n, n)];
+        b.run_step(&map, &whole_in, &whole_out, dtype, 1.0)
+            .expect("map");
+        for o in 0..2 {
+            let (banded, whole) = (download(b, &outs[o]), download(b, &outs2[o]));
+            assert!(
+                banded.iter().all(|v| v.is_finite()),
+                "n={n}: unwritten elements"
+            );
+            assert_eq!(banded, whole, "n={n} block_rows={block_rows} output {o}");
+        }
+        // Parts are refused where they make no sense.
+        assert!(b
+            .run_part(&syrk, &a_in, &c_out, dtype, 1.0, StepPart::Band(1, 5), 0)
+            .is_err());
+        assert!(b
+            .run_part(&syrk, &a_in, &c_out, dtype, 1.0, StepPart::Prologue, 1)
+            .is_err());
     }
 }

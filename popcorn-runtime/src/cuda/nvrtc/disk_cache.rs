@@ -10,19 +10,6 @@ pub(crate) struct DiskCache {
     dir: Option<PathBuf>,
 }
 
-/// The default directory: `POPCORN_CACHE_DIR`, else `$XDG_CACHE_HOME/popcorn/kernels`, else
-/// `~/.cache/popcorn/kernels`; `None` when none of these is set.
-pub(crate) fn default_dir() -> Option<PathBuf> {
-    let non_empty = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    non_empty("POPCORN_CACHE_DIR")
-        .or_else(|| non_empty("XDG_CACHE_HOME").map(|d| d.join("popcorn").join("kernels")))
-        .or_else(|| non_empty("HOME").map(|h| h.join(".cache").join("popcorn").join("kernels")))
-}
-
 /// The cache key: 128 bits from two FNV-1a hashes (plain and salted) over the source, the
 /// options, the architecture and the NVRTC version, each field length-prefixed.
 pub(crate) fn key(

@@ -9,7 +9,7 @@
 mod compile;
 mod disk_cache;
 
-use crate::cuda::errors::driver;
+use crate::cuda::errors::driver_error;
 use crate::error::RuntimeError;
 use compile::Output;
 use cudarc::driver::{CudaContext, CudaFunction};
@@ -40,20 +40,6 @@ pub(crate) struct CacheSettings {
     pub(crate) dump_dir: Option<PathBuf>,
     /// Whether to log hits, misses and compiles to stderr.
     pub(crate) log: bool,
-}
-
-impl CacheSettings {
-    /// Settings from the environment (`POPCORN_CACHE_DIR`, `POPCORN_DUMP_DIR`,
-    /// `POPCORN_LOG=cache`).
-    pub(crate) fn from_env() -> CacheSettings {
-        CacheSettings {
-            dir: disk_cache::default_dir(),
-            dump_dir: std::env::var_os("POPCORN_DUMP_DIR")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from),
-            log: popcorn_dsl::log::enabled("cache"),
-        }
-    }
 }
 
 /// The loaded kernels of one context.
@@ -171,7 +157,7 @@ impl KernelCache {
         let module = self
             .ctx
             .load_module(Ptx::from_binary(image))
-            .map_err(|e| driver("cuModuleLoadData", e))?;
+            .map_err(|e| driver_error("cuModuleLoadData", e))?;
         module.load_function(name).map_err(|e| RuntimeError::Cuda {
             call: "cuModuleGetFunction".to_string(),
             message: format!(

@@ -12,6 +12,7 @@ use crate::cuda::memory::GrowBuffer;
 use crate::error::RuntimeError;
 use cudarc::driver::CudaStream;
 use layout::{spmm_layout, SpmmLayout};
+use popcorn_dsl::DType;
 use result::CusparseError;
 use safe::{CsrDescr, DnMatDescr, DnVecDescr, SparseHandle, ValueType};
 use std::collections::HashMap;
@@ -42,6 +43,14 @@ enum ShapeKey {
 struct ShapeInfo {
     bytes: usize,
     matched_orders: bool,
+}
+
+/// cuSPARSE's value type of a plan dtype.
+pub(crate) fn value_type(dtype: DType) -> ValueType {
+    match dtype {
+        DType::F32 => ValueType::F32,
+        DType::F64 => ValueType::F64,
+    }
 }
 
 /// The dense operand of an SpMM: device address and stored row-major shape.

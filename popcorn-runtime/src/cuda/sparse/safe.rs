@@ -3,7 +3,7 @@
 //! write through them are `unsafe` and state what the addresses must hold.
 
 use super::result::{self, CusparseError};
-use crate::cuda::errors::driver;
+use crate::cuda::errors::driver_error;
 use crate::error::RuntimeError;
 use cudarc::cusparse::sys;
 use cudarc::driver::CudaStream;
@@ -95,7 +95,7 @@ impl SparseHandle {
         stream
             .context()
             .bind_to_thread()
-            .map_err(|e| driver("cuCtxSetCurrent", e))?;
+            .map_err(|e| driver_error("cuCtxSetCurrent", e))?;
         // SAFETY: the stream's context is current.
         let raw = unsafe { result::create() }?;
         let handle = SparseHandle {
@@ -113,7 +113,7 @@ impl SparseHandle {
         self.stream
             .context()
             .bind_to_thread()
-            .map_err(|e| driver("cuCtxSetCurrent", e))
+            .map_err(|e| driver_error("cuCtxSetCurrent", e))
     }
 
     /// Work-buffer bytes for `C = alpha op(A) op(B)` (beta 0).

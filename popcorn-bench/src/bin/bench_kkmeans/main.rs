@@ -1,5 +1,15 @@
-//! The `bench_kkmeans` command: measures the device's ceilings, checks the naive baseline
-//! against the library, then times popcorn and the naive baseline on every (shape, k).
+//! Benchmarks Kernel K-means on the paper's shapes: popcorn (the DSL's plans) against the
+//! hand-written naive GPU baseline, with the device's ceilings measured first.
+//!
+//! ```text
+//! cargo run --release -p popcorn-bench --bin bench_kkmeans                          # everything, on the GPU
+//! cargo run --release -p popcorn-bench --bin bench_kkmeans -- --shapes letter,mnist --k 10 --reps 3
+//! cargo run --release -p popcorn-bench --bin bench_kkmeans -- --json bench.json --fashion train-images-idx3-ubyte.gz
+//! cargo run --release -p popcorn-bench --bin bench_kkmeans -- --device cpu --scale 0.01 --reps 1   # smoke run
+//! cargo run --release -p popcorn-bench --bin bench_kkmeans -- --help
+//! ```
+//!
+//! Without a usable GPU (and without `--device cpu`) it says so and exits with status 0.
 
 mod cli;
 mod data;
@@ -46,7 +56,12 @@ pub enum BenchError {
 }
 
 /// Runs the command; returns the exit status.
-pub fn main() -> i32 {
+fn main() {
+    std::process::exit(status());
+}
+
+/// Runs the benchmark; the process status.
+fn status() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -359,7 +374,7 @@ fn syrk_variant_runs(
             let config = popcorn::PlannerConfig {
                 tf32,
                 syrk_block_rows: block_rows,
-                overlap_syrk_map: overlap,
+                overlap,
                 ..ctx.config().clone()
             };
             let kt = kernel_matrix_with(cli, config, x, sgemm)?;

@@ -28,7 +28,7 @@ pub fn sweep(cli: &Cli) -> Result<Vec<ThresholdRow>, BenchError> {
     let ctx_for = |ratio: f64| -> Result<Context, BenchError> {
         let ctx = Context::new(cli.device)?;
         let config = PlannerConfig {
-            syrk_gemm_ratio: ratio,
+            syrk_gemm_ratio: Some(ratio),
             ..ctx.config().clone()
         };
         Ok(ctx.with_config(config))

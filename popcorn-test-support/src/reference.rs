@@ -1,239 +1,20 @@
 //! An independent reference evaluator: runs a [`Program`]'s typed graph directly, in `f64`,
 //! with the simplest possible loops and no planning, fusion or buffer reuse.
 //!
-//! Tests compare the planned backends against it. It shares only the IR types and the scalar
-//! semantics ([`UnaryOp::apply`](popcorn_dsl::kernel::UnaryOp::apply), [`BinaryOp::apply`](popcorn_dsl::kernel::BinaryOp::apply), [`ScalarExpr::eval`]) with the rest of
-//! popcorn; every operation is written out here from its definition. CSR operands of
-//! products are densified first. Speed is not a goal.
+//! Tests compare the planned backends against it. It shares with the rest of popcorn only the
+//! IR types and the definitions of what each operation means: the element-wise operators'
+//! `f64` values ([`UnaryOp::apply`](popcorn_dsl::kernel::UnaryOp::apply),
+//! [`BinaryOp::apply`](popcorn_dsl::kernel::BinaryOp::apply)), the builtins' and library
+//! products' reference semantics ([`OpFacts::eval`], [`popcorn_dsl::ir::LibOp::eval`]) and
+//! [`ScalarExpr::eval`]; broadcasting, reductions and gathers are written out here. CSR
+//! operands of products are densified first. Speed is not a goal.
 
-use popcorn_dsl::ir::{LibOp, NodeId, Op, Reduce};
+use popcorn_dsl::ir::{NodeId, Op, Reduce};
+use popcorn_dsl::ops::OpFacts;
+pub use popcorn_dsl::value::RefValue;
+use popcorn_dsl::value::{check_csr, densify, matmul, sparsify, Mat};
 use popcorn_dsl::{Dim, Program, ScalarExpr, Storage, Type};
 use std::collections::{BTreeMap, HashMap};
-
-/// A value of the reference evaluator.
-#[derive(Clone, Debug, PartialEq)]
-pub enum RefValue {
-    /// A dense row-major matrix (vectors are `n x 1` or `1 x n`).
-    Dense {
-        /// Rows.
-        rows: usize,
-        /// Columns.
-        cols: usize,
-        /// `rows * cols` values, row-major.
-        data: Vec<f64>,
-    },
-    /// A compressed-sparse-rows matrix.
-    Csr {
-        /// Rows.
-        rows: usize,
-        /// Columns.
-        cols: usize,
-        /// `rows + 1` offsets into `col_idx` and `values`.
-        row_ptr: Vec<usize>,
-        /// Column of each stored entry.
-        col_idx: Vec<usize>,
-        /// Value of each stored entry.
-        values: Vec<f64>,
-    },
-    /// An index vector (cluster labels).
-    Index(Vec<u32>),
-    /// A host scalar.
-    Scalar(f64),
-}
-
-impl RefValue {
-    /// A dense `rows x cols` matrix from row-major values.
-    pub fn dense(rows: usize, cols: usize, data: Vec<f64>) -> RefValue {
-        RefValue::Dense { rows, cols, data }
-    }
-
-    /// A short description of the value's kind and shape, for error messages.
-    pub fn describe(&self) -> String {
-        match self {
-            RefValue::Dense { rows, cols, .. } => format!("dense {rows} x {cols}"),
-            RefValue::Csr {
-                rows, cols, values, ..
-            } => {
-                format!("CSR {rows} x {cols} ({} entries)", values.len())
-            }
-            RefValue::Index(v) => format!("index vector of {}", v.len()),
-            RefValue::Scalar(_) => "scalar".to_string(),
-        }
-    }
-
-    /// The dense values (row-major) of a dense value, a densified CSR matrix, or a scalar.
-    pub fn to_dense_values(&self) -> Option<Vec<f64>> {
-        match self {
-            RefValue::Dense { data, .. } => Some(data.clone()),
-            RefValue::Csr { .. } => densify(self).ok().map(|m| m.data),
-            RefValue::Scalar(v) => Some(vec![*v]),
-            RefValue::Index(_) => None,
-        }
-    }
-}
-
-/// A dense matrix used inside the evaluator.
-#[derive(Clone, Debug)]
-struct Mat {
-    rows: usize,
-    cols: usize,
-    data: Vec<f64>,
-}
-
-impl Mat {
-    fn zeros(rows: usize, cols: usize) -> Mat {
-        Mat {
-            rows,
-            cols,
-            data: vec![0.0; rows * cols],
-        }
-    }
-
-    fn at(&self, i: usize, j: usize) -> f64 {
-        self.data[i * self.cols + j]
-    }
-
-    fn set(&mut self, i: usize, j: usize, v: f64) {
-        self.data[i * self.cols + j] = v;
-    }
-
-    fn transposed(&self) -> Mat {
-        let mut t = Mat::zeros(self.cols, self.rows);
-        for i in 0..self.rows {
-            for j in 0..self.cols {
-                t.set(j, i, self.at(i, j));
-            }
-        }
-        t
-    }
-
-    fn into_value(self) -> RefValue {
-        RefValue::Dense {
-            rows: self.rows,
-            cols: self.cols,
-            data: self.data,
-        }
-    }
-}
-
-/// Checks a CSR value's structure.
-fn check_csr(
-    rows: usize,
-    cols: usize,
-    row_ptr: &[usize],
-    col_idx: &[usize],
-    values: &[f64],
-) -> Result<(), String> {
-    if row_ptr.len() != rows + 1 {
-        return Err(format!(
-            "CSR {rows} x {cols}: row_ptr has {} entries, expected {}",
-            row_ptr.len(),
-            rows + 1
-        ));
-    }
-    if col_idx.len() != values.len() {
-        return Err(format!(
-            "CSR {rows} x {cols}: {} column indices but {} values",
-            col_idx.len(),
-            values.len()
-        ));
-    }
-    if row_ptr[0] != 0 || row_ptr[rows] != values.len() {
-        return Err(format!(
-            "CSR {rows} x {cols}: row_ptr must run from 0 to nnz = {}",
-            values.len()
-        ));
-    }
-    if row_ptr.windows(2).any(|w| w[1] < w[0]) {
-        return Err(format!("CSR {rows} x {cols}: row_ptr decreases"));
-    }
-    if col_idx.iter().any(|c| *c >= cols) {
-        return Err(format!(
-            "CSR {rows} x {cols}: a column index is out of range"
-        ));
-    }
-    Ok(())
-}
-
-/// The dense form of a dense or CSR value (duplicate CSR entries add up).
-fn densify(v: &RefValue) -> Result<Mat, String> {
-    match v {
-        RefValue::Dense { rows, cols, data } => {
-            if data.len() != rows * cols {
-                return Err(format!("dense {rows} x {cols} holds {} values", data.len()));
-            }
-            Ok(Mat {
-                rows: *rows,
-                cols: *cols,
-                data: data.clone(),
-            })
-        }
-        RefValue::Csr {
-            rows,
-            cols,
-            row_ptr,
-            col_idx,
-            values,
-        } => {
-            check_csr(*rows, *cols, row_ptr, col_idx, values)?;
-            let mut m = Mat::zeros(*rows, *cols);
-            for i in 0..*rows {
-                for p in row_ptr[i]..row_ptr[i + 1] {
-                    let j = col_idx[p];
-                    m.set(i, j, m.at(i, j) + values[p]);
-                }
-            }
-            Ok(m)
-        }
-        other => Err(format!("expected a matrix, found {}", other.describe())),
-    }
-}
-
-/// The CSR form of a dense matrix, keeping only nonzero entries.
-fn sparsify(m: &Mat) -> RefValue {
-    let mut row_ptr = vec![0];
-    let mut col_idx = Vec::new();
-    let mut values = Vec::new();
-    for i in 0..m.rows {
-        for j in 0..m.cols {
-            if m.at(i, j) != 0.0 {
-                col_idx.push(j);
-                values.push(m.at(i, j));
-            }
-        }
-        row_ptr.push(values.len());
-    }
-    RefValue::Csr {
-        rows: m.rows,
-        cols: m.cols,
-        row_ptr,
-        col_idx,
-        values,
-    }
-}
-
-/// `alpha * op(a) * op(b)` by the textbook triple loop.
-fn matmul(a: &Mat, b: &Mat, trans_a: bool, trans_b: bool, alpha: f64) -> Result<Mat, String> {
-    let a = if trans_a { a.transposed() } else { a.clone() };
-    let b = if trans_b { b.transposed() } else { b.clone() };
-    if a.cols != b.rows {
-        return Err(format!(
-            "product of {} x {} and {} x {}: inner dimensions differ",
-            a.rows, a.cols, b.rows, b.cols
-        ));
-    }
-    let mut c = Mat::zeros(a.rows, b.cols);
-    for i in 0..a.rows {
-        for j in 0..b.cols {
-            let mut s = 0.0;
-            for l in 0..a.cols {
-                s += a.at(i, l) * b.at(l, j);
-            }
-            c.set(i, j, alpha * s);
-        }
-    }
-    Ok(c)
-}
 
 /// An operand of an element-wise operation: a scalar, or a dense matrix that broadcasts
 /// along any side of size 1.
@@ -503,17 +284,6 @@ fn scalar_of(
     e.eval(scalars, dims).map_err(|e| e.to_string())
 }
 
-/// Reads an index vector operand.
-fn index_of<'a>(v: &'a RefValue, what: &str) -> Result<&'a [u32], String> {
-    match v {
-        RefValue::Index(idx) => Ok(idx),
-        other => Err(format!(
-            "{what} needs an index vector, found {}",
-            other.describe()
-        )),
-    }
-}
-
 /// Evaluates one operation on evaluated operands.
 fn eval_node(
     op: &Op,
@@ -566,7 +336,7 @@ fn eval_node(
             )?
             .into_value())
         }
-        Op::Library(lib) => eval_library(lib, ops, scalars, dims),
+        Op::Library(lib) => lib.eval(ops, scalars, dims),
         Op::Unary(u) => {
             arity(1)?;
             elementwise(ops, |x| u.apply(x[0]))
@@ -620,18 +390,6 @@ fn eval_node(
             arity(3)?;
             elementwise(ops, |x| if x[0] != 0.0 { x[1] } else { x[2] })
         }
-        Op::Diag => {
-            arity(1)?;
-            let m = densify(ops[0])?;
-            if m.rows != m.cols {
-                return Err(format!("diag of a {} x {} matrix", m.rows, m.cols));
-            }
-            Ok(RefValue::dense(
-                m.rows,
-                1,
-                (0..m.rows).map(|i| m.at(i, i)).collect(),
-            ))
-        }
         Op::RowReduce(r) => {
             arity(1)?;
             Ok(reduce(&densify(ops[0])?, *r, true))
@@ -643,7 +401,7 @@ fn eval_node(
         Op::Gather => {
             arity(2)?;
             let m = densify(ops[0])?;
-            let idx = index_of(ops[1], "gather")?;
+            let idx = ops[1].as_index("gather")?;
             if idx.len() != m.rows {
                 return Err(format!("gather: {} indices for {} rows", idx.len(), m.rows));
             }
@@ -660,115 +418,8 @@ fn eval_node(
             }
             Ok(RefValue::dense(m.rows, 1, z))
         }
-        Op::Counts { k } => {
-            arity(1)?;
-            let k = size(k, dims)?;
-            let labels = index_of(ops[0], "counts")?;
-            let counts = sums_by_label(labels, k, "counts", |_| 1.0)?;
-            Ok(RefValue::dense(k, 1, counts))
-        }
-        Op::Selection { k } => {
-            arity(1)?;
-            let k = size(k, dims)?;
-            let labels = index_of(ops[0], "selection")?;
-            let counts = sums_by_label(labels, k, "selection", |_| 1.0)?;
-            let mut v = Mat::zeros(k, labels.len());
-            for (i, &c) in labels.iter().enumerate() {
-                v.set(c as usize, i, 1.0 / counts[c as usize]);
-            }
-            Ok(sparsify(&v))
-        }
-        Op::LabelSums { k } => {
-            arity(2)?;
-            let k = size(k, dims)?;
-            let x = densify(ops[0])?;
-            let labels = index_of(ops[1], "label_sums")?;
-            let s = sums_by_label(labels, k, "label_sums", |i| x.at(i, 0))?;
-            Ok(RefValue::dense(k, 1, s))
-        }
-        Op::ClusterSums { k } => {
-            arity(2)?;
-            let k = size(k, dims)?;
-            let m = densify(ops[0])?;
-            let labels = index_of(ops[1], "cluster_sums")?;
-            let mut s = Mat::zeros(m.rows, k);
-            for i in 0..m.rows {
-                for (j, &c) in labels.iter().enumerate() {
-                    if c as usize >= k {
-                        return Err(format!(
-                            "cluster_sums: label {c} at {j} is not below k = {k}"
-                        ));
-                    }
-                    s.set(i, c as usize, s.at(i, c as usize) + m.at(i, j));
-                }
-            }
-            Ok(RefValue::dense(s.rows, s.cols, s.data))
-        }
+        Op::Builtin(b) => b.eval(ops, dims),
     }
-}
-
-/// `s[c]` = the sum of `weight(i)` over the `i` with `labels[i] == c`, for `c < k`; a label
-/// `>= k` is an error naming `what`.
-fn sums_by_label(
-    labels: &[u32],
-    k: usize,
-    what: &str,
-    weight: impl Fn(usize) -> f64,
-) -> Result<Vec<f64>, String> {
-    let mut s = vec![0.0; k];
-    for (i, &c) in labels.iter().enumerate() {
-        let slot = s
-            .get_mut(c as usize)
-            .ok_or_else(|| format!("{what}: label {c} at {i} is not below k = {k}"))?;
-        *slot += weight(i);
-    }
-    Ok(s)
-}
-
-/// Evaluates a library operation (after selection) from its definition.
-fn eval_library(
-    lib: &LibOp,
-    ops: &[&RefValue],
-    scalars: &BTreeMap<String, f64>,
-    dims: &BTreeMap<String, usize>,
-) -> Result<RefValue, String> {
-    let m = match lib {
-        LibOp::Gemm(p) => {
-            let alpha = scalar_of(&p.alpha, scalars, dims)?;
-            matmul(
-                &densify(ops[0])?,
-                &densify(ops[1])?,
-                p.trans_a,
-                p.trans_b,
-                alpha,
-            )?
-        }
-        LibOp::Syrk { trans, alpha } => {
-            let a = densify(ops[0])?;
-            let alpha = scalar_of(alpha, scalars, dims)?;
-            // trans = false: A A^T; trans = true: A^T A.
-            matmul(&a, &a, *trans, !*trans, alpha)?
-        }
-        LibOp::Gemv { trans, alpha } | LibOp::SpMV { trans, alpha } => {
-            let alpha = scalar_of(alpha, scalars, dims)?;
-            matmul(&densify(ops[0])?, &densify(ops[1])?, *trans, false, alpha)?
-        }
-        LibOp::SpMM {
-            sparse_left,
-            trans_sparse,
-            trans_dense,
-            alpha,
-        } => {
-            let alpha = scalar_of(alpha, scalars, dims)?;
-            let (ta, tb) = if *sparse_left {
-                (*trans_sparse, *trans_dense)
-            } else {
-                (*trans_dense, *trans_sparse)
-            };
-            matmul(&densify(ops[0])?, &densify(ops[1])?, ta, tb, alpha)?
-        }
-    };
-    Ok(m.into_value())
 }
 
 #[cfg(test)]

@@ -20,19 +20,17 @@
 //! S_c / |c|)` with `S_c = sum_{i in c} E[i, c]`, comes from kernel 2's per-cluster partials
 //! (read back by [`NaiveKkmeans::objective`]).
 //!
-//! Reach it through [`crate::Context::naive_kkmeans`] (tensors) or [`NaiveKkmeans::new`] on a
-//! [`CudaBackend`] (buffers).
+//! Reach it through [`naive_kkmeans`] on a GPU [`Context`] (tensors) or [`NaiveKkmeans::new`]
+//! on a [`CudaBackend`] (buffers). It launches its kernels through the backend's explicitly
+//! unsafe raw API ([`popcorn_runtime::cuda::raw`]).
 
-use crate::backend::{Backend, BufferInfo, ElemType, HostSlice, HostVec};
-use crate::cuda::backend::CudaBackend;
-use crate::cuda::errors::invalid;
-use crate::cuda::launch::{launch, KernelArg};
-use crate::cuda::memory::CudaBuffer;
-use crate::error::RuntimeError;
-use crate::tensor::{Tensor, TensorData, TensorShape};
 use kernel_ir::ScalarType;
 use kernels_gen::LaunchDims;
 use popcorn_dsl::DType;
+use popcorn_runtime::backend::{Backend, BufferInfo, ElemType, HostSlice, HostVec};
+use popcorn_runtime::cuda::raw::KernelArg;
+use popcorn_runtime::cuda::{CudaBackend, CudaBuffer};
+use popcorn_runtime::{Context, RuntimeError, Tensor, TensorShape};
 use std::time::Instant;
 
 /// Threads per block of the row-sums kernel (8 warps).
@@ -228,17 +226,34 @@ impl DeviceOperand for CudaBuffer {
 
 impl DeviceOperand for Tensor {
     fn cuda_buffer(&self, what: &str) -> Result<&CudaBuffer, RuntimeError> {
-        match (&self.data, self.shape) {
-            (TensorData::Cuda(bufs), TensorShape::Dense { .. } | TensorShape::Index { .. }) => {
+        match (self.cuda_buffers(), self.shape()) {
+            (Some(bufs), TensorShape::Dense { .. } | TensorShape::Index { .. }) => {
                 bufs.first().ok_or_else(|| invalid(format!("{what}: the tensor has no buffer")))
             }
-            (TensorData::Cuda(_), shape) => Err(invalid(format!(
+            (Some(_), shape) => Err(invalid(format!(
                 "{what}: the naive baseline takes dense matrices and index vectors, not a {shape}"
             ))),
-            (TensorData::Cpu(_), _) => Err(RuntimeError::Device(format!(
+            (None, _) => Err(RuntimeError::Device(format!(
                 "{what} lives on the CPU; the naive baseline is a GPU implementation and needs tensors of a CUDA context"
             ))),
         }
+    }
+}
+
+/// A malformed call, as the runtime reports one.
+fn invalid(what: impl Into<String>) -> RuntimeError {
+    RuntimeError::InvalidData(what.into())
+}
+
+/// The naive baseline for `n` points and `k` clusters on `ctx`'s GPU, computing in the
+/// context's dtype; it iterates on a kernel matrix and label vectors made by this context. On
+/// the CPU this is an error: the baseline exists to be compared with popcorn on a GPU.
+pub fn naive_kkmeans(ctx: &Context, n: usize, k: usize) -> Result<NaiveKkmeans<'_>, RuntimeError> {
+    match ctx.cuda_backend() {
+        Some(backend) => NaiveKkmeans::new(backend, n, k, ctx.dtype()),
+        None => Err(RuntimeError::Device(
+            "the naive baseline is a GPU implementation; run it on a CUDA device (--device cuda or POPCORN_DEVICE=cuda), or use popcorn's own path on the CPU".into(),
+        )),
     }
 }
 
@@ -327,7 +342,9 @@ impl<'a> NaiveKkmeans<'a> {
         let copies = fit.min((ROW_SUMS_THREADS / 32) as usize);
         let scalar = dtype.scalar_type();
         for kernel in [Kernel::RowSums, Kernel::CentroidNorms, Kernel::Assign] {
-            backend.kernel(kernel.name(scalar), || kernel.source(scalar))?;
+            backend
+                .raw()
+                .kernel(kernel.name(scalar), || kernel.source(scalar))?;
         }
         let float = ElemType::float(dtype);
         let sums_len = n
@@ -404,8 +421,11 @@ impl<'a> NaiveKkmeans<'a> {
     ) -> Result<(), RuntimeError> {
         let scalar = self.dtype.scalar_type();
         let name = kernel.name(scalar);
-        let function = self.backend.kernel(name, || kernel.source(scalar))?;
-        launch(self.backend.stream(), &function, name, dims, args)
+        let raw = self.backend.raw();
+        let function = raw.kernel(name, || kernel.source(scalar))?;
+        // SAFETY: each caller builds `args` in the kernel's parameter order, from buffers it
+        // checked to hold the n x n K, n labels and the n x k, k and 3 k scratch arrays.
+        unsafe { raw.launch(&function, dims, args) }
     }
 
     /// Kernel 1: the row sums `E[i, c] = sum_{j in c} K[i, j]` of `labels` (queued, not
@@ -628,8 +648,8 @@ mod tests {
     //! return, unless `POPCORN_REQUIRE_GPU` is set.
 
     use super::*;
-    use crate::cuda::{cuda_available, CudaConfig};
-    use crate::{Args, Context, DeviceSpec, Outputs};
+    use popcorn_runtime::cuda::{cuda_available, CudaConfig};
+    use popcorn_runtime::{Args, DeviceSpec, Outputs};
     use std::sync::OnceLock;
 
     /// The DSL's Kernel K-means iteration, as in `examples/programs/kernel_kmeans.pop`.
@@ -650,7 +670,7 @@ fn kernel_polynomial(X: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scala
 }";
 
     fn gpu_required() -> bool {
-        std::env::var_os("POPCORN_REQUIRE_GPU").is_some()
+        popcorn_dsl::settings::settings().require_gpu
     }
 
     fn skip(why: &str) {
@@ -668,7 +688,6 @@ fn kernel_polynomial(X: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scala
             cuda_available()?;
             let config = CudaConfig {
                 allow_tf32: false,
-                sync_after_step: true,
                 cache_dir: Some(
                     std::env::temp_dir()
                         .join(format!("popcorn-naive-tests-{}", std::process::id())),
@@ -853,9 +872,7 @@ fn kernel_polynomial(X: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scala
     #[test]
     fn the_baseline_is_refused_on_the_cpu() {
         let ctx = Context::new(DeviceSpec::Cpu).expect("CPU context");
-        let err = ctx
-            .naive_kkmeans(10, 2)
-            .expect_err("no naive baseline on the CPU");
+        let err = naive_kkmeans(&ctx, 10, 2).expect_err("no naive baseline on the CPU");
         assert!(err.to_string().contains("GPU implementation"), "{err}");
     }
 
@@ -1104,7 +1121,7 @@ fn kernel_polynomial(X: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scala
             let labels0: Vec<u32> = (0..n).map(|i| (i % k) as u32).collect();
 
             let (dsl_labels, dsl_history) = dsl_run(&ctx, &kmat, &labels0, k, 30);
-            let mut naive = ctx.naive_kkmeans(n, k).expect("naive");
+            let mut naive = naive_kkmeans(&ctx, n, k).expect("naive");
             let run = naive
                 .run(
                     &kmat,
@@ -1146,7 +1163,7 @@ fn kernel_polynomial(X: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scala
             let kmat = ctx.run(&kernel, &args).expect("K").take("K").expect("K");
             let labels0: Vec<u32> = (0..n).map(|i| (i % k) as u32).collect();
             let (dsl_labels, _) = dsl_run(&ctx, &kmat, &labels0, k, 1);
-            let mut naive = ctx.naive_kkmeans(n, k).expect("naive");
+            let mut naive = naive_kkmeans(&ctx, n, k).expect("naive");
             let l0 = ctx.index(&labels0).expect("labels");
             let l1 = ctx.index(&vec![u32::MAX; n]).expect("labels");
             naive.iterate(&kmat, &l0, &l1).expect("iterate");

@@ -347,7 +347,7 @@ pub fn naive_iterations(
     kernel_ms: f64,
 ) -> Result<Iterations, BenchError> {
     let (n, _) = kmat.dims();
-    let mut naive = ctx.naive_kkmeans(n, k)?;
+    let mut naive = popcorn_bench::naive::naive_kkmeans(ctx, n, k)?;
     let mut run = |iters: usize| -> Result<LoopRun, BenchError> {
         let mut labels = ctx.index(&labels0(n, k))?;
         let mut next = ctx.index(&vec![0; n])?;
@@ -443,8 +443,8 @@ pub fn check(
         1,
         None,
     )?;
-    let mut naive = ctx.naive_kkmeans(n, k)?;
-    let options = popcorn::runtime::cuda::NaiveRunOptions {
+    let mut naive = popcorn_bench::naive::naive_kkmeans(ctx, n, k)?;
+    let options = popcorn_bench::naive::NaiveRunOptions {
         max_iter,
         tol: None,
     };

@@ -1,15 +1,69 @@
-//! Fused kernels: the argument list of a [`FusedStep`] in the order of
-//! [`kernel_ir::KernelSpec::params`], checked against the kernel's reads and writes.
+//! `StepOp::Fused`: a generated kernel. Its CUDA C comes from kernels-gen on first use (then
+//! from the kernel cache), its launch shape from kernels-gen's data, and its arguments, in the
+//! order of [`kernels_gen::params`], are checked against the kernel's reads and writes. A map
+//! over a lower-symmetric input also runs band by band (the consumer of a pipeline).
 
+use super::{Io, StepCx};
 use crate::backend::{Arg, BufferInfo, ElemType};
 use crate::cuda::args::{check_buffer, kind};
+use crate::cuda::driver::{self, KernelArg};
 use crate::cuda::errors::invalid;
-use crate::cuda::launch::KernelArg;
 use crate::cuda::memory::DeviceAddress;
+use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
 use kernel_ir::{Access, OutputShape, ScalarType};
+use kernels_gen::LaunchShape;
 use kernels_gen::Param;
 use popcorn_dsl::plan::FusedStep;
+use popcorn_dsl::plan::StepPart;
+
+/// Runs part `part` of a fused step (the whole space, or a band of rows of a banded map) on
+/// its lane's stream.
+pub(crate) fn run(
+    cx: &StepCx<'_>,
+    f: &FusedStep,
+    (inputs, outputs): Io<'_, '_>,
+    part: StepPart,
+) -> Result<(), RuntimeError> {
+    let band = match part {
+        StepPart::Whole => None,
+        StepPart::Band(r0, r1) => Some((r0, r1)),
+        StepPart::Prologue => return Ok(()),
+    };
+    let mut args = kernel_args(f, inputs, outputs, band)?;
+    let shape = launch_shape(cx, f)?;
+    let function = cx
+        .device
+        .kernels
+        .function(&f.name, || kernels_gen::emit(&f.spec).source)?;
+    let dims = match band {
+        None => shape.grid_block(f.rows as u64, f.cols as u64),
+        Some((r0, r1)) => shape.band_grid_block(f.rows as u64, r0 as u64, r1 as u64),
+    };
+    // SAFETY: `kernel_args` built the arguments in the order of the kernel's parameters and
+    // checked every buffer against what the kernel reads and writes over this space or band.
+    unsafe { driver::launch(cx.stream, &function, &f.name, dims, &mut args) }
+}
+
+/// The launch shape of a fused kernel, from kernels-gen (cached by kernel name; a name that
+/// is not its spec's is an error, checked once).
+fn launch_shape(cx: &StepCx<'_>, f: &FusedStep) -> Result<LaunchShape, RuntimeError> {
+    let mut shapes = cx.device.launch_shapes.lock().map_err(|_| poisoned())?;
+    if let Some(s) = shapes.get(&f.name) {
+        return Ok(*s);
+    }
+    if f.spec.name() != f.name {
+        return Err(invalid(format!(
+            "the plan's kernel {} does not match its spec (named {}); the plan was made by \
+             another version of popcorn: plan the program again",
+            f.name,
+            f.spec.name()
+        )));
+    }
+    let shape = kernels_gen::launch_shape(&f.spec);
+    shapes.insert(f.name.clone(), shape);
+    Ok(shape)
+}
 
 /// The element type of a kernel's values.
 fn float_elem(dtype: ScalarType) -> ElemType {

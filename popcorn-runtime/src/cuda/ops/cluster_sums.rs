@@ -1,107 +1,82 @@
-//! The cluster-sums step on the GPU: `S[i, c] = sum over j with labels[j] == c of M[i, j]`,
-//! one streaming pass over `M` with kernels-gen's [`kernels_gen::cluster_sums`] kernel.
+//! `Builtin::ClusterSums`: `S[i, c] = sum over j with labels[j] == c of M[i, j]`, one
+//! streaming pass over `M` with kernels-gen's [`kernels_gen::cluster_sums`] kernel.
 //!
-//! This module checks the step's arguments, reads the device's shared-memory limits, picks the
-//! kernel variant and its passes ([`plan_cluster_sums`]), sizes the persistent grid from the
-//! driver's occupancy calculator, zeroes `S` when a row group is split between two workers, and
-//! launches one kernel per pass on the backend's stream. Labels `>= k` are skipped (they never
-//! touch memory outside `S`'s rows); the CPU backend reports them as an error instead. The
-//! result is deterministic on a given device (see the kernel's documentation for the order of
-//! summation).
+//! This unit checks the step's arguments, picks the kernel variant and its passes
+//! ([`plan_cluster_sums`]) for the device's shared-memory limits, sizes the persistent grid
+//! from the driver's occupancy calculator, zeroes `S` when a row group is split between two
+//! workers, and launches one kernel per pass on the lane's stream. Labels `>= k` are skipped
+//! (they never touch memory outside `S`'s rows); the CPU backend reports them as an error
+//! instead. The result is deterministic on a given device (see the kernel's documentation for
+//! the order of summation).
 
-use crate::backend::{Arg, ElemType};
+use super::{Io, StepCx};
 use crate::cuda::args::{count, dense, index, shape};
-use crate::cuda::backend::CudaBackend;
-use crate::cuda::errors::{driver, invalid};
-use crate::cuda::launch::{launch, KernelArg};
-use crate::cuda::memory::CudaBuffer;
-use crate::cuda::nvrtc::KernelCache;
+use crate::cuda::device::Device;
+use crate::cuda::driver::{self, KernelArg};
+use crate::cuda::errors::{driver_error, invalid};
 use crate::error::RuntimeError;
-use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaFunction, CudaStream};
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::CudaStream;
 use kernel_ir::ScalarType;
 use kernels_gen::cluster_sums::{
-    cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant, DeviceLimits,
-    CLUSTER_SUMS_THREADS,
+    cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant, CLUSTER_SUMS_THREADS,
 };
-use popcorn_dsl::DType;
-use std::sync::Arc;
-
-/// Where compiled kernels come from: the backend's NVRTC cache.
-pub(crate) trait KernelSource {
-    /// The kernel `name`, compiled from `source()` on first use.
-    fn kernel_function(
-        &self,
-        name: &str,
-        source: &dyn Fn() -> String,
-    ) -> Result<CudaFunction, RuntimeError>;
-}
-
-impl KernelSource for KernelCache {
-    fn kernel_function(
-        &self,
-        name: &str,
-        source: &dyn Fn() -> String,
-    ) -> Result<CudaFunction, RuntimeError> {
-        self.function(name, source)
-    }
-}
-
-impl KernelSource for CudaBackend {
-    fn kernel_function(
-        &self,
-        name: &str,
-        source: &dyn Fn() -> String,
-    ) -> Result<CudaFunction, RuntimeError> {
-        self.kernel(name, source)
-    }
-}
 
 /// One cluster-sums problem in device memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ClusterSumsArgs {
+pub struct ClusterSumsArgs {
     /// Element type of `M` and `S`.
-    pub(crate) dtype: ScalarType,
+    pub dtype: ScalarType,
     /// Address of `M` (row-major).
-    pub(crate) m: u64,
+    pub m: u64,
     /// Rows of `M` and `S`.
-    pub(crate) rows: usize,
+    pub rows: usize,
     /// Columns of `M` (and labels).
-    pub(crate) cols: usize,
+    pub cols: usize,
     /// Leading dimension of `M`, elements (`>= cols`).
-    pub(crate) ld: usize,
+    pub ld: usize,
     /// Address of `cols` `u32` labels.
-    pub(crate) labels: u64,
+    pub labels: u64,
     /// Number of clusters: columns of `S`.
-    pub(crate) k: usize,
+    pub k: usize,
     /// Address of `S` (row-major `rows x k`).
-    pub(crate) s: u64,
+    pub s: u64,
+}
+
+/// Choices the planner of the launch makes by itself, which tests and benchmarks can force.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClusterSumsTuning {
+    /// A tile width and pipeline depth, `(tile_cols, stages)`.
+    pub tile: Option<(u32, u32)>,
+    /// At most this many workers (tests use it to split row groups between workers on small
+    /// problems).
+    pub max_workers: Option<u64>,
+    /// Strided rows this many rows apart instead of the leading dimension's period (it must be
+    /// a multiple of that period).
+    pub row_period: Option<u32>,
 }
 
 /// What a launch did (for benchmarks and logs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ClusterSumsReport {
+pub struct ClusterSumsReport {
     /// Kernel, clusters per pass and shared memory.
-    pub(crate) launch: ClusterSumsLaunch,
+    pub launch: ClusterSumsLaunch,
     /// Warps (one-warp blocks) launched per pass.
-    pub(crate) workers: u64,
+    pub workers: u64,
     /// Resident blocks per multiprocessor the occupancy calculator allowed.
-    pub(crate) blocks_per_sm: u32,
+    pub blocks_per_sm: u32,
     /// Whether `S` was zeroed first.
-    pub(crate) zeroed: bool,
+    pub zeroed: bool,
 }
 
-/// The `ClusterSums { k }` plan step: inputs `(M, labels)`, output `S` (`rows(M) x k`).
-pub(crate) fn run_step(
-    kernels: &dyn KernelSource,
-    stream: &Arc<CudaStream>,
-    inputs: &[Arg<'_, CudaBuffer>],
-    outputs: &[Arg<'_, CudaBuffer>],
-    dtype: DType,
+/// Runs a cluster-sums step: inputs `(M, labels)`, output `S` (`rows(M) x k`).
+pub(crate) fn run(
+    cx: &StepCx<'_>,
     k: usize,
+    (inputs, outputs): Io<'_, '_>,
 ) -> Result<(), RuntimeError> {
     count("cluster sums", inputs, outputs, 2, 1)?;
-    let elem = ElemType::float(dtype);
+    let elem = cx.elem();
     let m = dense(&inputs[0], elem, "cluster sums input M")?;
     let (labels, n) = index(&inputs[1], "cluster sums labels")?;
     let s = dense(&outputs[0], elem, "cluster sums output S")?;
@@ -113,7 +88,7 @@ pub(crate) fn run_step(
     }
     shape("cluster sums output S", (s.rows, s.cols), (m.rows, k))?;
     let args = ClusterSumsArgs {
-        dtype: dtype.scalar_type(),
+        dtype: cx.scalar(),
         m: m.ptr,
         rows: m.rows,
         cols: m.cols,
@@ -122,57 +97,23 @@ pub(crate) fn run_step(
         k,
         s: s.ptr,
     };
-    launch_cluster_sums(kernels, stream, &args, None).map(|_| ())
+    // SAFETY: M holds `rows x cols` elements, the labels `cols` entries and S `rows x k`
+    // elements of the plan's type (checked above); all are buffers of this device.
+    unsafe { launch_cluster_sums(cx.device, cx.stream, &args, ClusterSumsTuning::default()) }
+        .map(|_| ())
 }
 
-/// Reads the device's shared-memory limits.
-pub(crate) fn device_limits(stream: &CudaStream) -> Result<DeviceLimits, RuntimeError> {
-    let ctx = stream.context();
-    let get = |attr: CUdevice_attribute| -> Result<u32, RuntimeError> {
-        let v = ctx
-            .attribute(attr)
-            .map_err(|e| driver("cuDeviceGetAttribute", e))?;
-        Ok(u32::try_from(v).unwrap_or(0))
-    };
-    Ok(DeviceLimits {
-        multiprocessors: get(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-        shared_bytes_per_sm: get(
-            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
-        )?,
-        shared_bytes_per_block_optin: get(
-            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-        )?,
-        reserved_shared_bytes_per_block: get(
-            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
-        )?,
-        max_blocks_per_sm: get(
-            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR,
-        )?,
-    })
-}
-
-/// Computes `S` for `args` on `stream`. `tile` forces a tile width and pipeline depth
-/// (`(tile_cols, stages)`, for benchmarks); `None` lets [`plan_cluster_sums`] choose.
-pub(crate) fn launch_cluster_sums(
-    kernels: &dyn KernelSource,
-    stream: &Arc<CudaStream>,
+/// Computes `S` for `args` on `stream`, with the launch's choices made by the kernel's planner
+/// except where `tuning` forces them. `None` when there is nothing to launch.
+///
+/// # Safety
+/// `args.m` holds `rows` rows of `ld` elements (the last `cols` long), `args.labels` `cols`
+/// `u32` labels and `args.s` `rows x k` elements, of `args.dtype`, on this device.
+pub(crate) unsafe fn launch_cluster_sums(
+    device: &Device,
+    stream: &CudaStream,
     args: &ClusterSumsArgs,
-    tile: Option<(u32, u32)>,
-) -> Result<Option<ClusterSumsReport>, RuntimeError> {
-    launch_cluster_sums_with(kernels, stream, args, tile, None, None)
-}
-
-/// [`launch_cluster_sums`] with at most `max_workers` workers when given (tests use it to split
-/// row groups between workers on small problems), and strided rows `row_period` apart instead
-/// of the leading dimension's period (benchmarks compare them; it must be a multiple of that
-/// period).
-fn launch_cluster_sums_with(
-    kernels: &dyn KernelSource,
-    stream: &Arc<CudaStream>,
-    args: &ClusterSumsArgs,
-    tile: Option<(u32, u32)>,
-    max_workers: Option<u64>,
-    row_period: Option<u32>,
+    tuning: ClusterSumsTuning,
 ) -> Result<Option<ClusterSumsReport>, RuntimeError> {
     let esz = args.dtype.size_bytes();
     if args.ld < args.cols {
@@ -192,7 +133,8 @@ fn launch_cluster_sums_with(
     }
     if args.cols == 0 {
         // No columns: every sum is empty.
-        zero(stream, args.s, args.rows * args.k * esz)?;
+        // SAFETY: S holds `rows x k` elements, as the contract says.
+        unsafe { driver::memset32(stream, args.s, 0, args.rows * args.k * esz / 4)? };
         return Ok(None);
     }
     if !args.m.is_multiple_of(esz as u64) {
@@ -202,18 +144,18 @@ fn launch_cluster_sums_with(
         )));
     }
     let aligned = ClusterSumsVariant::prefers_aligned(args.dtype, args.m, args.ld as u64);
-    let forced = match tile {
+    let forced = match tuning.tile {
         Some((tile_cols, stages)) => Some(
             ClusterSumsVariant::new(args.dtype, tile_cols, stages, aligned)
                 .map_err(|e| invalid(e.to_string()))?,
         ),
         None => None,
     };
-    let limits = device_limits(stream)?;
-    let mut plan = plan_cluster_sums(args.k as u64, args.dtype, aligned, forced, &limits)
+    let limits = &device.limits;
+    let mut plan = plan_cluster_sums(args.k as u64, args.dtype, aligned, forced, limits)
         .map_err(|e| RuntimeError::Device(e.to_string()))?;
     plan.variant = plan.variant.with_leading_dimension(args.ld as u64);
-    if let (Some(p), false) = (row_period, plan.variant.aligned) {
+    if let (Some(p), false) = (tuning.row_period, plan.variant.aligned) {
         if !p.is_multiple_of(plan.variant.row_period) || p > plan.variant.row_alignment() {
             return Err(invalid(format!(
                 "cluster sums: rows {p} apart do not share their shifts (period {})",
@@ -224,14 +166,16 @@ fn launch_cluster_sums_with(
     }
     let variant = plan.variant;
     let name = variant.name();
-    let function = kernels.kernel_function(&name, &|| cluster_sums(&variant).source)?;
+    let function = device
+        .kernels
+        .function(&name, || cluster_sums(&variant).source)?;
     let shared = plan.shared_bytes;
     function
         .set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             shared as i32,
         )
-        .map_err(|e| driver("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", e))?;
+        .map_err(|e| driver_error("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", e))?;
     // All of the unified L1/shared storage as shared memory: the kernel reads M through
     // cp.async into shared memory and needs L1 for nothing else.
     function
@@ -239,10 +183,10 @@ fn launch_cluster_sums_with(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
             100,
         )
-        .map_err(|e| driver("cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)", e))?;
+        .map_err(|e| driver_error("cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)", e))?;
     let occupancy = function
         .occupancy_max_active_blocks_per_multiprocessor(CLUSTER_SUMS_THREADS, shared as usize, None)
-        .map_err(|e| driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
+        .map_err(|e| driver_error("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
     let blocks_per_sm = occupancy.min(limits.blocks_per_sm(u64::from(shared)));
     if blocks_per_sm == 0 {
         return Err(RuntimeError::Device(format!(
@@ -250,7 +194,7 @@ fn launch_cluster_sums_with(
         )));
     }
     let resident = u64::from(limits.multiprocessors.max(1)) * u64::from(blocks_per_sm);
-    let resident = max_workers.map_or(resident, |cap| resident.min(cap));
+    let resident = tuning.max_workers.map_or(resident, |cap| resident.min(cap));
     let workers = plan.workers(
         args.rows as u64,
         args.cols as u64,
@@ -259,7 +203,8 @@ fn launch_cluster_sums_with(
     );
     let zeroed = plan.needs_zeroed_output(args.rows as u64, workers);
     if zeroed {
-        zero(stream, args.s, args.rows * args.k * esz)?;
+        // SAFETY: S holds `rows x k` elements, as the contract says.
+        unsafe { driver::memset32(stream, args.s, 0, args.rows * args.k * esz / 4)? };
     }
     let dims = plan.grid_block(workers);
     for p in 0..plan.passes() {
@@ -276,7 +221,9 @@ fn launch_cluster_sums_with(
             KernelArg::Ptr(args.s),
             KernelArg::I64(as_i64(workers)?),
         ];
-        launch(stream, &function, &name, dims, &mut kargs)?;
+        // SAFETY: the arguments follow the kernel's parameter list; M, the labels and S hold
+        // what it reads and writes, as the contract says.
+        unsafe { driver::launch(stream, &function, &name, dims, &mut kargs)? };
     }
     Ok(Some(ClusterSumsReport {
         launch: plan,
@@ -290,35 +237,21 @@ fn as_i64(v: u64) -> Result<i64, RuntimeError> {
     i64::try_from(v).map_err(|_| invalid(format!("cluster sums: {v} does not fit in 64-bit sizes")))
 }
 
-/// Zeroes `bytes` (a multiple of 4) at `ptr`, stream-ordered.
-fn zero(stream: &CudaStream, ptr: u64, bytes: usize) -> Result<(), RuntimeError> {
-    if bytes == 0 {
-        return Ok(());
-    }
-    // SAFETY: `ptr` is the output buffer of the step, checked to hold `bytes` bytes (rows x k
-    // elements of the step's type); the stream belongs to the current context.
-    unsafe { sys::cuMemsetD32Async(ptr, 0, bytes / 4, stream.cu_stream()) }
-        .result()
-        .map_err(|e| driver("cuMemsetD32Async", e))
-}
-
 #[cfg(test)]
 mod tests {
-    //! GPU tests against a naive f64 loop, and an ignored benchmark. Without a CUDA device the
-    //! tests print a notice and pass, unless `POPCORN_REQUIRE_GPU` is set.
+    //! GPU tests against a naive f64 loop. Without a CUDA device the tests print a notice and
+    //! pass, unless `POPCORN_REQUIRE_GPU` is set.
 
     use super::*;
-    use crate::backend::{Backend, HostSlice, HostVec};
-    use crate::cuda::{cuda_available, CudaConfig};
+    use crate::backend::{Backend, ElemType, HostSlice, HostVec};
+    use crate::cuda::{cuda_available, CudaBackend, CudaConfig};
 
-    /// A backend, or `None` without a GPU. `sync`: synchronise after every step (tests; not
-    /// for timing).
-    fn gpu_with(sync: bool) -> Option<CudaBackend> {
+    /// A backend with its kernel cache in a temporary directory, or `None` without a GPU.
+    fn gpu() -> Option<CudaBackend> {
         let why = match cuda_available() {
             Ok(_) => {
                 let config = CudaConfig {
                     allow_tf32: false,
-                    sync_after_step: sync,
                     cache_dir: Some(
                         std::env::temp_dir()
                             .join(format!("popcorn-cluster-sums-tests-{}", std::process::id())),
@@ -338,10 +271,6 @@ mod tests {
         }
         eprintln!("skipping GPU test: {why}");
         None
-    }
-
-    fn gpu() -> Option<CudaBackend> {
-        gpu_with(true)
     }
 
     /// A deterministic generator.
@@ -493,13 +422,36 @@ mod tests {
             k: c.k,
             s: sbuf.device_ptr() + (guard * c.dtype.size_bytes()) as u64,
         };
-        let report =
-            launch_cluster_sums_with(b, b.stream(), &args, c.tile, c.workers, None).unwrap();
+        let report = unsafe {
+            launch_cluster_sums(
+                b.device(),
+                b.device().main(),
+                &args,
+                ClusterSumsTuning {
+                    tile: c.tile,
+                    max_workers: c.workers,
+                    row_period: None,
+                },
+            )
+        }
+        .unwrap();
         b.synchronize().unwrap();
         let all = b.download(&sbuf).unwrap().to_f64();
         // Deterministic: a second launch gives the same bits (split row groups have two
         // partial sums, added into zero in either order).
-        launch_cluster_sums_with(b, b.stream(), &args, c.tile, c.workers, None).unwrap();
+        unsafe {
+            launch_cluster_sums(
+                b.device(),
+                b.device().main(),
+                &args,
+                ClusterSumsTuning {
+                    tile: c.tile,
+                    max_workers: c.workers,
+                    row_period: None,
+                },
+            )
+        }
+        .unwrap();
         b.synchronize().unwrap();
         let again = b.download(&sbuf).unwrap().to_f64();
         assert!(
@@ -805,9 +757,16 @@ mod tests {
             let mut first: Option<Vec<f32>> = None;
             for _ in 0..3 {
                 b.fill(&sbuf, f64::NAN).unwrap();
-                let report = launch_cluster_sums(&b, b.stream(), &args, None)
-                    .unwrap()
-                    .unwrap();
+                let report = unsafe {
+                    launch_cluster_sums(
+                        b.device(),
+                        b.device().main(),
+                        &args,
+                        ClusterSumsTuning::default(),
+                    )
+                }
+                .unwrap()
+                .unwrap();
                 assert_eq!(report.launch.variant.aligned, cols == 224);
                 let HostVec::F32(got) = b.download(&sbuf).unwrap() else {
                     panic!("f32 expected")
@@ -839,20 +798,42 @@ mod tests {
             k: 4,
             s: sbuf.device_ptr(),
         };
-        assert!(launch_cluster_sums(&b, b.stream(), &args, None)
-            .unwrap()
-            .is_none());
+        assert!(unsafe {
+            launch_cluster_sums(
+                b.device(),
+                b.device().main(),
+                &args,
+                ClusterSumsTuning::default(),
+            )
+        }
+        .unwrap()
+        .is_none());
         assert_eq!(b.download(&sbuf).unwrap().to_f64(), vec![0.0; 12]);
         let none = ClusterSumsArgs { rows: 0, ..args };
-        assert!(launch_cluster_sums(&b, b.stream(), &none, None)
-            .unwrap()
-            .is_none());
+        assert!(unsafe {
+            launch_cluster_sums(
+                b.device(),
+                b.device().main(),
+                &none,
+                ClusterSumsTuning::default(),
+            )
+        }
+        .unwrap()
+        .is_none());
         let bad = ClusterSumsArgs {
             cols: 2,
             ld: 1,
             ..args
         };
-        assert!(launch_cluster_sums(&b, b.stream(), &bad, None).is_err());
+        assert!(unsafe {
+            launch_cluster_sums(
+                b.device(),
+                b.device().main(),
+                &bad,
+                ClusterSumsTuning::default(),
+            )
+        }
+        .is_err());
         // Labels are u32: 2^32 clusters or more are refused before anything is launched.
         let huge = ClusterSumsArgs {
             cols: 1,
@@ -860,381 +841,15 @@ mod tests {
             k: 1 << 32,
             ..args
         };
-        let e = launch_cluster_sums(&b, b.stream(), &huge, None).unwrap_err();
+        let e = unsafe {
+            launch_cluster_sums(
+                b.device(),
+                b.device().main(),
+                &huge,
+                ClusterSumsTuning::default(),
+            )
+        }
+        .unwrap_err();
         assert!(e.to_string().contains("2^32"), "{e}");
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Benchmark: `cargo test --release -p popcorn-runtime cluster_sums::tests::bench -- --ignored
-    // --nocapture`, sizes from CS_BENCH_N (e.g. "50000,60000"), CS_BENCH_K ("10,50,100"),
-    // forced tiles CS_BENCH_TILES ("64x3,64x2,128x2", for k <= CS_BENCH_TILE_MAX_K, 100) beside
-    // the automatic choice, CS_BENCH_REPS (20), CS_BENCH_OUT (a file for the table),
-    // CS_BENCH_OFFSET (0; the kernel rows alone start this many elements into K's rows and have
-    // that many fewer columns, e.g. 1 to time strided rows at an even n), CS_BENCH_PERIODS
-    // (strided rows this many apart, e.g. "2,32", beside the automatic period), CS_BENCH_LD_PAD
-    // (e.g. 32: also time a copy of K whose rows are padded to a multiple of that many elements),
-    // CS_BENCH_WORKERS (e.g. "396,528": also time the automatic kernel with at most that many
-    // workers).
-
-    const FILL_RANDOM: &str = r#"
-extern "C" __global__ void pk_bench_fill_random(const long long len, float* __restrict__ out, const unsigned long long seed)
-{
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += stride) {
-        unsigned long long x = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;
-        x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
-        out[i] = (float)((x >> 40) * (1.0 / 16777216.0));
-    }
-}
-"#;
-
-    const READ_ALL: &str = r#"
-extern "C" __global__ void pk_bench_read_all(const long long len4, const float4* __restrict__ in, float* __restrict__ out)
-{
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    float acc = 0.0f;
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + 3 * stride < len4; i += 4 * stride) {
-        const float4 a = in[i], b = in[i + stride], c = in[i + 2 * stride], d = in[i + 3 * stride];
-        acc += a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w + c.x + c.y + c.z + c.w + d.x + d.y + d.z + d.w;
-    }
-    for (; i < len4; i += stride) {
-        const float4 a = in[i];
-        acc += a.x + a.y + a.z + a.w;
-    }
-    if (acc == -1.0f) {
-        out[0] = acc;
-    }
-}
-"#;
-
-    fn env_list(name: &str, default: &str) -> Vec<String> {
-        std::env::var(name)
-            .unwrap_or_else(|_| default.to_string())
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
-    }
-
-    /// The numbers of a comma-separated environment variable (entries that do not parse are
-    /// left out).
-    fn env_numbers<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
-        env_list(name, default)
-            .iter()
-            .filter_map(|s| s.parse().ok())
-            .collect()
-    }
-
-    /// One number from the environment, or `default`.
-    fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    }
-
-    fn median(mut v: Vec<f64>) -> f64 {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    }
-
-    /// Median milliseconds of `reps` runs of `f` (after two warm-ups), timed with events.
-    fn time_ms(b: &CudaBackend, reps: usize, mut f: impl FnMut()) -> f64 {
-        f();
-        f();
-        b.synchronize().unwrap();
-        let mut times = Vec::new();
-        for _ in 0..reps {
-            let start = b.mark().unwrap();
-            f();
-            let end = b.mark().unwrap();
-            times.push(b.elapsed_ms(&start, &end).unwrap());
-        }
-        median(times)
-    }
-
-    #[test]
-    #[ignore = "benchmark: needs a large GPU"]
-    fn bench() {
-        use crate::executor::{execute, Workspace};
-        use popcorn_dsl::{DimBindings, PlannerConfig, Program, ScalarBindings};
-        use std::collections::{BTreeMap, HashMap};
-        use std::fmt::Write as _;
-
-        let Some(b) = gpu_with(false) else { return };
-        let reps: usize = env_number("CS_BENCH_REPS", 20);
-        let ns: Vec<usize> = env_numbers("CS_BENCH_N", "60000");
-        let ks: Vec<usize> = env_numbers("CS_BENCH_K", "10,50,100");
-        let tiles: Vec<(u32, u32)> = env_list("CS_BENCH_TILES", "64x3")
-            .iter()
-            .filter_map(|s| {
-                let (a, c) = s.split_once('x')?;
-                Some((a.parse().ok()?, c.parse().ok()?))
-            })
-            .collect();
-        let periods: Vec<u32> = env_numbers("CS_BENCH_PERIODS", "");
-        let worker_caps: Vec<u64> = env_numbers("CS_BENCH_WORKERS", "");
-        let pad: usize = env_number("CS_BENCH_LD_PAD", 0);
-        let offset: usize = env_number("CS_BENCH_OFFSET", 0);
-        let tile_max_k: usize = env_number("CS_BENCH_TILE_MAX_K", 100);
-        let program = Program::parse(
-            "fn f(K: Dense[n, n], labels: Index[n]) -> (E: Dense[n, k]) { E = -2 * K * selection(labels, k)^T; }",
-        )
-        .unwrap();
-        let fill = b
-            .kernel("pk_bench_fill_random", || FILL_RANDOM.to_string())
-            .unwrap();
-        let read = b
-            .kernel("pk_bench_read_all", || READ_ALL.to_string())
-            .unwrap();
-        let mut table = String::new();
-        let mut printed = 0;
-        let _ = writeln!(table, "device: {}", b.describe());
-        let _ = writeln!(
-            table,
-            "{:>6} {:>5} {:<22} {:>9} {:>8} {:>7} {:>9}",
-            "n", "k", "what", "ms", "GB/s", "/floor", "/cusparse"
-        );
-        for &n in &ns {
-            let bytes = n * n * 4;
-            let k_buf = match b.alloc(ElemType::F32, n * n) {
-                Ok(x) => x,
-                Err(e) => {
-                    let _ = writeln!(table, "n = {n}: {e}");
-                    continue;
-                }
-            };
-            let scratch = b.alloc(ElemType::F32, 1).unwrap();
-            let grid = kernels_gen::builtins::linear_grid_block((n * n) as u64);
-            let mut fill_args = [
-                KernelArg::size(n * n).unwrap(),
-                KernelArg::Ptr(k_buf.device_ptr()),
-                KernelArg::I64(12345),
-            ];
-            launch(b.stream(), &fill, "fill", grid, &mut fill_args).unwrap();
-            // The floor: a device-to-device copy of the first half of K onto the second half moves
-            // 4 n^2 bytes (2 n^2 read, 2 n^2 written): its time is K's bytes at copy bandwidth.
-            // Halves rounded down to 4 KiB, so both start aligned; the time is scaled to K's bytes.
-            let half = (bytes / 2) & !4095;
-            let src = k_buf.device_ptr();
-            let copy_ms = time_ms(&b, reps, || {
-                // SAFETY: both halves lie inside K's allocation and do not overlap.
-                unsafe {
-                    cudarc::driver::result::memcpy_dtod_async(
-                        src + half as u64,
-                        src,
-                        half,
-                        b.stream().cu_stream(),
-                    )
-                }
-                .unwrap();
-            });
-            let floor = copy_ms * bytes as f64 / (2 * half) as f64;
-            let copy_bw = (2 * half) as f64 / copy_ms / 1e6;
-            launch(b.stream(), &fill, "fill", grid, &mut fill_args).unwrap();
-            let read_ms = time_ms(&b, reps, || {
-                let mut a = [
-                    KernelArg::size(n * n / 4).unwrap(),
-                    KernelArg::Ptr(src),
-                    KernelArg::Ptr(scratch.device_ptr()),
-                ];
-                launch(
-                    b.stream(),
-                    &read,
-                    "read",
-                    ((132 * 8, 1, 1), (512, 1, 1), 0),
-                    &mut a,
-                )
-                .unwrap();
-            });
-            let _ = writeln!(
-                table,
-                "{n:>6} {:>5} {:<22} {floor:>9.3} {copy_bw:>8.0} {:>7.3} {:>9}",
-                "-", "d2d copy (floor)", 1.0, ""
-            );
-            let _ = writeln!(
-                table,
-                "{n:>6} {:>5} {:<22} {read_ms:>9.3} {:>8.0} {:>7.3} {:>9}",
-                "-",
-                "read-only kernel",
-                bytes as f64 / read_ms / 1e6,
-                read_ms / floor,
-                ""
-            );
-            // A copy of K's shape with rows padded to `pad` elements, filled alike.
-            let padded = (pad > 0).then(|| {
-                let ldp = n.div_ceil(pad) * pad;
-                let buf = b.alloc(ElemType::F32, n * ldp).unwrap();
-                let mut a = [
-                    KernelArg::size(n * ldp).unwrap(),
-                    KernelArg::Ptr(buf.device_ptr()),
-                    KernelArg::I64(12345),
-                ];
-                let grid = kernels_gen::builtins::linear_grid_block((n * ldp) as u64);
-                launch(b.stream(), &fill, "fill", grid, &mut a).unwrap();
-                (ldp, buf)
-            });
-            let mut rng = Rng(n as u64);
-            for &k in &ks {
-                let labels: Vec<u32> = (0..n).map(|_| rng.below(k as u32)).collect();
-                let l_buf = b.upload(HostSlice::U32(&labels)).unwrap();
-                let dims: DimBindings = [("n".to_string(), n), ("k".to_string(), k)]
-                    .into_iter()
-                    .collect();
-                let run_plan = |max_k: usize, e: &CudaBuffer| -> f64 {
-                    let config = PlannerConfig {
-                        cluster_sums_max_k: max_k,
-                        ..PlannerConfig::default()
-                    };
-                    let plan =
-                        popcorn_dsl::plan(&program, &dims, &config, &BTreeMap::new()).unwrap();
-                    let ws = Workspace::allocate(&b, &plan).unwrap();
-                    let inputs: HashMap<String, Arg<'_, CudaBuffer>> = [
-                        (
-                            "K".to_string(),
-                            Arg::Dense {
-                                buf: &k_buf,
-                                rows: n,
-                                cols: n,
-                            },
-                        ),
-                        (
-                            "labels".to_string(),
-                            Arg::Index {
-                                buf: &l_buf,
-                                len: n,
-                            },
-                        ),
-                    ]
-                    .into_iter()
-                    .collect();
-                    let outputs: HashMap<String, Arg<'_, CudaBuffer>> = [(
-                        "E".to_string(),
-                        Arg::Dense {
-                            buf: e,
-                            rows: n,
-                            cols: k,
-                        },
-                    )]
-                    .into_iter()
-                    .collect();
-                    time_ms(&b, reps, || {
-                        execute(
-                            &b,
-                            &plan,
-                            &ws,
-                            &inputs,
-                            &outputs,
-                            &ScalarBindings::new(),
-                            &dims,
-                        )
-                        .unwrap();
-                    })
-                };
-                let e_sparse = b.alloc(ElemType::F32, n * k).unwrap();
-                let e_sums = b.alloc(ElemType::F32, n * k).unwrap();
-                b.fill(&e_sparse, f64::NAN).unwrap();
-                b.fill(&e_sums, f64::NAN).unwrap();
-                let sparse_ms = run_plan(0, &e_sparse);
-                let sums_plan_ms = run_plan(1024, &e_sums);
-                let got = b.download(&e_sums).unwrap().to_f64();
-                let want = b.download(&e_sparse).unwrap().to_f64();
-                let (mut num, mut den) = (0.0f64, 0.0f64);
-                for (g, w) in got.iter().zip(&want) {
-                    num += (g - w) * (g - w);
-                    den += w * w;
-                }
-                let rel = if got.iter().all(|v| v.is_finite()) {
-                    (num / den).sqrt()
-                } else {
-                    f64::NAN
-                };
-                let s_buf = b.alloc(ElemType::F32, n * k).unwrap();
-                let args = ClusterSumsArgs {
-                    dtype: ScalarType::F32,
-                    m: src + 4 * offset.min(n - 1) as u64,
-                    rows: n,
-                    cols: n - offset.min(n - 1),
-                    ld: n,
-                    labels: l_buf.device_ptr(),
-                    k,
-                    s: s_buf.device_ptr(),
-                };
-                let row = |table: &mut String, what: &str, ms: f64| {
-                    let _ = writeln!(
-                        table,
-                        "{n:>6} {k:>5} {what:<22} {ms:>9.3} {:>8.0} {:>7.3} {:>9.3}",
-                        bytes as f64 / ms / 1e6,
-                        ms / floor,
-                        ms / sparse_ms
-                    );
-                };
-                row(&mut table, "cusparse plan", sparse_ms);
-                row(&mut table, "cluster-sums plan", sums_plan_ms);
-                let forced = tiles.iter().filter(|_| k <= tile_max_k).map(|t| Some(*t));
-                for tile in std::iter::once(None).chain(forced) {
-                    let mut report = None;
-                    let ms = time_ms(&b, reps, || {
-                        report = launch_cluster_sums(&b, b.stream(), &args, tile).unwrap();
-                    });
-                    let what = match report {
-                        Some(r) => format!(
-                            "kernel {}{}x{}{} w{} {}p",
-                            if tile.is_none() { "auto " } else { "" },
-                            r.launch.variant.tile_cols,
-                            r.launch.variant.stages,
-                            if r.launch.variant.aligned { "a" } else { "r" },
-                            r.workers,
-                            r.launch.passes()
-                        ),
-                        None => "kernel (nothing)".to_string(),
-                    };
-                    row(&mut table, &what, ms);
-                }
-                for &w in &worker_caps {
-                    let mut report = None;
-                    let ms = time_ms(&b, reps, || {
-                        report =
-                            launch_cluster_sums_with(&b, b.stream(), &args, None, Some(w), None)
-                                .unwrap();
-                    });
-                    let got = report.map_or(0, |r| r.workers);
-                    row(&mut table, &format!("kernel {got} workers"), ms);
-                }
-                for &p in &periods {
-                    let ms = time_ms(&b, reps, || {
-                        launch_cluster_sums_with(&b, b.stream(), &args, None, None, Some(p))
-                            .unwrap();
-                    });
-                    row(&mut table, &format!("kernel rows {p} apart"), ms);
-                }
-                if let Some((ldp, padded)) = &padded {
-                    let padded_args = ClusterSumsArgs {
-                        m: padded.device_ptr(),
-                        cols: n,
-                        ld: *ldp,
-                        ..args
-                    };
-                    let mut report = None;
-                    let ms = time_ms(&b, reps, || {
-                        report = launch_cluster_sums(&b, b.stream(), &padded_args, None).unwrap();
-                    });
-                    let mode =
-                        report.map_or("-", |r| if r.launch.variant.aligned { "a" } else { "r" });
-                    row(&mut table, &format!("kernel ld {ldp} ({mode})"), ms);
-                }
-                let _ = writeln!(
-                    table,
-                    "{n:>6} {k:>5} plan results: |E_sums - E_cusparse| / |E_cusparse| = {rel:.2e}"
-                );
-                print!("{}", &table[printed..]);
-                printed = table.len();
-            }
-        }
-        print!("{}", &table[printed..]);
-        if let Ok(path) = std::env::var("CS_BENCH_OUT") {
-            let _ = std::fs::write(path, &table);
-        }
     }
 }

@@ -1,0 +1,386 @@
+//! The cluster-sums kernel alone (the distance step of stored-K Kernel K-means): its time over
+//! a random `n x n` K against the K-read floor (a device copy moving K's bytes), a read-only
+//! kernel, the whole `-2 * K * selection(labels, k)^T` plan with cuSPARSE and with cluster
+//! sums, and the kernel with its launch choices forced (tile and pipeline depth, workers, row
+//! period, a padded leading dimension). CUDA-event medians after two warm-ups.
+//!
+//! ```text
+//! cargo run --release -p popcorn-bench --bin bench_cluster_sums -- --n 50000,60000 --k 10,50,100
+//! cargo run --release -p popcorn-bench --bin bench_cluster_sums -- --tiles 64x3,64x2 --periods 2,32 --workers 396,528 --ld-pad 32
+//! ```
+//!
+//! Without a usable GPU it says so and exits with status 0.
+
+use clap::Parser;
+use kernel_ir::ScalarType;
+use popcorn::{Args, Context, DeviceSpec, PlannerConfig, Program, RuntimeError, Tensor};
+use popcorn_runtime::cuda::raw::{
+    ClusterSumsArgs, ClusterSumsTuning, KernelArg, RawCuda, RawKernel,
+};
+use std::fmt::Write as _;
+
+/// Fills a float array with values uniform in [0, 1) from a hash of the index.
+const FILL_RANDOM: &str = r#"
+extern "C" __global__ void pk_bench_fill_random(const long long len, float* __restrict__ out, const unsigned long long seed)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += stride) {
+        unsigned long long x = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;
+        x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+        out[i] = (float)((x >> 40) * (1.0 / 16777216.0));
+    }
+}
+"#;
+
+/// Reads an array with 16-byte loads and (almost) never writes: the bandwidth of reading alone.
+const READ_ALL: &str = r#"
+extern "C" __global__ void pk_bench_read_all(const long long len4, const float4* __restrict__ in, float* __restrict__ out)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    float acc = 0.0f;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < len4; i += 4 * stride) {
+        const float4 a = in[i], b = in[i + stride], c = in[i + 2 * stride], d = in[i + 3 * stride];
+        acc += a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w + c.x + c.y + c.z + c.w + d.x + d.y + d.z + d.w;
+    }
+    for (; i < len4; i += stride) {
+        const float4 a = in[i];
+        acc += a.x + a.y + a.z + a.w;
+    }
+    if (acc == -1.0f) {
+        out[0] = acc;
+    }
+}
+"#;
+
+/// The cluster-sums micro-benchmark.
+#[derive(Parser)]
+#[command(about = "Times popcorn's cluster-sums kernel against the K-read floor and cuSPARSE")]
+struct Cli {
+    /// Orders of K.
+    #[arg(long, value_delimiter = ',', default_value = "60000")]
+    n: Vec<usize>,
+    /// Numbers of clusters.
+    #[arg(long, value_delimiter = ',', default_value = "10,50,100")]
+    k: Vec<usize>,
+    /// Forced tiles `COLSxSTAGES` (for k up to --tile-max-k), beside the automatic choice.
+    #[arg(long, value_delimiter = ',', default_value = "64x3")]
+    tiles: Vec<String>,
+    /// The largest k the forced tiles are timed for.
+    #[arg(long, default_value_t = 100)]
+    tile_max_k: usize,
+    /// Strided rows this many rows apart, beside the automatic period.
+    #[arg(long, value_delimiter = ',')]
+    periods: Vec<u32>,
+    /// The automatic kernel with at most this many workers.
+    #[arg(long, value_delimiter = ',')]
+    workers: Vec<u64>,
+    /// Also time a copy of K whose rows are padded to a multiple of this many elements.
+    #[arg(long, default_value_t = 0)]
+    ld_pad: usize,
+    /// The kernel's rows start this many elements into K's rows (and have as many fewer
+    /// columns), to time strided rows at an even n.
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
+    /// Timed repetitions (the median is reported).
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Also write the table to this file.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(table) => {
+            if let Some(path) = &cli.out {
+                if let Err(e) = std::fs::write(path, &table) {
+                    eprintln!("error: cannot write {}: {e}", path.display());
+                    std::process::exit(1);
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Median milliseconds of `reps` runs of `f` after two warm-ups, timed with CUDA events.
+fn time_ms(
+    ctx: &Context,
+    reps: usize,
+    mut f: impl FnMut() -> Result<(), RuntimeError>,
+) -> Result<f64, RuntimeError> {
+    f()?;
+    f()?;
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        times.push(ctx.time(&mut f)?.1);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+/// The device address of a dense or index tensor of the GPU context.
+fn address(t: &Tensor) -> Result<u64, RuntimeError> {
+    t.cuda_buffers()
+        .and_then(|b| b.first())
+        .map(|b| b.device_ptr())
+        .ok_or_else(|| RuntimeError::Device("the tensor is not on the GPU".into()))
+}
+
+/// Fills `len` floats at `ptr` with random values.
+fn fill(raw: &RawCuda<'_>, kernel: &RawKernel, ptr: u64, len: usize) -> Result<(), RuntimeError> {
+    let grid = kernels_gen::builtins::linear_grid_block(len as u64);
+    let mut args = [
+        KernelArg::size(len)?,
+        KernelArg::Ptr(ptr),
+        KernelArg::I64(12345),
+    ];
+    // SAFETY: the fill kernel takes (len, float*, seed) and writes `len` floats at `ptr`, which
+    // every caller allocated with at least that many.
+    unsafe { raw.launch(kernel, grid, &mut args) }
+}
+
+/// `|got - want| / |want|` over finite results, NaN if any result is not finite.
+fn relative_difference(got: &[f64], want: &[f64]) -> f64 {
+    if !got.iter().all(|v| v.is_finite()) {
+        return f64::NAN;
+    }
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (g, w) in got.iter().zip(want) {
+        num += (g - w) * (g - w);
+        den += w * w;
+    }
+    (num / den).sqrt()
+}
+
+fn run(cli: &Cli) -> Result<String, RuntimeError> {
+    let ctx = match Context::new(DeviceSpec::Cuda(0)) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            println!("no usable GPU ({e}): the cluster-sums benchmark needs one");
+            return Ok(String::new());
+        }
+    };
+    let Some(backend) = ctx.cuda_backend() else {
+        return Ok(String::new());
+    };
+    let raw = backend.raw();
+    let tiles: Vec<(u32, u32)> = cli
+        .tiles
+        .iter()
+        .filter_map(|s| {
+            let (a, c) = s.split_once('x')?;
+            Some((a.parse().ok()?, c.parse().ok()?))
+        })
+        .collect();
+    let program = Program::parse(
+        "fn f(K: Dense[n, n], labels: Index[n]) -> (E: Dense[n, k]) { E = -2 * K * selection(labels, k)^T; }",
+    )?;
+    let cusparse = Context::new(DeviceSpec::Cuda(0))?.with_config(PlannerConfig {
+        cluster_sums_max_k: Some(0),
+        ..PlannerConfig::default()
+    });
+    let fill_kernel = raw.kernel("pk_bench_fill_random", || FILL_RANDOM.to_string())?;
+    let read_kernel = raw.kernel("pk_bench_read_all", || READ_ALL.to_string())?;
+    let mut table = String::new();
+    let mut printed = 0;
+    let _ = writeln!(table, "device: {}", ctx.describe());
+    let _ = writeln!(
+        table,
+        "{:>6} {:>5} {:<22} {:>9} {:>8} {:>7} {:>9}",
+        "n", "k", "what", "ms", "GB/s", "/floor", "/cusparse"
+    );
+    for &n in &cli.n {
+        let bytes = n * n * 4;
+        let kmat = match ctx.dense_f32(n, n, &vec![0.0; n * n]) {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = writeln!(table, "n = {n}: {e}");
+                continue;
+            }
+        };
+        let src = address(&kmat)?;
+        fill(&raw, &fill_kernel, src, n * n)?;
+        // The floor: a device-to-device copy of the first half of K onto the second half moves
+        // 4 n^2 bytes (2 n^2 read, 2 n^2 written): its time is K's bytes at copy bandwidth.
+        // Halves rounded down to 4 KiB, so both start aligned; the time is scaled to K's bytes.
+        let half = (bytes / 2) & !4095;
+        let copy_ms = time_ms(&ctx, cli.reps, || {
+            // SAFETY: both halves lie inside K's allocation and do not overlap.
+            unsafe { raw.copy(src + half as u64, src, half) }
+        })?;
+        let floor = copy_ms * bytes as f64 / (2 * half) as f64;
+        let copy_bw = (2 * half) as f64 / copy_ms / 1e6;
+        fill(&raw, &fill_kernel, src, n * n)?;
+        let scratch = ctx.col(&[0.0])?;
+        let scratch_ptr = address(&scratch)?;
+        let blocks = raw.multiprocessors() * 8;
+        let read_ms = time_ms(&ctx, cli.reps, || {
+            let mut a = [
+                KernelArg::size(n * n / 4)?,
+                KernelArg::Ptr(src),
+                KernelArg::Ptr(scratch_ptr),
+            ];
+            // SAFETY: the read kernel takes (len4, float4*, float*) and reads `n * n / 4`
+            // float4s of K, writing at most one float of the scratch.
+            unsafe { raw.launch(&read_kernel, ((blocks, 1, 1), (512, 1, 1), 0), &mut a) }
+        })?;
+        let _ = writeln!(
+            table,
+            "{n:>6} {:>5} {:<22} {floor:>9.3} {copy_bw:>8.0} {:>7.3} {:>9}",
+            "-", "d2d copy (floor)", 1.0, ""
+        );
+        let _ = writeln!(
+            table,
+            "{n:>6} {:>5} {:<22} {read_ms:>9.3} {:>8.0} {:>7.3} {:>9}",
+            "-",
+            "read-only kernel",
+            bytes as f64 / read_ms / 1e6,
+            read_ms / floor,
+            ""
+        );
+        // A copy of K's shape with rows padded to `ld_pad` elements, filled alike.
+        let padded = if cli.ld_pad > 0 {
+            let ldp = n.div_ceil(cli.ld_pad) * cli.ld_pad;
+            let t = ctx.dense_f32(n, ldp, &vec![0.0; n * ldp])?;
+            fill(&raw, &fill_kernel, address(&t)?, n * ldp)?;
+            Some((ldp, t))
+        } else {
+            None
+        };
+        let mut seed = n as u64;
+        for &k in &cli.k {
+            let labels: Vec<u32> = (0..n)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((seed >> 33) % k as u64) as u32
+                })
+                .collect();
+            let l = ctx.index(&labels)?;
+            let args = Args::new().tensor("K", &kmat).tensor("labels", &l);
+            let mut out_sparse = popcorn::Outputs::default();
+            let mut out_sums = popcorn::Outputs::default();
+            let sparse_ms = time_ms(&ctx, cli.reps, || {
+                cusparse.run_into(&program, &args, &mut out_sparse)
+            })?;
+            let sums_ms = time_ms(&ctx, cli.reps, || {
+                ctx.run_into(&program, &args, &mut out_sums)
+            })?;
+            let rel = relative_difference(
+                &ctx.to_f64(out_sums.tensor("E")?)?,
+                &ctx.to_f64(out_sparse.tensor("E")?)?,
+            );
+            let s = ctx.dense_f32(n, k, &vec![0.0; n * k])?;
+            let offset = cli.offset.min(n - 1);
+            let cs = ClusterSumsArgs {
+                dtype: ScalarType::F32,
+                m: src + 4 * offset as u64,
+                rows: n,
+                cols: n - offset,
+                ld: n,
+                labels: address(&l)?,
+                k,
+                s: address(&s)?,
+            };
+            let row = |table: &mut String, what: &str, ms: f64| {
+                let _ = writeln!(
+                    table,
+                    "{n:>6} {k:>5} {what:<22} {ms:>9.3} {:>8.0} {:>7.3} {:>9.3}",
+                    bytes as f64 / ms / 1e6,
+                    ms / floor,
+                    ms / sparse_ms
+                );
+            };
+            row(&mut table, "cusparse plan", sparse_ms);
+            row(&mut table, "cluster-sums plan", sums_ms);
+            // Each launch below: K holds n rows of n floats from `src`, the labels `n - offset`
+            // of n entries, S n x k floats, as the raw call requires.
+            let forced = tiles
+                .iter()
+                .filter(|_| k <= cli.tile_max_k)
+                .map(|t| Some(*t));
+            for tile in std::iter::once(None).chain(forced) {
+                let tuning = ClusterSumsTuning {
+                    tile,
+                    ..ClusterSumsTuning::default()
+                };
+                let mut report = None;
+                let ms = time_ms(&ctx, cli.reps, || {
+                    // SAFETY: see above.
+                    report = unsafe { raw.cluster_sums(&cs, tuning) }?;
+                    Ok(())
+                })?;
+                let what = match report {
+                    Some(r) => format!(
+                        "kernel {}{}x{}{} w{} {}p",
+                        if tile.is_none() { "auto " } else { "" },
+                        r.launch.variant.tile_cols,
+                        r.launch.variant.stages,
+                        if r.launch.variant.aligned { "a" } else { "r" },
+                        r.workers,
+                        r.launch.passes()
+                    ),
+                    None => "kernel (nothing)".to_string(),
+                };
+                row(&mut table, &what, ms);
+            }
+            for &w in &cli.workers {
+                let tuning = ClusterSumsTuning {
+                    max_workers: Some(w),
+                    ..ClusterSumsTuning::default()
+                };
+                let mut report = None;
+                let ms = time_ms(&ctx, cli.reps, || {
+                    // SAFETY: see above.
+                    report = unsafe { raw.cluster_sums(&cs, tuning) }?;
+                    Ok(())
+                })?;
+                let got = report.map_or(0, |r| r.workers);
+                row(&mut table, &format!("kernel {got} workers"), ms);
+            }
+            for &p in &cli.periods {
+                let tuning = ClusterSumsTuning {
+                    row_period: Some(p),
+                    ..ClusterSumsTuning::default()
+                };
+                let ms = time_ms(&ctx, cli.reps, || {
+                    // SAFETY: see above.
+                    unsafe { raw.cluster_sums(&cs, tuning) }.map(|_| ())
+                })?;
+                row(&mut table, &format!("kernel rows {p} apart"), ms);
+            }
+            if let Some((ldp, padded)) = &padded {
+                let padded_args = ClusterSumsArgs {
+                    m: address(padded)?,
+                    cols: n,
+                    ld: *ldp,
+                    ..cs
+                };
+                let mut report = None;
+                let ms = time_ms(&ctx, cli.reps, || {
+                    // SAFETY: the padded copy holds n rows of `ldp` floats.
+                    report =
+                        unsafe { raw.cluster_sums(&padded_args, ClusterSumsTuning::default()) }?;
+                    Ok(())
+                })?;
+                let mode = report.map_or("-", |r| if r.launch.variant.aligned { "a" } else { "r" });
+                row(&mut table, &format!("kernel ld {ldp} ({mode})"), ms);
+            }
+            let _ = writeln!(
+                table,
+                "{n:>6} {k:>5} plan results: |E_sums - E_cusparse| / |E_cusparse| = {rel:.2e}"
+            );
+            print!("{}", &table[printed..]);
+            printed = table.len();
+        }
+    }
+    print!("{}", &table[printed..]);
+    Ok(table)
+}

@@ -1,0 +1,231 @@
+//! Every `POPCORN_*` environment variable, read once into one [`Settings`] value.
+//!
+//! | variable | field | effect |
+//! |---|---|---|
+//! | `POPCORN_DEVICE=cpu\|cuda\|cuda:N` | [`Settings::device`] | where `Context::from_env()` runs (default: the first usable GPU, else the CPU) |
+//! | `POPCORN_LOG=plan,fusion,cache,time` (or `all`) | [`Settings::log`] | the graph after each pass and the final plan; why each producer fused or not; kernel-cache hits and compiles; every step's device time with its rates |
+//! | `POPCORN_DUMP_DIR=dir` | [`Settings::dump_dir`] | every new plan (text, DOT, JSON) and every generated kernel's `.cu` and `.ptx` |
+//! | `POPCORN_SYNC=1` | [`Settings::sync`] | synchronise and check after every step, naming the step that failed |
+//! | `POPCORN_NO_FUSION=1` | [`Settings::no_fusion`] | every element-wise operation its own kernel |
+//! | `POPCORN_CLUSTER_SUMS_MAX_K=N`, `POPCORN_NO_CLUSTER_SUMS=1` | [`Settings::cluster_sums_max_k`] | the cluster-sums and label-sums patterns on up to `N` clusters, or off |
+//! | `POPCORN_TF32=1` | [`Settings::tf32`] | dense products (GEMM, SYRK) on TF32 tensor cores |
+//! | `POPCORN_SYRK_BLOCK_ROWS=B` | [`Settings::syrk_block_rows`] | rows per GEMM block row of a SYRK on the GPU (`0`: cuBLAS SYRK) |
+//! | `POPCORN_NO_OVERLAP=1` | [`Settings::no_overlap`] | a SYRK's map after the whole product instead of band by band beside it |
+//! | `POPCORN_CACHE_DIR=dir` | [`Settings::cache_dir`] | where compiled kernels are kept (default `$XDG_CACHE_HOME/popcorn/kernels`, else `~/.cache/popcorn/kernels`) |
+//! | `POPCORN_REQUIRE_GPU=1` | [`Settings::require_gpu`] | GPU tests fail instead of skipping where no GPU is usable |
+//!
+//! A flag is on when its variable is set to anything but empty or `0`. A value that cannot be
+//! read (`POPCORN_SYRK_BLOCK_ROWS=many`) is reported once on stderr, naming the variable and
+//! what it takes, and the default is used.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The topics `POPCORN_LOG` can switch on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogTopics {
+    /// `plan`: the graph after each pass, and the final plan.
+    pub plan: bool,
+    /// `fusion`: why each producer fused into its consumer or not.
+    pub fusion: bool,
+    /// `cache`: kernel-cache hits, misses and compiles.
+    pub cache: bool,
+    /// `time`: every step's device time with its rates.
+    pub time: bool,
+}
+
+impl LogTopics {
+    /// Parses a comma- or space-separated list of topics (`all` for every one); returns the
+    /// topics and the words that are not topics.
+    pub fn parse(text: &str) -> (LogTopics, Vec<String>) {
+        let mut t = LogTopics::default();
+        let mut unknown = Vec::new();
+        for word in text.split([',', ' ']).filter(|w| !w.is_empty()) {
+            match word {
+                "plan" => t.plan = true,
+                "fusion" => t.fusion = true,
+                "cache" => t.cache = true,
+                "time" => t.time = true,
+                "all" => {
+                    t = LogTopics {
+                        plan: true,
+                        fusion: true,
+                        cache: true,
+                        time: true,
+                    }
+                }
+                other => unknown.push(other.to_string()),
+            }
+        }
+        (t, unknown)
+    }
+}
+
+/// Popcorn's settings from the environment (see the [module](self) table).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `POPCORN_DEVICE`, as written.
+    pub device: Option<String>,
+    /// `POPCORN_LOG`.
+    pub log: LogTopics,
+    /// `POPCORN_DUMP_DIR`.
+    pub dump_dir: Option<PathBuf>,
+    /// `POPCORN_SYNC`.
+    pub sync: bool,
+    /// `POPCORN_NO_FUSION`.
+    pub no_fusion: bool,
+    /// `POPCORN_CLUSTER_SUMS_MAX_K` (`Some(0)` with `POPCORN_NO_CLUSTER_SUMS`).
+    pub cluster_sums_max_k: Option<usize>,
+    /// `POPCORN_TF32`.
+    pub tf32: bool,
+    /// `POPCORN_SYRK_BLOCK_ROWS`.
+    pub syrk_block_rows: Option<usize>,
+    /// `POPCORN_NO_OVERLAP`.
+    pub no_overlap: bool,
+    /// `POPCORN_CACHE_DIR`, else `$XDG_CACHE_HOME/popcorn/kernels`, else
+    /// `~/.cache/popcorn/kernels` (`None` when none of these is set).
+    pub cache_dir: Option<PathBuf>,
+    /// `POPCORN_REQUIRE_GPU`.
+    pub require_gpu: bool,
+    /// Values that could not be read, one message each.
+    pub problems: Vec<String>,
+}
+
+impl Settings {
+    /// Settings from a variable lookup (`get(name)` is the variable's value, if set).
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Settings {
+        let value = |name: &str| get(name).filter(|v| !v.is_empty());
+        let flag = |name: &str| value(name).is_some_and(|v| v != "0");
+        let mut problems = Vec::new();
+        let mut number = |name: &str, what: &str| -> Option<usize> {
+            let v = value(name)?;
+            match v.trim().parse() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    problems.push(format!(
+                        "{name}={v} is not a number; it takes {what}; using the default"
+                    ));
+                    None
+                }
+            }
+        };
+        let mut cluster_sums_max_k = number(
+            "POPCORN_CLUSTER_SUMS_MAX_K",
+            "the largest number of clusters for the cluster-sums pattern (0: off)",
+        );
+        if flag("POPCORN_NO_CLUSTER_SUMS") {
+            cluster_sums_max_k = Some(0);
+        }
+        let syrk_block_rows = number(
+            "POPCORN_SYRK_BLOCK_ROWS",
+            "rows per GEMM block row of a SYRK (0: cuBLAS SYRK)",
+        );
+        let (log, unknown) = LogTopics::parse(&value("POPCORN_LOG").unwrap_or_default());
+        if !unknown.is_empty() {
+            problems.push(format!(
+                "POPCORN_LOG: unknown topic(s) {}; the topics are plan, fusion, cache, time, all",
+                unknown.join(", ")
+            ));
+        }
+        let path = |name: &str| value(name).map(PathBuf::from);
+        let cache_dir = path("POPCORN_CACHE_DIR")
+            .or_else(|| path("XDG_CACHE_HOME").map(|d| d.join("popcorn").join("kernels")))
+            .or_else(|| path("HOME").map(|h| h.join(".cache").join("popcorn").join("kernels")));
+        Settings {
+            device: value("POPCORN_DEVICE"),
+            log,
+            dump_dir: path("POPCORN_DUMP_DIR"),
+            sync: flag("POPCORN_SYNC"),
+            no_fusion: flag("POPCORN_NO_FUSION"),
+            cluster_sums_max_k,
+            tf32: flag("POPCORN_TF32"),
+            syrk_block_rows,
+            no_overlap: flag("POPCORN_NO_OVERLAP"),
+            cache_dir,
+            require_gpu: flag("POPCORN_REQUIRE_GPU"),
+            problems,
+        }
+    }
+
+    /// Settings from this process's environment.
+    pub fn from_env() -> Settings {
+        Settings::from_vars(|name| std::env::var(name).ok())
+    }
+}
+
+/// The process's settings, read from the environment on first use (problems are reported on
+/// stderr then, once).
+pub fn settings() -> &'static Settings {
+    static SETTINGS: OnceLock<Settings> = OnceLock::new();
+    SETTINGS.get_or_init(|| {
+        let s = Settings::from_env();
+        for p in &s.problems {
+            eprintln!("popcorn: {p}");
+        }
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(pairs: &[(&str, &str)]) -> Settings {
+        let owned: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Settings::from_vars(|name| {
+            owned
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        })
+    }
+
+    #[test]
+    fn nothing_set_means_defaults() {
+        let s = from(&[]);
+        assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn flags_numbers_and_topics() {
+        let s = from(&[
+            ("POPCORN_SYNC", "1"),
+            ("POPCORN_TF32", "0"),
+            ("POPCORN_NO_FUSION", ""),
+            ("POPCORN_CLUSTER_SUMS_MAX_K", "64"),
+            ("POPCORN_SYRK_BLOCK_ROWS", " 2048 "),
+            ("POPCORN_LOG", "plan,time"),
+            ("POPCORN_DEVICE", "cuda:1"),
+            ("HOME", "/home/u"),
+        ]);
+        assert!(s.sync && !s.tf32 && !s.no_fusion);
+        assert_eq!(s.cluster_sums_max_k, Some(64));
+        assert_eq!(s.syrk_block_rows, Some(2048));
+        assert!(s.log.plan && s.log.time && !s.log.cache && !s.log.fusion);
+        assert_eq!(s.device.as_deref(), Some("cuda:1"));
+        assert_eq!(
+            s.cache_dir,
+            Some(PathBuf::from("/home/u/.cache/popcorn/kernels"))
+        );
+        assert!(s.problems.is_empty());
+        let all = from(&[("POPCORN_LOG", "all"), ("POPCORN_NO_CLUSTER_SUMS", "yes")]);
+        assert!(all.log.plan && all.log.fusion && all.log.cache && all.log.time);
+        assert_eq!(all.cluster_sums_max_k, Some(0));
+    }
+
+    #[test]
+    fn unreadable_values_are_reported_and_ignored() {
+        let s = from(&[
+            ("POPCORN_SYRK_BLOCK_ROWS", "many"),
+            ("POPCORN_LOG", "plan,timing"),
+        ]);
+        assert_eq!(s.syrk_block_rows, None);
+        assert!(s.log.plan);
+        assert_eq!(s.problems.len(), 2, "{:?}", s.problems);
+        assert!(s.problems[0].contains("POPCORN_SYRK_BLOCK_ROWS=many"));
+        assert!(s.problems[1].contains("timing"));
+    }
+}

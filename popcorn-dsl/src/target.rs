@@ -1,0 +1,220 @@
+//! The target description: what the planner may assume about the machine a plan runs on.
+//!
+//! One [`Target`] value per backend holds every device fact a pass reads (thresholds, block
+//! sizes, tile sides, ceilings); no pass holds a device constant of its own. A backend supplies
+//! its target (the CUDA backend from the device's properties and its kernels' constants), the
+//! planner hands it to every pass, and the plan records the target it was made for. Plans can
+//! also be made for a described machine without it ([`Target::reference_gpu`],
+//! [`Target::cpu`]), e.g. to print them.
+//!
+//! The figures of the presets were measured on the reference machines (an H100 for the GPU,
+//! the 2-core CI machine for the CPU); BENCHMARKS.md has the runs they come from.
+
+use serde::{Deserialize, Serialize};
+
+/// Which backend a target is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TargetKind {
+    /// The multithreaded CPU backend.
+    Cpu,
+    /// A CUDA GPU.
+    Cuda,
+}
+
+/// Rates the cost model may count on (measured, or the reference machine's).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ceilings {
+    /// Memory bandwidth, bytes read plus bytes written per second (a large device copy).
+    pub copy_bytes_per_s: f64,
+    /// Strict fp32 matrix products, flop/s (a large SGEMM).
+    pub fp32_flops_per_s: f64,
+    /// fp32 matrix products on TF32 tensor cores, flop/s (equal to `fp32_flops_per_s` where
+    /// there are none).
+    pub tf32_flops_per_s: f64,
+    /// fp64 matrix products, flop/s.
+    pub fp64_flops_per_s: f64,
+}
+
+/// How a SYRK is computed as GEMMs over block rows (GPU): each block row's rectangle left of
+/// its diagonal block, the diagonal blocks halved down to `leaf_rows`-row leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyrkBlocking {
+    /// Rows of the smallest diagonal blocks, computed whole.
+    pub leaf_rows: usize,
+    /// The fewest block rows a strict-fp32 SYRK is cut into (every GEMM must still fill the
+    /// device).
+    pub min_block_rows: usize,
+    /// The same under TF32, whose faster GEMMs leave more of a following map to overlap, which
+    /// finer bands do better.
+    pub min_block_rows_tf32: usize,
+}
+
+impl SyrkBlocking {
+    /// Rows per block of a SYRK of order `n`: `leaf_rows` times the largest power of two that
+    /// leaves at least the minimum number of block rows, so the diagonal blocks halve evenly
+    /// down to the leaves and an overlapped map gets bands of whole leaves.
+    pub fn block_rows(&self, n: usize, tf32: bool) -> usize {
+        let min_blocks = if tf32 {
+            self.min_block_rows_tf32
+        } else {
+            self.min_block_rows
+        };
+        let mut rows = self.leaf_rows.max(1);
+        while rows.saturating_mul(2).saturating_mul(min_blocks) <= n {
+            rows *= 2;
+        }
+        rows
+    }
+}
+
+/// Rows of a dense operand padded with zero columns before a TF32 product (GPU): the
+/// tensor-core GEMMs run faster on rows of whole `multiple`s of elements, and `A A^T` is
+/// unchanged exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowPadding {
+    /// Rows are padded to a multiple of this many elements.
+    pub multiple: usize,
+    /// Only rows of at least this many elements (shorter ones: the product is bound by
+    /// writing its result, and the copy would not pay).
+    pub min_cols: usize,
+}
+
+/// What the planner may assume about the machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// The backend.
+    pub kind: TargetKind,
+    /// The device in words (`cpu (2 threads)`, `NVIDIA H100 80GB HBM3 (sm_90)`).
+    pub device: String,
+    /// Threads (CPU) or multiprocessors (GPU).
+    pub parallelism: usize,
+    /// Memory the plan's data must fit in, bytes, where known.
+    pub memory_bytes: Option<u64>,
+    /// The rates of the cost model.
+    pub ceilings: Ceilings,
+    /// `X * X^T` with `X: n x d` whose result is used as it is takes GEMM when `n / d` exceeds
+    /// this, SYRK otherwise (SYRK does half the flops but needs a second pass to fill the other
+    /// triangle, so for small `d`, where writing the result dominates, GEMM wins).
+    pub syrk_gemm_ratio: f64,
+    /// How SYRK steps are cut into GEMMs; `None`: one library SYRK.
+    pub syrk_blocking: Option<SyrkBlocking>,
+    /// The largest number of clusters for which products with a selection matrix become cluster
+    /// sums and label sums (beyond it the general sparse product is faster).
+    pub cluster_sums_max_k: usize,
+    /// The largest `n k` for which `V * x` (V a selection matrix of `n` points, `k` clusters)
+    /// becomes label sums: its kernel reads the labels once per cluster.
+    pub label_sums_max_work: usize,
+    /// Where the backend can run a map beside the product it reads, band by band on a second
+    /// queue of work: band boundaries fall on multiples of this many rows. `None`: steps run
+    /// one after the other.
+    pub band_rows_multiple: Option<usize>,
+    /// Zero columns appended to a TF32 SYRK's operand; `None`: never.
+    pub tf32_row_padding: Option<RowPadding>,
+}
+
+/// SGEMM rate of the reference H100 (BENCHMARKS.md, run 6: 51.2 TFLOP/s).
+const H100_FP32_FLOPS: f64 = 51.2e12;
+/// Copy bandwidth of the reference H100 (BENCHMARKS.md, run 6: 2990 GB/s).
+const H100_COPY_BYTES: f64 = 2.99e12;
+
+impl Target {
+    /// The CPU backend with `threads` worker threads. Its rates are those of one core of the
+    /// 2-core CI machine (BENCHMARKS.md) times the threads.
+    pub fn cpu(threads: usize) -> Target {
+        let threads = threads.max(1);
+        let per_thread_flops = 32e9;
+        Target {
+            kind: TargetKind::Cpu,
+            device: format!("cpu ({threads} threads)"),
+            parallelism: threads,
+            memory_bytes: None,
+            ceilings: Ceilings {
+                copy_bytes_per_s: 15e9 * threads as f64,
+                fp32_flops_per_s: per_thread_flops * threads as f64,
+                tf32_flops_per_s: per_thread_flops * threads as f64,
+                fp64_flops_per_s: per_thread_flops / 2.0 * threads as f64,
+            },
+            syrk_gemm_ratio: 300.0,
+            syrk_blocking: None,
+            cluster_sums_max_k: 1024,
+            label_sums_max_work: 1 << 25,
+            band_rows_multiple: None,
+            tf32_row_padding: None,
+        }
+    }
+
+    /// The reference GPU, an NVIDIA H100 80GB HBM3, on which the GPU figures were measured
+    /// (BENCHMARKS.md): SYRK in block rows of 512-row leaves (at least 12 block rows, 24 under
+    /// TF32), maps overlapped in bands of 64-row tiles, TF32 operands padded to 16 columns from
+    /// 128, cluster sums up to k = 1024, the GEMM/SYRK threshold at n/d = 300.
+    pub fn reference_gpu() -> Target {
+        Target {
+            kind: TargetKind::Cuda,
+            device: "NVIDIA H100 80GB HBM3 (sm_90)".into(),
+            parallelism: 132,
+            memory_bytes: Some(85_017_755_648),
+            ceilings: Ceilings {
+                copy_bytes_per_s: H100_COPY_BYTES,
+                fp32_flops_per_s: H100_FP32_FLOPS,
+                tf32_flops_per_s: 8.0 * H100_FP32_FLOPS,
+                fp64_flops_per_s: H100_FP32_FLOPS,
+            },
+            syrk_gemm_ratio: 300.0,
+            syrk_blocking: Some(SyrkBlocking {
+                leaf_rows: 512,
+                min_block_rows: 12,
+                min_block_rows_tf32: 24,
+            }),
+            cluster_sums_max_k: 1024,
+            label_sums_max_work: 1 << 25,
+            band_rows_multiple: Some(64),
+            tf32_row_padding: Some(RowPadding {
+                multiple: 16,
+                min_cols: 128,
+            }),
+        }
+    }
+
+    /// One line for plans: `cuda: NVIDIA H100 80GB HBM3 (sm_90)`.
+    pub fn describe(&self) -> String {
+        let kind = match self.kind {
+            TargetKind::Cpu => "cpu",
+            TargetKind::Cuda => "cuda",
+        };
+        if self.device.starts_with(kind) {
+            self.device.clone()
+        } else {
+            format!("{kind}: {}", self.device)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_rows_leave_enough_block_rows() {
+        let b = Target::reference_gpu().syrk_blocking.unwrap();
+        assert_eq!(b.block_rows(60_000, false), 4096);
+        assert_eq!(b.block_rows(60_000, true), 2048);
+        assert_eq!(b.block_rows(1000, false), 512);
+        assert_eq!(b.block_rows(0, true), 512);
+        for n in [1, 511, 512, 6144, 12_288, 50_000, 78_823, 1_000_000] {
+            for tf32 in [false, true] {
+                let rows = b.block_rows(n, tf32);
+                assert!(rows.is_power_of_two() && rows >= 512, "{n} {tf32}");
+                let min = if tf32 { 24 } else { 12 };
+                assert!(rows == 512 || n / rows >= min, "{n} {tf32} {rows}");
+            }
+        }
+    }
+
+    #[test]
+    fn descriptions_name_the_backend() {
+        assert_eq!(Target::cpu(2).describe(), "cpu (2 threads)");
+        assert!(Target::reference_gpu()
+            .describe()
+            .starts_with("cuda: NVIDIA H100"));
+    }
+}

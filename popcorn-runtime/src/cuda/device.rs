@@ -1,0 +1,95 @@
+//! The state of one CUDA device that a backend holds: its context, its lanes (streams), the
+//! library handles bound to the main lane, the kernel cache and scratch memory. The step units
+//! ([`crate::cuda::ops`]) and the raw API ([`crate::cuda::raw`]) work on it; the backend
+//! ([`crate::cuda::CudaBackend`]) owns it.
+
+use crate::cuda::blas::BlasHandle;
+use crate::cuda::builtin_ops::{Builtins, CountScratch};
+use crate::cuda::errors::driver_error;
+use crate::cuda::nvrtc::KernelCache;
+use crate::cuda::sparse::SparseOps;
+use crate::error::RuntimeError;
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaContext, CudaStream};
+use kernels_gen::cluster_sums::DeviceLimits;
+use kernels_gen::LaunchShape;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Lanes of a device: the main stream (every ordinary step, and every library call) and a
+/// second stream of the highest priority for the consumer of a pipeline.
+pub(crate) const LANES: usize = 2;
+
+/// A device's state.
+pub(crate) struct Device {
+    pub(crate) ctx: Arc<CudaContext>,
+    /// The lanes: `streams[0]` is the main stream.
+    pub(crate) streams: [Arc<CudaStream>; LANES],
+    pub(crate) kernels: KernelCache,
+    /// cuBLAS, bound to the main stream.
+    pub(crate) blas: Mutex<BlasHandle>,
+    /// cuSPARSE, bound to the main stream.
+    pub(crate) sparse: Mutex<SparseOps>,
+    pub(crate) scratch: Mutex<CountScratch>,
+    /// Launch shapes of fused kernels, by name (checked against their specs once).
+    pub(crate) launch_shapes: Mutex<HashMap<String, LaunchShape>>,
+    /// Let cuBLAS use TF32 for every f32 product, whatever the plan says.
+    pub(crate) allow_tf32: bool,
+    pub(crate) limits: DeviceLimits,
+}
+
+impl Device {
+    /// The main stream.
+    pub(crate) fn main(&self) -> &Arc<CudaStream> {
+        &self.streams[0]
+    }
+
+    /// The stream of lane `lane`.
+    pub(crate) fn lane(&self, lane: usize) -> Result<&Arc<CudaStream>, RuntimeError> {
+        self.streams.get(lane).ok_or_else(|| {
+            RuntimeError::InvalidData(format!(
+                "lane {lane} does not exist: the device has {LANES}"
+            ))
+        })
+    }
+
+    /// Builtin kernels on `stream`.
+    pub(crate) fn builtins<'a>(&'a self, stream: &'a Arc<CudaStream>) -> Builtins<'a> {
+        Builtins {
+            kernels: &self.kernels,
+            stream,
+        }
+    }
+
+    /// Makes the device's context current on the calling thread.
+    pub(crate) fn bind(&self) -> Result<(), RuntimeError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| driver_error("cuCtxSetCurrent", e))
+    }
+}
+
+/// Reads the device's multiprocessor and shared-memory limits.
+pub(crate) fn device_limits(ctx: &CudaContext) -> Result<DeviceLimits, RuntimeError> {
+    let get = |attr: CUdevice_attribute| -> Result<u32, RuntimeError> {
+        let v = ctx
+            .attribute(attr)
+            .map_err(|e| driver_error("cuDeviceGetAttribute", e))?;
+        Ok(u32::try_from(v).unwrap_or(0))
+    };
+    Ok(DeviceLimits {
+        multiprocessors: get(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        shared_bytes_per_sm: get(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+        )?,
+        shared_bytes_per_block_optin: get(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )?,
+        reserved_shared_bytes_per_block: get(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
+        )?,
+        max_blocks_per_sm: get(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR,
+        )?,
+    })
+}

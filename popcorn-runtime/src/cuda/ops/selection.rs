@@ -1,0 +1,40 @@
+//! `Builtin::Selection`: the CSR selection matrix `V[c, i] = 1/|c|` for `labels[i] == c`.
+
+use super::{Io, StepCx};
+use crate::cuda::args::{count, csr, index, shape};
+use crate::cuda::errors::invalid;
+use crate::cuda::nvrtc::poisoned;
+use crate::error::RuntimeError;
+
+/// Runs a selection step: input the labels, output the `k x n` CSR matrix.
+pub(crate) fn run(
+    cx: &StepCx<'_>,
+    k: usize,
+    (inputs, outputs): Io<'_, '_>,
+) -> Result<(), RuntimeError> {
+    count("selection", inputs, outputs, 1, 1)?;
+    let (labels, n) = index(&inputs[0], "selection labels")?;
+    let v = csr(&outputs[0], cx.elem(), "selection output")?;
+    shape("selection output", (v.rows, v.cols), (k, n))?;
+    if v.nnz < n {
+        return Err(invalid(format!(
+            "selection output holds {} entries but {n} labels may need {n}",
+            v.nnz
+        )));
+    }
+    let mut scratch = cx.device.scratch.lock().map_err(|_| poisoned())?;
+    // SAFETY: `labels` holds `n` labels; `v` holds `k + 1` row offsets and `n` entries
+    // (checked above); the scratch is the device's, used on this stream.
+    unsafe {
+        cx.device.builtins(cx.stream).selection(
+            cx.scalar(),
+            &mut scratch,
+            labels,
+            n,
+            k,
+            v.row_ptr,
+            v.col_idx,
+            v.values,
+        )
+    }
+}

@@ -1,0 +1,20 @@
+//! Popcorn's shared test helpers, for the tests of every crate of the workspace (a
+//! dev-dependency only):
+//! - [`reference`]: the independent `f64` reference evaluator every backend is held to;
+//! - [`rng`]: a seeded generator and the random inputs drawn from it;
+//! - [`check`]: tolerances and comparisons;
+//! - [`contexts`]: CPU contexts with a given configuration, and a GPU context where there is a
+//!   GPU (tests skip without one, unless `POPCORN_REQUIRE_GPU` makes that a failure);
+//! - [`programs`]: the DSL programs of `examples/programs/`.
+#![warn(missing_docs)]
+
+pub mod check;
+pub mod contexts;
+pub mod programs;
+pub mod reference;
+pub mod rng;
+
+pub use check::*;
+pub use contexts::*;
+pub use programs::*;
+pub use rng::*;
