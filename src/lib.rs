@@ -35,9 +35,8 @@ pub use popcorn_macros::program;
 pub use popcorn_runtime as runtime;
 
 pub use popcorn_dsl::{DType, Plan, PlannerConfig, Program};
-pub use popcorn_runtime::{
-    io, Args, Context, DeviceSpec, Outputs, RuntimeError, Tensor, TensorShape,
-};
+pub use popcorn_io as io;
+pub use popcorn_runtime::{Args, Context, DeviceSpec, Outputs, RuntimeError, Tensor, TensorShape};
 
 pub mod kkmeans;
 pub mod metrics;

@@ -8,6 +8,7 @@
 pub mod ast;
 pub mod check;
 pub mod diag;
+mod front;
 pub mod ir;
 pub mod ops;
 pub mod parse;

@@ -30,14 +30,14 @@ impl BufferInfo for CpuBuffer {
 
 impl CpuBuffer {
     fn read(&self) -> Result<RwLockReadGuard<'_, HostVec>, RuntimeError> {
-        self.data
-            .read()
-            .map_err(|_| RuntimeError::Cpu("a buffer lock was poisoned by an earlier panic".into()))
+        self.data.read().map_err(|_| {
+            RuntimeError::Internal("a buffer lock was poisoned by an earlier panic".into())
+        })
     }
     fn write(&self) -> Result<RwLockWriteGuard<'_, HostVec>, RuntimeError> {
-        self.data
-            .write()
-            .map_err(|_| RuntimeError::Cpu("a buffer lock was poisoned by an earlier panic".into()))
+        self.data.write().map_err(|_| {
+            RuntimeError::Internal("a buffer lock was poisoned by an earlier panic".into())
+        })
     }
 }
 
@@ -49,12 +49,6 @@ impl CpuBackend {
     /// A backend on the global rayon pool.
     pub fn new() -> CpuBackend {
         CpuBackend
-    }
-}
-
-impl From<cpu::CpuError> for RuntimeError {
-    fn from(e: cpu::CpuError) -> Self {
-        RuntimeError::Cpu(e.to_string())
     }
 }
 
@@ -117,7 +111,7 @@ fn parts<'a>(a: &Arg<'a, CpuBuffer>) -> Vec<&'a CpuBuffer> {
 }
 
 fn wrong(what: &str) -> RuntimeError {
-    RuntimeError::Cpu(format!("internal error: {what} has the wrong element type"))
+    RuntimeError::Internal(format!("{what} has the wrong element type"))
 }
 
 fn get<'a, T: HostElem>(h: &'a HostVec, what: &str) -> Result<&'a [T], RuntimeError> {
@@ -274,8 +268,8 @@ fn run_typed<T: Real + HostElem>(
     let out_bufs: Vec<&CpuBuffer> = outputs.iter().flat_map(parts).collect();
     for (i, a) in out_bufs.iter().enumerate() {
         if out_bufs[..i].iter().any(|b| std::ptr::eq(*a, *b)) {
-            return Err(RuntimeError::Cpu(
-                "internal error: two outputs of one step share a buffer".into(),
+            return Err(RuntimeError::Internal(
+                "two outputs of one step share a buffer".into(),
             ));
         }
     }
@@ -310,10 +304,7 @@ fn run_typed<T: Real + HostElem>(
         };
         fn part<'a>(v: &'a [i32], len: usize, what: &str) -> Result<&'a [i32], RuntimeError> {
             v.get(..len).ok_or_else(|| {
-                RuntimeError::Cpu(format!(
-                    "internal error: {what} hold {} entries, {len} needed",
-                    v.len()
-                ))
+                RuntimeError::Internal(format!("{what} hold {} entries, {len} needed", v.len()))
             })
         }
         let values = get::<T>(&held[i][2], "sparse values")?;
@@ -332,7 +323,7 @@ fn run_typed<T: Real + HostElem>(
             )?,
             values: values
                 .get(..nnz)
-                .ok_or_else(|| RuntimeError::Cpu("internal error: too few sparse values".into()))?,
+                .ok_or_else(|| RuntimeError::Internal("too few sparse values".into()))?,
         })
     };
     let in_dims = |i: usize| dims(&inputs[i]);
@@ -424,7 +415,7 @@ fn run_typed<T: Real + HostElem>(
             };
             let k = |d: &Dim| match d {
                 Dim::Fixed(k) => Ok(*k),
-                Dim::Sym(s) => Err(RuntimeError::Cpu(format!(
+                Dim::Sym(s) => Err(RuntimeError::Internal(format!(
                     "the plan's builtin step leaves dimension `{s}` unsized"
                 ))),
             };
@@ -502,8 +493,8 @@ fn run_typed<T: Real + HostElem>(
                         _ => FusedArg::Vector(dense(i)?),
                     },
                     Arg::Csr { .. } => {
-                        return Err(RuntimeError::Cpu(
-                            "internal error: a sparse matrix in a fused kernel".into(),
+                        return Err(RuntimeError::Internal(
+                            "a sparse matrix in a fused kernel".into(),
                         ))
                     }
                 });

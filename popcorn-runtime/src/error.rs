@@ -1,14 +1,22 @@
-//! The runtime's errors.
+//! The runtime's errors: one enum, each failure with its cause as a typed source where a
+//! library reports one (the driver's, cuBLAS's, cuSPARSE's and NVRTC's status codes, the CPU
+//! primitives' errors), and a message that names the problem and what to do.
 
+use crate::cpu::CpuError;
+use crate::cuda::sparse::result::CusparseError;
+use cudarc::cublas::result::CublasError;
+use cudarc::driver::DriverError;
+use cudarc::nvrtc::result::NvrtcError;
 use popcorn_dsl::{LocatedError, PlanError};
 
 /// Everything that can go wrong when running a program.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// The program could not be parsed or checked.
     #[error("{0}")]
     Program(#[from] LocatedError),
-    /// Planning failed.
+    /// Planning failed, or a plan is malformed.
     #[error("planning failed: {0}")]
     Plan(#[from] PlanError),
     /// A tensor or scalar passed to a program does not match its signature.
@@ -28,7 +36,8 @@ pub enum RuntimeError {
         /// Where it came from.
         second_from: String,
     },
-    /// Data given to the runtime is malformed (wrong length, NaN, bad CSR structure).
+    /// Data given to the runtime is malformed (wrong length, NaN, bad CSR structure), or a
+    /// step was given arguments that do not fit it.
     #[error("invalid data: {0}")]
     InvalidData(String),
     /// A step failed on the backend.
@@ -45,8 +54,12 @@ pub enum RuntimeError {
         source: Box<RuntimeError>,
     },
     /// A CPU primitive failed.
-    #[error("{0}")]
-    Cpu(String),
+    #[error(transparent)]
+    Cpu(#[from] CpuError),
+    /// A backend's own invariant does not hold (a lock poisoned by an earlier panic, a buffer
+    /// of the wrong element type): a popcorn bug.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The device is missing or unusable.
     #[error("{0}")]
     Device(String),
@@ -64,12 +77,45 @@ pub enum RuntimeError {
         /// What would help.
         hint: String,
     },
-    /// A CUDA library call failed.
-    #[error("{call} failed: {message}")]
-    Cuda {
-        /// The call (for example `cusparseSpMM`).
+    /// A CUDA driver call failed.
+    #[error("{call} failed: {}", crate::cuda::driver_message(*.source))]
+    Driver {
+        /// The call, with what it was for.
         call: String,
-        /// The library's message.
+        /// The driver's status.
+        #[source]
+        source: DriverError,
+    },
+    /// A cuBLAS call failed.
+    #[error("{call} failed: {source}: {text}")]
+    Blas {
+        /// The call.
+        call: String,
+        /// cuBLAS's description of the status.
+        text: String,
+        /// cuBLAS's status.
+        #[source]
+        source: CublasError,
+    },
+    /// A cuSPARSE call failed.
+    #[error(transparent)]
+    Sparse(#[from] CusparseError),
+    /// NVRTC failed other than by rejecting a kernel's source.
+    #[error("{call} failed: {source}")]
+    Nvrtc {
+        /// The call.
+        call: String,
+        /// NVRTC's status.
+        #[source]
+        source: NvrtcError,
+    },
+    /// A library cannot do what a step asks (no operand layout cuSPARSE accepts, a kernel
+    /// missing from its compiled module).
+    #[error("{call}: {message}")]
+    Unsupported {
+        /// The call.
+        call: String,
+        /// What it cannot do.
         message: String,
     },
     /// A generated kernel failed to compile.
@@ -82,7 +128,4 @@ pub enum RuntimeError {
         /// The source with line numbers.
         numbered_source: String,
     },
-    /// A file could not be read or written.
-    #[error("{0}")]
-    Io(String),
 }

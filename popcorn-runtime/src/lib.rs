@@ -17,7 +17,6 @@ pub mod device;
 pub mod dump;
 pub mod error;
 pub mod executor;
-pub mod io;
 pub mod tensor;
 
 pub use args::{Args, Outputs};

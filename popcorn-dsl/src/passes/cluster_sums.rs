@@ -77,8 +77,19 @@ fn selection_scale(g: &mut Graph, labels: NodeId, k: &Dim, alpha: ScalarExpr) ->
     )
 }
 
-/// Makes `new` stand for `old`: its name, its users and its place among the outputs.
+/// Makes `new` stand for `old`: its name, its users and its place among the outputs. A
+/// library product keeps the type of the product it replaced, and a product computed as a
+/// column may stand for a row (`(V x)^T` is the SpMV `V x`): where `new` is the vector the
+/// other way round, a transpose of it (a view) takes its place.
 fn replace(g: &mut Graph, old: NodeId, new: NodeId) {
+    let want = g.node(old).ty.clone();
+    let new = if g.node(new).ty.shape == want.shape.transposed()
+        && want.shape != want.shape.transposed()
+    {
+        g.add(Op::Transpose, want, &[new])
+    } else {
+        new
+    };
     g.node_mut(new).name = g.node(old).name.clone();
     g.replace_uses(old, new);
 }
@@ -109,9 +120,8 @@ impl GraphPass for ClusterSumsPattern {
             let (Some(k), Some(alpha)) = (clusters_of(g, m["V"]), alpha_of(g, n)) else {
                 continue;
             };
-            if !k
-                .resolve(cx.dims)
-                .is_some_and(|k| k <= cx.cluster_sums_max_k())
+            if k.resolve(cx.dims)
+                .is_none_or(|k| k > cx.cluster_sums_max_k())
             {
                 continue;
             }
@@ -254,6 +264,40 @@ mod tests {
         assert!(
             step_names(&by_target).contains(&"spmm".to_string()),
             "{by_target}"
+        );
+    }
+
+    #[test]
+    fn a_row_computed_as_label_sums_stays_a_row() {
+        // (V t0)^T is planned as the SpMV V t0 typed as a row; its label sums are a column,
+        // read transposed where the row was used.
+        let p = Program::parse(
+            "fn f(X: Dense[n, n], l: Index[n]) -> (Y: Dense[n, n]) { t = selection(l, n) * sum_rows(X); Y = t^T + X; }",
+        )
+        .unwrap();
+        let dims: BTreeMap<String, usize> = [("n".to_string(), 3)].into_iter().collect();
+        let plan = plan(
+            &p,
+            &dims,
+            &PlannerConfig::default(),
+            &Target::reference_gpu(),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        assert!(
+            step_names(&plan).contains(&"label sums".to_string()),
+            "{plan}"
+        );
+        let last = plan.steps.last().unwrap();
+        let StepOp::Fused(f) = &last.op else {
+            panic!("{plan}")
+        };
+        assert!(
+            f.spec
+                .inputs
+                .iter()
+                .any(|i| i.access == kernel_ir::Access::Row),
+            "the sums are read along the rows: {plan}"
         );
     }
 

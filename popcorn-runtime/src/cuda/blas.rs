@@ -37,9 +37,10 @@ fn blas_error(call: &str, status: sys::cublasStatus_t) -> RuntimeError {
             std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
         }
     };
-    RuntimeError::Cuda {
+    RuntimeError::Blas {
         call: call.to_string(),
-        message: format!("{status:?}: {text}"),
+        text,
+        source: cudarc::cublas::result::CublasError(status),
     }
 }
 

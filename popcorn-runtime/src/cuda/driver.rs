@@ -5,7 +5,7 @@
 //! reaches the driver through these functions (and cudarc's safe context, stream and event
 //! types) after checking its arguments against typed views ([`crate::cuda::args`]).
 
-use crate::cuda::errors::{driver_error, driver_message};
+use crate::cuda::errors::driver_error;
 use crate::error::RuntimeError;
 use cudarc::driver::sys::{self, CUmemorytype, CUDA_MEMCPY2D};
 use cudarc::driver::{result as drv, CudaFunction, CudaStream};
@@ -83,9 +83,9 @@ pub(crate) unsafe fn launch(
             &mut params,
         )
     };
-    launched.map_err(|e| RuntimeError::Cuda {
+    launched.map_err(|e| RuntimeError::Driver {
         call: format!("cuLaunchKernel({name}, grid {grid:?}, block {block:?})"),
-        message: driver_message(e),
+        source: e,
     })
 }
 

@@ -4,7 +4,7 @@ use crate::error::RuntimeError;
 use cudarc::driver::{result::DriverError, sys::CUresult};
 
 /// The driver's name and description of an error code (`CUDA_ERROR_OUT_OF_MEMORY: out of memory`).
-pub(crate) fn driver_message(e: DriverError) -> String {
+pub fn driver_message(e: DriverError) -> String {
     let name = e.error_name().map(|s| s.to_string_lossy().into_owned());
     let text = e.error_string().map(|s| s.to_string_lossy().into_owned());
     match (name, text) {
@@ -16,9 +16,9 @@ pub(crate) fn driver_message(e: DriverError) -> String {
 
 /// A failed driver call.
 pub(crate) fn driver_error(call: &str, e: DriverError) -> RuntimeError {
-    RuntimeError::Cuda {
+    RuntimeError::Driver {
         call: call.to_string(),
-        message: driver_message(e),
+        source: e,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::backend::{BufferInfo, ElemType};
 use crate::cuda::driver;
-use crate::cuda::errors::{driver_error, driver_message, is_out_of_memory};
+use crate::cuda::errors::{driver_error, is_out_of_memory};
 use crate::error::RuntimeError;
 use cudarc::driver::{sys::CUdeviceptr, CudaStream};
 use std::sync::Arc;
@@ -60,17 +60,16 @@ impl DeviceMemory {
                         .to_string(),
                 })
             }
-            Err(e) => Err(RuntimeError::Cuda {
-                call: if stream_ordered {
-                    "cuMemAllocAsync"
-                } else {
-                    "cuMemAlloc"
-                }
-                .to_string(),
-                message: format!(
-                    "{} (allocating {bytes} bytes for {what})",
-                    driver_message(e)
+            Err(e) => Err(RuntimeError::Driver {
+                call: format!(
+                    "{} ({bytes} bytes for {what})",
+                    if stream_ordered {
+                        "cuMemAllocAsync"
+                    } else {
+                        "cuMemAlloc"
+                    }
                 ),
+                source: e,
             }),
         }
     }

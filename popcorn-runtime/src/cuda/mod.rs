@@ -43,6 +43,7 @@ pub mod syrk_blocks;
 mod tests;
 
 pub use backend::{CudaBackend, CudaConfig, CudaMark};
+pub use errors::driver_message;
 pub use memory::CudaBuffer;
 pub use nvrtc::KernelCacheStats;
 pub use probe::cuda_available;

@@ -123,9 +123,9 @@ fn program_log(program: &Program) -> Option<String> {
 
 /// An NVRTC failure other than a compile error.
 fn nvrtc_error(call: &str, e: nvrtc::NvrtcError) -> RuntimeError {
-    RuntimeError::Cuda {
+    RuntimeError::Nvrtc {
         call: call.to_string(),
-        message: format!("{:?}", e.0),
+        source: e,
     }
 }
 

@@ -158,13 +158,15 @@ impl KernelCache {
             .ctx
             .load_module(Ptx::from_binary(image))
             .map_err(|e| driver_error("cuModuleLoadData", e))?;
-        module.load_function(name).map_err(|e| RuntimeError::Cuda {
-            call: "cuModuleGetFunction".to_string(),
-            message: format!(
-                "kernel `{name}` is not in its compiled module ({})",
-                crate::cuda::errors::driver_message(e)
-            ),
-        })
+        module
+            .load_function(name)
+            .map_err(|e| RuntimeError::Unsupported {
+                call: "cuModuleGetFunction".to_string(),
+                message: format!(
+                    "kernel `{name}` is not in its compiled module ({})",
+                    crate::cuda::errors::driver_message(e)
+                ),
+            })
     }
 
     fn count(&self, f: impl FnOnce(&mut KernelCacheStats)) {

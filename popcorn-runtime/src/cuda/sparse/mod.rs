@@ -184,7 +184,7 @@ impl SparseOps {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(RuntimeError::Cuda {
+        Err(RuntimeError::Unsupported {
             call: "cusparseSpMM".to_string(),
             message: format!(
                 "cuSPARSE rejected every layout of this product: {}",

@@ -46,15 +46,6 @@ impl std::fmt::Display for CusparseError {
 
 impl std::error::Error for CusparseError {}
 
-impl From<CusparseError> for crate::error::RuntimeError {
-    fn from(e: CusparseError) -> Self {
-        crate::error::RuntimeError::Cuda {
-            call: e.call.to_string(),
-            message: e.message(),
-        }
-    }
-}
-
 /// Checks a status.
 fn check(call: &'static str, status: sys::cusparseStatus_t) -> Result<(), CusparseError> {
     if status == sys::cusparseStatus_t::CUSPARSE_STATUS_SUCCESS {

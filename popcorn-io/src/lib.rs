@@ -1,5 +1,6 @@
-//! Data readers and writers: load a point set `X` (`n x d`, row-major `f64`) and optional true
-//! labels for clustering, and write clustering results.
+//! Popcorn's data readers and writers: load a point set `X` (`n x d`, row-major `f64`) and
+//! optional true labels for clustering, and write clustering results. A crate of its own, so
+//! that the command line and other front ends (a Python package) read data the same way.
 //!
 //! Formats (each may be gzip-compressed, detected by the `1f 8b` magic):
 //! - delimited text ([`load_csv`]): header and label column detected, see [`LabelColumn`];
@@ -10,6 +11,8 @@
 //! [`load`] picks the reader from the file name or content ([`detect_format`]).
 //! Every value is checked finite. Errors ([`IoError`]) name the file, the 1-based line or the
 //! byte offset, the problem, and what to do; no input makes the readers panic.
+
+#![warn(missing_docs)]
 
 mod csv;
 mod dataset;
