@@ -125,6 +125,11 @@ impl GraphPass for ClusterSumsPattern {
             {
                 continue;
             }
+            // One label per column of M, as the types say (sizes may agree only at these
+            // dimensions: `Index[1]` labels of an `n x 1` M at n = 1).
+            if g.node(m["labels"]).ty.shape.rows != g.node(m["M"]).ty.shape.cols {
+                continue;
+            }
             let rows = g.node(m["M"]).ty.shape.rows.clone();
             // S = cluster_sums(M, labels)
             let sums = g.add(
@@ -170,6 +175,10 @@ impl GraphPass for LabelSumsPattern {
             let (Some(k), Some(alpha)) = (clusters_of(g, m["V"]), alpha_of(g, n)) else {
                 continue;
             };
+            // One label per entry of x, as the types say.
+            if g.node(m["labels"]).ty.shape.rows != g.node(m["x"]).ty.shape.rows {
+                continue;
+            }
             let points = g.node(m["labels"]).ty.shape.rows.resolve(cx.dims);
             let fits = match (k.resolve(cx.dims), points) {
                 (Some(kk), Some(nn)) => {
@@ -299,6 +308,27 @@ mod tests {
                 .any(|i| i.access == kernel_ir::Access::Row),
             "the sums are read along the rows: {plan}"
         );
+    }
+
+    #[test]
+    fn sizes_that_agree_only_at_these_dimensions_keep_the_sparse_product() {
+        // One label (argmin of a row) and a column of n entries: equal sizes at n = 1 only,
+        // so the product stays an SpMV (found by the random-program survey).
+        let p = Program::parse(
+            "fn f(X0: Row[m], X3: Dense[n, n]) -> (t3: Dense[n, m]) { t1 = rownorms(X3^T); t2 = argmin_rows(X0); t3 = -0.5 * t1 * selection(t2, m)^T; }",
+        )
+        .unwrap();
+        let dims: BTreeMap<String, usize> = [("n".to_string(), 1), ("m".to_string(), 7)]
+            .into_iter()
+            .collect();
+        let plan = plan(
+            &p,
+            &dims,
+            &PlannerConfig::default(),
+            &Target::reference_gpu(),
+            &BTreeMap::new(),
+        );
+        assert!(plan.is_ok(), "{plan:?}");
     }
 
     #[test]
