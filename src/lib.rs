@@ -23,9 +23,10 @@
 //! assert_eq!(ctx.to_u32(&out.labels).unwrap(), vec![0, 0, 1]);
 //! ```
 //!
-//! The crates behind the facade: [`dsl`] (grammar, IR, planner, plans), [`kernel_ir`]
-//! (target-neutral descriptions of generated kernels), [`kernels`] (the CUDA emitter),
-//! [`runtime`] (backends, executor, data readers).
+//! The crates behind the facade: [`dsl`] (the language and its planner: grammar, IR, passes,
+//! target description, plans), [`kernel_ir`] (target-neutral descriptions of generated
+//! kernels), [`kernels`] (the CUDA emitter), [`runtime`] (backends, executor, contexts) and
+//! [`io`] (dataset readers and writers).
 #![warn(missing_docs)]
 
 pub use kernel_ir;

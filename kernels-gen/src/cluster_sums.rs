@@ -56,30 +56,13 @@
 //!   entirely with plain stores; a row group split between two workers is added into a zeroed
 //!   `S` with `atomicAdd` by both.
 //! - **Choice of kernel.** [`plan_cluster_sums`] takes 512-byte tile rows in two stages (the
-//!   fastest measured on an H100), and smaller staging rings when the bins would leave fewer
-//!   than [`MIN_WARPS_PER_SM`] resident warps. Up to `k = 835` (f32 on an H100) one pass still fits
+//!   fastest measured), and smaller staging rings when the bins would leave fewer
+//!   than [`MIN_WARPS_PER_SM`] resident warps. Up to `k = 835` (f32, 228 KiB of shared memory per SM) one pass still fits
 //!   with [`MIN_WARPS_PER_SM_LARGE_K`] warps; beyond, the host launches several passes over
 //!   disjoint cluster ranges (each pass reads `M` again).
 //!
-//! Measured on an H100 (f32, n x n, the kernel alone against a device-to-device copy of the
-//! same bytes at 3.0 TB/s, k = 10 / 50 / 100; BENCHMARKS.md run 6): n = 50000 (strided, period
-//! 2) 1.067 / 1.081 / 1.090x, 60000 (aligned) 1.067 / 1.072 / 1.083x, 70000 (period 2)
-//! 1.066 / 1.076 / 1.085x, 78823 (odd, period 32) 1.078 / 1.082 / 1.083x; the whole distance
-//! step of Kernel K-means' benchmark 1.06-1.10x. Earlier, at n = 60000 and larger k: 1.13x
-//! (k = 200), 1.43x (k = 500), 2.9x (k = 1000, two passes). cuSPARSE's SpMM plan takes
-//! 4.5-5.8x. Measured alternatives, same device: rows `RA` apart whatever the period, at
-//! n = 50000 1.093 / 1.111 / 1.095x and at n = 70000 1.084 / 1.100 / 1.094x; rows padded to
-//! 128 bytes (the aligned mode; not an option, K's layout is the caller's)
-//! 1.071 / 1.088 / 1.090x and 1.062 / 1.075 / 1.067x; the *shifted* mode that the strided mode
-//! replaced (each row copied as its enclosing 16-byte-aligned span and read with 4- or 8-byte
-//! shared loads) 1.16-1.21x at n = 78823. On an H200 (the kernel alone, f32, against a
-//! device-to-device copy at 4.3 TB/s, medians of 20 runs; ranges over up to three sessions,
-//! each comparing kernels side by side, before the period and the four workers per SM), for
-//! k = 10 / 50 / 100: n = 78823 (odd, strided): 1.07-1.13x / 1.13-1.20x / 1.19-1.25x; the
-//! shifted mode in the same sessions: 1.24-1.28x / 1.38x / 1.54x; the strided mode with 16-byte
-//! instead of 128-byte tile alignment: 1.14-1.18x / 1.18-1.26x / 1.19-1.29x; the aligned kernel
-//! at n = 60000: 1.04-1.07x / 1.07-1.11x / 1.12-1.16x and at n = 78824 (rows 16- but not
-//! 128-byte aligned): 1.10-1.14x / 1.13-1.19x / 1.21-1.24x.
+//! The kernel's measurements on an H100 and an H200, and those of the alternatives measured
+//! beside it, are in BENCHMARKS.md (runs 3 to 6, and "Measurements moved from the code").
 //!
 //! # Summation order (determinism)
 //!
@@ -253,8 +236,8 @@ impl ClusterSumsVariant {
         }
     }
 
-    /// The variant used by default: 512-byte tile rows, two stages (the fastest on an H100 for
-    /// k = 10 to 100, n = 50000 to 78823; see the runtime's benchmark).
+    /// The variant used by default: 512-byte tile rows, two stages (the fastest measured for
+    /// k = 10 to 100, n = 50000 to 78823: BENCHMARKS.md; `bench_cluster_sums` times others).
     pub fn preferred(dtype: ScalarType, aligned: bool) -> ClusterSumsVariant {
         ClusterSumsVariant::unchecked(dtype, 512 / dtype.size_bytes() as u32, 2, aligned)
     }
@@ -274,8 +257,8 @@ impl ClusterSumsVariant {
     /// Whether the aligned mode should be used for a matrix at `m_addr` with leading dimension
     /// `ld` (elements): when every row starts on a 128-byte boundary (whole cache lines). Rows
     /// that are 16-byte but not 128-byte aligned (n = 50000 or 70000 in f32) are also summed
-    /// correctly by the aligned mode, but its copies then straddle cache lines (1.11-1.12x the
-    /// floor at k = 50 and 100 on an H100), while the strided mode starts every tile on a line.
+    /// correctly by the aligned mode, but its copies then straddle cache lines (measured slower:
+    /// BENCHMARKS.md, run 3), while the strided mode starts every tile on a line.
     pub fn prefers_aligned(dtype: ScalarType, m_addr: u64, ld: u64) -> bool {
         let esz = dtype.size_bytes() as u64;
         m_addr.is_multiple_of(128) && (ld * esz).is_multiple_of(128)
@@ -426,8 +409,7 @@ impl ClusterSumsLaunch {
     /// one half of its tiles.
     ///
     /// Streaming a large matrix, more warps per SM do not read faster, and an uneven number
-    /// per SM reads slower (on an H100 at n = 50000, k = 50: 528 workers, 4 per SM, 1.077x
-    /// the floor; 660, 5 per SM, 1.098x; 594 and 462, 4.5 and 3.5 per SM, 1.14x and 1.13x).
+    /// per SM reads slower (BENCHMARKS.md, run 6).
     pub fn workers(&self, rows: u64, cols: u64, resident_blocks: u64, multiprocessors: u64) -> u64 {
         let groups = self.variant.row_groups(rows);
         if groups == 0 || cols == 0 {

@@ -6,9 +6,7 @@ use std::path::PathBuf;
 
 /// The dump directory, if `POPCORN_DUMP_DIR` is set.
 pub fn dump_dir() -> Option<PathBuf> {
-    std::env::var_os("POPCORN_DUMP_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    popcorn_dsl::settings::settings().dump_dir.clone()
 }
 
 /// Writes `plan` (text, DOT, JSON) and its kernels' sources under the dump directory.

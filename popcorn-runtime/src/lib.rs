@@ -2,9 +2,10 @@
 //! the [`Context`] users call.
 //!
 //! A [`Context`] picks a device ([`DeviceSpec`]: `POPCORN_DEVICE=cpu|cuda|cuda:N`, default the
-//! first usable GPU), plans each program once per shape signature (cached with its workspace)
-//! and runs it. The same plan runs on both backends; the CPU backend is the reference every
-//! GPU result is tested against.
+//! first usable GPU), plans each program for its backend's [target](popcorn_dsl::Target) once
+//! per shape signature (cached with its workspace) and runs it through the [`executor`]. Plans
+//! are portable: the same plan runs on both backends, and the CPU backend is the reference
+//! every GPU result is tested against.
 #![warn(missing_docs)]
 
 pub mod args;

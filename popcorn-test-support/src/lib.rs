@@ -1,6 +1,6 @@
 //! Popcorn's shared test helpers, for the tests of every crate of the workspace (a
 //! dev-dependency only):
-//! - [`reference`]: the independent `f64` reference evaluator every backend is held to;
+//! - [`reference`](mod@reference): the independent `f64` reference evaluator every backend is held to;
 //! - [`rng`]: a seeded generator and the random inputs drawn from it;
 //! - [`check`]: tolerances and comparisons;
 //! - [`contexts`]: CPU contexts with a given configuration, and a GPU context where there is a

@@ -1,4 +1,4 @@
-//! The per-column template ([`Form::Cols`](crate::Form::Cols)).
+//! The per-column template ([`Form::Cols`](kernel_ir::Form::Cols)).
 //!
 //! A block of `(W, R)` threads (`W * R` = [`COLUMN_BLOCK_THREADS`], `R` a power of two, both
 //! chosen at launch by [`LaunchShape::grid_block`] from the number of columns) handles `W`

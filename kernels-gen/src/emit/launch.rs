@@ -10,8 +10,8 @@ pub type LaunchDims = ((u32, u32, u32), (u32, u32, u32), u32);
 pub const MAX_GRID_BLOCKS: u64 = 65_535;
 
 /// Side of the square tiles of [`LaunchShape::TilePairs`] kernels. 64: a block moves 16 KiB
-/// (f32) per staged tile and writes 256-byte row segments; 32 x 32 tiles ran at about a third
-/// of the copy bandwidth on an H100.
+/// (f32) per staged tile and writes 256-byte row segments (32 x 32 tiles measured much slower:
+/// BENCHMARKS.md, "Measurements moved from the code").
 pub const PAIR_TILE: u32 = 64;
 /// Rows of warps per block of [`LaunchShape::TilePairs`] kernels (blocks are `32 x rows`
 /// threads; each thread handles `(PAIR_TILE / 32) * (PAIR_TILE / PAIR_BLOCK_ROWS)` elements of
@@ -58,22 +58,22 @@ pub fn column_group_width(cols: u64) -> u32 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LaunchShape {
     /// One thread per element of the `rows x cols` space, 1-D blocks of `block_threads`,
-    /// grid-stride over the linear index `i * cols + j` ([`crate::Form::Map`]).
+    /// grid-stride over the linear index `i * cols + j` ([`kernel_ir::Form::Map`]).
     Linear {
         /// Threads per block.
         block_threads: u32,
     },
     /// One warp per row, 1-D blocks of `warps_per_block` warps, grid-stride over rows
-    /// ([`crate::Form::Rows`]).
+    /// ([`kernel_ir::Form::Rows`]).
     WarpPerRow {
         /// Warps (rows in flight) per block.
         warps_per_block: u32,
     },
     /// Blocks of `(32, block_rows)` threads, grid-stride over the pairs of mirrored
     /// `tile x tile` tiles `(I, J), J <= I` of a square `rows x rows` space (`T (T + 1) / 2`
-    /// pairs for `T` tiles per side): a map reading a [`crate::Access::LowerSymmetric`] input
+    /// pairs for `T` tiles per side): a map reading a [`kernel_ir::Access::LowerSymmetric`] input
     /// stages tile `(I, J)` of it in shared memory and writes output tiles `(I, J)` and
-    /// `(J, I)` ([`crate::Form::Map`]).
+    /// `(J, I)` ([`kernel_ir::Form::Map`]).
     TilePairs {
         /// Side of a tile.
         tile: u32,
@@ -87,7 +87,7 @@ pub enum LaunchShape {
     /// Blocks of `block_threads` threads shaped `(W, block_threads / W)` by
     /// [`column_group_width`]: each block handles `W` consecutive columns, its rows of threads
     /// walking the rows `ty, ty + R, ...`; grid-stride over column groups; dynamic shared
-    /// memory of `block_threads * elem_bytes` ([`crate::Form::Cols`]).
+    /// memory of `block_threads * elem_bytes` ([`kernel_ir::Form::Cols`]).
     ColumnGroups {
         /// Threads per block (`W * R`).
         block_threads: u32,

@@ -1,4 +1,4 @@
-//! The element-wise template ([`Form::Map`](crate::Form::Map)), in two layouts.
+//! The element-wise template ([`Form::Map`](kernel_ir::Form::Map)), in two layouts.
 //!
 //! - **Linear** (the usual one): threads grid-stride over the linear index `e = i * cols + j`
 //!   of the `rows x cols` space, so consecutive threads touch consecutive columns (coalesced
@@ -16,8 +16,8 @@
 //!   registers before writing the current pair, so the loads' latency hides behind the stores
 //!   (the next tile is another lower tile, which only this block reads or writes). The pairs
 //!   are walked in groups of `PAIR_GROUP x PAIR_GROUP` tiles, so the blocks in flight write
-//!   neighbouring tiles: on an H100 that took the map over a 78823 x 78823 matrix (rows off
-//!   cache lines) from 27.7 to 25.6 ms, and changed nothing where rows start on lines.
+//!   neighbouring tiles, which helps matrices whose rows start off cache lines (BENCHMARKS.md,
+//!   run 4).
 
 use super::expr::ElementScope;
 use super::launch::{LaunchShape, LINEAR_BLOCK_THREADS, PAIR_BLOCK_ROWS, PAIR_GROUP, PAIR_TILE};

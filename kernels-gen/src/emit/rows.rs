@@ -1,4 +1,4 @@
-//! The per-row template ([`Form::Rows`](crate::Form::Rows)).
+//! The per-row template ([`Form::Rows`](kernel_ir::Form::Rows)).
 //!
 //! One warp per row: a block of several warps handles several rows and the grid strides over
 //! rows. Lane `l` visits columns `l, l + 32, ...` in ascending order, writing the element-wise

@@ -20,7 +20,7 @@ fn is_vector(t: &Type, cx: &PassContext<'_>) -> bool {
 /// Chooses the library operation for a product `op(a) * op(b)` with result type `out`;
 /// returns it with its operands in library order. `feeds_map`: the product's only use is an
 /// element-wise map that can take over the mirror image of a SYRK (see
-/// [`super::symmetric`]); SYRK then does half the flops and writes half the bytes of GEMM,
+/// [`super::lower_triangle`]); SYRK then does half the flops and writes half the bytes of GEMM,
 /// whatever the `n/d` ratio.
 pub fn choose(
     g: &Graph,

@@ -360,8 +360,8 @@ impl Builtins<'_> {
             return Ok(());
         }
         if n as u64 <= builtins::SMALL_COUNTS_MAX_N {
-            // One block: no zeroing launch, no global atomics (the histogram's atomics on few
-            // addresses took 30-100 us for n = 50000, k = 10 on an H100).
+            // One block: no zeroing launch, no global atomics on few addresses (BENCHMARKS.md,
+            // run 5).
             let mut args = [
                 KernelArg::size(n)?,
                 KernelArg::Ptr(labels),

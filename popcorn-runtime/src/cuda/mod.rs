@@ -1,24 +1,24 @@
-//! The CUDA backend: one device, one context, one stream.
+//! The CUDA backend: one device, one context, two lanes (streams).
 //!
 //! [`CudaBackend`] implements [`crate::backend::Backend`] on an NVIDIA GPU through cudarc's
-//! driver bindings:
-//! - dense products go to cuBLAS ([`blas`]): GEMM, SYRK (completed to the full symmetric
-//!   matrix on the device) and GEMV, with row-major operands mapped onto cuBLAS's column-major
-//!   conventions;
-//! - sparse products go to cuSPARSE through a small safe layer ([`sparse`]): CSR SpMM with the
-//!   sparse operand on either side, and SpMV, with work buffers sized once per step shape;
-//! - fused kernels (from kernels-gen) and the builtin kernels (diagonal, fill, symmetrize,
-//!   histogram, selection matrix) are compiled by NVRTC for the device's architecture and
-//!   cached in memory and on disk ([`nvrtc`]);
-//! - [`naive`] is the hand-written naive GPU baseline of Kernel K-means (three plain CUDA C
-//!   kernels per iteration), which benchmarks compare popcorn's plans against.
+//! dynamically loaded bindings. It offers the planner its [target](popcorn_dsl::Target) (the
+//! device's name, multiprocessors and memory, with its kernels' tile and leaf sizes) and runs
+//! each plan step through the step's unit (`ops`: one per operation):
+//! - dense products through cuBLAS (`blas`, mapped onto column-major conventions by
+//!   [`col_major`]): GEMM, GEMV, and SYRK, either one library call or GEMMs over block rows
+//!   ([`syrk_blocks`]) that also run band by band, the producer of a pipeline;
+//! - sparse products through a small safe cuSPARSE layer ([`sparse`]): CSR SpMM with the sparse
+//!   operand on either side, and SpMV, with work buffers sized once per step shape;
+//! - fused kernels, emitted by kernels-gen from their specs on first use, and the builtin
+//!   kernels (diagonal, fill, symmetrize, counts, label sums, selection matrix, cluster sums),
+//!   compiled by NVRTC for the device's architecture and cached in memory and on disk
+//!   ([`nvrtc`]).
 //!
-//! Environment:
-//! - `POPCORN_CACHE_DIR`: the on-disk kernel cache (default `$XDG_CACHE_HOME/popcorn/kernels`,
-//!   else `~/.cache/popcorn/kernels`);
-//! - `POPCORN_DUMP_DIR`: where the `.cu` and `.ptx` of every kernel compiled go;
-//! - `POPCORN_LOG=cache`: kernel-cache hits, misses and compiles on stderr;
-//! - `POPCORN_SYNC=1`: synchronise and check for errors after every step.
+//! One module calls the driver directly (`driver`); every function there takes raw device
+//! addresses and is `unsafe`, and the step units reach it only after checking their arguments
+//! against typed views (`args`). [`raw`] is an explicitly unsafe door for benchmarks and
+//! baselines that run kernels of their own. Settings come from [`popcorn_dsl::settings`]
+//! (`POPCORN_CACHE_DIR`, `POPCORN_DUMP_DIR`, `POPCORN_LOG=cache`).
 //!
 //! The CUDA libraries are loaded at run time. [`cuda_available`] probes for them first, so a
 //! machine without a GPU or without the libraries gets an error message rather than a panic.

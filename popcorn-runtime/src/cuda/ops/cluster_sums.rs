@@ -266,7 +266,7 @@ mod tests {
             }
             Err(why) => why,
         };
-        if std::env::var_os("POPCORN_REQUIRE_GPU").is_some() {
+        if popcorn_dsl::settings::settings().require_gpu {
             panic!("POPCORN_REQUIRE_GPU is set but the CUDA backend is unusable: {why}");
         }
         eprintln!("skipping GPU test: {why}");
