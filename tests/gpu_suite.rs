@@ -687,3 +687,108 @@ fn overlapped_maps_match_the_cpu() {
         }
     }
 }
+
+/// Programs whose products the planner fuses into contractions (forced here, whatever the
+/// cost model says): a Lloyd assignment, kernel smoothing (products with a vector), sums by
+/// label (Kernel K-means prediction), a pick and a stored epilogue beside a reduction.
+const CONTRACTION_PROGRAMS: &str = "
+fn lloyd(X: Dense[n, d], C: Dense[k, d]) -> (lab: Index[n], m: Col[n]) {
+    D = -2 * X * C^T + rownorms(C)^T;
+    lab = argmin_rows(D);
+    m = min_rows(D);
+}
+fn smooth(X: Dense[n, d], Y: Dense[m, d], y: Col[m], gamma: Scalar) -> (s: Col[n]) {
+    K = exp(-gamma * max(rownorms(X) + rownorms(Y)^T - 2 * X * Y^T, 0));
+    s = K * y ./ sum_rows(K);
+}
+fn predict(Xn: Dense[m, d], X: Dense[n, d], labels: Index[n], gamma: Scalar) -> (S: Dense[m, k]) {
+    Kc = exp(-gamma * max(rownorms(Xn) + rownorms(X)^T - 2 * Xn * X^T, 0));
+    S = Kc * selection(labels, k)^T;
+}
+fn picked(X: Dense[n, d], C: Dense[k, d], labels: Index[n]) -> (p: Col[n], D: Dense[n, k], mx: Col[n]) {
+    D = tanh(X * C^T);
+    p = gather(-2 * X * C^T, labels);
+    mx = max_rows(D);
+}
+";
+
+#[test]
+fn contractions_match_the_cpu() {
+    // Tolerances: strict f32 and f64 as the rest of the suite; TF32 (about 10 bits per
+    // operand) 1e-2 of the largest reference value, and at least 97% of argmins agreeing
+    // (near-ties among up to 4096 centroids may go either way at that precision).
+    if gpu(DType::F32).is_none() {
+        return;
+    }
+    let mut rng = SplitMix64::new(seed());
+    let programs = Program::parse_all(CONTRACTION_PROGRAMS).unwrap_or_else(|e| panic!("{e:?}"));
+    // (n, m, k, d): ones, odd sizes, non-multiples of the 64 x 64 tiles and of the 16-deep
+    // slices, k from 1 to 4096.
+    let shapes = [
+        (1, 1, 1, 1),
+        (3, 5, 2, 7),
+        (65, 129, 7, 33),
+        (1000, 333, 1, 5),
+        (700, 1000, 4096, 16),
+        (2048, 300, 256, 128),
+    ];
+    for &(n, m, k, d) in &shapes {
+        let dims = BTreeMap::from([("n", n), ("m", m), ("k", k), ("d", d)]);
+        for p in &programs {
+            let inputs = inputs_for(p, &mut rng, &dims);
+            let free: Vec<(&str, usize)> = [("k", k)]
+                .into_iter()
+                .filter(|(name, _)| p.free_dims().iter().any(|f| f == name))
+                .collect();
+            let reference = run(&common::cpu(DType::F64), p, &inputs, &free);
+            for (dtype, tf32) in [(DType::F32, false), (DType::F64, false), (DType::F32, true)] {
+                let Some(ctx) = gpu(dtype) else { return };
+                let ctx = ctx.with_config(PlannerConfig {
+                    dtype,
+                    tf32,
+                    contractions: popcorn::dsl::ContractionPolicy::Always,
+                    ..PlannerConfig::default()
+                });
+                let bound = dims.iter().map(|(a, b)| (a.to_string(), *b)).collect();
+                let plan = ctx.plan(p, &bound).unwrap();
+                let fused = plan.to_string().contains("contraction");
+                assert!(
+                    // Sums by label over more clusters than the kernel's bins, or over one
+                    // cluster (a product with a vector), stay library calls.
+                    fused || (p.name == "predict" && (k > 256 || k == 1)),
+                    "{} did not plan a contraction:\n{plan}",
+                    p.name
+                );
+                let got = run(&ctx, p, &inputs, &free);
+                let what = format!("{} n={n} m={m} k={k} d={d} {dtype} tf32={tf32}", p.name);
+                if !tf32 {
+                    compare(&what, &got, &reference, dtype, d.max(m));
+                    continue;
+                }
+                for (name, w) in &reference {
+                    match (&got[name], w) {
+                        (Got::Values(g), Got::Values(w)) => {
+                            let scale = w.iter().fold(1e-30f64, |a, v| a.max(v.abs()));
+                            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                                assert!(
+                                    (a - b).abs() <= 1e-2 * scale,
+                                    "{what}: {name}[{i}] = {a}, CPU says {b}"
+                                );
+                            }
+                        }
+                        (Got::Indices(g), Got::Indices(w)) => {
+                            assert!(g.iter().all(|v| (*v as usize) < k), "{what}: {name}");
+                            let agree = g.iter().zip(w).filter(|(a, b)| a == b).count();
+                            assert!(
+                                agree as f64 >= 0.97 * w.len() as f64,
+                                "{what}: {name}: only {agree} of {} agree",
+                                w.len()
+                            );
+                        }
+                        _ => panic!("{what}: {name}: output kinds differ"),
+                    }
+                }
+            }
+        }
+    }
+}

@@ -31,7 +31,7 @@ mod common;
 
 use common::reference::{evaluate, RefValue};
 use common::*;
-use popcorn_dsl::{DType, PlannerConfig, Program, Target};
+use popcorn_dsl::{ContractionPolicy, DType, PlannerConfig, Program, Target};
 use popcorn_runtime::{Args, Tensor};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -226,7 +226,7 @@ struct Generator<'a> {
     pool: Vec<Val>,
 }
 
-const NUM_OPS: usize = 16;
+const NUM_OPS: usize = 17;
 
 impl Generator<'_> {
     fn dim(&mut self) -> &'static str {
@@ -510,6 +510,24 @@ impl Generator<'_> {
                     margin_of: None,
                 })
             }
+            // A product consumed only by an epilogue and a row reduction: a fusable contraction.
+            15 => {
+                let left = self.dense()?;
+                let right = self.choose_where(|v| v.kind == Kind::Dense && v.cols == left.cols)?;
+                let p = format!("{} * ({})^T", left.text, right.text);
+                let (text, cols) = match self.ch.pick(5) {
+                    0 => (format!("sum_rows(exp(-abs({p})))"), "1"),
+                    1 => (format!("max_rows({p} - 1)"), "1"),
+                    2 => (
+                        format!("min_rows(tanh({p}) + (rownorms({}))^T)", right.text),
+                        "1",
+                    ),
+                    3 => (format!("rownorms(-2 * {p})"), "1"),
+                    // Consumed by another product: stays a library call.
+                    _ => (format!("exp(-abs({p})) * {}", right.text), right.cols),
+                };
+                Self::dense_result(text, left.rows, cols, false)
+            }
             // Kernel-k-means-like distance: x + column broadcast + row broadcast of reductions.
             _ => {
                 let x =
@@ -732,8 +750,28 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
                 tf32: false,
                 syrk_block_rows: None,
                 overlap: false,
+                contractions: ContractionPolicy::Never,
             },
             1e-9,
+        ),
+        // Every product its consumers allow fused into a contraction.
+        (
+            "f64, contractions everywhere",
+            PlannerConfig {
+                dtype: DType::F64,
+                contractions: ContractionPolicy::Always,
+                ..base.clone()
+            },
+            1e-9,
+        ),
+        (
+            "f32, contractions everywhere",
+            PlannerConfig {
+                dtype: DType::F32,
+                contractions: ContractionPolicy::Always,
+                ..base.clone()
+            },
+            1e-3,
         ),
         // SYRKs in 64-row block rows, so small cases get several bands of an overlapped map.
         (

@@ -8,7 +8,7 @@
 
 use crate::hash::fnv1a64;
 use crate::ops::{BinaryOp, UnaryOp};
-use crate::spec::{Access, Expr, Form, KernelSpec, ReduceKind, Reduction, ScalarType};
+use crate::spec::{Access, Expr, Form, KernelSpec, Precision, ReduceKind, Reduction, ScalarType};
 use std::fmt::Write;
 
 impl KernelSpec {
@@ -46,6 +46,26 @@ impl KernelSpec {
                 reductions_text(&mut s, reductions);
                 s.push(']');
             }
+            Form::Contraction {
+                a,
+                b,
+                precision,
+                stores,
+                reductions,
+            } => {
+                let _ = write!(
+                    s,
+                    "contraction(a{a},b{b},{})[",
+                    match precision {
+                        Precision::Strict => "strict",
+                        Precision::Tf32 => "tf32",
+                    }
+                );
+                exprs(&mut s, stores);
+                s.push_str("][");
+                reductions_text(&mut s, reductions);
+                s.push(']');
+            }
         }
         s
     }
@@ -79,6 +99,11 @@ fn access_code(access: Access) -> &'static str {
         Access::Scalar => "scalar",
         Access::Broadcast => "bcast",
         Access::IndexCol => "idx",
+        Access::IndexRow => "idxrow",
+        Access::Left { transposed: false } => "left",
+        Access::Left { transposed: true } => "leftT",
+        Access::Right { transposed: false } => "right",
+        Access::Right { transposed: true } => "rightT",
     }
 }
 
@@ -103,6 +128,12 @@ fn reductions_text(s: &mut String, list: &[Reduction]) {
             ReduceKind::ArgMin => s.push_str("argmin("),
             ReduceKind::Pick { index_input } => {
                 let _ = write!(s, "pick{index_input}(");
+            }
+            ReduceKind::Dot { weights } => {
+                let _ = write!(s, "dot{weights}(");
+            }
+            ReduceKind::ByLabel { labels } => {
+                let _ = write!(s, "bylabel{labels}(");
             }
         }
         expr(s, &r.expr);
@@ -147,6 +178,7 @@ fn expr(s: &mut String, e: &Expr) {
         Expr::Const(v) => {
             let _ = write!(s, "c{:016x}", v.to_bits());
         }
+        Expr::Product => s.push('P'),
         Expr::Unary(op, a) => {
             s.push_str(unary_code(*op));
             s.push('(');

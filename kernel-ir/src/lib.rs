@@ -42,6 +42,7 @@ mod validate;
 pub use hash::fnv1a64;
 pub use ops::{BinaryOp, UnaryOp};
 pub use spec::{
-    Access, Expr, Form, Input, KernelSpec, OutputShape, ReduceKind, Reduction, ScalarType,
+    Access, Expr, Form, Input, KernelSpec, OutputShape, Precision, ReduceKind, Reduction,
+    ScalarType,
 };
 pub use validate::SpecError;

@@ -8,7 +8,10 @@
 //! - [`Form::Map`]: one or more `rows x cols` dense outputs, each an expression;
 //! - [`Form::Rows`]: per row `i`, reductions over `j` (sum, min, argmin, pick), optionally also
 //!   storing element-wise results;
-//! - [`Form::Cols`]: per column `j`, reductions over `i`.
+//! - [`Form::Cols`]: per column `j`, reductions over `i`;
+//! - [`Form::Contraction`]: a matrix product `P = op(A) op(B)` computed tile by tile inside the
+//!   kernel ([`Expr::Product`] is `P[i, j]`), with stores and row reductions of expressions of
+//!   it, so that `P` is never written.
 
 use crate::ops::{BinaryOp, UnaryOp};
 use serde::{Deserialize, Serialize};
@@ -61,6 +64,31 @@ pub enum Access {
     /// or as a value in expressions (the index converted to `T`, broadcast along columns),
     /// as in `changed = sum(new_labels != labels)`.
     IndexCol,
+    /// An index vector (`unsigned int`) with one entry per column: the labels of a
+    /// [`ReduceKind::ByLabel`] reduction.
+    IndexRow,
+    /// The left operand of a contraction's product, `op(A)` being `rows x depth`: element
+    /// `(i, p)` is `ptr[i * ld + p]`, or transposed `ptr[p * ld + i]`. Read only by the product.
+    Left {
+        /// Whether A is read transposed.
+        transposed: bool,
+    },
+    /// The right operand of a contraction's product, `op(B)` being `depth x cols`: element
+    /// `(p, j)` is `ptr[p * ld + j]`, or transposed `ptr[j * ld + p]`. Read only by the product.
+    Right {
+        /// Whether B is read transposed.
+        transposed: bool,
+    },
+}
+
+/// How a contraction's product is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Precision {
+    /// In the kernel's type, with ordinary fused multiply-adds (strict fp32, or fp64).
+    Strict,
+    /// f32 operands rounded to TF32 (10 bits of mantissa) on tensor cores, accumulated in
+    /// fp32. Only for f32 kernels; a backend without tensor cores computes it strictly.
+    Tf32,
 }
 
 /// One input of a fused kernel.
@@ -85,6 +113,9 @@ pub enum Expr {
     Binary(BinaryOp, Box<Expr>, Box<Expr>),
     /// `if cond != 0 { then } else { otherwise }`.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// The product `P[i, j] = sum_p op(A)[i, p] op(B)[p, j]` of a [`Form::Contraction`]
+    /// (unscaled: a product's scalar factor appears as a multiplication around it).
+    Product,
 }
 
 impl Expr {
@@ -107,7 +138,7 @@ impl Expr {
     pub fn for_each_input(&self, f: &mut impl FnMut(usize)) {
         match self {
             Expr::Input(i) => f(*i),
-            Expr::Const(_) => {}
+            Expr::Const(_) | Expr::Product => {}
             Expr::Unary(_, a) => a.for_each_input(f),
             Expr::Binary(_, a, b) => {
                 a.for_each_input(f);
@@ -121,10 +152,21 @@ impl Expr {
         }
     }
 
+    /// Whether the expression reads a contraction's product.
+    pub fn uses_product(&self) -> bool {
+        match self {
+            Expr::Product => true,
+            Expr::Input(_) | Expr::Const(_) => false,
+            Expr::Unary(_, a) => a.uses_product(),
+            Expr::Binary(_, a, b) => a.uses_product() || b.uses_product(),
+            Expr::Select(c, a, b) => c.uses_product() || a.uses_product() || b.uses_product(),
+        }
+    }
+
     /// Number of nodes, a rough measure of arithmetic per element.
     pub fn node_count(&self) -> usize {
         match self {
-            Expr::Input(_) | Expr::Const(_) => 1,
+            Expr::Input(_) | Expr::Const(_) | Expr::Product => 1,
             Expr::Unary(_, a) => 1 + a.node_count(),
             Expr::Binary(_, a, b) => 1 + a.node_count() + b.node_count(),
             Expr::Select(c, a, b) => 1 + c.node_count() + a.node_count() + b.node_count(),
@@ -158,11 +200,27 @@ pub enum ReduceKind {
     /// NaN values are skipped; a row with no value below `+inf` (e.g. all NaN) yields index 0.
     ArgMin,
     /// The value at the index given by input number `index_input` (an [`Access::IndexCol`]
-    /// input): for a row reduction, `value(i, idx[i])`. Only valid in [`Form::Rows`].
-    /// On the GPU an index `>= cols` yields NaN.
+    /// input): for a row reduction, `value(i, idx[i])`. Valid in [`Form::Rows`] and
+    /// [`Form::Contraction`]. On the GPU an index `>= cols` yields NaN.
     Pick {
         /// Index into [`KernelSpec::inputs`] of the index vector.
         index_input: usize,
+    },
+    /// `sum_j value(i, j) * w[j]`: the row's product with a vector (`M * w`), `w` being input
+    /// number `weights` (an [`Access::Row`] input). Only in [`Form::Contraction`]; summed in
+    /// column order up to the rounding of the kernel's summation tree, like `Sum`.
+    Dot {
+        /// Index into [`KernelSpec::inputs`] of the vector.
+        weights: usize,
+    },
+    /// `S[i, c] = sum over j with labels[j] == c of value(i, j)`, for `c` below the output's
+    /// width (its columns, given at launch): the row's sums by the label of the column (`M *
+    /// selection(labels, k)^T` up to the scaling), the labels being input number `labels` (an
+    /// [`Access::IndexRow`] input). Labels at or beyond the width are skipped. Only in
+    /// [`Form::Contraction`]; the order of summation is not fixed.
+    ByLabel {
+        /// Index into [`KernelSpec::inputs`] of the labels.
+        labels: usize,
     },
 }
 
@@ -205,6 +263,22 @@ pub enum Form {
         /// Column reductions, each producing a vector of length `cols`.
         reductions: Vec<Reduction>,
     },
+    /// A matrix product and what consumes it: `P = op(A) op(B)` (`rows x cols`, inner
+    /// dimension `depth`, known at launch from A) is computed tile by tile and never written;
+    /// expressions of it ([`Expr::Product`]) are stored in full or reduced along the rows, as
+    /// in [`Form::Rows`], plus [`ReduceKind::Dot`] and [`ReduceKind::ByLabel`].
+    Contraction {
+        /// Index into [`KernelSpec::inputs`] of A (an [`Access::Left`] input).
+        a: usize,
+        /// Index into [`KernelSpec::inputs`] of B (an [`Access::Right`] input).
+        b: usize,
+        /// How the product is computed.
+        precision: Precision,
+        /// Element-wise values written out in full.
+        stores: Vec<Expr>,
+        /// Row reductions.
+        reductions: Vec<Reduction>,
+    },
 }
 
 /// A complete fused kernel description.
@@ -232,6 +306,9 @@ pub enum OutputShape {
     PerRowIndex,
     /// A vector of length `cols`.
     PerCol,
+    /// A `rows x w` dense matrix, row-major, its width `w` given at launch (the clusters of a
+    /// [`ReduceKind::ByLabel`] reduction).
+    PerRowWide,
 }
 
 impl KernelSpec {
@@ -239,14 +316,15 @@ impl KernelSpec {
     pub fn outputs(&self) -> Vec<OutputShape> {
         match &self.form {
             Form::Map { outputs } => vec![OutputShape::Full; outputs.len()],
-            Form::Rows { stores, reductions } => {
+            Form::Rows { stores, reductions }
+            | Form::Contraction {
+                stores, reductions, ..
+            } => {
                 let mut v = vec![OutputShape::Full; stores.len()];
-                v.extend(reductions.iter().map(|r| {
-                    if r.yields_index() {
-                        OutputShape::PerRowIndex
-                    } else {
-                        OutputShape::PerRow
-                    }
+                v.extend(reductions.iter().map(|r| match r.kind {
+                    ReduceKind::ArgMin => OutputShape::PerRowIndex,
+                    ReduceKind::ByLabel { .. } => OutputShape::PerRowWide,
+                    _ => OutputShape::PerRow,
                 }));
                 v
             }

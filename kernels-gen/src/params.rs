@@ -1,6 +1,6 @@
 //! A generated kernel's parameter list: what the launcher passes, in order.
 
-use kernel_ir::{Access, KernelSpec};
+use kernel_ir::{Access, Form, KernelSpec, ReduceKind};
 
 /// One kernel parameter, in order, as the launcher must pass it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -9,6 +9,10 @@ pub enum Param {
     Rows,
     /// `long long cols` of the iteration space.
     Cols,
+    /// `long long depth`: the inner dimension of a contraction's product.
+    Depth,
+    /// `long long width`: the columns of a contraction's by-label outputs.
+    Width,
     /// Pointer to the values of input `.0` (`const T*`).
     InputPtr(usize),
     /// `long long` leading dimension of matrix input `.0`.
@@ -29,7 +33,8 @@ pub enum Param {
 }
 
 /// The ordered parameter list of the kernel generated for `spec`: `rows, cols` (and the band for
-/// a [banded](KernelSpec::runs_in_bands) map), then each input (matrices as pointer and leading
+/// a [banded](KernelSpec::runs_in_bands) map; `depth`, and `width` where a by-label reduction
+/// needs it, for a contraction), then each input (matrices as pointer and leading
 /// dimension), then each output pointer.
 pub fn params(spec: &KernelSpec) -> Vec<Param> {
     let mut p = vec![Param::Rows, Param::Cols];
@@ -37,15 +42,27 @@ pub fn params(spec: &KernelSpec) -> Vec<Param> {
         p.push(Param::BandStart);
         p.push(Param::BandEnd);
     }
+    if let Form::Contraction { reductions, .. } = &spec.form {
+        p.push(Param::Depth);
+        if reductions
+            .iter()
+            .any(|r| matches!(r.kind, ReduceKind::ByLabel { .. }))
+        {
+            p.push(Param::Width);
+        }
+    }
     for (k, input) in spec.inputs.iter().enumerate() {
         match input.access {
-            Access::Matrix { .. } | Access::LowerSymmetric => {
+            Access::Matrix { .. }
+            | Access::LowerSymmetric
+            | Access::Left { .. }
+            | Access::Right { .. } => {
                 p.push(Param::InputPtr(k));
                 p.push(Param::InputLd(k));
             }
             Access::Col | Access::Row | Access::Broadcast => p.push(Param::InputPtr(k)),
             Access::Scalar => p.push(Param::InputScalar(k)),
-            Access::IndexCol => p.push(Param::InputIndex(k)),
+            Access::IndexCol | Access::IndexRow => p.push(Param::InputIndex(k)),
         }
     }
     p.extend((0..spec.outputs().len()).map(Param::Output));

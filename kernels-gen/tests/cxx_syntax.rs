@@ -30,6 +30,10 @@ template <class T> T __shfl_up_sync(unsigned int, T v, int) { return v; }
 template <class T> T __shfl_sync(unsigned int, T v, int) { return v; }
 inline int __popc(unsigned int x) { return __builtin_popcount(x); }
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { unsigned int o = *p; *p += v; return o; }
+inline float atomicAdd(float* p, float v) { float o = *p; *p += v; return o; }
+inline double atomicAdd(double* p, double v) { double o = *p; *p += v; return o; }
+inline float __uint_as_float(unsigned int x) { float f; std::memcpy(&f, &x, 4); return f; }
+inline unsigned int __float_as_uint(float x) { unsigned int u; std::memcpy(&u, &x, 4); return u; }
 inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
 inline double __longlong_as_double(long long x) { double d; std::memcpy(&d, &x, 8); return d; }
 "#;
@@ -67,6 +71,8 @@ fn all_sources_compile_as_cxx() {
             "-fsyntax-only",
             "-Wall",
             "-Wno-unused",
+            // `#pragma unroll` is nvcc's; the host compiler ignores it.
+            "-Wno-unknown-pragmas",
             "-x",
             "c++",
             "-",

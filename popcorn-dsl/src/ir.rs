@@ -122,6 +122,9 @@ pub enum Op {
     Product(ProductAttrs),
     /// A library call (after selection).
     Library(LibOp),
+    /// A product computed inside the kernel of its consumers, never stored (after the
+    /// contractions pass): operands `(A, B)`, `alpha * op(A) * op(B)`.
+    Contraction(ProductAttrs),
     /// Element-wise unary operation.
     Unary(UnaryOp),
     /// Element-wise binary operation with broadcasting.
@@ -159,6 +162,12 @@ impl Op {
                 p.alpha
             ),
             Op::Library(l) => l.name().into(),
+            Op::Contraction(p) => format!(
+                "contraction{}{} alpha={}",
+                if p.trans_a { " A^T" } else { "" },
+                if p.trans_b { " B^T" } else { "" },
+                p.alpha
+            ),
             Op::Unary(u) => u.name().into(),
             Op::Binary(b) => b.symbol().into(),
             Op::Select => "where".into(),

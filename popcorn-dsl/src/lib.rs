@@ -32,7 +32,7 @@ pub mod passes;
 pub mod plan;
 pub mod planner;
 
-pub use passes::{PlanError, PlannerConfig};
+pub use passes::{ContractionPolicy, PlanError, PlannerConfig};
 pub use plan::Plan;
 pub use planner::plan;
 pub use target::Target;

@@ -260,6 +260,8 @@ impl<'a> Lowering<'a> {
             spec: k.spec,
             rows: k.rows,
             cols: k.cols,
+            depth: k.depth,
+            width: k.width,
         };
         let members = fusion.groups[gi].clone();
         self.push_step(StepOp::Fused(step), inputs, outputs, &members);
@@ -271,6 +273,8 @@ impl<'a> Lowering<'a> {
         let node = self.g.node(n).clone();
         let op = match &node.op {
             Op::Library(lib) => self.library_step(lib, &ops, n),
+            // A contraction its consumers did not take in: a library product after all.
+            Op::Contraction(p) => self.library_step(&LibOp::Gemm(p.clone()), &ops, n),
             Op::Builtin(b) => StepOp::Builtin(b.resolved(self.cx.dims).map_err(|message| {
                 PlanError::Internal {
                     pass: "lower",

@@ -13,6 +13,7 @@
 //! | `POPCORN_NO_OVERLAP=1` | [`Settings::no_overlap`] | a SYRK's map after the whole product instead of band by band beside it |
 //! | `POPCORN_CACHE_DIR=dir` | [`Settings::cache_dir`] | where compiled kernels are kept (default `$XDG_CACHE_HOME/popcorn/kernels`, else `~/.cache/popcorn/kernels`) |
 //! | `POPCORN_REQUIRE_GPU=1` | [`Settings::require_gpu`] | GPU tests fail instead of skipping where no GPU is usable |
+//! | `POPCORN_CONTRACTIONS=auto\|always\|never` | [`Settings::contractions`] | fuse products with their consumers where the cost model says so, wherever possible, or never |
 //!
 //! A flag is on when its variable is set to anything but empty or `0`. A value that cannot be
 //! read (`POPCORN_SYRK_BLOCK_ROWS=many`) is reported once on stderr, naming the variable and
@@ -87,6 +88,8 @@ pub struct Settings {
     pub cache_dir: Option<PathBuf>,
     /// `POPCORN_REQUIRE_GPU`.
     pub require_gpu: bool,
+    /// `POPCORN_CONTRACTIONS=auto|always|never`.
+    pub contractions: crate::passes::ContractionPolicy,
     /// Values that could not be read, one message each.
     pub problems: Vec<String>,
 }
@@ -127,6 +130,13 @@ impl Settings {
                 unknown.join(", ")
             ));
         }
+        let contractions = match value("POPCORN_CONTRACTIONS") {
+            None => crate::passes::ContractionPolicy::Auto,
+            Some(v) => v.parse().unwrap_or_else(|e: String| {
+                problems.push(format!("POPCORN_CONTRACTIONS: {e}; using auto"));
+                crate::passes::ContractionPolicy::Auto
+            }),
+        };
         let path = |name: &str| value(name).map(PathBuf::from);
         let cache_dir = path("POPCORN_CACHE_DIR")
             .or_else(|| path("XDG_CACHE_HOME").map(|d| d.join("popcorn").join("kernels")))
@@ -143,6 +153,7 @@ impl Settings {
             no_overlap: flag("POPCORN_NO_OVERLAP"),
             cache_dir,
             require_gpu: flag("POPCORN_REQUIRE_GPU"),
+            contractions,
             problems,
         }
     }

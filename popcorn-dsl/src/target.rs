@@ -110,6 +110,30 @@ pub struct Target {
     pub band_rows_multiple: Option<usize>,
     /// Zero columns appended to a TF32 SYRK's operand; `None`: never.
     pub tf32_row_padding: Option<RowPadding>,
+    /// Products fused with their consumers into one kernel (contractions), where the backend
+    /// has them; `None`: every product is a library call.
+    #[serde(default)]
+    pub contractions: Option<ContractionTarget>,
+}
+
+/// What the backend's contraction kernels can do and how fast they run.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContractionTarget {
+    /// The contraction kernel's strict (fp32 or fp64) product rate as a fraction of the
+    /// library's GEMM rate, for the cost model (a product is fused where that is faster than
+    /// storing its result).
+    pub efficiency: f64,
+    /// The same for TF32 products, against the library's TF32 GEMM rate.
+    #[serde(default = "default_tf32_efficiency")]
+    pub tf32_efficiency: f64,
+    /// The most clusters of a by-label reduction a contraction kernel takes (its bins live in
+    /// fast on-chip memory).
+    pub max_labels: usize,
+}
+
+/// TF32 efficiency of a target description that does not state it.
+fn default_tf32_efficiency() -> f64 {
+    0.2
 }
 
 /// SGEMM rate of the reference H100 (BENCHMARKS.md, run 6: 51.2 TFLOP/s).
@@ -140,6 +164,11 @@ impl Target {
             label_sums_max_work: 1 << 25,
             band_rows_multiple: None,
             tf32_row_padding: None,
+            contractions: Some(ContractionTarget {
+                efficiency: 0.8,
+                tf32_efficiency: 0.8,
+                max_labels: usize::MAX,
+            }),
         }
     }
 
@@ -171,6 +200,13 @@ impl Target {
             tf32_row_padding: Some(RowPadding {
                 multiple: 16,
                 min_cols: 128,
+            }),
+            contractions: Some(ContractionTarget {
+                // Measured on the H100 (BENCHMARKS.md, run 8): the fused product at 0.51-0.75
+                // of SGEMM strict, 0.19-0.86 of cuBLAS TF32 (the 64 x 64 mma.sync tile).
+                efficiency: 0.5,
+                tf32_efficiency: 0.2,
+                max_labels: 256,
             }),
         }
     }

@@ -152,7 +152,7 @@ pub fn result_type(op: &Op, operands: &[&Type]) -> Result<Type, TypeError> {
             arity(2)?;
             product_type(operands[0], operands[1], false, false)
         }
-        Op::Product(p) => {
+        Op::Product(p) | Op::Contraction(p) => {
             arity(2)?;
             product_type(operands[0], operands[1], p.trans_a, p.trans_b)
         }

@@ -153,6 +153,13 @@ impl Context {
         self
     }
 
+    /// Changes the planner configuration in place (plans are cached by configuration, so
+    /// plans made under each one stay available): one context, hence one set of tensors, can
+    /// compare configurations.
+    pub fn set_config(&mut self, config: PlannerConfig) {
+        self.config = config;
+    }
+
     /// The same context making its plans for `target` instead of its backend's own: plans are
     /// portable, so a plan made for the reference GPU runs on the CPU backend (tests use this
     /// to run GPU plans against the reference on any machine). Forgets the plans made so far.

@@ -484,12 +484,13 @@ fn run_typed<T: Real + HostElem>(
                         FusedArg::Index(&get::<u32>(&held[i][0], "an index input")?[..*len])
                     }
                     Arg::Dense { cols, .. } => match f.spec.inputs[i].access {
-                        kernel_ir::Access::Matrix { .. } | kernel_ir::Access::LowerSymmetric => {
-                            FusedArg::Matrix {
-                                data: dense(i)?,
-                                ld: *cols,
-                            }
-                        }
+                        kernel_ir::Access::Matrix { .. }
+                        | kernel_ir::Access::LowerSymmetric
+                        | kernel_ir::Access::Left { .. }
+                        | kernel_ir::Access::Right { .. } => FusedArg::Matrix {
+                            data: dense(i)?,
+                            ld: *cols,
+                        },
                         _ => FusedArg::Vector(dense(i)?),
                     },
                     Arg::Csr { .. } => {
@@ -508,7 +509,18 @@ fn run_typed<T: Real + HostElem>(
                     ),
                 });
             }
-            cpu::run_fused(&full_symmetric(&f.spec), f.rows, f.cols, &args, &mut outs)?;
+            if matches!(f.spec.form, kernel_ir::Form::Contraction { .. }) {
+                cpu::run_contraction(
+                    &f.spec,
+                    (f.rows, f.cols),
+                    f.depth,
+                    f.width,
+                    &args,
+                    &mut outs,
+                )?;
+            } else {
+                cpu::run_fused(&full_symmetric(&f.spec), f.rows, f.cols, &args, &mut outs)?;
+            }
         }
     }
     Ok(())

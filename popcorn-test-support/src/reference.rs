@@ -324,7 +324,7 @@ fn eval_node(
             arity(2)?;
             Ok(matmul(&densify(ops[0])?, &densify(ops[1])?, false, false, 1.0)?.into_value())
         }
-        Op::Product(p) => {
+        Op::Product(p) | Op::Contraction(p) => {
             arity(2)?;
             let alpha = scalar_of(&p.alpha, scalars, dims)?;
             Ok(matmul(

@@ -130,6 +130,9 @@ pub(crate) fn input_load(
         Access::Scalar => p,
         Access::Broadcast => format!("{p}[0]"),
         Access::IndexCol => format!("(({}){p}[{row}])", spec.dtype.c_name()),
+        Access::IndexRow => format!("(({}){p}[{col}])", spec.dtype.c_name()),
+        // Product operands are read only by the product (validation reports any other read).
+        Access::Left { .. } | Access::Right { .. } => return None,
     })
 }
 
@@ -140,6 +143,7 @@ pub(crate) struct ElementScope<'a> {
     col: String,
     prefix: &'static str,
     staged_symmetric: bool,
+    product: Option<String>,
     lines: Vec<String>,
     temps: HashMap<String, String>,
 }
@@ -154,6 +158,7 @@ impl<'a> ElementScope<'a> {
             col: col.to_string(),
             prefix,
             staged_symmetric: false,
+            product: None,
             lines: Vec::new(),
             temps: HashMap::new(),
         }
@@ -163,6 +168,12 @@ impl<'a> ElementScope<'a> {
     /// memory by the tile-pair template) instead of from device memory.
     pub(crate) fn with_staged_symmetric(mut self) -> Self {
         self.staged_symmetric = true;
+        self
+    }
+
+    /// Reads [`Expr::Product`] as the C expression `value` (a contraction's accumulator).
+    pub(crate) fn with_product(mut self, value: &str) -> Self {
+        self.product = Some(value.to_string());
         self
     }
 
@@ -181,6 +192,8 @@ impl<'a> ElementScope<'a> {
             // Invalid reference: validation reports it as an `#error`; keep the C valid.
             .unwrap_or_else(|| format!("(({t})0)")),
             Expr::Const(value) => const_literal(*value, dtype),
+            // Outside a contraction validation reports the read; keep the C valid.
+            Expr::Product => self.product.clone().unwrap_or_else(|| format!("(({t})0)")),
             Expr::Unary(op, a) => {
                 let a = self.value(a);
                 match op {

@@ -24,6 +24,13 @@ pub const PAIR_BLOCK_ROWS: u32 = 8;
 /// spans of each row rather than one tile's 256 bytes.
 pub const PAIR_GROUP: u32 = 8;
 
+/// Rows of the iteration space per block of [`LaunchShape::RowBlocks`] kernels (contractions).
+pub const CONTRACTION_BLOCK_ROWS: u32 = 64;
+/// Columns per tile of the product in [`LaunchShape::RowBlocks`] kernels.
+pub const CONTRACTION_BLOCK_COLS: u32 = 64;
+/// Threads per block of [`LaunchShape::RowBlocks`] kernels (four warps).
+pub const CONTRACTION_THREADS: u32 = 128;
+
 /// Threads per block of [`LaunchShape::Linear`] kernels.
 pub const LINEAR_BLOCK_THREADS: u32 = 256;
 /// Warps per block of [`LaunchShape::WarpPerRow`] kernels.
@@ -94,6 +101,21 @@ pub enum LaunchShape {
         /// Size of one element of the kernel's type, for the shared-memory size.
         elem_bytes: u32,
     },
+    /// 1-D blocks of `threads` threads, each owning `block_rows` rows of the space at a time
+    /// (grid-stride over blocks of rows) and walking all of its columns, tile by tile
+    /// ([`kernel_ir::Form::Contraction`]): every row reduction completes inside one block.
+    /// Dynamic shared memory holds the by-label sums of the block's rows:
+    /// `block_rows * width * bin_bytes` bytes for an output width given at launch
+    /// ([`LaunchShape::grid_block_wide`]).
+    RowBlocks {
+        /// Rows per block.
+        block_rows: u32,
+        /// Threads per block.
+        threads: u32,
+        /// Bytes of by-label bins per row and output column: the element size times the
+        /// number of by-label reductions (0 without one).
+        bin_bytes: u32,
+    },
 }
 
 /// Number of blocks of `per_block` work items needed for `work` items, at least 1 (a launch
@@ -133,6 +155,29 @@ impl LaunchShape {
                 let shared = block_threads.saturating_mul(elem_bytes);
                 ((grid, 1, 1), (width, block_threads / width, 1), shared)
             }
+            LaunchShape::RowBlocks { .. } => self.grid_block_wide(rows, cols, 0),
+        }
+    }
+
+    /// Like [`LaunchShape::grid_block`], for by-label outputs `width` columns wide: a
+    /// [`LaunchShape::RowBlocks`] launch then needs `block_rows * width * bin_bytes` bytes of
+    /// dynamic shared memory (saturating at `u32::MAX`, which no device grants). Other shapes
+    /// ignore `width`.
+    pub fn grid_block_wide(&self, rows: u64, cols: u64, width: u64) -> LaunchDims {
+        match *self {
+            LaunchShape::RowBlocks {
+                block_rows,
+                threads,
+                bin_bytes,
+            } => {
+                let grid = blocks_for(rows, u64::from(block_rows));
+                let shared = u64::from(block_rows)
+                    .saturating_mul(width)
+                    .saturating_mul(u64::from(bin_bytes));
+                let shared = u32::try_from(shared).unwrap_or(u32::MAX);
+                ((grid, 1, 1), (threads, 1, 1), shared)
+            }
+            _ => self.grid_block(rows, cols),
         }
     }
 
@@ -166,6 +211,7 @@ impl LaunchShape {
             LaunchShape::WarpPerRow { warps_per_block } => warps_per_block * 32,
             LaunchShape::TilePairs { block_rows, .. } => 32 * block_rows,
             LaunchShape::ColumnGroups { block_threads, .. } => block_threads,
+            LaunchShape::RowBlocks { threads, .. } => threads,
         }
     }
 
@@ -197,6 +243,24 @@ impl LaunchShape {
                  {} bytes of dynamic shared memory",
                 block_threads * elem_bytes
             ),
+            LaunchShape::RowBlocks {
+                block_rows,
+                threads,
+                bin_bytes,
+            } => {
+                let bins = if bin_bytes == 0 {
+                    String::new()
+                } else {
+                    format!(
+                        ", {block_rows} * width * {bin_bytes} bytes of dynamic shared memory \
+                         for the by-label sums"
+                    )
+                };
+                format!(
+                    "1-D blocks of {threads} threads, each block {block_rows} rows at a time \
+                     (grid-stride over blocks of rows) across all columns{bins}"
+                )
+            }
         }
     }
 }
@@ -289,6 +353,26 @@ mod tests {
             wide.grid_block(5, 10_000_000),
             ((65_535, 1, 1), (32, 32, 1), 8192)
         );
+    }
+
+    #[test]
+    fn row_blocks_take_shared_memory_for_their_bins() {
+        let shape = LaunchShape::RowBlocks {
+            block_rows: 64,
+            threads: 128,
+            bin_bytes: 8,
+        };
+        assert_eq!(shape.grid_block(1, 1), ((1, 1, 1), (128, 1, 1), 0));
+        assert_eq!(
+            shape.grid_block_wide(65, 3, 10),
+            ((2, 1, 1), (128, 1, 1), 5120)
+        );
+        assert_eq!(shape.grid_block_wide(1 << 40, 3, 10).0, (65_535, 1, 1));
+        assert_eq!(shape.grid_block_wide(1, 1, u64::MAX).2, u32::MAX);
+        assert_eq!(shape.threads_per_block(), 128);
+        // Other shapes ignore the width.
+        let linear = LaunchShape::Linear { block_threads: 256 };
+        assert_eq!(linear.grid_block_wide(3, 100, 7), linear.grid_block(3, 100));
     }
 
     #[test]

@@ -38,6 +38,7 @@
 //! evaluation.
 
 mod cols;
+mod contraction;
 mod expr;
 mod launch;
 mod map;
@@ -45,8 +46,9 @@ mod rows;
 
 pub use launch::{
     blocks_for, column_group_width, LaunchDims, LaunchShape, COLUMN_BLOCK_THREADS,
-    COLUMN_TARGET_BLOCKS, LINEAR_BLOCK_THREADS, MAX_COLUMN_GROUP_WIDTH, MAX_GRID_BLOCKS,
-    PAIR_BLOCK_ROWS, PAIR_GROUP, PAIR_TILE, ROW_WARPS_PER_BLOCK,
+    COLUMN_TARGET_BLOCKS, CONTRACTION_BLOCK_COLS, CONTRACTION_BLOCK_ROWS, CONTRACTION_THREADS,
+    LINEAR_BLOCK_THREADS, MAX_COLUMN_GROUP_WIDTH, MAX_GRID_BLOCKS, PAIR_BLOCK_ROWS, PAIR_GROUP,
+    PAIR_TILE, ROW_WARPS_PER_BLOCK,
 };
 
 pub(crate) use expr::prelude;
@@ -79,9 +81,21 @@ pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
         Form::Map { outputs } => map::body(spec, outputs),
         Form::Rows { stores, reductions } => rows::body(spec, stores, reductions),
         Form::Cols { reductions } => cols::body(spec, reductions),
+        Form::Contraction {
+            a,
+            b,
+            precision,
+            stores,
+            reductions,
+        } => contraction::body(spec, (*a, *b), *precision, stores, reductions),
     };
 
     let mut kernel = prelude(spec.dtype);
+    if let Form::Contraction { precision, .. } = &spec.form {
+        if contraction::uses_tensor_cores(spec, *precision) {
+            kernel.push_str(contraction::TF32_HELPER);
+        }
+    }
     for problem in spec.problems() {
         kernel.push_str(&format!(
             "#error \"{}\"\n",
@@ -117,6 +131,7 @@ pub fn launch_shape(spec: &KernelSpec) -> LaunchShape {
         Form::Map { .. } => map::launch(spec),
         Form::Rows { .. } => rows::LAUNCH,
         Form::Cols { .. } => cols::launch(spec),
+        Form::Contraction { .. } => contraction::launch(spec),
     }
 }
 
@@ -142,6 +157,8 @@ pub(crate) fn param_decl(spec: &KernelSpec, param: &Param) -> String {
         Param::Cols => "const long long cols".to_string(),
         Param::BandStart => "const long long band_start".to_string(),
         Param::BandEnd => "const long long band_end".to_string(),
+        Param::Depth => "const long long depth".to_string(),
+        Param::Width => "const long long width".to_string(),
         Param::InputPtr(k) => format!("const {t}*{r} in{k}"),
         Param::InputLd(k) => format!("const long long in{k}_ld"),
         Param::InputScalar(k) => format!("const {t} in{k}"),
@@ -216,6 +233,7 @@ fn header(spec: &KernelSpec, name: &str, launch: &LaunchShape) -> String {
             OutputShape::PerRow => "one value per row, [i]",
             OutputShape::PerRowIndex => "one unsigned int index per row, [i]",
             OutputShape::PerCol => "one value per column, [j]",
+            OutputShape::PerRowWide => "rows x width, row-major, element (i, c) at [i * width + c]",
         };
         h.push_str(&format!("//   out{k}: {what}\n"));
     }
@@ -250,6 +268,19 @@ fn describe_access(k: usize, access: Access) -> String {
         Access::Scalar => "scalar, by value".to_string(),
         Access::Broadcast => format!("single value in device memory, in{k}[0] at every element"),
         Access::IndexCol => format!("index vector (unsigned int), in{k}[i] per row"),
+        Access::IndexRow => format!("index vector (unsigned int), in{k}[j] per column"),
+        Access::Left { transposed: false } => {
+            format!("left product operand, rows x depth, element (i, p) at in{k}[i * in{k}_ld + p]")
+        }
+        Access::Left { transposed: true } => format!(
+            "left product operand read transposed, element (i, p) at in{k}[p * in{k}_ld + i]"
+        ),
+        Access::Right { transposed: false } => format!(
+            "right product operand, depth x cols, element (p, j) at in{k}[p * in{k}_ld + j]"
+        ),
+        Access::Right { transposed: true } => format!(
+            "right product operand read transposed, element (p, j) at in{k}[j * in{k}_ld + p]"
+        ),
     }
 }
 
@@ -264,6 +295,8 @@ fn describe_form(form: &Form) -> String {
                 ReduceKind::Max => "max".to_string(),
                 ReduceKind::ArgMin => "argmin".to_string(),
                 ReduceKind::Pick { index_input } => format!("pick(in{index_input})"),
+                ReduceKind::Dot { weights } => format!("dot(in{weights})"),
+                ReduceKind::ByLabel { labels } => format!("by-label(in{labels})"),
             })
             .collect();
         if names.is_empty() {
@@ -280,6 +313,21 @@ fn describe_form(form: &Form) -> String {
             kinds(reductions)
         ),
         Form::Cols { reductions } => format!("cols (reductions over i: {})", kinds(reductions)),
+        Form::Contraction {
+            a,
+            b,
+            precision,
+            stores,
+            reductions,
+        } => format!(
+            "contraction (product in{a} * in{b}, {}; stores: {}; reductions over j: {})",
+            match precision {
+                kernel_ir::Precision::Strict => "strict",
+                kernel_ir::Precision::Tf32 => "tf32 tensor cores",
+            },
+            stores.len(),
+            kinds(reductions)
+        ),
     }
 }
 

@@ -28,7 +28,12 @@ pub(crate) fn body(spec: &KernelSpec, stores: &[Expr], reductions: &[Reduction])
     let scanned: Vec<(usize, &Reduction)> = reductions
         .iter()
         .enumerate()
-        .filter(|(_, r)| !matches!(r.kind, ReduceKind::Pick { .. }))
+        .filter(|(_, r)| {
+            matches!(
+                r.kind,
+                ReduceKind::Sum | ReduceKind::Min | ReduceKind::Max | ReduceKind::ArgMin
+            )
+        })
         .collect();
 
     let mut s = String::new();
@@ -50,7 +55,9 @@ pub(crate) fn body(spec: &KernelSpec, stores: &[Expr], reductions: &[Reduction])
             ReduceKind::ArgMin => s.push_str(&format!(
                 "        {t} r{k} = {inf};\n        unsigned int r{k}_at = 0u;\n"
             )),
-            ReduceKind::Pick { .. } => {}
+            // Pick is computed once at the end; Dot and ByLabel exist only in contractions
+            // (validation reports them here).
+            ReduceKind::Pick { .. } | ReduceKind::Dot { .. } | ReduceKind::ByLabel { .. } => {}
         }
     }
 
@@ -73,7 +80,9 @@ pub(crate) fn body(spec: &KernelSpec, stores: &[Expr], reductions: &[Reduction])
                 ReduceKind::ArgMin => {
                     format!("if ({v} < r{k}) {{ r{k} = {v}; r{k}_at = (unsigned int)j; }}")
                 }
-                ReduceKind::Pick { .. } => continue,
+                ReduceKind::Pick { .. } | ReduceKind::Dot { .. } | ReduceKind::ByLabel { .. } => {
+                    continue
+                }
             };
             s.push_str(&format!("            {line}\n"));
         }
@@ -97,7 +106,9 @@ pub(crate) fn body(spec: &KernelSpec, stores: &[Expr], reductions: &[Reduction])
                     "const unsigned int o{k}_at = __shfl_down_sync(0xffffffffu, r{k}_at, pk_off);\n            \
                      if (o{k} < r{k} || (o{k} == r{k} && o{k}_at < r{k}_at)) {{ r{k} = o{k}; r{k}_at = o{k}_at; }}"
                 ),
-                ReduceKind::Pick { .. } => continue,
+                ReduceKind::Pick { .. } | ReduceKind::Dot { .. } | ReduceKind::ByLabel { .. } => {
+                    continue
+                }
             };
             s.push_str(&format!("            {line}\n"));
         }

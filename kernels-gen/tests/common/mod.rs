@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use kernel_ir::{
-    Access, BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction, ScalarType, UnaryOp,
+    Access, BinaryOp, Expr, Form, Input, KernelSpec, Precision, ReduceKind, Reduction, ScalarType,
+    UnaryOp,
 };
 
 /// An input named `name` read as `access`.
@@ -205,6 +206,82 @@ pub fn cols_stats(dtype: ScalarType) -> KernelSpec {
     }
 }
 
+/// A contraction in the shape of a Lloyd step and a kernel smoother. Inputs: X (left operand,
+/// rows x depth), C (right operand read transposed: cols x depth), cn (row), y (row),
+/// labels (index row), idx (index col), g (scalar). With `P = X C^T` and
+/// `e = exp(-g * max(cn[j] - 2 P, 0))`: stores `[P]`; reductions argmin and min of
+/// `cn[j] - 2 P`, sum of `e`, dot of `e` with y, sums of `e` by label, `P` picked at `idx[i]`.
+/// `tf32` selects tensor cores (f32 only).
+pub fn contraction_mixed(dtype: ScalarType, tf32: bool) -> KernelSpec {
+    let dist = bin(
+        BinaryOp::Sub,
+        inp(2),
+        bin(BinaryOp::Mul, c(2.0), Expr::Product),
+    );
+    let weight = un(
+        UnaryOp::Exp,
+        bin(
+            BinaryOp::Mul,
+            un(UnaryOp::Neg, inp(6)),
+            bin(BinaryOp::Max, dist.clone(), c(0.0)),
+        ),
+    );
+    let reduce = |kind, expr: &Expr| Reduction {
+        kind,
+        expr: expr.clone(),
+    };
+    KernelSpec {
+        dtype,
+        inputs: vec![
+            input("X", Access::Left { transposed: false }),
+            input("C", Access::Right { transposed: true }),
+            input("cn", Access::Row),
+            input("y", Access::Row),
+            input("labels", Access::IndexRow),
+            input("idx", Access::IndexCol),
+            input("g", Access::Scalar),
+        ],
+        form: Form::Contraction {
+            a: 0,
+            b: 1,
+            precision: if tf32 {
+                Precision::Tf32
+            } else {
+                Precision::Strict
+            },
+            stores: vec![Expr::Product],
+            reductions: vec![
+                reduce(ReduceKind::ArgMin, &dist),
+                reduce(ReduceKind::Min, &dist),
+                reduce(ReduceKind::Sum, &weight),
+                reduce(ReduceKind::Dot { weights: 3 }, &weight),
+                reduce(ReduceKind::ByLabel { labels: 4 }, &weight),
+                reduce(ReduceKind::Pick { index_input: 5 }, &Expr::Product),
+            ],
+        },
+        provenance: vec!["contraction".to_string()],
+    }
+}
+
+/// A contraction with both operands the other way round (A transposed, B not) and one store.
+pub fn contraction_transposed(dtype: ScalarType) -> KernelSpec {
+    KernelSpec {
+        dtype,
+        inputs: vec![
+            input("A", Access::Left { transposed: true }),
+            input("B", Access::Right { transposed: false }),
+        ],
+        form: Form::Contraction {
+            a: 0,
+            b: 1,
+            precision: Precision::Strict,
+            stores: vec![un(UnaryOp::Tanh, Expr::Product)],
+            reductions: vec![],
+        },
+        provenance: vec!["tanh_of_product".to_string()],
+    }
+}
+
 /// Every sample, named, for both dtypes.
 pub fn all_samples() -> Vec<(String, KernelSpec)> {
     type Builder = fn(ScalarType) -> KernelSpec;
@@ -224,6 +301,18 @@ pub fn all_samples() -> Vec<(String, KernelSpec)> {
         for (name, build) in builders {
             out.push((format!("{name}_{suffix}"), build(dtype)));
         }
+        out.push((
+            format!("contraction_strict_{suffix}"),
+            contraction_mixed(dtype, false),
+        ));
+        out.push((
+            format!("contraction_transposed_{suffix}"),
+            contraction_transposed(dtype),
+        ));
     }
+    out.push((
+        "contraction_tf32_f32".to_string(),
+        contraction_mixed(ScalarType::F32, true),
+    ));
     out
 }

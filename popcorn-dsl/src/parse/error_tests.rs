@@ -366,8 +366,18 @@ fn parse_error_expressions() {
             0,
         ),
         ("x = f(a,,b);", "expected an expression, found `,`", ",b", 0),
-        ("x = a . b;", "expected `*` after `.`, found `b`", ".", 0),
-        ("x = a.;", "expected `*` after `.`, found `;`", ".", 0),
+        (
+            "x = a . b;",
+            "expected `*` or `/` after `.`, found `b`",
+            ".",
+            0,
+        ),
+        (
+            "x = a.;",
+            "expected `*` or `/` after `.`, found `;`",
+            ".",
+            0,
+        ),
         ("x = [a];", "expected an expression, found `[`", "[", 0),
         ("x = {a};", "expected an expression, found `{`", "{a", 0),
         (

@@ -139,6 +139,9 @@ impl ExprParser<'_> {
             '/' => one(BinOp::Div),
             '.' => match second {
                 Some(t) if t.is_punct('*') => two(BinOp::ElemMul, t.span),
+                // `./` is `/` (already element-wise), spelled as in MATLAB for readers who
+                // write `K * y ./ sum_rows(K)`.
+                Some(t) if t.is_punct('/') => two(BinOp::Div, t.span),
                 _ => {
                     let end = second.map(|t| t.span).unwrap_or(first.span);
                     Err(Diagnostic::new(
@@ -146,9 +149,12 @@ impl ExprParser<'_> {
                             start: first.span,
                             end,
                         },
-                        format!("expected `*` after `.`, found {}", describe(second)),
+                        format!("expected `*` or `/` after `.`, found {}", describe(second)),
                     )
-                    .with_help("`.` is only used in `.*` (element-wise multiplication)"))
+                    .with_help(
+                        "`.` is only used in `.*` (element-wise multiplication) and `./` \
+                         (element-wise division, the same as `/`)",
+                    ))
                 }
             },
             '<' | '>' | '=' | '!' if followed_by_eq => {

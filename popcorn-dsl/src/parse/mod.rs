@@ -9,7 +9,7 @@
 //! stmt      := name "=" expr ";"
 //! expr      := sum (("<" | "<=" | ">" | ">=" | "==" | "!=") sum)?
 //! sum       := product (("+" | "-") product)*
-//! product   := unary (("*" | ".*" | "/") unary)*
+//! product   := unary (("*" | ".*" | "/" | "./") unary)*
 //! unary     := ("-" | "+") unary | postfix
 //! postfix   := primary ("^" "T")*
 //! primary   := number | name | name "(" (expr ("," expr)* ","?)? ")" | "(" expr ")"

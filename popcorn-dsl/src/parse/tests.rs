@@ -93,6 +93,7 @@ fn parse_operators_by_kind() {
         ("a * b", BinOp::MatMul),
         ("a .* b", BinOp::ElemMul),
         ("a . * b", BinOp::ElemMul),
+        ("a ./ b", BinOp::Div),
         ("a / b", BinOp::Div),
         ("a < b", BinOp::Lt),
         ("a <= b", BinOp::Le),

@@ -10,10 +10,11 @@
 //! [`Fusion::spec`].
 
 use super::{PassContext, PlanError};
-use crate::ir::{Graph, NodeId, Op, Reduce};
+use crate::ir::{Graph, LibOp, NodeId, Op, Reduce};
+use crate::ops::Builtin;
 use crate::scalar::ScalarExpr;
 use crate::types::Storage;
-use kernel_ir::{Access, Expr, Form, Input, KernelSpec, ReduceKind, Reduction};
+use kernel_ir::{Access, Expr, Form, Input, KernelSpec, Precision, ReduceKind, Reduction};
 use std::collections::{BTreeSet, HashMap};
 
 /// How the fusion pass sees a node.
@@ -27,6 +28,12 @@ pub enum Class {
     RowReduce,
     /// A column reduction (one result per column).
     ColReduce,
+    /// A product computed in its consumers' kernel ([`Op::Contraction`]): the core of a
+    /// contraction group.
+    Contraction,
+    /// A reduction only a contraction group computes: a product with a vector (`M * y`, a
+    /// GEMV) or sums by label (cluster sums). Outside such a group it is an ordinary step.
+    ContractionReduce,
     /// A host scalar (an argument of kernels).
     Scalar,
     /// A transposed vector read by fused consumers only: no step of its own, its consumers
@@ -45,6 +52,10 @@ pub fn classify(g: &Graph, n: NodeId) -> Class {
             Class::Opaque
         }
         op if op.is_elementwise() => Class::Elementwise,
+        Op::Contraction(_) => Class::Contraction,
+        Op::Library(LibOp::Gemv { trans: false, .. }) | Op::Builtin(Builtin::ClusterSums(_)) => {
+            Class::ContractionReduce
+        }
         Op::Transpose if is_view(g, n) => Class::View,
         Op::Transpose => Class::Transpose,
         Op::RowReduce(_) | Op::Gather => Class::RowReduce,
@@ -79,7 +90,9 @@ pub struct Fusion {
 fn space(g: &Graph, n: NodeId, cx: &PassContext<'_>) -> Option<(usize, usize)> {
     let shape_of = |m: NodeId| g.node(m).ty.shape.resolve(cx.dims);
     match classify(g, n) {
-        Class::RowReduce | Class::ColReduce => shape_of(g.operands(n)[0]),
+        Class::RowReduce | Class::ColReduce | Class::ContractionReduce => {
+            shape_of(g.operands(n)[0])
+        }
         _ => shape_of(n),
     }
 }
@@ -117,15 +130,24 @@ pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
     if cx.config.fusion {
         for &c in &fusible {
             let cclass = classify(g, c);
-            if cclass == Class::Transpose {
-                continue; // a transpose reads its operand from memory
+            if matches!(cclass, Class::Transpose | Class::Contraction) {
+                // A transpose reads its operand from memory, and so does a product (tile by
+                // tile): neither takes in its producers, whatever their iteration space.
+                continue;
             }
             for (pos, p) in g.operands(c).into_iter().enumerate() {
                 let pclass = classify(g, p);
-                if !matches!(pclass, Class::Elementwise | Class::Transpose) {
+                if !matches!(
+                    pclass,
+                    Class::Elementwise | Class::Transpose | Class::Contraction
+                ) {
                     continue;
                 }
-                if matches!(cclass, Class::RowReduce | Class::ColReduce) && pos != 0 {
+                if matches!(
+                    cclass,
+                    Class::RowReduce | Class::ColReduce | Class::ContractionReduce
+                ) && pos != 0
+                {
                     continue;
                 }
                 let (rp, rc) = (uf.find(p), uf.find(c));
@@ -174,8 +196,16 @@ pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
         }
     }
     // Column reductions cannot store element-wise values: split them off such groups.
+    // Products with a vector and sums by label left outside a contraction are ordinary steps.
     let mut groups: Vec<BTreeSet<NodeId>> = Vec::new();
     for (_, set) in members {
+        if set.len() == 1
+            && set
+                .iter()
+                .all(|n| classify(g, *n) == Class::ContractionReduce)
+        {
+            continue;
+        }
         let has_col = set.iter().any(|n| classify(g, *n) == Class::ColReduce);
         let stores = set
             .iter()
@@ -216,7 +246,10 @@ pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
 /// Whether `n` must be written to memory: an output, a reduction, or used outside `group`.
 pub fn is_stored(g: &Graph, n: NodeId, group: &BTreeSet<NodeId>) -> bool {
     g.is_output(n)
-        || matches!(classify(g, n), Class::RowReduce | Class::ColReduce)
+        || matches!(
+            classify(g, n),
+            Class::RowReduce | Class::ColReduce | Class::ContractionReduce
+        )
         || g.users(n).iter().any(|u| !group.contains(u))
 }
 
@@ -230,6 +263,22 @@ fn can_form_group(
     let cols = set.iter().any(|n| classify(g, *n) == Class::ColReduce);
     if rows && cols {
         return Err("row and column reductions cannot share a kernel");
+    }
+    let products = set
+        .iter()
+        .filter(|n| classify(g, **n) == Class::Contraction)
+        .count();
+    if products > 1 {
+        return Err("a kernel computes one product");
+    }
+    if products == 1 && cols {
+        return Err("a contraction reduces along its rows only");
+    }
+    let special = set
+        .iter()
+        .any(|n| classify(g, *n) == Class::ContractionReduce);
+    if special && products == 0 {
+        return Err("products with a vector and sums by label fuse only with a product");
     }
     for n in set {
         if classify(g, *n) == Class::Transpose && set.contains(&g.operands(*n)[0]) {
@@ -307,6 +356,10 @@ pub struct GroupKernel {
     pub rows: usize,
     /// Iteration space.
     pub cols: usize,
+    /// The inner dimension of a contraction's product (0 for other kernels).
+    pub depth: usize,
+    /// The clusters of a contraction's by-label reductions (0 without one).
+    pub width: usize,
 }
 
 impl Fusion {
@@ -332,17 +385,49 @@ impl Fusion {
             cols,
             inputs: Vec::new(),
             names,
+            product: None,
         };
         let mut stores = Vec::new();
         let mut reductions = Vec::new();
         let mut outputs = Vec::new();
         let mut reduction_nodes = Vec::new();
         let mut col_form = false;
+        let mut width = 0;
         for &n in members {
             match classify(g, n) {
-                Class::Elementwise | Class::Transpose if is_stored(g, n, &set) => {
+                Class::Elementwise | Class::Transpose | Class::Contraction
+                    if is_stored(g, n, &set) =>
+                {
                     stores.push(b.expr(n)?);
                     outputs.push(n);
+                }
+                Class::ContractionReduce => {
+                    let ops = g.operands(n);
+                    let expr = b.expr(ops[0])?;
+                    let kind = match &g.node(n).op {
+                        Op::Library(LibOp::Gemv { alpha, .. }) if alpha.as_lit() == Some(1.0) => {
+                            ReduceKind::Dot {
+                                weights: b.input(ops[1], Access::Row),
+                            }
+                        }
+                        Op::Builtin(Builtin::ClusterSums(c)) => {
+                            width = width.max(c.k.resolve(cx.dims).unwrap_or(0));
+                            ReduceKind::ByLabel {
+                                labels: b.input(ops[1], Access::IndexRow),
+                            }
+                        }
+                        other => {
+                            return Err(PlanError::Internal {
+                                pass: "fuse",
+                                message: format!(
+                                    "{} cannot reduce a contraction (a scaled product with a vector is rewritten first)",
+                                    other.label()
+                                ),
+                            })
+                        }
+                    };
+                    reductions.push(Reduction { kind, expr });
+                    reduction_nodes.push(n);
                 }
                 Class::RowReduce | Class::ColReduce => {
                     col_form |= classify(g, n) == Class::ColReduce;
@@ -358,7 +443,12 @@ impl Fusion {
                         Op::Gather => ReduceKind::Pick {
                             index_input: b.input(ops[1], Access::IndexCol),
                         },
-                        _ => unreachable!("classified as a reduction"),
+                        other => {
+                            return Err(PlanError::Internal {
+                                pass: "fuse",
+                                message: format!("{} classified as a reduction", other.label()),
+                            })
+                        }
                     };
                     reductions.push(Reduction { kind, expr });
                     reduction_nodes.push(n);
@@ -367,7 +457,21 @@ impl Fusion {
             }
         }
         outputs.extend(reduction_nodes);
-        let form = if reductions.is_empty() {
+        let mut depth = 0;
+        let form = if let Some(p) = b.product {
+            depth = p.depth;
+            Form::Contraction {
+                a: p.a,
+                b: p.b,
+                precision: if cx.config.tf32 && cx.config.dtype == crate::types::DType::F32 {
+                    Precision::Tf32
+                } else {
+                    Precision::Strict
+                },
+                stores,
+                reductions,
+            }
+        } else if reductions.is_empty() {
             Form::Map { outputs: stores }
         } else if col_form {
             Form::Cols { reductions }
@@ -388,8 +492,18 @@ impl Fusion {
             outputs,
             rows,
             cols,
+            depth,
+            width,
         })
     }
+}
+
+/// The product of a contraction group: its operands' kernel inputs and inner dimension.
+#[derive(Clone, Copy, Debug)]
+struct ProductInputs {
+    a: usize,
+    b: usize,
+    depth: usize,
 }
 
 struct SpecBuilder<'a> {
@@ -400,6 +514,8 @@ struct SpecBuilder<'a> {
     cols: usize,
     inputs: Vec<(Input, GroupInput)>,
     names: &'a dyn Fn(NodeId) -> String,
+    /// The group's product, once read.
+    product: Option<ProductInputs>,
 }
 
 /// A C identifier from a value name.
@@ -517,6 +633,37 @@ impl SpecBuilder<'_> {
             Op::Transpose => {
                 let access = self.access_for(ops[0], true)?;
                 Expr::Input(self.input(ops[0], access))
+            }
+            Op::Contraction(p) => {
+                if p.alpha.as_lit() != Some(1.0) {
+                    return Err(PlanError::Internal {
+                        pass: "fuse",
+                        message: "a contraction's scale factor must be a multiplication around it"
+                            .into(),
+                    });
+                }
+                let a = self.input(
+                    ops[0],
+                    Access::Left {
+                        transposed: p.trans_a,
+                    },
+                );
+                let b = self.input(
+                    ops[1],
+                    Access::Right {
+                        transposed: p.trans_b,
+                    },
+                );
+                let shape = &g.node(ops[0]).ty.shape;
+                let depth = if p.trans_a { &shape.rows } else { &shape.cols };
+                let depth = depth
+                    .resolve(self.cx.dims)
+                    .ok_or_else(|| PlanError::Internal {
+                        pass: "fuse",
+                        message: "unbound inner dimension".into(),
+                    })?;
+                self.product = Some(ProductInputs { a, b, depth });
+                Expr::Product
             }
             other => {
                 return Err(PlanError::Internal {

@@ -8,8 +8,9 @@
 //! 2. [`canonicalize`]: transposes become product flags, scalar factors become alpha;
 //! 3. [`select`]: each product becomes a library operation (GEMM, SYRK, GEMV, SpMM, SpMV);
 //! 4. patterns, each matched through [`pattern`]: [`cluster_sums`] (products with a selection
-//!    matrix become sums by label) and [`tf32_padding`] (a TF32 SYRK's operand padded to
-//!    whole tensor-core rows);
+//!    matrix become sums by label), [`tf32_padding`] (a TF32 SYRK's operand padded to whole
+//!    tensor-core rows) and [`contractions`] (a product consumed by element-wise maps and row
+//!    reductions computed inside their kernel, never stored);
 //! 5. lowering: [`fuse`] groups maps, broadcasts and reductions into kernels, and the graph
 //!    becomes steps over values;
 //! 6. [`lower_triangle`]: a SYRK read only by one map writes its lower triangle, the map
@@ -22,6 +23,7 @@
 pub mod buffers;
 pub mod canonicalize;
 pub mod cluster_sums;
+pub mod contractions;
 pub mod cse;
 pub mod fuse;
 pub mod infer;
@@ -64,6 +66,36 @@ pub struct PlannerConfig {
     /// SYRK).
     #[serde(default)]
     pub syrk_block_rows: Option<usize>,
+    /// Whether products are fused with their consumers into contraction kernels.
+    #[serde(default)]
+    pub contractions: ContractionPolicy,
+}
+
+/// When the planner fuses a product with its consumers ([`contractions`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ContractionPolicy {
+    /// Where the target's cost model finds it faster than storing the product.
+    #[default]
+    Auto,
+    /// Wherever the consumers allow it (for comparisons).
+    Always,
+    /// Never: every product is a library call.
+    Never,
+}
+
+impl std::str::FromStr for ContractionPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ContractionPolicy, String> {
+        match s.trim() {
+            "auto" => Ok(ContractionPolicy::Auto),
+            "always" => Ok(ContractionPolicy::Always),
+            "never" => Ok(ContractionPolicy::Never),
+            other => Err(format!(
+                "`{other}` is no contraction policy; expected auto, always or never"
+            )),
+        }
+    }
 }
 
 fn default_true() -> bool {
@@ -80,6 +112,7 @@ impl Default for PlannerConfig {
             syrk_gemm_ratio: None,
             cluster_sums_max_k: None,
             syrk_block_rows: None,
+            contractions: ContractionPolicy::Auto,
         }
     }
 }
@@ -94,6 +127,7 @@ impl std::hash::Hash for PlannerConfig {
             syrk_gemm_ratio,
             cluster_sums_max_k,
             syrk_block_rows,
+            contractions,
         } = self;
         dtype.hash(state);
         fusion.hash(state);
@@ -102,6 +136,7 @@ impl std::hash::Hash for PlannerConfig {
         syrk_gemm_ratio.map(f64::to_bits).hash(state);
         cluster_sums_max_k.hash(state);
         syrk_block_rows.hash(state);
+        contractions.hash(state);
     }
 }
 
@@ -116,6 +151,7 @@ impl PlannerConfig {
             overlap: !s.no_overlap,
             cluster_sums_max_k: s.cluster_sums_max_k,
             syrk_block_rows: s.syrk_block_rows,
+            contractions: s.contractions,
             ..PlannerConfig::default()
         }
     }
@@ -240,6 +276,7 @@ pub const PIPELINE: &[Stage] = &[
     Stage::Graph(&cluster_sums::ClusterSumsPattern),
     Stage::Graph(&cluster_sums::LabelSumsPattern),
     Stage::Graph(&tf32_padding::Tf32Padding),
+    Stage::Graph(&contractions::Contractions),
     Stage::Graph(&cse::Cse),
     Stage::Graph(&infer::Infer),
     Stage::Lower,

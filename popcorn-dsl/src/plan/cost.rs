@@ -61,7 +61,10 @@ pub fn step_cost(
             let (r, c) = (f.rows as f64, f.cols as f64);
             let nodes: usize = match &f.spec.form {
                 Form::Map { outputs } => outputs.iter().map(|e| e.node_count()).sum(),
-                Form::Rows { stores, reductions } => {
+                Form::Rows { stores, reductions }
+                | Form::Contraction {
+                    stores, reductions, ..
+                } => {
                     stores.iter().map(|e| e.node_count()).sum::<usize>()
                         + reductions
                             .iter()
@@ -69,6 +72,11 @@ pub fn step_cost(
                             .sum::<usize>()
                 }
                 Form::Cols { reductions } => reductions.iter().map(|x| x.expr.node_count()).sum(),
+            };
+            let depth = f.depth as f64;
+            let product_flops = match f.spec.form {
+                Form::Contraction { .. } => 2.0 * r * c * depth,
+                _ => 0.0,
             };
             let read: f64 = f
                 .spec
@@ -80,6 +88,9 @@ pub fn step_cost(
                     Access::Col => r * s,
                     Access::Row => c * s,
                     Access::IndexCol => r * 4.0,
+                    Access::IndexRow => c * 4.0,
+                    Access::Left { .. } => r * depth * s,
+                    Access::Right { .. } => c * depth * s,
                     Access::Scalar | Access::Broadcast => 0.0,
                 })
                 .sum();
@@ -92,9 +103,10 @@ pub fn step_cost(
                     OutputShape::PerRow => r * s,
                     OutputShape::PerRowIndex => r * 4.0,
                     OutputShape::PerCol => c * s,
+                    OutputShape::PerRowWide => r * f.width as f64 * s,
                 })
                 .sum();
-            (r * c * nodes as f64, read + written)
+            (product_flops + r * c * nodes as f64, read + written)
         }
         StepOp::Builtin(b) => {
             let extent = |id: &ValueId| {

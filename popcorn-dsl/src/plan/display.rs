@@ -76,7 +76,20 @@ fn detail(plan: &Plan, index: usize) -> String {
             format!("{l}*{r} m={m} n={n} k={k} alpha={alpha}")
         }
         StepOp::SpMV { trans, alpha } => format!("op(S)={} alpha={alpha}", flag(*trans)),
-        StepOp::Fused(f) => format!("{} over {} x {}", f.name, f.rows, f.cols),
+        StepOp::Fused(f) => match &f.spec.form {
+            kernel_ir::Form::Contraction { precision, .. } => format!(
+                "{} over {} x {}, product of depth {}{}",
+                f.name,
+                f.rows,
+                f.cols,
+                f.depth,
+                match precision {
+                    kernel_ir::Precision::Strict => "",
+                    kernel_ir::Precision::Tf32 => " on tf32",
+                }
+            ),
+            _ => format!("{} over {} x {}", f.name, f.rows, f.cols),
+        },
         StepOp::Builtin(b) => b.details(),
         StepOp::Copy => String::new(),
     }

@@ -235,6 +235,12 @@ pub struct FusedStep {
     pub rows: usize,
     /// Columns of the iteration space.
     pub cols: usize,
+    /// The inner dimension of a contraction's product (0 for other forms).
+    #[serde(default)]
+    pub depth: usize,
+    /// The width of a contraction's by-label outputs (its clusters; 0 without one).
+    #[serde(default)]
+    pub width: usize,
 }
 
 /// One step of a plan.
@@ -266,6 +272,7 @@ impl Step {
             StepOp::Fused(f) => match &f.spec.form {
                 kernel_ir::Form::Map { .. } => "fused map".into(),
                 kernel_ir::Form::Rows { .. } => "fused rows".into(),
+                kernel_ir::Form::Contraction { .. } => "contraction".into(),
                 kernel_ir::Form::Cols { .. } => "fused cols".into(),
             },
             StepOp::Builtin(b) => b.step_name().into(),

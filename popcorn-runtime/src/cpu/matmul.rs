@@ -72,6 +72,52 @@ pub fn gemm<T: Real>(
     c: &mut [T],
     ldc: usize,
 ) -> Result<(), CpuError> {
+    gemm_with(
+        gemm_parallelism(),
+        (trans_a, trans_b),
+        (m, n, k),
+        alpha,
+        (a, lda),
+        (b, ldb),
+        beta,
+        (c, ldc),
+    )
+}
+
+/// [`gemm`] on one thread, for callers already running in parallel (a block of a contraction).
+pub(crate) fn gemm_serial<T: Real>(
+    (trans_a, trans_b): (bool, bool),
+    (m, n, k): (usize, usize, usize),
+    alpha: T,
+    a: (&[T], usize),
+    b: (&[T], usize),
+    beta: T,
+    c: (&mut [T], usize),
+) -> Result<(), CpuError> {
+    gemm_with(
+        ::gemm::Parallelism::None,
+        (trans_a, trans_b),
+        (m, n, k),
+        alpha,
+        a,
+        b,
+        beta,
+        c,
+    )
+}
+
+/// [`gemm`] with the given parallelism.
+#[allow(clippy::too_many_arguments)]
+fn gemm_with<T: Real>(
+    parallelism: ::gemm::Parallelism,
+    (trans_a, trans_b): (bool, bool),
+    (m, n, k): (usize, usize, usize),
+    alpha: T,
+    (a, lda): (&[T], usize),
+    (b, ldb): (&[T], usize),
+    beta: T,
+    (c, ldc): (&mut [T], usize),
+) -> Result<(), CpuError> {
     let (a_rows, a_cols) = if trans_a { (k, m) } else { (m, k) };
     let (b_rows, b_cols) = if trans_b { (n, k) } else { (k, n) };
     check_matrix("A", a.len(), a_rows, a_cols, lda)?;
@@ -122,7 +168,7 @@ pub fn gemm<T: Real>(
             false,
             false,
             false,
-            gemm_parallelism(),
+            parallelism,
         );
     }
     Ok(())

@@ -1158,6 +1158,8 @@ fn fused(spec: KernelSpec, rows: usize, cols: usize) -> Step {
         spec,
         rows,
         cols,
+        depth: 0,
+        width: 0,
     }))
 }
 

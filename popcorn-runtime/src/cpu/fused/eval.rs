@@ -45,8 +45,25 @@ pub(super) enum Source<'a, T> {
     Row(&'a [T]),
     /// The same value everywhere.
     Scalar(T),
-    /// An index vector; never read by an expression (validation rejects that).
+    /// An index vector with one entry per row, read as a value `v[i]`.
     Index(&'a [u32]),
+    /// An index vector with one entry per column, read as a value `v[j]`.
+    IndexRow(&'a [u32]),
+    /// A contraction's product operand: read only by the product, never by an expression
+    /// (validation rejects that).
+    Operand,
+    /// A block of a contraction's product: element `(i, j)` is
+    /// `data[(i - r0) * ld + (j - j0)]` for the block's rows and columns.
+    Block {
+        /// The block, row-major.
+        data: &'a [T],
+        /// Its row stride.
+        ld: usize,
+        /// Its first row in the space.
+        r0: usize,
+        /// Its first column in the space.
+        j0: usize,
+    },
 }
 
 /// The value of a node over a tile.
@@ -83,7 +100,7 @@ impl<'a, T: Real> Val<'a, T> {
 /// Number of scratch slots needed to evaluate `e` into slot `s` (slots `s..result`).
 pub(super) fn slots_needed(e: &Expr, s: usize) -> usize {
     match e {
-        Expr::Input(_) | Expr::Const(_) => s + 1,
+        Expr::Input(_) | Expr::Const(_) | Expr::Product => s + 1,
         Expr::Unary(_, a) => slots_needed(a, s),
         Expr::Binary(_, a, b) => slots_needed(a, s).max(slots_needed(b, s + 1)),
         Expr::Select(c, a, b) => slots_needed(c, s)
@@ -104,6 +121,8 @@ pub(super) fn eval<'a, T: Real>(
     let len = tile.len();
     match e {
         Expr::Const(v) => Val::Uniform(T::from_f64(*v)),
+        // The contraction runner reads the product as an input (a `Block`) instead.
+        Expr::Product => Val::Uniform(T::nan()),
         Expr::Input(k) => match srcs.get(*k) {
             Some(src) => load(*src, tile, &mut scratch[s * TILE..s * TILE + len]),
             // Validation rejects out-of-range inputs; stay total anyway.
@@ -221,6 +240,27 @@ fn load<'a, T: Real>(src: Source<'a, T>, t: Tile, out: &mut [T]) -> Val<'a, T> {
                 }
             }
             Val::Slot
+        }
+        Source::IndexRow(v) => {
+            for (o, &x) in out
+                .iter_mut()
+                .zip(v[t.j0..t.j0 + t.w].iter().cycle().take(t.len()))
+            {
+                *o = T::from_f64(x as f64);
+            }
+            Val::Slot
+        }
+        Source::Operand => Val::Uniform(T::nan()),
+        Source::Block { data, ld, r0, j0 } => {
+            let start = (t.r0 - r0) * ld + (t.j0 - j0);
+            if t.nr == 1 || ld == t.w {
+                Val::Borrowed(&data[start..start + t.len()])
+            } else {
+                for (q, row) in out.chunks_exact_mut(t.w).enumerate() {
+                    row.copy_from_slice(&data[start + q * ld..start + q * ld + t.w]);
+                }
+                Val::Slot
+            }
         }
         // An index vector read as a value: the index, as a number, broadcast along the row.
         Source::Index(v) => {

@@ -2,6 +2,7 @@
 //! CUDA, evaluated tile by tile (see `eval`) in parallel over rows.
 
 mod cols;
+mod contraction;
 mod eval;
 mod reduce;
 mod rows;
@@ -31,7 +32,8 @@ pub enum FusedArg<'a, T> {
     Vector(&'a [T]),
     /// For [`Access::Scalar`] (or, equivalently, [`Access::Broadcast`] with the value read out).
     Scalar(T),
-    /// For [`Access::IndexCol`]: one index per row, read by `Pick` reductions or as a value.
+    /// For [`Access::IndexCol`]: one index per row, read by `Pick` reductions or as a value;
+    /// for [`Access::IndexRow`]: one index per column (the labels of a `ByLabel` reduction).
     Index(&'a [u32]),
 }
 
@@ -39,7 +41,8 @@ pub enum FusedArg<'a, T> {
 #[derive(Debug)]
 pub enum FusedOut<'a, T> {
     /// For [`OutputShape::Full`] (`rows * cols` elements, row-major, leading dimension `cols`),
-    /// [`OutputShape::PerRow`] (`rows` elements) and [`OutputShape::PerCol`] (`cols` elements).
+    /// [`OutputShape::PerRow`] (`rows` elements), [`OutputShape::PerCol`] (`cols` elements) and
+    /// [`OutputShape::PerRowWide`] (`rows * width` elements, row-major).
     Values(&'a mut [T]),
     /// For [`OutputShape::PerRowIndex`] (`rows` elements).
     Indices(&'a mut [u32]),
@@ -80,14 +83,19 @@ pub fn run_fused<T: Real>(
             T::SCALAR_TYPE
         )));
     }
-    let srcs = resolve_inputs(spec, rows, cols, args)?;
+    if matches!(spec.form, Form::Contraction { .. }) {
+        return Err(CpuError::Fused(
+            "a contraction needs its depth and width: run it with run_contraction".to_string(),
+        ));
+    }
+    let srcs = resolve_inputs(spec, rows, cols, 0, args)?;
     let exprs = check_form(spec, cols)?;
     let mut slots = 1;
     for e in &exprs {
         check_expr(spec, e)?;
         slots = slots.max(slots_needed(e, 0));
     }
-    check_outputs(spec, rows, cols, outs)?;
+    check_outputs(spec, (rows, cols, 0), outs)?;
     check_picks(spec, &srcs, rows, cols)?;
 
     match &spec.form {
@@ -104,8 +112,101 @@ pub fn run_fused<T: Real>(
             }
         }
         Form::Cols { reductions } => cols::run_cols(&srcs, reductions, rows, cols, outs, slots),
+        Form::Contraction { .. } => {}
     }
     Ok(())
+}
+
+/// Runs the contraction `spec` (a [`Form::Contraction`]) over the `rows x cols` space on the
+/// CPU: `P = op(A) op(B)` with inner dimension `depth` is computed in cache blocks and never
+/// whole (see the `contraction` module), its stores and row reductions as in [`run_fused`],
+/// plus `Dot` (`sum_j value * w[j]`) and `ByLabel` (`width` sums per row, by the label of
+/// the column; labels `>= width` skipped). The product is computed strictly in `T` whatever
+/// the spec's precision (the CPU has no TF32).
+///
+/// # Errors
+/// As [`run_fused`]; also [`CpuError::Fused`] for a spec that is not a valid contraction.
+/// Nothing is written on error.
+pub fn run_contraction<T: Real>(
+    spec: &KernelSpec,
+    (rows, cols): (usize, usize),
+    depth: usize,
+    width: usize,
+    args: &[FusedArg<'_, T>],
+    outs: &mut [FusedOut<'_, T>],
+) -> Result<(), CpuError> {
+    let Form::Contraction {
+        a,
+        b,
+        stores,
+        reductions,
+        ..
+    } = &spec.form
+    else {
+        return Err(CpuError::Fused(
+            "run_contraction runs contractions; run other forms with run_fused".to_string(),
+        ));
+    };
+    if spec.dtype != T::SCALAR_TYPE {
+        return Err(CpuError::Fused(format!(
+            "the spec computes in {:?} but the buffers hold {:?}; pass buffers of the spec's type",
+            spec.dtype,
+            T::SCALAR_TYPE
+        )));
+    }
+    spec.validate()
+        .map_err(|e| CpuError::Fused(format!("invalid contraction: {e}")))?;
+    let srcs = resolve_inputs(spec, rows, cols, depth, args)?;
+    if reductions.iter().any(|r| r.kind == ReduceKind::ArgMin) && cols > u32::MAX as usize {
+        return Err(CpuError::TooLarge {
+            what: "the number of columns of an ArgMin".to_string(),
+            value: cols,
+            limit: u32::MAX as usize,
+        });
+    }
+    check_outputs(spec, (rows, cols, width), outs)?;
+    check_picks(spec, &srcs, rows, cols)?;
+    let operand = |k: usize| match (spec.inputs[k].access, args[k]) {
+        (
+            Access::Left { transposed } | Access::Right { transposed },
+            FusedArg::Matrix { data, ld },
+        ) => Ok((data, ld, transposed)),
+        _ => Err(CpuError::Fused(format!(
+            "product operand {k} must be a matrix argument"
+        ))),
+    };
+    let product = contraction::Product {
+        a: operand(*a)?,
+        b: operand(*b)?,
+        depth,
+    };
+    let block_input = srcs.len();
+    let stores: Vec<Expr> = stores
+        .iter()
+        .map(|e| contraction::product_as_input(e, block_input))
+        .collect();
+    let reductions: Vec<kernel_ir::Reduction> = reductions
+        .iter()
+        .map(|r| kernel_ir::Reduction {
+            kind: r.kind,
+            expr: contraction::product_as_input(&r.expr, block_input),
+        })
+        .collect();
+    let slots = stores
+        .iter()
+        .chain(reductions.iter().map(|r| &r.expr))
+        .map(|e| slots_needed(e, 0))
+        .max()
+        .unwrap_or(1);
+    contraction::run(
+        &srcs,
+        product,
+        &stores,
+        &reductions,
+        (rows, cols, width),
+        outs,
+        slots,
+    )
 }
 
 /// Row reductions over zero columns: identities (Sum 0, Min +inf, Max -inf, ArgMin 0).
@@ -128,6 +229,7 @@ fn resolve_inputs<'a, T: Real>(
     spec: &KernelSpec,
     rows: usize,
     cols: usize,
+    depth: usize,
     args: &[FusedArg<'a, T>],
 ) -> Result<Vec<Source<'a, T>>, CpuError> {
     if args.len() != spec.inputs.len() {
@@ -177,10 +279,33 @@ fn resolve_inputs<'a, T: Real>(
                 check_vector(&name, v.len(), rows)?;
                 Source::Index(v)
             }
+            (Access::IndexRow, FusedArg::Index(v)) => {
+                check_vector(&name, v.len(), cols)?;
+                Source::IndexRow(v)
+            }
+            (Access::Left { transposed }, FusedArg::Matrix { data, ld }) => {
+                let (r, c) = if transposed {
+                    (depth, rows)
+                } else {
+                    (rows, depth)
+                };
+                check_matrix(&name, data.len(), r, c, ld)?;
+                Source::Operand
+            }
+            (Access::Right { transposed }, FusedArg::Matrix { data, ld }) => {
+                let (r, c) = if transposed {
+                    (cols, depth)
+                } else {
+                    (depth, cols)
+                };
+                check_matrix(&name, data.len(), r, c, ld)?;
+                Source::Operand
+            }
             (access, _) => {
                 return Err(CpuError::Fused(format!(
                     "{name} is accessed as {access:?} but the argument is {}; pass Matrix for \
-                     Matrix, Vector for Col/Row/Broadcast, Scalar for Scalar, Index for IndexCol",
+                     Matrix/Left/Right, Vector for Col/Row/Broadcast, Scalar for Scalar, Index \
+                     for IndexCol/IndexRow",
                     arg_kind(arg)
                 )))
             }
@@ -233,6 +358,7 @@ fn check_form(spec: &KernelSpec, cols: usize) -> Result<Vec<&Expr>, CpuError> {
                 .chain(reductions.iter().map(|r| &r.expr))
                 .collect()
         }
+        Form::Contraction { .. } => Vec::new(),
         Form::Cols { reductions } => {
             for (r, red) in reductions.iter().enumerate() {
                 if !matches!(
@@ -270,8 +396,7 @@ fn check_expr(spec: &KernelSpec, e: &Expr) -> Result<(), CpuError> {
 /// Checks the outputs against `spec.outputs()`.
 fn check_outputs<T: Real>(
     spec: &KernelSpec,
-    rows: usize,
-    cols: usize,
+    (rows, cols, width): (usize, usize, usize),
     outs: &[FusedOut<'_, T>],
 ) -> Result<(), CpuError> {
     let shapes = spec.outputs();
@@ -293,6 +418,14 @@ fn check_outputs<T: Real>(
             (OutputShape::Full, FusedOut::Values(v)) => (full, v.len()),
             (OutputShape::PerRow, FusedOut::Values(v)) => (rows, v.len()),
             (OutputShape::PerCol, FusedOut::Values(v)) => (cols, v.len()),
+            (OutputShape::PerRowWide, FusedOut::Values(v)) => {
+                let wide = rows.checked_mul(width).ok_or_else(|| CpuError::TooLarge {
+                    what: "rows * width".to_string(),
+                    value: usize::MAX,
+                    limit: usize::MAX,
+                })?;
+                (wide, v.len())
+            }
             (OutputShape::PerRowIndex, FusedOut::Indices(v)) => (rows, v.len()),
             (shape, _) => {
                 return Err(CpuError::Fused(format!(
@@ -317,8 +450,9 @@ fn check_picks<T: Real>(
     rows: usize,
     cols: usize,
 ) -> Result<(), CpuError> {
-    let Form::Rows { reductions, .. } = &spec.form else {
-        return Ok(());
+    let reductions = match &spec.form {
+        Form::Rows { reductions, .. } | Form::Contraction { reductions, .. } => reductions,
+        _ => return Ok(()),
     };
     for red in reductions {
         let ReduceKind::Pick { index_input } = red.kind else {

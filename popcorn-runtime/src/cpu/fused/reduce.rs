@@ -41,10 +41,14 @@ pub(super) enum RowAcc<T> {
 }
 
 impl<T: Real> RowAcc<T> {
-    /// The empty accumulator for `kind` (`Pick` is handled elsewhere and starts as a sum).
+    /// The empty accumulator for `kind` (`Pick`, `Dot` and `ByLabel` are handled elsewhere and
+    /// start as a sum).
     pub(super) fn new(kind: ReduceKind) -> Self {
         match kind {
-            ReduceKind::Sum | ReduceKind::Pick { .. } => RowAcc::Sum(T::zero()),
+            ReduceKind::Sum
+            | ReduceKind::Pick { .. }
+            | ReduceKind::Dot { .. }
+            | ReduceKind::ByLabel { .. } => RowAcc::Sum(T::zero()),
             ReduceKind::Min => RowAcc::Min(T::infinity()),
             ReduceKind::Max => RowAcc::Max(T::neg_infinity()),
             ReduceKind::ArgMin => RowAcc::ArgMin {

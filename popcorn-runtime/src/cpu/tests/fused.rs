@@ -9,7 +9,7 @@ use super::reference::*;
 
 /// Test-side data of one input, in f64.
 #[derive(Clone)]
-enum RefIn {
+pub(super) enum RefIn {
     Mat {
         data: Vec<f64>,
         ld: usize,
@@ -50,7 +50,7 @@ fn bool_f(x: bool) -> f64 {
 }
 
 /// Per-element reference, written independently of the interpreter.
-fn ref_eval(e: &Expr, ins: &[RefIn], i: usize, j: usize) -> f64 {
+pub(super) fn ref_eval(e: &Expr, ins: &[RefIn], i: usize, j: usize) -> f64 {
     match e {
         Expr::Input(k) => match &ins[*k] {
             RefIn::Mat { data, ld, trans } => at(data, *ld, *trans, i, j),
@@ -61,6 +61,7 @@ fn ref_eval(e: &Expr, ins: &[RefIn], i: usize, j: usize) -> f64 {
             RefIn::Broadcast(v) => v[0],
             RefIn::Index(_) => panic!("index read"),
         },
+        Expr::Product => panic!("a product outside a contraction"),
         Expr::Const(v) => *v,
         Expr::Unary(op, a) => {
             let x = ref_eval(a, ins, i, j);
@@ -164,6 +165,12 @@ fn make_inputs<T: Real>(
             Access::Scalar => RefIn::Scalar(T::from_f64(0.375).to_f64()),
             Access::Broadcast => RefIn::Broadcast(vec![T::from_f64(-0.625).to_f64(), f64::NAN]),
             Access::IndexCol => RefIn::Index((0..rows).map(|_| rng.below(cols) as u32).collect()),
+            Access::IndexRow | Access::Left { .. } | Access::Right { .. } => {
+                panic!(
+                    "{:?} belongs to contractions (tests/contraction.rs)",
+                    input.access
+                )
+            }
         })
         .collect()
 }

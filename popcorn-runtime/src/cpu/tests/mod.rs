@@ -1,6 +1,7 @@
 //! Tests of the CPU primitives against independent naive references.
 
 mod clusters;
+mod contraction;
 mod dense;
 mod fused;
 mod props;

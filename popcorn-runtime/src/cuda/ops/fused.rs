@@ -7,10 +7,11 @@ use super::{Io, StepCx};
 use crate::backend::{Arg, BufferInfo, ElemType};
 use crate::cuda::args::{check_buffer, kind};
 use crate::cuda::driver::{self, KernelArg};
-use crate::cuda::errors::invalid;
+use crate::cuda::errors::{driver_error, invalid};
 use crate::cuda::memory::DeviceAddress;
 use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
+use cudarc::driver::sys::CUfunction_attribute;
 use kernel_ir::{Access, OutputShape, ScalarType};
 use kernels_gen::LaunchShape;
 use kernels_gen::Param;
@@ -37,13 +38,35 @@ pub(crate) fn run(
         .kernels
         .function(&f.name, || kernels_gen::emit(&f.spec).source)?;
     let dims = match band {
-        None => shape.grid_block(f.rows as u64, f.cols as u64),
+        None => shape.grid_block_wide(f.rows as u64, f.cols as u64, f.width as u64),
         Some((r0, r1)) => shape.band_grid_block(f.rows as u64, r0 as u64, r1 as u64),
     };
+    if dims.2 > STATIC_SHARED_LIMIT {
+        // By-label bins beyond the default 48 KiB: opt in (the driver refuses what the device
+        // cannot hold, and the error names the kernel).
+        function
+            .set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                i32::try_from(dims.2).unwrap_or(i32::MAX),
+            )
+            .map_err(|e| {
+                driver_error(
+                    &format!(
+                        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = {}) for kernel {} \
+                         ({} by-label columns); plan with fewer clusters per contraction",
+                        dims.2, f.name, f.width
+                    ),
+                    e,
+                )
+            })?;
+    }
     // SAFETY: `kernel_args` built the arguments in the order of the kernel's parameters and
     // checked every buffer against what the kernel reads and writes over this space or band.
     unsafe { driver::launch(cx.stream, &function, &f.name, dims, &mut args) }
 }
+
+/// Dynamic shared memory a kernel may use without opting in.
+const STATIC_SHARED_LIMIT: u32 = 48 * 1024;
 
 /// The launch shape of a fused kernel, from kernels-gen (cached by kernel name; a name that
 /// is not its spec's is an error, checked once).
@@ -128,6 +151,8 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
             Param::Cols => KernelArg::size(cols)?,
             Param::BandStart => KernelArg::size(band_start)?,
             Param::BandEnd => KernelArg::size(band_end)?,
+            Param::Depth => KernelArg::size(step.depth)?,
+            Param::Width => KernelArg::size(step.width)?,
             Param::InputPtr(k) => {
                 let what = input_what(k);
                 let (buf, r, c) = dense_parts(&inputs[k], &what)?;
@@ -158,10 +183,27 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
                             }
                             r * c
                         }
+                        Access::Left { transposed } | Access::Right { transposed } => {
+                            let left = matches!(spec.inputs[k].access, Access::Left { .. });
+                            let outer = if left { rows } else { cols };
+                            let depth = step.depth;
+                            // Left: rows x depth (stored depth x rows transposed); right:
+                            // depth x cols (stored cols x depth transposed).
+                            let (need_r, need_c) = match (left, transposed) {
+                                (true, false) | (false, true) => (outer, depth),
+                                (true, true) | (false, false) => (depth, outer),
+                            };
+                            if depth > 0 && (r < need_r || c < need_c) {
+                                return Err(invalid(format!(
+                                    "{what} is {r} x {c} but the product reads {need_r} x {need_c}"
+                                )));
+                            }
+                            r * c
+                        }
                         Access::Col => rows,
                         Access::Row => cols,
                         Access::Broadcast => 1,
-                        Access::Scalar | Access::IndexCol => {
+                        Access::Scalar | Access::IndexCol | Access::IndexRow => {
                             return Err(invalid(format!(
                                 "{what}: a pointer parameter for a by-value input"
                             )))
@@ -194,7 +236,11 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
             Param::InputIndex(k) => match &inputs[k] {
                 Arg::Index { buf, len } => {
                     let what = input_what(k);
-                    let needed = if empty { 0 } else { rows };
+                    let per = match spec.inputs[k].access {
+                        Access::IndexRow => cols,
+                        _ => rows,
+                    };
+                    let needed = if empty { 0 } else { per };
                     if *len < needed {
                         return Err(invalid(format!(
                             "{what} has {len} entries but the kernel reads {needed}"
@@ -229,6 +275,7 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
                     OutputShape::PerRow => (rows, elem),
                     OutputShape::PerRowIndex => (rows, ElemType::U32),
                     OutputShape::PerCol => (cols, elem),
+                    OutputShape::PerRowWide => (rows * step.width, elem),
                 };
                 if len < needed {
                     return Err(invalid(format!(
@@ -267,6 +314,8 @@ mod tests {
             spec,
             rows,
             cols,
+            depth: 0,
+            width: 0,
         }
     }
 

@@ -1,0 +1,342 @@
+//! Fused contractions against the library product they replace, on one device.
+//!
+//! For each Lloyd shape `n x d` with `k` centroids it measures, in one run and after a warm-up
+//! (medians of CUDA-event times):
+//! - the ceilings at the same sizes: cuBLAS's `X * C^T` (`n x k`, inner `d`) in strict fp32
+//!   and in TF32;
+//! - the fused assignment alone (`argmin_rows(-2 X C^T + rownorms(C)^T)`, one contraction),
+//!   as a rate of `2 n k d` flops against those ceilings;
+//! - a whole Lloyd iteration (selection, centroid SpMM, assignment, the number of changed
+//!   labels read back to the host) with the product stored (library) and fused, strict and
+//!   TF32;
+//! - kernel smoothing (`K * y ./ sum_rows(K)`, Gaussian K of `n x m` never stored) fused.
+//!
+//! Prints a table and writes JSON (`--json`). The peers (flash-kmeans, PyTorch) are measured
+//! by `popcorn-bench/scripts/contraction_peers.py` in the same session.
+//!
+//! ```text
+//! bench_contractions [--lloyd 100000x128x1024,...] [--smooth 200000x16] [--reps 10] [--json F]
+//! ```
+
+use clap::Parser;
+use popcorn::dsl::ContractionPolicy;
+use popcorn::{Args, Context, DType, Outputs, PlannerConfig, Program, RuntimeError, Tensor};
+use serde::Serialize;
+use std::process::ExitCode;
+
+const PROGRAMS: &str = "
+fn product(X: Dense[n, d], C: Dense[k, d]) -> (P: Dense[n, k]) {
+    P = X * C^T;
+}
+fn assign(X: Dense[n, d], C: Dense[k, d]) -> (labels: Index[n]) {
+    labels = argmin_rows(-2 * X * C^T + rownorms(C)^T);
+}
+fn lloyd_iteration(X: Dense[n, d], labels: Index[n]) -> (new_labels: Index[n], changed: Scalar) {
+    V = selection(labels, k);
+    C = V * X;
+    D = -2 * X * C^T + rownorms(C)^T;
+    new_labels = argmin_rows(D);
+    changed = sum(new_labels != labels);
+}
+fn kernel_smoothing(X: Dense[n, d], Y: Dense[m, d], y: Col[m], gamma: Scalar) -> (s: Col[n]) {
+    K = exp(-gamma * max(rownorms(X) + rownorms(Y)^T - 2 * X * Y^T, 0));
+    s = K * y ./ sum_rows(K);
+}
+";
+
+#[derive(Parser)]
+#[command(about = "Fused contractions against library products")]
+struct Cli {
+    /// Lloyd shapes, `NxDxK` separated by commas.
+    #[arg(
+        long,
+        default_value = "100000x128x1024,1048576x128x1024,1048576x32x100"
+    )]
+    lloyd: String,
+    /// Kernel smoothing shape `NxD` (n = m query and training points).
+    #[arg(long, default_value = "200000x16")]
+    smooth: String,
+    /// Timed repetitions of each measurement (after one warm-up).
+    #[arg(long, default_value_t = 10)]
+    reps: usize,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+#[derive(Serialize)]
+struct LloydRow {
+    n: usize,
+    d: usize,
+    k: usize,
+    sgemm_ms: f64,
+    tf32_gemm_ms: f64,
+    fused_strict_assign_ms: f64,
+    fused_tf32_assign_ms: f64,
+    fused_strict_over_sgemm_rate: f64,
+    fused_tf32_over_tf32_gemm_rate: f64,
+    iteration_library_ms: f64,
+    iteration_library_tf32_ms: f64,
+    iteration_fused_strict_ms: f64,
+    iteration_fused_tf32_ms: f64,
+    strict_iteration_over_sgemm_flops: f64,
+}
+
+#[derive(Serialize)]
+struct SmoothRow {
+    n: usize,
+    d: usize,
+    fused_strict_ms: f64,
+    fused_tf32_ms: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    device: String,
+    lloyd: Vec<LloydRow>,
+    smoothing: Option<SmoothRow>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+    }
+}
+
+/// Uniform values in [0, 1) from a splitmix64 stream.
+fn uniform(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..len)
+        .map(|_| {
+            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect()
+}
+
+fn program(name: &str) -> Result<Program, String> {
+    Program::parse_all(PROGRAMS)
+        .map_err(|e| format!("{e:?}"))?
+        .into_iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| format!("no program {name}"))
+}
+
+/// `ctx` planning in f32 with TF32 allowed or not and the given contraction policy.
+fn configure(ctx: &mut Context, tf32: bool, contractions: ContractionPolicy) -> &Context {
+    ctx.set_config(PlannerConfig {
+        dtype: DType::F32,
+        tf32,
+        contractions,
+        ..PlannerConfig::default()
+    });
+    ctx
+}
+
+/// Median milliseconds of `reps` runs of `p` after one warm-up.
+fn time_program(
+    ctx: &Context,
+    p: &Program,
+    args: &Args<'_>,
+    reps: usize,
+) -> Result<f64, RuntimeError> {
+    let mut out = Outputs::default();
+    ctx.run_into(p, args, &mut out)?;
+    ctx.synchronize()?;
+    let mut ms = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let ((), t) = ctx.time(|| ctx.run_into(p, args, &mut out))?;
+        ms.push(t);
+    }
+    Ok(median(ms))
+}
+
+/// Median milliseconds of one Lloyd iteration, labels fed back and `changed` read each time.
+fn time_iterations(
+    ctx: &Context,
+    p: &Program,
+    x: &Tensor,
+    k: usize,
+    n: usize,
+    reps: usize,
+) -> Result<f64, RuntimeError> {
+    let mut labels = ctx.index(&(0..n).map(|i| (i % k) as u32).collect::<Vec<_>>())?;
+    let mut out = Outputs::default();
+    let mut ms = Vec::new();
+    for it in 0..reps + 1 {
+        let args = Args::new()
+            .tensor("X", x)
+            .tensor("labels", &labels)
+            .dim("k", k);
+        let ((), t) = ctx.time(|| {
+            ctx.run_into(p, &args, &mut out)?;
+            out.scalar("changed").map(|_| ())
+        })?;
+        if it > 0 {
+            ms.push(t);
+        }
+        let next = out.take("new_labels")?;
+        out.insert("new_labels", std::mem::replace(&mut labels, next));
+    }
+    Ok(median(ms))
+}
+
+fn lloyd_row(
+    ctx: &mut Context,
+    (n, d, k): (usize, usize, usize),
+    reps: usize,
+) -> Result<LloydRow, String> {
+    let e = |e: RuntimeError| e.to_string();
+    let x = ctx.dense_f32(n, d, &uniform(n * d, 1)).map_err(e)?;
+    let c = ctx.dense_f32(k, d, &uniform(k * d, 2)).map_err(e)?;
+    let args = Args::new().tensor("X", &x).tensor("C", &c);
+    let product = program("product")?;
+    let assign = program("assign")?;
+    let iteration = program("lloyd_iteration")?;
+    use ContractionPolicy::{Always, Never};
+    let sgemm_ms = time_program(configure(ctx, false, Never), &product, &args, reps).map_err(e)?;
+    let tf32_gemm_ms =
+        time_program(configure(ctx, true, Never), &product, &args, reps).map_err(e)?;
+    let fused_strict_assign_ms =
+        time_program(configure(ctx, false, Always), &assign, &args, reps).map_err(e)?;
+    let fused_tf32_assign_ms =
+        time_program(configure(ctx, true, Always), &assign, &args, reps).map_err(e)?;
+    let mut it = |tf32, policy| {
+        time_iterations(configure(ctx, tf32, policy), &iteration, &x, k, n, reps).map_err(e)
+    };
+    let iteration_library_ms = it(false, Never)?;
+    let iteration_library_tf32_ms = it(true, Never)?;
+    let iteration_fused_strict_ms = it(false, Always)?;
+    let iteration_fused_tf32_ms = it(true, Always)?;
+    Ok(LloydRow {
+        n,
+        d,
+        k,
+        sgemm_ms,
+        tf32_gemm_ms,
+        fused_strict_assign_ms,
+        fused_tf32_assign_ms,
+        fused_strict_over_sgemm_rate: sgemm_ms / fused_strict_assign_ms,
+        fused_tf32_over_tf32_gemm_rate: tf32_gemm_ms / fused_tf32_assign_ms,
+        iteration_library_ms,
+        iteration_library_tf32_ms,
+        iteration_fused_strict_ms,
+        iteration_fused_tf32_ms,
+        strict_iteration_over_sgemm_flops: iteration_fused_strict_ms / sgemm_ms,
+    })
+}
+
+fn smooth_row(ctx: &mut Context, (n, d): (usize, usize), reps: usize) -> Result<SmoothRow, String> {
+    let e = |e: RuntimeError| e.to_string();
+    let x = ctx.dense_f32(n, d, &uniform(n * d, 3)).map_err(e)?;
+    let y = ctx.dense_f32(n, d, &uniform(n * d, 4)).map_err(e)?;
+    let t = ctx.dense_f32(n, 1, &uniform(n, 5)).map_err(e)?;
+    let args = Args::new()
+        .tensor("X", &x)
+        .tensor("Y", &y)
+        .tensor("y", &t)
+        .scalar("gamma", 0.5);
+    let p = program("kernel_smoothing")?;
+    let fused_strict_ms = time_program(
+        configure(ctx, false, ContractionPolicy::Always),
+        &p,
+        &args,
+        reps,
+    )
+    .map_err(e)?;
+    let fused_tf32_ms = time_program(
+        configure(ctx, true, ContractionPolicy::Always),
+        &p,
+        &args,
+        reps,
+    )
+    .map_err(e)?;
+    Ok(SmoothRow {
+        n,
+        d,
+        fused_strict_ms,
+        fused_tf32_ms,
+    })
+}
+
+fn parse_dims(s: &str) -> Result<Vec<usize>, String> {
+    s.split('x')
+        .map(|v| v.trim().parse().map_err(|_| format!("`{s}` is not NxDxK")))
+        .collect()
+}
+
+fn run(cli: &Cli) -> Result<(), String> {
+    let mut ctx = Context::from_env().map_err(|e| e.to_string())?;
+    let mut report = Report {
+        device: ctx.describe(),
+        lloyd: Vec::new(),
+        smoothing: None,
+    };
+    println!("device: {}", report.device);
+    println!(
+        "{:>9} {:>4} {:>5} | {:>8} {:>8} | {:>8} {:>8} {:>6} {:>6} | {:>8} {:>8} {:>8} {:>8}",
+        "n",
+        "d",
+        "k",
+        "sgemm",
+        "tf32gemm",
+        "fusedS",
+        "fusedT",
+        "S/sg",
+        "T/tf",
+        "it.lib",
+        "it.libT",
+        "it.fusS",
+        "it.fusT"
+    );
+    for shape in cli.lloyd.split(',').filter(|s| !s.trim().is_empty()) {
+        let v = parse_dims(shape)?;
+        let [n, d, k] = v[..] else {
+            return Err(format!("`{shape}` is not NxDxK"));
+        };
+        let r = lloyd_row(&mut ctx, (n, d, k), cli.reps)?;
+        println!(
+            "{:>9} {:>4} {:>5} | {:>8.3} {:>8.3} | {:>8.3} {:>8.3} {:>6.2} {:>6.2} | {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
+            r.n, r.d, r.k, r.sgemm_ms, r.tf32_gemm_ms, r.fused_strict_assign_ms,
+            r.fused_tf32_assign_ms, r.fused_strict_over_sgemm_rate,
+            r.fused_tf32_over_tf32_gemm_rate, r.iteration_library_ms,
+            r.iteration_library_tf32_ms, r.iteration_fused_strict_ms, r.iteration_fused_tf32_ms
+        );
+        report.lloyd.push(r);
+    }
+    if !cli.smooth.trim().is_empty() {
+        let v = parse_dims(&cli.smooth)?;
+        let [n, d] = v[..] else {
+            return Err(format!("`{}` is not NxD", cli.smooth));
+        };
+        let r = smooth_row(&mut ctx, (n, d), cli.reps)?;
+        println!(
+            "kernel smoothing n = m = {n}, d = {d}: fused strict {:.3} ms, fused tf32 {:.3} ms",
+            r.fused_strict_ms, r.fused_tf32_ms
+        );
+        report.smoothing = Some(r);
+    }
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    println!("{json}");
+    if let Some(path) = &cli.json {
+        std::fs::write(path, &json).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench_contractions: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
