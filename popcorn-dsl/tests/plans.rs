@@ -452,3 +452,127 @@ fn cpu_plans_use_one_library_syrk_and_run_steps_in_order() {
     assert_eq!(cpu.target, Target::cpu(2));
     assert_eq!(cpu.validate(), Ok(()));
 }
+
+/// Plans `name` from `file` (in `examples/programs/`) for the reference GPU.
+fn plan_from(file: &str, name: &str, dims: &[(&str, usize)], config: &PlannerConfig) -> Plan {
+    let path = format!("{}/../examples/programs/{file}", env!("CARGO_MANIFEST_DIR"));
+    let src = std::fs::read_to_string(&path).expect("program file");
+    let p = Program::parse_all(&src)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .find(|p| p.name == name)
+        .expect("program");
+    let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    plan(
+        &p,
+        &dims,
+        config,
+        &Target::reference_gpu(),
+        &BTreeMap::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn contractions(policy: popcorn_dsl::ContractionPolicy) -> PlannerConfig {
+    PlannerConfig {
+        contractions: policy,
+        ..PlannerConfig::default()
+    }
+}
+
+#[test]
+fn lloyd_distances_become_one_contraction_in_place_of_a_gemm_and_a_row_kernel() {
+    use popcorn_dsl::ContractionPolicy::{Always, Never};
+    let dims = [("n", 100_000), ("k", 1024), ("d", 128)];
+    let stored = plan_from(
+        "lloyd_kmeans.pop",
+        "lloyd_step",
+        &dims,
+        &contractions(Never),
+    );
+    let names = ops(&stored);
+    assert!(names.contains(&"gemm".to_string()), "{stored}");
+    assert!(!names.contains(&"contraction".to_string()), "{stored}");
+    let fused = plan_from(
+        "lloyd_kmeans.pop",
+        "lloyd_step",
+        &dims,
+        &contractions(Always),
+    );
+    let names = ops(&fused);
+    assert!(!names.contains(&"gemm".to_string()), "{fused}");
+    assert_eq!(
+        names.iter().filter(|n| *n == "contraction").count(),
+        1,
+        "{fused}"
+    );
+    let step = fused
+        .steps
+        .iter()
+        .find(|s| s.op_name() == "contraction")
+        .expect("contraction step");
+    let StepOp::Fused(f) = &step.op else {
+        panic!("not a generated kernel")
+    };
+    let Form::Contraction { reductions, .. } = &f.spec.form else {
+        panic!("not a contraction")
+    };
+    assert_eq!((f.rows, f.cols, f.depth), (100_000, 1024, 128));
+    assert!(reductions.iter().any(|r| r.kind == ReduceKind::ArgMin));
+    // The n x k distances are never a buffer: the workspace shrinks by at least 4 n k bytes.
+    assert!(
+        stored.workspace_bytes() >= fused.workspace_bytes() + 4 * 100_000 * 1024,
+        "{stored}\n{fused}"
+    );
+}
+
+#[test]
+fn kernel_smoothing_never_stores_its_kernel_matrix() {
+    let n = 200_000;
+    let p = plan_from(
+        "kernel_smoothing.pop",
+        "kernel_smoothing",
+        &[("n", n), ("m", n), ("d", 16)],
+        &PlannerConfig::default(),
+    );
+    let contraction = p
+        .steps
+        .iter()
+        .find_map(|s| match &s.op {
+            StepOp::Fused(f) => match &f.spec.form {
+                Form::Contraction { reductions, .. } => Some(reductions.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no contraction:\n{p}"));
+    let kinds: Vec<_> = contraction.iter().map(|r| r.kind).collect();
+    assert!(kinds.contains(&ReduceKind::Sum), "{kinds:?}");
+    assert!(
+        kinds.iter().any(|k| matches!(k, ReduceKind::Dot { .. })),
+        "{kinds:?}"
+    );
+    // Nothing of n x m size: a few vectors of n.
+    assert!(p.workspace_bytes() < 64 * n, "{p}");
+}
+
+#[test]
+fn fused_prediction_sums_the_cross_kernel_by_label() {
+    let p = plan_from(
+        "kernel_kmeans.pop",
+        "kkmeans_predict_gaussian",
+        &[("n", 50_000), ("m", 10_000), ("d", 32), ("k", 100)],
+        &contractions(popcorn_dsl::ContractionPolicy::Always),
+    );
+    let by_label = p.steps.iter().any(|s| match &s.op {
+        StepOp::Fused(f) => match &f.spec.form {
+            Form::Contraction { reductions, .. } => reductions
+                .iter()
+                .any(|r| matches!(r.kind, ReduceKind::ByLabel { .. })),
+            _ => false,
+        },
+        _ => false,
+    });
+    assert!(by_label, "{p}");
+    assert!(p.workspace_bytes() < 4 * 10_000 * 50_000, "{p}");
+}
