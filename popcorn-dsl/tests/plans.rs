@@ -16,19 +16,7 @@ fn programs() -> Vec<Program> {
 }
 
 fn plan_of(name: &str, dims: &[(&str, usize)], config: &PlannerConfig) -> Plan {
-    let p = programs()
-        .into_iter()
-        .find(|p| p.name == name)
-        .expect("program");
-    let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    plan(
-        &p,
-        &dims,
-        config,
-        &Target::reference_gpu(),
-        &BTreeMap::new(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
+    plan_from("kernel_kmeans.pop", name, dims, config)
 }
 
 fn ops(plan: &Plan) -> Vec<String> {

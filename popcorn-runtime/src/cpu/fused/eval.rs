@@ -209,17 +209,7 @@ fn load<'a, T: Real>(src: Source<'a, T>, t: Tile, out: &mut [T]) -> Val<'a, T> {
                 Val::Slot
             }
         }
-        Source::Matrix { data, ld } => {
-            let start = t.r0 * ld + t.j0;
-            if t.nr == 1 || ld == t.w {
-                Val::Borrowed(&data[start..start + t.len()])
-            } else {
-                for (q, row) in out.chunks_exact_mut(t.w).enumerate() {
-                    row.copy_from_slice(&data[start + q * ld..start + q * ld + t.w]);
-                }
-                Val::Slot
-            }
-        }
+        Source::Matrix { data, ld } => rows_of(data, t.r0 * ld + t.j0, ld, t, out),
         Source::MatrixT { data, ld } => {
             // Stored column `j` of the tile is contiguous over the tile's rows.
             for jj in 0..t.w {
@@ -252,15 +242,7 @@ fn load<'a, T: Real>(src: Source<'a, T>, t: Tile, out: &mut [T]) -> Val<'a, T> {
         }
         Source::Operand => Val::Uniform(T::nan()),
         Source::Block { data, ld, r0, j0 } => {
-            let start = (t.r0 - r0) * ld + (t.j0 - j0);
-            if t.nr == 1 || ld == t.w {
-                Val::Borrowed(&data[start..start + t.len()])
-            } else {
-                for (q, row) in out.chunks_exact_mut(t.w).enumerate() {
-                    row.copy_from_slice(&data[start + q * ld..start + q * ld + t.w]);
-                }
-                Val::Slot
-            }
+            rows_of(data, (t.r0 - r0) * ld + (t.j0 - j0), ld, t, out)
         }
         // An index vector read as a value: the index, as a number, broadcast along the row.
         Source::Index(v) => {
@@ -273,6 +255,25 @@ fn load<'a, T: Real>(src: Source<'a, T>, t: Tile, out: &mut [T]) -> Val<'a, T> {
                 Val::Slot
             }
         }
+    }
+}
+
+/// The tile's rows of a row-major matrix whose element for the tile's first one is
+/// `data[start]`: borrowed where they are contiguous, else copied into `out`.
+fn rows_of<'a, T: Real>(
+    data: &'a [T],
+    start: usize,
+    ld: usize,
+    t: Tile,
+    out: &mut [T],
+) -> Val<'a, T> {
+    if t.nr == 1 || ld == t.w {
+        Val::Borrowed(&data[start..start + t.len()])
+    } else {
+        for (q, row) in out.chunks_exact_mut(t.w).enumerate() {
+            row.copy_from_slice(&data[start + q * ld..start + q * ld + t.w]);
+        }
+        Val::Slot
     }
 }
 
