@@ -1,7 +1,8 @@
 //! The CUDA emitter: CUDA C for popcorn's kernels, from the target-neutral kernel IR.
 //!
-//! The planner describes each fused group of element-wise maps, broadcasts and reductions as a
-//! [`kernel_ir::KernelSpec`]; the CUDA backend calls [`emit()`] to turn a spec into
+//! The planner describes each fused group of element-wise maps, broadcasts and reductions, and
+//! each contraction (a matrix product computed tile by tile with its epilogue and row
+//! reductions, see `emit::contraction`), as a [`kernel_ir::KernelSpec`]; the CUDA backend calls [`emit()`] to turn a spec into
 //! deterministic CUDA C that NVRTC compiles without any `#include`, together with its
 //! [`LaunchShape`] (as data: [`launch_shape`] gives it without generating the text) and the
 //! order of its parameters ([`params()`]). The [`builtins`] module holds the fixed kernels the

@@ -1,7 +1,8 @@
 //! CUDA C generation for a [`KernelSpec`].
 //!
-//! [`emit`] produces one `extern "C" __global__` kernel per spec from one of three templates
-//! ([`Form::Map`], [`Form::Rows`], [`Form::Cols`]; see the `map`, `rows` and `cols` modules).
+//! [`emit`] produces one `extern "C" __global__` kernel per spec from one of four templates
+//! ([`Form::Map`], [`Form::Rows`], [`Form::Cols`], [`Form::Contraction`]; see the `map`,
+//! `rows`, `cols` and `contraction` modules).
 //! The source compiles with NVRTC without any `#include`.
 //!
 //! # Source layout and naming
