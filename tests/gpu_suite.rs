@@ -722,8 +722,10 @@ fn contractions_match_the_cpu() {
     }
     let mut rng = SplitMix64::new(seed());
     let programs = Program::parse_all(CONTRACTION_PROGRAMS).unwrap_or_else(|e| panic!("{e:?}"));
-    // (n, m, k, d): ones, odd sizes, non-multiples of the 64 x 64 tiles and of the 16-deep
-    // slices, k from 1 to 4096.
+    // (n, m, k, d): ones, odd sizes, non-multiples of the 64 x 64 and 256 x 128 tiles and of
+    // the 16- and 32-deep slices, k from 1 to 4096; depths whose rows are not 16-byte
+    // multiples (4-byte copies), and more blocks of 256 rows than multiprocessors with a
+    // depth too large to stay resident in shared memory (streamed chunks).
     let shapes = [
         (1, 1, 1, 1),
         (3, 5, 2, 7),
@@ -731,6 +733,8 @@ fn contractions_match_the_cpu() {
         (1000, 333, 1, 5),
         (700, 1000, 4096, 16),
         (2048, 300, 256, 128),
+        (600, 10, 300, 161),
+        (40_000, 70, 130, 200),
     ];
     for &(n, m, k, d) in &shapes {
         let dims = BTreeMap::from([("n", n), ("m", m), ("k", k), ("d", d)]);

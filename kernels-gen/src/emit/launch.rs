@@ -31,6 +31,21 @@ pub const CONTRACTION_BLOCK_COLS: u32 = 64;
 /// Threads per block of [`LaunchShape::RowBlocks`] kernels (four warps).
 pub const CONTRACTION_THREADS: u32 = 128;
 
+/// Rows per block of [`LaunchShape::Pipelined`] kernels (4 warps of 64 rows).
+pub const PIPELINE_BLOCK_ROWS: u32 = 256;
+/// Threads per block of [`LaunchShape::Pipelined`] kernels (eight warps, 4 x 2).
+pub const PIPELINE_THREADS: u32 = 256;
+/// Warps along the columns of a [`LaunchShape::Pipelined`] tile (each 64 columns).
+pub const PIPELINE_COLUMN_WARPS: u32 = 2;
+/// Depth (elements) of one staged chunk of [`LaunchShape::Pipelined`] kernels.
+pub const PIPELINE_DEPTH_CHUNK: u32 = 32;
+/// Slots of the `cp.async` ring of [`LaunchShape::Pipelined`] kernels.
+pub const PIPELINE_STAGES: u32 = 3;
+/// Bytes of one staged chunk of the left operand (256 rows x 32 floats).
+pub const PIPELINE_A_CHUNK_BYTES: u32 = PIPELINE_BLOCK_ROWS * PIPELINE_DEPTH_CHUNK * 4;
+/// Bytes of one staged chunk of the right operand (128 columns x 32 floats).
+pub const PIPELINE_B_CHUNK_BYTES: u32 = 128 * PIPELINE_DEPTH_CHUNK * 4;
+
 /// Threads per block of [`LaunchShape::Linear`] kernels.
 pub const LINEAR_BLOCK_THREADS: u32 = 256;
 /// Warps per block of [`LaunchShape::WarpPerRow`] kernels.
@@ -116,6 +131,29 @@ pub enum LaunchShape {
         /// number of by-label reductions (0 without one).
         bin_bytes: u32,
     },
+    /// Pipelined contractions: blocks of `threads` threads, each `block_rows` rows at a time
+    /// across all columns, on a persistent grid (at most one block per multiprocessor, grid-
+    /// stride over blocks of rows). Dynamic shared memory holds `stages` chunks of the right
+    /// operand, the left operand's chunks (`max(ceil(depth / depth_chunk), stages)` of them
+    /// when the whole depth of a block's rows fits, so they are read once per block of rows;
+    /// `stages` otherwise) and `exchange_bytes` for merging the rows' partials. See
+    /// [`LaunchShape::pipelined_grid_block`].
+    Pipelined {
+        /// Rows per block.
+        block_rows: u32,
+        /// Threads per block.
+        threads: u32,
+        /// Depth of one staged chunk (elements).
+        depth_chunk: u32,
+        /// Slots of the staging ring.
+        stages: u32,
+        /// Bytes of one staged chunk of the left operand.
+        a_chunk_bytes: u32,
+        /// Bytes of one staged chunk of the right operand.
+        b_chunk_bytes: u32,
+        /// Bytes of the row exchange.
+        exchange_bytes: u32,
+    },
 }
 
 /// Number of blocks of `per_block` work items needed for `work` items, at least 1 (a launch
@@ -156,7 +194,82 @@ impl LaunchShape {
                 ((grid, 1, 1), (width, block_threads / width, 1), shared)
             }
             LaunchShape::RowBlocks { .. } => self.grid_block_wide(rows, cols, 0),
+            LaunchShape::Pipelined {
+                block_rows,
+                threads,
+                ..
+            } => {
+                // Without the device's figures: one block per block of rows, the streaming
+                // shared-memory plan (always valid; the kernel grid-strides).
+                let grid = blocks_for(rows, u64::from(block_rows));
+                (
+                    (grid, 1, 1),
+                    (threads, 1, 1),
+                    self.pipelined_shared_bytes(0, false),
+                )
+            }
         }
+    }
+
+    /// Dynamic shared bytes of a [`LaunchShape::Pipelined`] launch over `depth`: with the left
+    /// operand resident (`max(ceil(depth / depth_chunk), stages)` chunks of it) or streamed
+    /// (`stages` chunks). Zero for other shapes.
+    pub fn pipelined_shared_bytes(&self, depth: u64, resident: bool) -> u32 {
+        let LaunchShape::Pipelined {
+            depth_chunk,
+            stages,
+            a_chunk_bytes,
+            b_chunk_bytes,
+            exchange_bytes,
+            ..
+        } = *self
+        else {
+            return 0;
+        };
+        let a_chunks = if resident {
+            depth
+                .div_ceil(u64::from(depth_chunk.max(1)))
+                .max(u64::from(stages))
+        } else {
+            u64::from(stages)
+        };
+        let bytes = a_chunks
+            .saturating_mul(u64::from(a_chunk_bytes))
+            .saturating_add(u64::from(stages) * u64::from(b_chunk_bytes))
+            .saturating_add(u64::from(exchange_bytes));
+        u32::try_from(bytes).unwrap_or(u32::MAX)
+    }
+
+    /// Grid, block and dynamic shared bytes of a [`LaunchShape::Pipelined`] launch on a device
+    /// with `multiprocessors` and `shared_limit` bytes of shared memory a block may opt in
+    /// to: at most one block per multiprocessor, the left operand resident when it fits.
+    /// `Err(bytes)` when even the streaming plan needs more than the device has. Other shapes
+    /// get [`LaunchShape::grid_block`].
+    pub fn pipelined_grid_block(
+        &self,
+        (rows, cols, depth): (u64, u64, u64),
+        multiprocessors: u32,
+        shared_limit: u32,
+    ) -> Result<LaunchDims, u32> {
+        let LaunchShape::Pipelined {
+            block_rows,
+            threads,
+            ..
+        } = *self
+        else {
+            return Ok(self.grid_block(rows, cols));
+        };
+        let resident = self.pipelined_shared_bytes(depth, true);
+        let streaming = self.pipelined_shared_bytes(depth, false);
+        let shared = if resident <= shared_limit {
+            resident
+        } else if streaming <= shared_limit {
+            streaming
+        } else {
+            return Err(streaming);
+        };
+        let grid = blocks_for(rows, u64::from(block_rows)).min(multiprocessors.max(1));
+        Ok(((grid, 1, 1), (threads, 1, 1), shared))
     }
 
     /// Like [`LaunchShape::grid_block`], for by-label outputs `width` columns wide: a
@@ -204,6 +317,16 @@ impl LaunchShape {
         ((blocks_for(slots, 1), 1, 1), (32, block_rows, 1), 0)
     }
 
+    /// The minimum resident blocks per multiprocessor the kernel's `__launch_bounds__` asks
+    /// for: `Some(1)` for pipelined contractions (which may then use up to 255 registers a
+    /// thread), none otherwise.
+    pub fn min_blocks_per_multiprocessor(&self) -> Option<u32> {
+        match self {
+            LaunchShape::Pipelined { .. } => Some(1),
+            _ => None,
+        }
+    }
+
     /// Threads per block, the value of the kernel's `__launch_bounds__`.
     pub fn threads_per_block(&self) -> u32 {
         match *self {
@@ -212,6 +335,7 @@ impl LaunchShape {
             LaunchShape::TilePairs { block_rows, .. } => 32 * block_rows,
             LaunchShape::ColumnGroups { block_threads, .. } => block_threads,
             LaunchShape::RowBlocks { threads, .. } => threads,
+            LaunchShape::Pipelined { threads, .. } => threads,
         }
     }
 
@@ -242,6 +366,21 @@ impl LaunchShape {
                  per block (32 down to 1 for few columns), grid-stride over column groups, \
                  {} bytes of dynamic shared memory",
                 block_threads * elem_bytes
+            ),
+            LaunchShape::Pipelined {
+                block_rows,
+                threads,
+                depth_chunk,
+                stages,
+                a_chunk_bytes,
+                b_chunk_bytes,
+                exchange_bytes,
+            } => format!(
+                "1-D blocks of {threads} threads, each block {block_rows} rows at a time across \
+                 all columns, at most one block per multiprocessor (grid-stride over blocks of \
+                 rows); dynamic shared memory: {stages} x {b_chunk_bytes} bytes of right operand, \
+                 {a_chunk_bytes} bytes per {depth_chunk}-deep chunk of left operand (all chunks \
+                 of the depth when they fit, else {stages}), {exchange_bytes} bytes of row exchange"
             ),
             LaunchShape::RowBlocks {
                 block_rows,

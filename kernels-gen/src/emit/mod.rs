@@ -49,7 +49,9 @@ pub use launch::{
     blocks_for, column_group_width, LaunchDims, LaunchShape, COLUMN_BLOCK_THREADS,
     COLUMN_TARGET_BLOCKS, CONTRACTION_BLOCK_COLS, CONTRACTION_BLOCK_ROWS, CONTRACTION_THREADS,
     LINEAR_BLOCK_THREADS, MAX_COLUMN_GROUP_WIDTH, MAX_GRID_BLOCKS, PAIR_BLOCK_ROWS, PAIR_GROUP,
-    PAIR_TILE, ROW_WARPS_PER_BLOCK,
+    PAIR_TILE, PIPELINE_A_CHUNK_BYTES, PIPELINE_BLOCK_ROWS, PIPELINE_B_CHUNK_BYTES,
+    PIPELINE_COLUMN_WARPS, PIPELINE_DEPTH_CHUNK, PIPELINE_STAGES, PIPELINE_THREADS,
+    ROW_WARPS_PER_BLOCK,
 };
 
 pub(crate) use expr::prelude;
@@ -78,34 +80,36 @@ pub struct GeneratedKernel {
 pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
     let name = spec.name();
     let launch = launch_shape(spec);
-    let statements = match &spec.form {
-        Form::Map { outputs } => map::body(spec, outputs),
-        Form::Rows { stores, reductions } => rows::body(spec, stores, reductions),
-        Form::Cols { reductions } => cols::body(spec, reductions),
+    let (preamble, statements) = match &spec.form {
+        Form::Map { outputs } => (String::new(), map::body(spec, outputs)),
+        Form::Rows { stores, reductions } => (String::new(), rows::body(spec, stores, reductions)),
+        Form::Cols { reductions } => (String::new(), cols::body(spec, reductions)),
         Form::Contraction {
             a,
             b,
             precision,
             stores,
             reductions,
-        } => contraction::body(spec, (*a, *b), *precision, stores, reductions),
+        } => {
+            let parts = contraction::parts(spec, (*a, *b), *precision, stores, reductions);
+            (parts.preamble, parts.statements)
+        }
     };
 
     let mut kernel = prelude(spec.dtype);
-    if let Form::Contraction { precision, .. } = &spec.form {
-        if contraction::uses_tensor_cores(spec, *precision) {
-            kernel.push_str(contraction::TF32_HELPER);
-        }
-    }
+    kernel.push_str(&preamble);
     for problem in spec.problems() {
         kernel.push_str(&format!(
             "#error \"{}\"\n",
             c_string_text(&problem.to_string())
         ));
     }
+    let bounds = match launch.min_blocks_per_multiprocessor() {
+        Some(blocks) => format!("{}, {blocks}", launch.threads_per_block()),
+        None => launch.threads_per_block().to_string(),
+    };
     kernel.push_str(&format!(
-        "extern \"C\" __global__ void __launch_bounds__({}) {name}(\n",
-        launch.threads_per_block()
+        "extern \"C\" __global__ void __launch_bounds__({bounds}) {name}(\n"
     ));
     let params: Vec<String> = params(spec)
         .iter()

@@ -37,13 +37,28 @@ pub(crate) fn run(
         .device
         .kernels
         .function(&f.name, || kernels_gen::emit(&f.spec).source)?;
-    let dims = match band {
-        None => shape.grid_block_wide(f.rows as u64, f.cols as u64, f.width as u64),
-        Some((r0, r1)) => shape.band_grid_block(f.rows as u64, r0 as u64, r1 as u64),
+    let limits = &cx.device.limits;
+    let dims = match (band, shape) {
+        (None, LaunchShape::Pipelined { .. }) => shape
+            .pipelined_grid_block(
+                (f.rows as u64, f.cols as u64, f.depth as u64),
+                limits.multiprocessors,
+                limits.shared_bytes_per_block_optin,
+            )
+            .map_err(|needed| {
+                invalid(format!(
+                    "kernel {} (a pipelined contraction) needs {needed} bytes of shared memory \
+                     per block and this device allows {}; plan without fused contractions \
+                     (POPCORN_CONTRACTIONS=never) on this device",
+                    f.name, limits.shared_bytes_per_block_optin
+                ))
+            })?,
+        (None, _) => shape.grid_block_wide(f.rows as u64, f.cols as u64, f.width as u64),
+        (Some((r0, r1)), _) => shape.band_grid_block(f.rows as u64, r0 as u64, r1 as u64),
     };
     if dims.2 > STATIC_SHARED_LIMIT {
-        // By-label bins beyond the default 48 KiB: opt in (the driver refuses what the device
-        // cannot hold, and the error names the kernel).
+        // Beyond the default 48 KiB (by-label bins, pipelined staging): opt in (the driver
+        // refuses what the device cannot hold, and the error names the kernel).
         function
             .set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -53,8 +68,9 @@ pub(crate) fn run(
                 driver_error(
                     &format!(
                         "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = {}) for kernel {} \
-                         ({} by-label columns); plan with fewer clusters per contraction",
-                        dims.2, f.name, f.width
+                         ({} by-label columns, depth {}); plan with fewer clusters per \
+                         contraction, or without fused contractions (POPCORN_CONTRACTIONS=never)",
+                        dims.2, f.name, f.width, f.depth
                     ),
                     e,
                 )

@@ -1,6 +1,5 @@
-//! The contraction template ([`Form::Contraction`](kernel_ir::Form::Contraction)): a matrix
-//! product computed tile by tile with its epilogue and row reductions, the product never
-//! written.
+//! The tiled contraction template: the general one (any operand orientation, `float` or
+//! `double`, sums by label).
 //!
 //! # Work division
 //! A block of 128 threads owns 64 rows of the space at a time (grid-stride over blocks of rows)
@@ -28,12 +27,13 @@
 //! atomic add (labels at or beyond `width` are skipped) and the block writes its rows' bins
 //! at the end, so sums by label come in no fixed order.
 
-use super::expr::{inf_macro, nan_macro, ElementScope};
-use super::launch::{
+use super::super::expr::ElementScope;
+use super::super::launch::{
     LaunchShape, CONTRACTION_BLOCK_COLS, CONTRACTION_BLOCK_ROWS, CONTRACTION_THREADS,
 };
+use super::{combine, fold, identity, Parts};
 use crate::params::CType;
-use kernel_ir::{Access, Expr, KernelSpec, Precision, ReduceKind, Reduction, ScalarType};
+use kernel_ir::{Access, Expr, KernelSpec, ReduceKind, Reduction, ScalarType};
 
 /// Padded row length of the staged slices (elements): 72 puts the rows of a tensor-core
 /// fragment 8 banks apart.
@@ -106,21 +106,33 @@ const TENSOR: Layout = Layout {
     groups: 8,
 };
 
-/// Whether the kernel runs on tensor cores.
-pub(crate) fn uses_tensor_cores(spec: &KernelSpec, precision: Precision) -> bool {
-    precision == Precision::Tf32 && spec.dtype == ScalarType::F32
+/// The template text: the TF32 rounding helper for tensor cores, and the statements.
+pub(crate) fn parts(
+    spec: &KernelSpec,
+    operands: (usize, usize),
+    tensor: bool,
+    stores: &[Expr],
+    reductions: &[Reduction],
+) -> Parts {
+    Parts {
+        preamble: if tensor {
+            TF32_HELPER.to_string()
+        } else {
+            String::new()
+        },
+        statements: body(spec, operands, tensor, stores, reductions),
+    }
 }
 
 /// The statements of a contraction kernel's body.
-pub(crate) fn body(
+fn body(
     spec: &KernelSpec,
     (a, b): (usize, usize),
-    precision: Precision,
+    tensor: bool,
     stores: &[Expr],
     reductions: &[Reduction],
 ) -> String {
     let t = spec.dtype.c_name();
-    let tensor = uses_tensor_cores(spec, precision);
     let layout = if tensor { &TENSOR } else { &STRICT };
     let bk = match spec.dtype {
         ScalarType::F32 => 16,
@@ -212,16 +224,10 @@ pub(crate) fn body(
 /// Declarations of the per-row partials of the non-by-label reductions.
 fn partial_init(spec: &KernelSpec, partials: &[(usize, &Reduction)], slots: u32) -> String {
     let t = spec.dtype.c_name();
-    let inf = inf_macro(spec.dtype);
-    let nan = nan_macro(spec.dtype);
     let mut s = String::new();
     for &(k, r) in partials {
-        let init = match r.kind {
-            ReduceKind::Sum | ReduceKind::Dot { .. } => format!("({t})0"),
-            ReduceKind::Min | ReduceKind::ArgMin => inf.to_string(),
-            ReduceKind::Max => format!("-{inf}"),
-            ReduceKind::Pick { .. } => nan.to_string(),
-            ReduceKind::ByLabel { .. } => continue,
+        let Some(init) = identity(r.kind, spec.dtype) else {
+            continue;
         };
         s.push_str(&format!("        {t} r{k}[{slots}];\n"));
         if matches!(r.kind, ReduceKind::ArgMin) {
@@ -395,22 +401,14 @@ fn epilogue(
     }
     let mut bin = 0usize;
     for (k, (r, v)) in reductions.iter().zip(&reduced).enumerate() {
-        let line = match r.kind {
-            ReduceKind::Sum => format!("r{k}[pk_slot] += {v};"),
-            ReduceKind::Min => {
-                format!("r{k}[pk_slot] = ({v} < r{k}[pk_slot]) ? {v} : r{k}[pk_slot];")
-            }
-            ReduceKind::Max => {
-                format!("r{k}[pk_slot] = ({v} > r{k}[pk_slot]) ? {v} : r{k}[pk_slot];")
-            }
-            ReduceKind::ArgMin => format!(
-                "if ({v} < r{k}[pk_slot]) {{ r{k}[pk_slot] = {v}; r{k}_at[pk_slot] = (unsigned int)j; }}"
-            ),
-            ReduceKind::Dot { weights } => format!("r{k}[pk_slot] += {v} * in{weights}[j];"),
-            ReduceKind::Pick { index_input } => {
-                format!("if (j == (long long)in{index_input}[i]) {{ r{k}[pk_slot] = {v}; }}")
-            }
-            ReduceKind::ByLabel { labels } => {
+        let partial = format!("r{k}[pk_slot]");
+        let at = format!("r{k}_at[pk_slot]");
+        let line = match fold(r.kind, v, &partial, &at) {
+            Some(line) => line,
+            None => {
+                let ReduceKind::ByLabel { labels } = r.kind else {
+                    continue;
+                };
                 let line = format!(
                     "{{ const unsigned int pk_c = in{labels}[j]; if ((long long)pk_c < width) \
                      {{ atomicAdd(&pk_bins[{bin}LL * {bm}LL * width + (long long)({row}) * width + \
@@ -480,18 +478,8 @@ fn finish(spec: &KernelSpec, layout: &Layout, n_stores: usize, reductions: &[Red
             "            for (int g = 1; g < {groups}; ++g) {{\n\
              \x20               const {t} o = pk_red[pk_tid * {groups} + g];\n"
         ));
-        let fold = match r.kind {
-            ReduceKind::Sum | ReduceKind::Dot { .. } => "v += o;".to_string(),
-            ReduceKind::Min => "v = (o < v) ? o : v;".to_string(),
-            ReduceKind::Max => "v = (o > v) ? o : v;".to_string(),
-            ReduceKind::ArgMin => format!(
-                "const unsigned int o_at = pk_red_at[pk_tid * {groups} + g];\n\
-                 \x20               if (o < v || (o == v && o_at < at)) {{ v = o; at = o_at; }}"
-            ),
-            // One thread saw the element; the others hold NaN.
-            ReduceKind::Pick { .. } => "v = (v != v) ? o : v;".to_string(),
-            ReduceKind::ByLabel { .. } => String::new(),
-        };
+        let o_at = format!("pk_red_at[pk_tid * {groups} + g]");
+        let fold = combine(r.kind, "v", "o", "at", &o_at).unwrap_or_default();
         s.push_str(&format!("                {fold}\n            }}\n"));
         if argmin {
             s.push_str(&format!("            out{out}[i] = at;\n"));

@@ -1,0 +1,573 @@
+// ------------------------------------------------------------------------------------
+// popcorn's pipelined contraction (kernels-gen, emit/contraction/pipeline.cu; the fixed
+// part of every pipelined contraction kernel, followed in the source by its generated
+// fold and entry point).
+//
+// P = A B^T tile by tile, A (m x d) and B (n x d) row-major fp32 with the depth d
+// contiguous. A CTA of 256 threads (8 warps, 4 x 2, warp tiles of 64 x 64) owns 256 rows
+// at a time (a persistent grid strides over row blocks) and walks all column tiles of
+// 128, so every row's reductions finish inside one CTA. The depth comes in chunks of 32
+// floats staged by cp.async into a 3-slot ring (XOR-swizzled rows, no padding); the
+// producer runs two steps ahead across tile and row-block boundaries. The inner product
+// is either TF32 mma.sync.m16n8k8 (operands rounded with cvt.rna, fp32 accumulation,
+// fragments by ldmatrix) or strict fp32 FFMA on the same accumulator layout, each element
+// summed in ascending depth. Needs compute capability 8.0 (cp.async, TF32 mma).
+// ------------------------------------------------------------------------------------
+#ifndef PK_PIPELINE
+#define PK_PIPELINE
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "popcorn's pipelined contraction needs a GPU of compute capability 8.0 or newer (cp.async, TF32 mma.sync); plan with POPCORN_CONTRACTIONS=never on this device"
+#endif
+
+// One dynamic shared-memory array for the kernel.
+extern __shared__ __align__(16) unsigned char pk_smem[];
+
+namespace pk {
+
+// ------------------------------------------------------------------------------------
+// Configuration. The host's launch arithmetic (kernels-gen's LaunchShape::Pipelined)
+// uses the same numbers.
+// ------------------------------------------------------------------------------------
+constexpr int WARPS_M = 4;               // warps along the rows of the CTA tile
+constexpr int WARPS_N = 2;               // warps along the columns of the CTA tile
+constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+constexpr int MT = 4;                    // 16-row mma tiles per warp
+constexpr int NT = 8;                    // 8-column mma tiles per warp (even)
+constexpr int WM = 16 * MT;              // warp tile: 64 rows
+constexpr int WN = 8 * NT;               //            x 64 columns
+constexpr int BM = WARPS_M * WM;         // CTA tile: 256 rows
+constexpr int BN = WARPS_N * WN;         //           x 128 columns
+constexpr int BK = 32;                   // depth of one staged chunk (floats)
+constexpr int KSTEPS = BK / 8;           // m16n8k8 steps per chunk
+constexpr int SEGS = BK / 4;             // 16-byte segments per staged row
+constexpr int STAGES = 3;                // cp.async ring: STAGES - 1 steps in flight
+constexpr int A_SLOT_FLOATS = BM * BK;   // one staged chunk of A: BM rows x BK
+constexpr int B_SLOT_FLOATS = BN * BK;   // one staged chunk of B: BN rows x BK
+constexpr int A_SLOT_BYTES = 4 * A_SLOT_FLOATS;
+constexpr int B_SLOT_BYTES = 4 * B_SLOT_FLOATS;
+constexpr int ROW_BYTES = 4 * BK;        // one staged row
+constexpr int A_SEGS_PER_THREAD = BM * SEGS / THREADS;
+constexpr int B_SEGS_PER_THREAD = BN * SEGS / THREADS;
+
+static_assert(SEGS == 8, "the XOR swizzle permutes the 8 segments of a 128-byte row");
+static_assert(NT % 2 == 0, "B fragments are loaded two n8 tiles per ldmatrix.x4");
+static_assert((BM * SEGS) % THREADS == 0 && (BN * SEGS) % THREADS == 0,
+              "every thread stages the same number of segments");
+static_assert(WARPS_N > 1, "the row exchange assumes several column warps");
+
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+// Bytes of dynamic shared memory for NA slots of A and a row exchange of `exchange`
+// bytes (the host's formula is the same).
+__device__ __forceinline__ unsigned long long smem_bytes(int na, unsigned long long exchange)
+{
+    return (unsigned long long)na * A_SLOT_BYTES + (unsigned long long)STAGES * B_SLOT_BYTES +
+           exchange;
+}
+
+// ------------------------------------------------------------------------------------
+// Shared-memory layout of a staged chunk: row r (0..BM-1 or 0..BN-1) holds the BK floats
+// of depth k0..k0+BK-1 in 8 segments of 16 bytes; logical segment s of row r is stored
+// at physical segment s ^ (r & 7). Eight consecutive rows reading the same logical
+// segment (one ldmatrix phase, or one quarter of a cp.async warp) then touch 8 distinct
+// 16-byte bank groups: no bank conflicts, and no padding.
+// ------------------------------------------------------------------------------------
+__device__ __forceinline__ int seg_offset(int row, int seg)  // in floats
+{
+    return row * BK + ((seg ^ (row & 7)) << 2);
+}
+
+// ------------------------------------------------------------------------------------
+// Inline PTX wrappers.
+// ------------------------------------------------------------------------------------
+// cp.async of 16 bytes (L2 only); the bytes past src_bytes (0..16) are written as zeros
+// and not read. Source and destination must be 16-byte aligned.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsigned src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+// cp.async of 4 bytes (.cg only allows 16); src_bytes is 4 or 0 (zero fill).
+__device__ __forceinline__ void cp_async4(unsigned dst, const void* src, unsigned src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most N of this thread's committed groups are pending; the completed
+// copies are then visible to this thread (other threads need a barrier).
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+// fp32 -> TF32, round to nearest with ties away from zero; the low 13 bits come back 0.
+__device__ __forceinline__ float to_tf32(float x)
+{
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+}
+
+// Four 8x8 b16 matrices (= four 8-row x 4-float blocks) from shared memory. Lanes 8i..8i+7
+// give the row addresses of matrix i; register i receives matrix i, lane L getting row
+// L / 4, 32-bit word L % 4.
+__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2,
+                                        unsigned& r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+// D = A * B + C on one 16x8x8 tile; .tf32 operands are 32-bit registers holding TF32 bit
+// patterns, the accumulators are fp32.
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                         unsigned b1)
+{
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ------------------------------------------------------------------------------------
+// Staging: one chunk (ROWS x BK) of a row-major matrix X into one shared slot, zeros
+// outside the matrix (rows >= rows, depth >= depth). Segment s of the chunk belongs to
+// thread s % THREADS; 8 consecutive threads copy one 128-byte row (coalesced).
+// vec16: X is 16-byte aligned and ldx % 4 == 0, so every segment start is 16-byte aligned
+// and a segment straddling `depth` is a partial 16-byte copy; otherwise 4-byte copies.
+// ------------------------------------------------------------------------------------
+template <int SEGS_PER_THREAD>
+__device__ __forceinline__ void stage_chunk(unsigned slot, const float* X, long long ldx,
+                                            long long row0, long long rows, long long k0,
+                                            long long depth, bool vec16, int tid)
+{
+#pragma unroll
+    for (int i = 0; i < SEGS_PER_THREAD; ++i) {
+        const int s = tid + i * THREADS;
+        const int r = s / SEGS;
+        const int c = s % SEGS;
+        const unsigned dst = slot + 4u * (unsigned)seg_offset(r, c);
+        const long long gr = row0 + r;
+        const long long gk = k0 + 4 * c;
+        const long long left = gr < rows ? depth - gk : 0;  // floats of this row from gk on
+        if (vec16) {
+            const int nf = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
+            const float* src = nf > 0 ? X + gr * ldx + gk : X;  // never a wild address
+            cp_async16(dst, src, 4u * (unsigned)nf);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const bool ok = e < left;
+                const float* src = ok ? X + gr * ldx + gk + e : X;
+                cp_async4(dst + 4u * e, src, ok ? 4u : 0u);
+            }
+        }
+    }
+}
+
+// Rounds to TF32, in place, the segments this thread staged with stage_chunk (same
+// thread-to-segment map). Runs after cp_async_wait (own copies visible) and before the
+// barrier that publishes the chunk, so no other thread can see unrounded values.
+template <int SEGS_PER_THREAD>
+__device__ __forceinline__ void round_chunk_tf32(float* slot, int tid)
+{
+#pragma unroll
+    for (int i = 0; i < SEGS_PER_THREAD; ++i) {
+        const int s = tid + i * THREADS;
+        float4* p = reinterpret_cast<float4*>(slot + seg_offset(s / SEGS, s % SEGS));
+        float4 v = *p;
+        v.x = to_tf32(v.x);
+        v.y = to_tf32(v.y);
+        v.z = to_tf32(v.z);
+        v.w = to_tf32(v.w);
+        *p = v;
+    }
+}
+
+// ------------------------------------------------------------------------------------
+// The step sequence. A CTA walks steps (r, jt, kt): its r-th row block (rows
+// (blockIdx.x + r * gridDim.x) * BM ...), column tile jt (columns jt * BN ...), depth
+// chunk kt (depth kt * BK ...), kt fastest. The producer runs STAGES - 1 steps ahead of
+// the consumer, across column-tile and row-block boundaries, so the next tile's (and the
+// next row block's) loads overlap this tile's math.
+// Slots: B chunk of step s -> B slot s % STAGES. A chunk:
+//   streaming (A reloaded for every column tile): A slot s % STAGES, loaded every step;
+//   resident  (A loaded once per row block, at jt == 0): A slot (r * KT + kt) % NA with
+//             NA = max(KT, STAGES) >= KT, so a row block's KT chunks coexist, and
+//             NA >= STAGES, so a slot is refilled only after its last reader (the
+//             producer is STAGES - 1 steps ahead, behind a barrier).
+// ------------------------------------------------------------------------------------
+struct Cursor {
+    long long r;  // local row-block index
+    int jt;       // column tile
+    int kt;       // depth chunk
+    int b_slot;   // step % STAGES
+    int a_base;   // (r * KT) % NA, used when A is resident
+
+    __device__ __forceinline__ void advance(int KT, int JT, int NA, bool resident)
+    {
+        if (++b_slot == STAGES) b_slot = 0;
+        if (++kt == KT) {
+            kt = 0;
+            if (++jt == JT) {
+                jt = 0;
+                ++r;
+                if (resident) {
+                    a_base += KT;  // a_base < NA and KT <= NA: one subtraction suffices
+                    if (a_base >= NA) a_base -= NA;
+                }
+            }
+        }
+    }
+    __device__ __forceinline__ int a_slot(bool resident, int NA) const
+    {
+        if (!resident) return b_slot;
+        const int s = a_base + kt;
+        return s >= NA ? s - NA : s;
+    }
+    __device__ __forceinline__ bool loads_a(bool resident) const { return !resident || jt == 0; }
+};
+
+// ------------------------------------------------------------------------------------
+// Inner products of one staged chunk into the warp's WM x WN accumulator tile.
+// acc[mt][nt][e] is element (row 16 mt + g + 8 (e / 2), column 8 nt + 2 t + e % 2) of the
+// warp tile, g = lane / 4, t = lane % 4: the m16n8k8 accumulator layout (c0..c3).
+// ------------------------------------------------------------------------------------
+// Fragments of one k-step: A for the MT m16 tiles, B for the NT n8 tiles.
+// a_row / b_row: shared address of this lane's ldmatrix row (warp row + lane % 16) in the
+// slot; seg: byte offset of this lane's physical segment for the k-step.
+__device__ __forceinline__ void load_fragments(unsigned (&fa)[MT][4], unsigned (&fb)[NT][2],
+                                               unsigned a_row, unsigned b_row, unsigned seg)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        // matrices: rows 0-7 k 0-3 | rows 8-15 k 0-3 | rows 0-7 k 4-7 | rows 8-15 k 4-7
+        //        =  a0           | a1              | a2              | a3
+        ldsm_x4(a_row + (unsigned)(mt * 16 * ROW_BYTES) + seg, fa[mt][0], fa[mt][1], fa[mt][2],
+                fa[mt][3]);
+    }
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+        // matrices: n 0-7 k 0-3 | n 8-15 k 0-3 | n 0-7 k 4-7 | n 8-15 k 4-7
+        //        =  b0 (tile 2np) | b0 (2np+1)  | b1 (2np)    | b1 (2np+1)
+        ldsm_x4(b_row + (unsigned)(np * 16 * ROW_BYTES) + seg, fb[2 * np][0], fb[2 * np + 1][0],
+                fb[2 * np][1], fb[2 * np + 1][1]);
+    }
+}
+
+__device__ __forceinline__ void mma_chunk(float (&acc)[MT][NT][4], unsigned a_row, unsigned b_row,
+                                          const unsigned (&seg)[KSTEPS])
+{
+    // Two fragment buffers: the next k-step's fragments load during this k-step's mma.
+    unsigned fa[2][MT][4];
+    unsigned fb[2][NT][2];
+    load_fragments(fa[0], fb[0], a_row, b_row, seg[0]);
+#pragma unroll
+    for (int ks = 0; ks < KSTEPS; ++ks) {
+        const int cur = ks & 1;
+        if (ks + 1 < KSTEPS) load_fragments(fa[cur ^ 1], fb[cur ^ 1], a_row, b_row, seg[ks + 1]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                mma_tf32(acc[mt][nt], fa[cur][mt], fb[cur][nt][0], fb[cur][nt][1]);
+            }
+        }
+    }
+}
+
+// Strict fp32: per 4-deep segment, 2 MT float4 of A (the lane's rows) and 2 NT float4 of
+// B (its columns) from shared memory, 16 MT NT FMAs (512 by default), each element summed
+// in ascending depth.
+// a_row0 = warp row + g, b_row0 = warp column + 2 t.
+__device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float* As,
+                                           const float* Bs, int a_row0, int b_row0)
+{
+#pragma unroll 2
+    for (int q = 0; q < SEGS; ++q) {
+        float4 a[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                a[mt][h] = *reinterpret_cast<const float4*>(As + seg_offset(a_row0 + 16 * mt + 8 * h, q));
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const float4 b = *reinterpret_cast<const float4*>(Bs + seg_offset(b_row0 + 8 * nt + c, q));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        float& x = acc[mt][nt][2 * h + c];
+                        x = fmaf(a[mt][h].x, b.x, x);
+                        x = fmaf(a[mt][h].y, b.y, x);
+                        x = fmaf(a[mt][h].z, b.z, x);
+                        x = fmaf(a[mt][h].w, b.w, x);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------
+// The generated part of a kernel is a FOLD: a struct with the kernel's parameters as
+// members and
+//   State              the per-row partials of the row reductions (4-byte fields);
+//   identity()         the partials of no column;
+//   update(s, p, i, j) element (i, j) with product value p: evaluates the epilogue, writes
+//                      the element outputs and folds the reductions into s; called only for
+//                      i < m and j < n, by each thread in ascending j for each of its rows;
+//   merge(s, o)        folds the partials of higher columns o into s (fixed merge order:
+//                      lane ^ 1, lane ^ 2, then the column warps in order);
+//   shfl_xor(s, mask)  the partials of lane ^ mask;
+//   store(i, s)        writes row i's reductions.
+// ------------------------------------------------------------------------------------
+
+// Epilogue of one finished column tile. For each of its 2 MT rows a thread visits its
+// 2 NT columns in ascending j (nt, then c); tiles come in ascending order, so each row's
+// columns reach update() in ascending order. Padded rows and columns are skipped: a tile
+// wholly inside the matrix takes a path without checks, so the compiler loads each row's
+// and each column's operands once for all the elements that share them.
+// i_lane = row block origin + warp row origin + g; j_lane = tile column origin + warp
+// column origin + 2 t; inside: the whole CTA tile lies within the m x n matrix.
+template <bool kChecked, class Fold>
+__device__ __forceinline__ void epilogue_elements(const float (&acc)[MT][NT][4],
+                                                  typename Fold::State (&st)[MT][2],
+                                                  const Fold& fold, long long i_lane,
+                                                  long long j_lane, long long m, long long n)
+{
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const long long j = j_lane + 8 * nt + c;
+            if (!kChecked || j < n) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const long long i = i_lane + 16 * mt + 8 * h;
+                        if (!kChecked || i < m) fold.update(st[mt][h], acc[mt][nt][2 * h + c], i, j);
+                    }
+                }
+            }
+        }
+    }
+}
+
+template <class Fold>
+__device__ __forceinline__ void epilogue_tile(const float (&acc)[MT][NT][4],
+                                              typename Fold::State (&st)[MT][2], const Fold& fold,
+                                              long long i_lane, long long j_lane, bool inside,
+                                              long long m, long long n)
+{
+    if (inside) {
+        epilogue_elements<false>(acc, st, fold, i_lane, j_lane, m, n);
+    } else {
+        epilogue_elements<true>(acc, st, fold, i_lane, j_lane, m, n);
+    }
+}
+
+// End of a row block: merge the partials of each row and store.
+// (1) The 4 lanes of a quad (same g) hold the same 2 MT rows, disjoint columns: butterfly
+//     over lane bits 0 and 1; the quad leader's result is merge(merge(L0, L1), merge(L2, L3)).
+// (2) The WARPS_N warps with the same wm hold the same rows, disjoint columns: warps
+//     wn > 0 leave their partials in shared memory, warp wn == 0 merges them in wn order
+//     and stores rows i < m.
+// Every thread of the CTA reaches the barrier (a CTA-uniform call). The next write to
+// xchg happens at the next row block's end, after at least one more step barrier.
+template <class Fold>
+__device__ __forceinline__ void finish_rows(typename Fold::State (&st)[MT][2], const Fold& fold,
+                                            typename Fold::State* xchg, long long i0, long long m,
+                                            int wm, int wn, int lane)
+{
+    using State = typename Fold::State;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            Fold::merge(st[mt][h], Fold::shfl_xor(st[mt][h], 1));
+            Fold::merge(st[mt][h], Fold::shfl_xor(st[mt][h], 2));
+        }
+    }
+    const bool quad_leader = (lane & 3) == 0;
+    const int g = lane >> 2;
+    if (wn > 0 && quad_leader) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                xchg[(wn - 1) * BM + wm * WM + 16 * mt + 8 * h + g] = st[mt][h];
+            }
+        }
+    }
+    __syncthreads();
+    if (wn == 0 && quad_leader) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = wm * WM + 16 * mt + 8 * h + g;
+                State s = st[mt][h];
+#pragma unroll
+                for (int w = 1; w < WARPS_N; ++w) Fold::merge(s, xchg[(w - 1) * BM + r]);
+                if (i0 + r < m) fold.store(i0 + r, s);
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------
+// The kernel body: P = A B^T over m rows, n columns and depth d, each tile folded.
+// Shared memory (dynamic): [NA A slots][STAGES B slots][row exchange]. A stays resident
+// for a row block (NA = max(KT, STAGES) slots) when the launch gave room for it, and is
+// streamed with B otherwise (NA = STAGES); too little room for streaming is a launch
+// error and traps.
+// ------------------------------------------------------------------------------------
+template <bool kTf32, class Fold>
+__device__ __forceinline__ void contraction(const float* A, long long lda, const float* B,
+                                            long long ldb, long long m, long long n, long long d,
+                                            const Fold& fold)
+{
+    using State = typename Fold::State;
+    constexpr unsigned long long EXCHANGE =
+        (unsigned long long)BM * sizeof(State) * (unsigned long long)(WARPS_N - 1);
+
+    const long long row_blocks = (m + BM - 1) / BM;
+    if (m <= 0 || n <= 0 || (long long)blockIdx.x >= row_blocks) return;  // whole CTA leaves
+    const int KT = d > 0 ? (int)((d + BK - 1) / BK) : 1;  // d == 0: one all-zero chunk
+    const int JT = (int)((n + BN - 1) / BN);
+    const long long R = (row_blocks - 1 - (long long)blockIdx.x) / (long long)gridDim.x + 1;
+
+    unsigned dyn_bytes;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
+    const int resident_slots = KT > STAGES ? KT : STAGES;
+    const bool resident = smem_bytes(resident_slots, EXCHANGE) <= dyn_bytes;
+    const int NA = resident ? resident_slots : STAGES;
+    if (smem_bytes(NA, EXCHANGE) > dyn_bytes) __trap();  // launched with too little shared memory
+
+    const int tid = (int)threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int wm = warp / WARPS_N;
+    const int wn = warp % WARPS_N;
+    const int g = lane >> 2;
+    const int t = lane & 3;
+
+    const bool a_vec = ((reinterpret_cast<unsigned long long>(A) & 15ull) == 0) && ((lda & 3) == 0);
+    const bool b_vec = ((reinterpret_cast<unsigned long long>(B) & 15ull) == 0) && ((ldb & 3) == 0);
+
+    const unsigned smem_base = (unsigned)__cvta_generic_to_shared(pk_smem);
+    const unsigned a_smem = smem_base;
+    const unsigned b_smem = smem_base + (unsigned)NA * (unsigned)A_SLOT_BYTES;
+    float* const a_ptr = reinterpret_cast<float*>(pk_smem);
+    float* const b_ptr = a_ptr + NA * A_SLOT_FLOATS;
+    State* const xchg = reinterpret_cast<State*>(b_ptr + STAGES * B_SLOT_FLOATS);
+
+    // ldmatrix: this lane addresses row (warp origin + lane % 16) of each 16-row group,
+    // logical segment 2 ks + lane / 16 of k-step ks; its physical segment is that
+    // ^ (row & 7) = that ^ (lane & 7), since warp origins and 16 mt are multiples of 8.
+    const unsigned a_frag_row = (unsigned)((wm * WM + (lane & 15)) * ROW_BYTES);
+    const unsigned b_frag_row = (unsigned)((wn * WN + (lane & 15)) * ROW_BYTES);
+    unsigned frag_seg[KSTEPS];
+#pragma unroll
+    for (int ks = 0; ks < KSTEPS; ++ks) frag_seg[ks] = (unsigned)(((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
+
+    auto issue = [&](const Cursor& p) {
+        if (p.r < R) {
+            const long long i0 = ((long long)blockIdx.x + p.r * (long long)gridDim.x) * BM;
+            const long long k0 = (long long)p.kt * BK;
+            if (p.loads_a(resident)) {
+                stage_chunk<A_SEGS_PER_THREAD>(a_smem + (unsigned)(p.a_slot(resident, NA) * A_SLOT_BYTES),
+                                               A, lda, i0, m, k0, d, a_vec, tid);
+            }
+            stage_chunk<B_SEGS_PER_THREAD>(b_smem + (unsigned)(p.b_slot * B_SLOT_BYTES), B, ldb,
+                                           (long long)p.jt * BN, n, k0, d, b_vec, tid);
+        }
+        cp_async_commit();  // one group per step, empty past the end: uniform accounting
+    };
+
+    Cursor prod{0, 0, 0, 0, 0};
+    Cursor cons = prod;
+#pragma unroll 1
+    for (int s = 0; s < STAGES - 1; ++s) {
+        issue(prod);
+        prod.advance(KT, JT, NA, resident);
+    }
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+    State st[MT][2];
+
+    while (cons.r < R) {
+        const long long i0 = ((long long)blockIdx.x + cons.r * (long long)gridDim.x) * BM;
+        if (cons.jt == 0 && cons.kt == 0) {  // a new row block: fresh partials
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) st[mt][h] = Fold::identity();
+            }
+        }
+
+        // This step's chunks: own copies landed (all but the STAGES - 2 newest groups) ...
+        cp_async_wait<STAGES - 2>();
+        const int a_slot = cons.a_slot(resident, NA);
+        if constexpr (kTf32) {  // ... rounded to TF32 by the thread that copied them ...
+            if (cons.loads_a(resident)) round_chunk_tf32<A_SEGS_PER_THREAD>(a_ptr + a_slot * A_SLOT_FLOATS, tid);
+            round_chunk_tf32<B_SEGS_PER_THREAD>(b_ptr + cons.b_slot * B_SLOT_FLOATS, tid);
+        }
+        // ... and published. The barrier also says every thread finished the previous
+        // step, so the slot it read (the one the issue below refills) is free.
+        __syncthreads();
+        issue(prod);
+        prod.advance(KT, JT, NA, resident);
+
+        if constexpr (kTf32) {
+            mma_chunk(acc, a_smem + (unsigned)(a_slot * A_SLOT_BYTES) + a_frag_row,
+                      b_smem + (unsigned)(cons.b_slot * B_SLOT_BYTES) + b_frag_row, frag_seg);
+        } else {
+            ffma_chunk(acc, a_ptr + a_slot * A_SLOT_FLOATS, b_ptr + cons.b_slot * B_SLOT_FLOATS,
+                       wm * WM + g, wn * WN + 2 * t);
+        }
+
+        if (cons.kt == KT - 1) {  // the column tile is complete: epilogue and reductions
+            const bool inside = i0 + BM <= m && (long long)(cons.jt + 1) * BN <= n;
+            epilogue_tile<Fold>(acc, st, fold, i0 + wm * WM + g, (long long)cons.jt * BN + wn * WN + 2 * t,
+                                inside, m, n);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+            if (cons.jt == JT - 1) finish_rows<Fold>(st, fold, xchg, i0, m, wm, wn, lane);
+        }
+        cons.advance(KT, JT, NA, resident);
+    }
+    cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
+}
+
+}  // namespace pk
+
+#endif  // PK_PIPELINE

@@ -1,0 +1,215 @@
+//! The pipelined contraction template: the fixed device code of `pipeline.cu` (tiling,
+//! `cp.async` ring, TF32 `mma.sync` or strict FFMA inner product, per-row merge) driven by a
+//! generated fold struct, `PkFold`, which holds the kernel's parameters and says what an
+//! element of the product becomes:
+//! - `State`: one field per row reduction (`r{k}`, plus `r{k}_at` for `ArgMin`), 4 bytes each;
+//! - `update(s, p, i, j)`: the epilogue expressions of element `(i, j)` with `p` for the
+//!   product, its element outputs, and each reduction's fold into `s`;
+//! - `merge`, `shfl_xor`, `identity` and `store` for the partials.
+//!
+//! The entry point is one call, `pk::contraction<TF32>(A, lda, B, ldb, rows, cols, depth,
+//! fold)`, launched with `__launch_bounds__(256, 1)` on a persistent grid (see
+//! [`LaunchShape::Pipelined`]).
+
+use super::super::expr::ElementScope;
+use super::super::launch::{
+    LaunchShape, PIPELINE_A_CHUNK_BYTES, PIPELINE_BLOCK_ROWS, PIPELINE_B_CHUNK_BYTES,
+    PIPELINE_COLUMN_WARPS, PIPELINE_DEPTH_CHUNK, PIPELINE_STAGES, PIPELINE_THREADS,
+};
+use super::super::param_decl;
+use super::{combine, fold, identity, Parts};
+use crate::params::{params, CType, Param};
+use kernel_ir::{Expr, KernelSpec, ReduceKind, Reduction};
+
+/// The fixed device code of every pipelined contraction kernel.
+const PIPELINE: &str = include_str!("pipeline.cu");
+
+/// Bytes of one row's partials (`PkFold::State`): 4 per reduction, 4 more for an `ArgMin`'s
+/// column; a contraction without reductions keeps one unused word.
+fn state_bytes(reductions: &[Reduction]) -> u32 {
+    let words: u32 = reductions
+        .iter()
+        .map(|r| {
+            if matches!(r.kind, ReduceKind::ArgMin) {
+                2
+            } else {
+                1
+            }
+        })
+        .sum();
+    4 * words.max(1)
+}
+
+/// The launch shape: the kernel's tile and shared-memory plan.
+pub(crate) fn launch(spec: &KernelSpec) -> LaunchShape {
+    let reductions = match &spec.form {
+        kernel_ir::Form::Contraction { reductions, .. } => reductions.as_slice(),
+        _ => &[],
+    };
+    LaunchShape::Pipelined {
+        block_rows: PIPELINE_BLOCK_ROWS,
+        threads: PIPELINE_THREADS,
+        depth_chunk: PIPELINE_DEPTH_CHUNK,
+        stages: PIPELINE_STAGES,
+        a_chunk_bytes: PIPELINE_A_CHUNK_BYTES,
+        b_chunk_bytes: PIPELINE_B_CHUNK_BYTES,
+        exchange_bytes: PIPELINE_BLOCK_ROWS * (PIPELINE_COLUMN_WARPS - 1) * state_bytes(reductions),
+    }
+}
+
+/// The template text: the fixed device code and the fold struct, then the entry point's call.
+pub(crate) fn parts(
+    spec: &KernelSpec,
+    (a, b): (usize, usize),
+    tensor: bool,
+    stores: &[Expr],
+    reductions: &[Reduction],
+) -> Parts {
+    let mut preamble = String::from(PIPELINE);
+    preamble.push_str(&fold_struct(spec, stores, reductions));
+    let members: Vec<String> = params(spec).iter().map(param_name).collect();
+    let statements = format!(
+        "    const PkFold pk_fold{{{}}};\n    \
+         pk::contraction<{tensor}>(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, depth, pk_fold);\n",
+        members.join(", ")
+    );
+    Parts {
+        preamble,
+        statements,
+    }
+}
+
+/// The C name of a kernel parameter.
+fn param_name(param: &Param) -> String {
+    match *param {
+        Param::Rows => "rows".to_string(),
+        Param::Cols => "cols".to_string(),
+        Param::BandStart => "band_start".to_string(),
+        Param::BandEnd => "band_end".to_string(),
+        Param::Depth => "depth".to_string(),
+        Param::Width => "width".to_string(),
+        Param::InputPtr(k) | Param::InputScalar(k) | Param::InputIndex(k) => format!("in{k}"),
+        Param::InputLd(k) => format!("in{k}_ld"),
+        Param::Output(k) => format!("out{k}"),
+    }
+}
+
+/// `struct PkFold`: the parameters as members (same names, so the generated expressions read
+/// them unchanged) and the fold's functions.
+fn fold_struct(spec: &KernelSpec, stores: &[Expr], reductions: &[Reduction]) -> String {
+    let t = spec.dtype.c_name();
+    let mut s = String::from(
+        "\n// The generated fold: the kernel's parameters, and what each element of the product\n\
+         // becomes (see pk::contraction).\nstruct PkFold {\n",
+    );
+    for p in params(spec) {
+        // Members without `__restrict__`, which C++ does not define on members.
+        let decl = param_decl(spec, &p).replace(" __restrict__", "");
+        s.push_str(&format!("    {decl};\n"));
+    }
+
+    // The partials.
+    s.push_str("    struct State {\n");
+    for (k, r) in reductions.iter().enumerate() {
+        s.push_str(&format!("        {t} r{k};\n"));
+        if matches!(r.kind, ReduceKind::ArgMin) {
+            s.push_str(&format!("        unsigned int r{k}_at;\n"));
+        }
+    }
+    if reductions.is_empty() {
+        s.push_str("        unsigned int unused;\n");
+    }
+    s.push_str("    };\n");
+    s.push_str(&format!(
+        "    static_assert(sizeof(State) == {}, \"the host's shared-memory plan counts 4 bytes a field\");\n",
+        state_bytes(reductions)
+    ));
+
+    // identity()
+    s.push_str("    __device__ __forceinline__ static State identity() {\n        State s;\n");
+    for (k, r) in reductions.iter().enumerate() {
+        if let Some(init) = identity(r.kind, spec.dtype) {
+            s.push_str(&format!("        s.r{k} = {init};\n"));
+        }
+        if matches!(r.kind, ReduceKind::ArgMin) {
+            s.push_str(&format!("        s.r{k}_at = 0u;\n"));
+        }
+    }
+    if reductions.is_empty() {
+        s.push_str("        s.unused = 0u;\n");
+    }
+    s.push_str("        return s;\n    }\n");
+
+    // update()
+    let mut scope = ElementScope::new(spec, "i", "j", "t").with_product("pk_p");
+    let stored: Vec<String> = stores.iter().map(|e| scope.value(e)).collect();
+    let reduced: Vec<String> = reductions.iter().map(|r| scope.value(&r.expr)).collect();
+    s.push_str(&format!(
+        "    __device__ __forceinline__ void update(State& s, const {t} pk_p, const long long i, \
+         const long long j) const {{\n"
+    ));
+    scope.write_to(&mut s, "        ");
+    for (k, v) in stored.iter().enumerate() {
+        s.push_str(&format!("        out{k}[i * cols + j] = {v};\n"));
+    }
+    for (k, (r, v)) in reductions.iter().zip(&reduced).enumerate() {
+        if let Some(line) = fold(r.kind, v, &format!("s.r{k}"), &format!("s.r{k}_at")) {
+            s.push_str(&format!("        {line}\n"));
+        }
+    }
+    s.push_str("    }\n");
+
+    // merge()
+    s.push_str("    __device__ __forceinline__ static void merge(State& s, const State& o) {\n");
+    for (k, r) in reductions.iter().enumerate() {
+        let line = combine(
+            r.kind,
+            &format!("s.r{k}"),
+            &format!("o.r{k}"),
+            &format!("s.r{k}_at"),
+            &format!("o.r{k}_at"),
+        );
+        if let Some(line) = line {
+            s.push_str(&format!("        {line}\n"));
+        }
+    }
+    s.push_str("    }\n");
+
+    // shfl_xor()
+    s.push_str(
+        "    __device__ __forceinline__ static State shfl_xor(const State& s, const int mask) {\n\
+         \x20       State o;\n",
+    );
+    let mut fields: Vec<String> = Vec::new();
+    for (k, r) in reductions.iter().enumerate() {
+        fields.push(format!("r{k}"));
+        if matches!(r.kind, ReduceKind::ArgMin) {
+            fields.push(format!("r{k}_at"));
+        }
+    }
+    if reductions.is_empty() {
+        fields.push("unused".to_string());
+    }
+    for f in &fields {
+        s.push_str(&format!(
+            "        o.{f} = __shfl_xor_sync(0xffffffffu, s.{f}, mask);\n"
+        ));
+    }
+    s.push_str("        return o;\n    }\n");
+
+    // store()
+    s.push_str(
+        "    __device__ __forceinline__ void store(const long long i, const State& s) const {\n",
+    );
+    for (k, r) in reductions.iter().enumerate() {
+        let out = stores.len() + k;
+        let field = if matches!(r.kind, ReduceKind::ArgMin) {
+            format!("r{k}_at")
+        } else {
+            format!("r{k}")
+        };
+        s.push_str(&format!("        out{out}[i] = s.{field};\n"));
+    }
+    s.push_str("    }\n};\n\n");
+    s
+}
