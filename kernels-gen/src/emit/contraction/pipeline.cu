@@ -9,9 +9,11 @@
 // 128, so every row's reductions finish inside one CTA. The depth comes in chunks of 32
 // floats staged by cp.async into a 3-slot ring (XOR-swizzled rows, no padding); the
 // producer runs two steps ahead across tile and row-block boundaries. The inner product
-// is either TF32 mma.sync.m16n8k8 (operands rounded with cvt.rna, fp32 accumulation,
-// fragments by ldmatrix) or strict fp32 FFMA on the same accumulator layout, each element
-// summed in ascending depth. Needs compute capability 8.0 (cp.async, TF32 mma).
+// is, for TF32 (operands rounded with cvt.rna, fp32 accumulation): on Hopper compiled for
+// sm_90a, wgmma.mma_async straight from the staged chunks (two warpgroups of 128 x 128);
+// elsewhere mma.sync.m16n8k8 with ldmatrix fragments; for strict fp32, FFMA on the
+// mma.sync accumulator layout, each element summed in ascending depth. Needs compute
+// capability 8.0 (cp.async, TF32 mma).
 // ------------------------------------------------------------------------------------
 #ifndef PK_PIPELINE
 #define PK_PIPELINE
@@ -21,7 +23,7 @@
 #endif
 
 // One dynamic shared-memory array for the kernel.
-extern __shared__ __align__(16) unsigned char pk_smem[];
+extern __shared__ __align__(1024) unsigned char pk_smem[];
 
 namespace pk {
 
@@ -195,6 +197,59 @@ __device__ __forceinline__ void round_chunk_tf32(float* slot, int tid)
     }
 }
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// ------------------------------------------------------------------------------------
+// Hopper's warpgroup products (sm_90a): wgmma.mma_async reads both operands from the
+// staged chunks, whose rows of 128 bytes with 16-byte segments XOR-swizzled by (row & 7)
+// are exactly the 128-byte-swizzle K-major layout (8-row atoms of 1024 bytes).
+// ------------------------------------------------------------------------------------
+#define PK_WGMMA 1
+
+// Shared-memory matrix descriptor of a K-major operand with the 128-byte swizzle: start
+// address >> 4 (bits 0-13), leading byte offset (unused by this layout: 1), stride byte
+// offset 1024 >> 4 (from one 8-row atom to the next), swizzle mode 1 (bits 62-63).
+__device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr)
+{
+    unsigned long long desc = (unsigned long long)((addr & 0x3FFFFu) >> 4);
+    desc |= 1ull << 16;
+    desc |= (unsigned long long)(1024 >> 4) << 32;
+    desc |= 1ull << 62;
+    return desc;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Orders this thread's ordinary shared-memory writes before the tensor cores' reads.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// d += A (64 x 8, descriptor da) * B^T (128 x 8, descriptor db), TF32 operands, fp32 d.
+// d[r] of thread (warp w of the warpgroup, lane g * 4 + t) is element
+// (16 w + g + 8 ((r >> 1) & 1), 8 (r >> 2) + 2 t + (r & 1)).
+__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], unsigned long long da,
+                                                    unsigned long long db)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1;\n}\n"
+        :
+          "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(1));
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
 // ------------------------------------------------------------------------------------
 // The step sequence. A CTA walks steps (r, jt, kt): its r-th row block (rows
 // (blockIdx.x + r * gridDim.x) * BM ...), column tile jt (columns jt * BN ...), depth
@@ -329,10 +384,15 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 // The generated part of a kernel is a FOLD: a struct with the kernel's parameters as
 // members and
 //   State              the per-row partials of the row reductions (4-byte fields);
+//   Values             what one element contributes (its epilogue values);
 //   identity()         the partials of no column;
-//   update(s, p, i, j) element (i, j) with product value p: evaluates the epilogue, writes
-//                      the element outputs and folds the reductions into s; called only for
-//                      i < m and j < n, by each thread in ascending j for each of its rows;
+//   eval(p, i, j)      the Values of element (i, j) with product value p: every load of
+//                      the epilogue happens here; i < m and j < n always (padded elements
+//                      are evaluated at a clamped position and then dropped), so the calls
+//                      of an unrolled tile share their loads;
+//   fold(s, x, i, j)   folds the Values x of element (i, j) into s and writes the element
+//                      outputs; called only inside the matrix, by each thread in ascending
+//                      j for each of its rows;
 //   merge(s, o)        folds the partials of higher columns o into s (fixed merge order:
 //                      lane ^ 1, lane ^ 2, then the column warps in order);
 //   shfl_xor(s, mask)  the partials of lane ^ mask;
@@ -341,11 +401,10 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 
 // Epilogue of one finished column tile. For each of its 2 MT rows a thread visits its
 // 2 NT columns in ascending j (nt, then c); tiles come in ascending order, so each row's
-// columns reach update() in ascending order. Padded rows and columns are skipped: a tile
-// wholly inside the matrix takes a path without checks, so the compiler loads each row's
-// and each column's operands once for all the elements that share them.
+// columns reach fold() in ascending order. A tile wholly inside the matrix takes a path
+// without checks; the other one clamps positions for eval() and drops padded elements.
 // i_lane = row block origin + warp row origin + g; j_lane = tile column origin + warp
-// column origin + 2 t; inside: the whole CTA tile lies within the m x n matrix.
+// column origin + 2 t.
 template <bool kChecked, class Fold>
 __device__ __forceinline__ void epilogue_elements(const float (&acc)[MT][NT][4],
                                                   typename Fold::State (&st)[MT][2],
@@ -357,14 +416,15 @@ __device__ __forceinline__ void epilogue_elements(const float (&acc)[MT][NT][4],
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
             const long long j = j_lane + 8 * nt + c;
-            if (!kChecked || j < n) {
+            const long long jc = (kChecked && j >= n) ? n - 1 : j;
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
+            for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const long long i = i_lane + 16 * mt + 8 * h;
-                        if (!kChecked || i < m) fold.update(st[mt][h], acc[mt][nt][2 * h + c], i, j);
-                    }
+                for (int h = 0; h < 2; ++h) {
+                    const long long i = i_lane + 16 * mt + 8 * h;
+                    const long long ic = (kChecked && i >= m) ? m - 1 : i;
+                    const typename Fold::Values x = fold.eval(acc[mt][nt][2 * h + c], ic, jc);
+                    if (!kChecked || (i < m && j < n)) fold.fold(st[mt][h], x, i, j);
                 }
             }
         }
@@ -433,6 +493,177 @@ __device__ __forceinline__ void finish_rows(typename Fold::State (&st)[MT][2], c
     }
 }
 
+#if defined(PK_WGMMA)
+// Epilogue of one finished column tile on the warpgroup layout: acc[mi][r] is element
+// (i_lane + 64 mi + 8 ((r >> 1) & 1), j_lane + 8 (r >> 2) + (r & 1)) with
+// i_lane = row block origin + 128 wg + 16 w + g and j_lane = tile column origin + 2 t.
+// Columns in ascending order for each row, as epilogue_elements.
+template <bool kChecked, class Fold>
+__device__ __forceinline__ void wgmma_epilogue(const float (&acc)[2][64],
+                                               typename Fold::State (&st)[2][2], const Fold& fold,
+                                               long long i_lane, long long j_lane, long long m,
+                                               long long n)
+{
+#pragma unroll
+    for (int q = 0; q < 16; ++q) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const long long j = j_lane + 8 * q + c;
+            const long long jc = (kChecked && j >= n) ? n - 1 : j;
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const long long i = i_lane + 64 * mi + 8 * h;
+                    const long long ic = (kChecked && i >= m) ? m - 1 : i;
+                    const typename Fold::Values x = fold.eval(acc[mi][4 * q + 2 * h + c], ic, jc);
+                    if (!kChecked || (i < m && j < n)) fold.fold(st[mi][h], x, i, j);
+                }
+            }
+        }
+    }
+}
+
+// The TF32 kernel body on Hopper: the same tiles, ring and step sequence as contraction(),
+// with each warpgroup (warps 0-3 and 4-7) computing 128 rows x 128 columns as two
+// m64n128k8 products per 8-deep step, straight from the staged chunks. The products of a
+// step are waited for before the next step's barrier (so the slot the next issue refills
+// is free), which lets them overlap that step's copy wait and TF32 rounding. Each row's
+// 128 columns of a tile lie in one quad of lanes: its partials merge by two shuffles.
+template <class Fold>
+__device__ __forceinline__ void contraction_wgmma(const float* A, long long lda, const float* B,
+                                                  long long ldb, long long m, long long n,
+                                                  long long d, const Fold& fold)
+{
+    using State = typename Fold::State;
+    constexpr unsigned long long EXCHANGE =
+        (unsigned long long)BM * sizeof(State) * (unsigned long long)(WARPS_N - 1);
+
+    const long long row_blocks = (m + BM - 1) / BM;
+    if (m <= 0 || n <= 0 || (long long)blockIdx.x >= row_blocks) return;  // whole CTA leaves
+    const int KT = d > 0 ? (int)((d + BK - 1) / BK) : 1;  // d == 0: one all-zero chunk
+    const int JT = (int)((n + BN - 1) / BN);
+    const long long R = (row_blocks - 1 - (long long)blockIdx.x) / (long long)gridDim.x + 1;
+
+    unsigned dyn_bytes;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
+    const int resident_slots = KT > STAGES ? KT : STAGES;
+    const bool resident = smem_bytes(resident_slots, EXCHANGE) <= dyn_bytes;
+    const int NA = resident ? resident_slots : STAGES;
+    if (smem_bytes(NA, EXCHANGE) > dyn_bytes) __trap();  // launched with too little shared memory
+
+    const int tid = (int)threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int wg = warp >> 2;  // warpgroup: rows 128 wg ...
+    const int w = warp & 3;    // warp of the warpgroup: rows 16 w ... of each 64
+    const int g = lane >> 2;
+    const int t = lane & 3;
+
+    const bool a_vec = ((reinterpret_cast<unsigned long long>(A) & 15ull) == 0) && ((lda & 3) == 0);
+    const bool b_vec = ((reinterpret_cast<unsigned long long>(B) & 15ull) == 0) && ((ldb & 3) == 0);
+
+    const unsigned smem_base = (unsigned)__cvta_generic_to_shared(pk_smem);
+    if ((smem_base & 1023u) != 0) __trap();  // the swizzle atoms need 1024-byte alignment
+    const unsigned a_smem = smem_base;
+    const unsigned b_smem = smem_base + (unsigned)NA * (unsigned)A_SLOT_BYTES;
+    float* const a_ptr = reinterpret_cast<float*>(pk_smem);
+    float* const b_ptr = a_ptr + NA * A_SLOT_FLOATS;
+
+    auto issue = [&](const Cursor& p) {
+        if (p.r < R) {
+            const long long i0 = ((long long)blockIdx.x + p.r * (long long)gridDim.x) * BM;
+            const long long k0 = (long long)p.kt * BK;
+            if (p.loads_a(resident)) {
+                stage_chunk<A_SEGS_PER_THREAD>(a_smem + (unsigned)(p.a_slot(resident, NA) * A_SLOT_BYTES),
+                                               A, lda, i0, m, k0, d, a_vec, tid);
+            }
+            stage_chunk<B_SEGS_PER_THREAD>(b_smem + (unsigned)(p.b_slot * B_SLOT_BYTES), B, ldb,
+                                           (long long)p.jt * BN, n, k0, d, b_vec, tid);
+        }
+        cp_async_commit();  // one group per step, empty past the end: uniform accounting
+    };
+
+    Cursor prod{0, 0, 0, 0, 0};
+    Cursor cons = prod;
+#pragma unroll 1
+    for (int s = 0; s < STAGES - 1; ++s) {
+        issue(prod);
+        prod.advance(KT, JT, NA, resident);
+    }
+
+    float acc[2][64];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int r = 0; r < 64; ++r) acc[mi][r] = 0.0f;
+    State st[2][2];
+
+    while (cons.r < R) {
+        const long long i0 = ((long long)blockIdx.x + cons.r * (long long)gridDim.x) * BM;
+        if (cons.jt == 0 && cons.kt == 0) {  // a new row block: fresh partials
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) st[mi][h] = Fold::identity();
+        }
+
+        cp_async_wait<STAGES - 2>();
+        const int a_slot = cons.a_slot(resident, NA);
+        if (cons.loads_a(resident)) round_chunk_tf32<A_SEGS_PER_THREAD>(a_ptr + a_slot * A_SLOT_FLOATS, tid);
+        round_chunk_tf32<B_SEGS_PER_THREAD>(b_ptr + cons.b_slot * B_SLOT_FLOATS, tid);
+        fence_proxy_async();
+        wgmma_wait_all();  // the previous step's products are done: its slots may be refilled
+        __syncthreads();
+        issue(prod);
+        prod.advance(KT, JT, NA, resident);
+
+        const unsigned a_rows = a_smem + (unsigned)(a_slot * A_SLOT_BYTES) + (unsigned)(wg * 128 * ROW_BYTES);
+        const unsigned b_rows = b_smem + (unsigned)(cons.b_slot * B_SLOT_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < KSTEPS; ++ks) {
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi) {
+                wgmma_m64n128k8_tf32(acc[mi], wgmma_desc(a_rows + (unsigned)(mi * 64 * ROW_BYTES + ks * 32)),
+                                     wgmma_desc(b_rows + (unsigned)(ks * 32)));
+            }
+        }
+        wgmma_commit();
+
+        if (cons.kt == KT - 1) {  // the column tile is complete: epilogue and reductions
+            wgmma_wait_all();
+            const long long i_lane = i0 + wg * 128 + w * 16 + g;
+            const long long j_lane = (long long)cons.jt * BN + 2 * t;
+            if (i0 + BM <= m && (long long)(cons.jt + 1) * BN <= n) {
+                wgmma_epilogue<false>(acc, st, fold, i_lane, j_lane, m, n);
+            } else {
+                wgmma_epilogue<true>(acc, st, fold, i_lane, j_lane, m, n);
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                for (int r = 0; r < 64; ++r) acc[mi][r] = 0.0f;
+            if (cons.jt == JT - 1) {
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 1));
+                        Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 2));
+                        const long long i = i_lane + 64 * mi + 8 * h;
+                        if (t == 0 && i < m) fold.store(i, st[mi][h]);
+                    }
+                }
+            }
+        }
+        cons.advance(KT, JT, NA, resident);
+    }
+    wgmma_wait_all();
+    cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
+}
+#endif  // PK_WGMMA
+
 // ------------------------------------------------------------------------------------
 // The kernel body: P = A B^T over m rows, n columns and depth d, each tile folded.
 // Shared memory (dynamic): [NA A slots][STAGES B slots][row exchange]. A stays resident
@@ -445,6 +676,12 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
                                             long long ldb, long long m, long long n, long long d,
                                             const Fold& fold)
 {
+#if defined(PK_WGMMA)
+    if constexpr (kTf32) {
+        contraction_wgmma(A, lda, B, ldb, m, n, d, fold);
+        return;
+    }
+#endif
     using State = typename Fold::State;
     constexpr unsigned long long EXCHANGE =
         (unsigned long long)BM * sizeof(State) * (unsigned long long)(WARPS_N - 1);

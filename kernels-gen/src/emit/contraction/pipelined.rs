@@ -3,8 +3,9 @@
 //! generated fold struct, `PkFold`, which holds the kernel's parameters and says what an
 //! element of the product becomes:
 //! - `State`: one field per row reduction (`r{k}`, plus `r{k}_at` for `ArgMin`), 4 bytes each;
-//! - `update(s, p, i, j)`: the epilogue expressions of element `(i, j)` with `p` for the
-//!   product, its element outputs, and each reduction's fold into `s`;
+//! - `Values` and `eval(p, i, j)`: the epilogue expressions of element `(i, j)` with `p` for
+//!   the product (every load happens here, at an in-bounds position);
+//! - `fold(s, x, i, j)`: the element outputs and each reduction's fold into `s`;
 //! - `merge`, `shfl_xor`, `identity` and `store` for the partials.
 //!
 //! The entry point is one call, `pk::contraction<TF32>(A, lda, B, ldb, rows, cols, depth,
@@ -140,20 +141,67 @@ fn fold_struct(spec: &KernelSpec, stores: &[Expr], reductions: &[Reduction]) -> 
     }
     s.push_str("        return s;\n    }\n");
 
-    // update()
+    // Values, eval() and fold().
     let mut scope = ElementScope::new(spec, "i", "j", "t").with_product("pk_p");
     let stored: Vec<String> = stores.iter().map(|e| scope.value(e)).collect();
     let reduced: Vec<String> = reductions.iter().map(|r| scope.value(&r.expr)).collect();
+    s.push_str("    struct Values {\n");
+    for k in 0..stores.len() {
+        s.push_str(&format!("        {t} s{k};\n"));
+    }
+    for (k, r) in reductions.iter().enumerate() {
+        s.push_str(&format!("        {t} v{k};\n"));
+        if matches!(r.kind, ReduceKind::Pick { .. }) {
+            s.push_str(&format!("        bool hit{k};\n"));
+        }
+    }
+    if stores.is_empty() && reductions.is_empty() {
+        s.push_str("        unsigned int unused;\n");
+    }
+    s.push_str("    };\n");
     s.push_str(&format!(
-        "    __device__ __forceinline__ void update(State& s, const {t} pk_p, const long long i, \
+        "    __device__ __forceinline__ Values eval(const {t} pk_p, const long long i, \
          const long long j) const {{\n"
     ));
     scope.write_to(&mut s, "        ");
+    s.push_str("        Values x;\n");
     for (k, v) in stored.iter().enumerate() {
-        s.push_str(&format!("        out{k}[i * cols + j] = {v};\n"));
+        s.push_str(&format!("        x.s{k} = {v};\n"));
     }
     for (k, (r, v)) in reductions.iter().zip(&reduced).enumerate() {
-        if let Some(line) = fold(r.kind, v, &format!("s.r{k}"), &format!("s.r{k}_at")) {
+        match r.kind {
+            ReduceKind::Dot { weights } => {
+                s.push_str(&format!("        x.v{k} = {v} * in{weights}[j];\n"));
+            }
+            ReduceKind::Pick { index_input } => {
+                s.push_str(&format!("        x.v{k} = {v};\n"));
+                s.push_str(&format!(
+                    "        x.hit{k} = j == (long long)in{index_input}[i];\n"
+                ));
+            }
+            _ => s.push_str(&format!("        x.v{k} = {v};\n")),
+        }
+    }
+    if stores.is_empty() && reductions.is_empty() {
+        s.push_str("        x.unused = 0u;\n");
+    }
+    s.push_str("        return x;\n    }\n");
+    s.push_str(
+        "    __device__ __forceinline__ void fold(State& s, const Values& x, const long long i, \
+         const long long j) const {\n",
+    );
+    for k in 0..stores.len() {
+        s.push_str(&format!("        out{k}[i * cols + j] = x.s{k};\n"));
+    }
+    for (k, r) in reductions.iter().enumerate() {
+        let v = format!("x.v{k}");
+        let line = match r.kind {
+            // The weight was applied in eval().
+            ReduceKind::Dot { .. } => fold(ReduceKind::Sum, &v, &format!("s.r{k}"), ""),
+            ReduceKind::Pick { .. } => Some(format!("if (x.hit{k}) {{ s.r{k} = {v}; }}")),
+            kind => fold(kind, &v, &format!("s.r{k}"), &format!("s.r{k}_at")),
+        };
+        if let Some(line) = line {
             s.push_str(&format!("        {line}\n"));
         }
     }

@@ -56,6 +56,18 @@ pub(crate) struct KernelCache {
     stats: Mutex<KernelCacheStats>,
 }
 
+/// The real and virtual architectures kernels of compute capability `(major, minor)` compile
+/// for. Hopper (9.0) gets its architecture-specific target, `sm_90a`, whose `wgmma`
+/// instructions the pipelined contraction uses (the code runs on 9.0 devices only, which is
+/// the device it is compiled for).
+pub(crate) fn architectures(capability: (i32, i32)) -> (String, String) {
+    let suffix = if capability == (9, 0) { "a" } else { "" };
+    (
+        format!("sm_{}{}{suffix}", capability.0, capability.1),
+        format!("compute_{}{}{suffix}", capability.0, capability.1),
+    )
+}
+
 impl KernelCache {
     /// A cache for kernels of compute capability `(major, minor)` in `ctx`.
     pub(crate) fn new(
@@ -63,8 +75,7 @@ impl KernelCache {
         capability: (i32, i32),
         settings: CacheSettings,
     ) -> Result<Self, RuntimeError> {
-        let arch = format!("sm_{}{}", capability.0, capability.1);
-        let virtual_arch = format!("compute_{}{}", capability.0, capability.1);
+        let (arch, virtual_arch) = architectures(capability);
         Ok(KernelCache {
             ctx,
             options: compile::options(&arch),
@@ -191,4 +202,17 @@ pub(crate) fn poisoned() -> RuntimeError {
     RuntimeError::Device(
         "an internal lock of the CUDA backend was poisoned by an earlier panic".to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::architectures;
+
+    #[test]
+    fn hopper_compiles_for_its_architecture_specific_target() {
+        let names = |a: &str, v: &str| (a.to_string(), v.to_string());
+        assert_eq!(architectures((9, 0)), names("sm_90a", "compute_90a"));
+        assert_eq!(architectures((8, 6)), names("sm_86", "compute_86"));
+        assert_eq!(architectures((10, 0)), names("sm_100", "compute_100"));
+    }
 }
