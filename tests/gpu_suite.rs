@@ -466,6 +466,37 @@ fn fused_maps_reductions_and_builtins() {
     }
 }
 
+/// Column reductions of tall, narrow matrices split their rows over blocks whose partials meet
+/// in scratch (a sum of a million-row column, the count of changed labels, several columns and
+/// reductions at once); shapes whose slices end unevenly and a narrow matrix just below the
+/// split. Selections of a million points: their chunk offsets scan in several pieces.
+#[test]
+fn tall_column_reductions_split_over_blocks() {
+    if gpu(DType::F32).is_none() {
+        return;
+    }
+    let mut rng = SplitMix64::new(seed());
+    for &(m, n) in &[(1_000_003, 1), (300_001, 3), (70_001, 100), (8_191, 2)] {
+        let inputs = BTreeMap::from([
+            ("A", dense(&mut rng, m, n)),
+            ("a", Host::Index(random_labels(&mut rng, m, 5))),
+            ("b", Host::Index(random_labels(&mut rng, m, 5))),
+        ]);
+        let src = "fn tall(A: Dense[m, n], a: Index[m], b: Index[m]) ->
+            (sc: Row[n], mc: Row[n], xc: Row[n], tot: Scalar, changed: Scalar, W: Dense[k, n]) {
+            sc = sum_cols(A);
+            mc = min_cols(A - 1);
+            xc = max_cols(abs(A));
+            tot = sum(A .* A);
+            changed = sum(a != b);
+            W = selection(a, k) * A;
+        }";
+        if !check(src, &inputs, &[("k", 5)], m) {
+            return;
+        }
+    }
+}
+
 /// Inputs for a program of examples/programs, by parameter kind.
 fn inputs_for(
     p: &Program,

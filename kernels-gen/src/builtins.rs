@@ -512,22 +512,61 @@ pub fn selection_chunks_grid_block(chunks: u64) -> LaunchDims {
 }
 
 const SELECTION_CHUNK_OFFSETS: &str = r#"// popcorn builtin kernel {NAME}: per-chunk start positions.
-// Thread c walks the chunks in order, replacing each count by the running position of cluster
-// c's points, which starts at row_ptr[c].
+// Block b takes clusters b, b + gridDim.x, ...; for cluster c its 256 threads scan the
+// chunks' counts 256 at a time (warp scans by shuffles, then across the 8 warps), carrying
+// the running position, which starts at row_ptr[c], from one piece to the next.
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long k,
     const long long chunks,
     const int* __restrict__ row_ptr,
     int* __restrict__ workspace)
 {
-    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
-    for (long long c = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
-         c < k; c += stride) {
-        int running = row_ptr[c];
-        for (long long w = 0; w < chunks; ++w) {
-            const int count = workspace[w * k + c];
-            workspace[w * k + c] = running;
-            running += count;
+    __shared__ int warp_sums[8];
+    __shared__ int carry;
+    const int tid = (int)threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    for (long long c = blockIdx.x; c < k; c += gridDim.x) {
+        if (tid == 0) {
+            carry = row_ptr[c];
+        }
+        __syncthreads();
+        for (long long base = 0; base < chunks; base += 256) {
+            const long long w = base + tid;
+            const int v = (w < chunks) ? workspace[w * k + c] : 0;
+            int x = v;
+            for (int off = 1; off < 32; off <<= 1) {
+                const int y = __shfl_up_sync(0xffffffffu, x, off);
+                if (lane >= off) {
+                    x += y;
+                }
+            }
+            if (lane == 31) {
+                warp_sums[warp] = x;
+            }
+            __syncthreads();
+            if (warp == 0) {
+                int s = (lane < 8) ? warp_sums[lane] : 0;
+                for (int off = 1; off < 8; off <<= 1) {
+                    const int y = __shfl_up_sync(0xffffffffu, s, off);
+                    if (lane >= off) {
+                        s += y;
+                    }
+                }
+                if (lane < 8) {
+                    warp_sums[lane] = s;
+                }
+            }
+            __syncthreads();
+            const int exclusive = carry + ((warp == 0) ? 0 : warp_sums[warp - 1]) + x - v;
+            if (w < chunks) {
+                workspace[w * k + c] = exclusive;
+            }
+            __syncthreads();
+            if (tid == 255) {
+                carry = exclusive + v;
+            }
+            __syncthreads();
         }
     }
 }
@@ -538,9 +577,15 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 ///
 /// Parameters: `(const long long k, const long long chunks, const int* row_ptr,
 /// int* workspace)`; entry point `pk_selection_chunk_offsets`.
-/// Launch: [`linear_grid_block`]`(k)`.
+/// Launch: [`selection_chunk_offsets_grid_block`]`(k)`.
 pub fn selection_chunk_offsets() -> BuiltinKernel {
     untyped("pk_selection_chunk_offsets", SELECTION_CHUNK_OFFSETS)
+}
+
+/// Launch dimensions of [`selection_chunk_offsets`] for `k` clusters: one block of 256
+/// threads per cluster (grid-stride beyond [`MAX_GRID_BLOCKS`](crate::emit::MAX_GRID_BLOCKS)).
+pub fn selection_chunk_offsets_grid_block(k: u64) -> LaunchDims {
+    ((blocks_for(k, 1), 1, 1), (256, 1, 1), 0)
 }
 
 const SELECTION_SCATTER: &str = r#"// popcorn builtin kernel {NAME}: CSR columns and values.

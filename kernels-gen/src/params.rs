@@ -30,6 +30,11 @@ pub enum Param {
     BandStart,
     /// `long long band_end`: one past the last row of that band (`rows` for the whole matrix).
     BandEnd,
+    /// Device scratch of a column kernel that splits its rows over blocks (see
+    /// [`LaunchShape::column_scratch`](crate::LaunchShape::column_scratch)): the blocks'
+    /// partials and one ticket per column group, the tickets zero at launch. Null when the
+    /// launch has one block of rows.
+    Scratch,
 }
 
 /// The ordered parameter list of the kernel generated for `spec`: `rows, cols` (and the band for
@@ -66,6 +71,11 @@ pub fn params(spec: &KernelSpec) -> Vec<Param> {
         }
     }
     p.extend((0..spec.outputs().len()).map(Param::Output));
+    if let Form::Cols { reductions } = &spec.form {
+        if !reductions.is_empty() {
+            p.push(Param::Scratch);
+        }
+    }
     p
 }
 

@@ -24,6 +24,7 @@ static pk_uint3 threadIdx, blockIdx, blockDim, gridDim;
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(n)
 inline void __syncthreads() {}
+inline void __threadfence() {}
 inline void __syncwarp(unsigned int = 0xffffffffu) {}
 template <class T> T __shfl_down_sync(unsigned int, T v, int) { return v; }
 template <class T> T __shfl_up_sync(unsigned int, T v, int) { return v; }

@@ -495,7 +495,10 @@ fn column_reductions_are_deterministic_block_reductions() {
     );
     assert_contains(text, "double* const pk_part = (double*)pk_smem;");
     assert_contains(text, "pk_c0 += (long long)gridDim.x * pk_width");
-    assert_contains(text, "for (long long i = pk_ty; i < rows; i += pk_depth) {");
+    assert_contains(
+        text,
+        "for (long long i = pk_r0 + pk_ty; i < pk_r1; i += pk_depth) {",
+    );
     assert_contains(text, "double r0 = (double)0;");
     assert_contains(text, "double r1 = PK_INF_F64;");
     assert_contains(text, "double r2 = -PK_INF_F64;");
@@ -512,11 +515,26 @@ fn column_reductions_are_deterministic_block_reductions() {
     assert_contains(text, "pk_acc = (pk_v < pk_acc) ? pk_v : pk_acc;");
     assert_contains(text, "pk_acc = (pk_v > pk_acc) ? pk_v : pk_acc;");
     assert_contains(text, "out2[j] = pk_part[pk_tx];");
-    assert!(!text.contains("atomic"));
+    // Split rows: partials to scratch, one ticket per column group, the last block folds the
+    // slices in order.
+    assert_contains(
+        text,
+        "pk_partials[((long long)blockIdx.y * cols + j) * 3LL + 2LL] = pk_part[pk_tx];",
+    );
+    assert_eq!(text.matches("atomicAdd(").count(), 1);
+    assert_contains(text, "atomicAdd(&pk_tickets[pk_c0 / pk_width], 1u)");
+    assert_contains(
+        text,
+        "for (unsigned int pk_s = 1; pk_s < gridDim.y; ++pk_s) {",
+    );
     // Every __syncthreads is reached by the whole block: none inside `if (j < cols)` or
-    // `if (pk_ty < pk_half)`; three per reduction.
-    assert_eq!(text.matches("__syncthreads();").count(), 9);
+    // `if (pk_ty < pk_half)` (three per reduction), three more under the block-uniform
+    // `if (gridDim.y > 1)`.
+    assert_eq!(text.matches("__syncthreads();").count(), 12);
     for block in text.split("if (").skip(1) {
+        if block.starts_with("gridDim.y > 1)") {
+            continue;
+        }
         let body = block.split('}').next().unwrap_or("");
         assert!(
             !body.contains("__syncthreads"),

@@ -11,8 +11,13 @@
 //!
 //! Few columns give few column groups, so `W` shrinks (see
 //! [`column_group_width`](crate::emit::column_group_width)) to spread a tall matrix over more
-//! blocks; a matrix with very few columns still keeps only a few
-//! multiprocessors busy (a cross-block reduction would need a workspace parameter).
+//! blocks, and the rows are split into `gridDim.y` slices of consecutive rows
+//! ([`column_row_slices`](crate::emit::column_row_slices)). Each block of a split launch
+//! writes its partials to the `scratch` parameter (`[slice][column][reduction]`), then takes a
+//! ticket for its column group (an atomic increment; the tickets follow the partials at the
+//! next 16-byte boundary and are zero at launch); the block that takes the last ticket folds
+//! the slices' partials in slice order and writes the result. The order of every fold is
+//! fixed by the sizes alone, so split launches are deterministic too.
 
 use super::expr::{inf_macro, ElementScope};
 use super::launch::{LaunchShape, COLUMN_BLOCK_THREADS};
@@ -48,6 +53,19 @@ pub(crate) fn body(spec: &KernelSpec, reductions: &[Reduction]) -> String {
     s.push_str("    const int pk_width = (int)blockDim.x;\n");
     s.push_str("    const int pk_depth = (int)blockDim.y;\n");
     s.push_str("    const int pk_slot = pk_ty * pk_width + pk_tx;\n");
+    // This block's slice of rows.
+    s.push_str(
+        "    const long long pk_slice = (rows + (long long)gridDim.y - 1) / (long long)gridDim.y;\n\
+         \x20   const long long pk_r0 = (long long)blockIdx.y * pk_slice;\n\
+         \x20   const long long pk_r1 = (pk_r0 + pk_slice < rows) ? pk_r0 + pk_slice : rows;\n",
+    );
+    let nred = reductions.len();
+    s.push_str(&format!(
+        "    {t}* const pk_partials = ({t}*)scratch;\n\
+         \x20   unsigned int* const pk_tickets = (unsigned int*)(scratch + \
+         ((long long)gridDim.y * cols * {nred}LL * (long long)sizeof({t}) + 15LL) / 16LL * 16LL);\n\
+         \x20   __shared__ bool pk_last;\n"
+    ));
     s.push_str(
         "    for (long long pk_c0 = (long long)blockIdx.x * pk_width; pk_c0 < cols; \
          pk_c0 += (long long)gridDim.x * pk_width) {\n",
@@ -71,7 +89,7 @@ pub(crate) fn body(spec: &KernelSpec, reductions: &[Reduction]) -> String {
     // results stay deterministic (variants may differ in FMA contraction, not in order).
     let row_loop = |s: &mut String, stride: &str, indent: &str| {
         s.push_str(&format!(
-            "{indent}for (long long i = pk_ty; i < rows; i += {stride}) {{\n"
+            "{indent}for (long long i = pk_r0 + pk_ty; i < pk_r1; i += {stride}) {{\n"
         ));
         scope.write_to(s, &format!("{indent}    "));
         for (k, (r, v)) in reductions.iter().zip(&values).enumerate() {
@@ -113,10 +131,45 @@ pub(crate) fn body(spec: &KernelSpec, reductions: &[Reduction]) -> String {
         s.push_str("            __syncthreads();\n");
         s.push_str("        }\n");
         s.push_str(&format!(
-            "        if (pk_ty == 0 && j < cols) {{\n            out{k}[j] = pk_part[pk_tx];\n        }}\n"
+            "        if (pk_ty == 0 && j < cols) {{\n\
+             \x20           if (gridDim.y == 1) {{\n\
+             \x20               out{k}[j] = pk_part[pk_tx];\n\
+             \x20           }} else {{\n\
+             \x20               pk_partials[((long long)blockIdx.y * cols + j) * {nred}LL + {k}LL] = pk_part[pk_tx];\n\
+             \x20           }}\n\
+             \x20       }}\n"
         ));
         s.push_str("        __syncthreads();\n");
     }
+    // Split rows: the last block of the column group folds the slices' partials in order.
+    s.push_str(
+        "        if (gridDim.y > 1) {\n\
+         \x20           __threadfence();\n\
+         \x20           __syncthreads();\n\
+         \x20           if (pk_tx == 0 && pk_ty == 0) {\n\
+         \x20               pk_last = atomicAdd(&pk_tickets[pk_c0 / pk_width], 1u) == gridDim.y - 1u;\n\
+         \x20           }\n\
+         \x20           __syncthreads();\n\
+         \x20           if (pk_last && pk_ty == 0 && j < cols) {\n\
+         \x20               __threadfence();\n",
+    );
+    s.push_str(&format!(
+        "                const volatile {t}* const pk_seen = pk_partials;\n"
+    ));
+    for (k, r) in reductions.iter().enumerate() {
+        s.push_str(&format!(
+            "                {{\n\
+             \x20                   {t} pk_acc = pk_seen[j * {nred}LL + {k}LL];\n\
+             \x20                   for (unsigned int pk_s = 1; pk_s < gridDim.y; ++pk_s) {{\n\
+             \x20                       const {t} pk_v = pk_seen[((long long)pk_s * cols + j) * {nred}LL + {k}LL];\n\
+             \x20                       {}\n\
+             \x20                   }}\n\
+             \x20                   out{k}[j] = pk_acc;\n\
+             \x20               }}\n",
+            fold(r.kind, "pk_acc", "pk_v")
+        ));
+    }
+    s.push_str("            }\n            __syncthreads();\n        }\n");
     s.push_str("    }\n");
     s
 }

@@ -108,8 +108,11 @@ pub enum LaunchShape {
     },
     /// Blocks of `block_threads` threads shaped `(W, block_threads / W)` by
     /// [`column_group_width`]: each block handles `W` consecutive columns, its rows of threads
-    /// walking the rows `ty, ty + R, ...`; grid-stride over column groups; dynamic shared
-    /// memory of `block_threads * elem_bytes` ([`kernel_ir::Form::Cols`]).
+    /// walking the rows `ty, ty + R, ...` of its slice of rows; grid-stride over column
+    /// groups (`grid.x`); dynamic shared memory of `block_threads * elem_bytes`
+    /// ([`kernel_ir::Form::Cols`]). Few column groups split the rows into `grid.y` slices
+    /// (see [`column_row_slices`]) whose partials meet in device scratch
+    /// ([`LaunchShape::column_scratch`]).
     ColumnGroups {
         /// Threads per block (`W * R`).
         block_threads: u32,
@@ -166,6 +169,37 @@ pub fn blocks_for(work: u64, per_block: u64) -> u32 {
     u32::try_from(blocks).unwrap_or(u32::MAX)
 }
 
+/// Fewest rows each thread of a column kernel folds before its rows are split over more
+/// blocks.
+pub const COLUMN_MIN_ROWS_PER_THREAD: u64 = 8;
+
+/// Slices of rows (`grid.y`) of a [`LaunchShape::ColumnGroups`] launch of `groups` column
+/// groups whose blocks have `depth` rows of threads: enough to bring the grid to
+/// [`COLUMN_TARGET_BLOCKS`] blocks, as long as each thread keeps at least
+/// [`COLUMN_MIN_ROWS_PER_THREAD`] rows; 1 for many column groups or few rows.
+pub fn column_row_slices(rows: u64, groups: u32, depth: u32) -> u32 {
+    let groups = u64::from(groups.max(1));
+    if groups >= COLUMN_TARGET_BLOCKS {
+        return 1;
+    }
+    let wanted = COLUMN_TARGET_BLOCKS.div_ceil(groups);
+    let useful = rows / (u64::from(depth.max(1)) * COLUMN_MIN_ROWS_PER_THREAD);
+    u32::try_from(wanted.min(useful).clamp(1, MAX_GRID_BLOCKS)).unwrap_or(1)
+}
+
+/// The device scratch a [`LaunchShape::ColumnGroups`] launch with several slices of rows
+/// needs: each block's partials (`slices x cols x reductions` values), then one `u32` ticket
+/// per column group, which must be zero at launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnScratch {
+    /// Total bytes.
+    pub bytes: u64,
+    /// Byte offset of the tickets (a multiple of 16).
+    pub tickets_offset: u64,
+    /// Number of tickets (column groups).
+    pub tickets: u64,
+}
+
 impl LaunchShape {
     /// Grid, block and dynamic shared bytes for an iteration space of `rows x cols`.
     /// Always at least one block, so zero-sized problems launch (and do nothing) too.
@@ -190,8 +224,10 @@ impl LaunchShape {
             } => {
                 let width = column_group_width(cols);
                 let grid = blocks_for(cols, u64::from(width));
+                let depth = block_threads / width;
+                let slices = column_row_slices(rows, grid, depth);
                 let shared = block_threads.saturating_mul(elem_bytes);
-                ((grid, 1, 1), (width, block_threads / width, 1), shared)
+                ((grid, slices, 1), (width, depth, 1), shared)
             }
             LaunchShape::RowBlocks { .. } => self.grid_block_wide(rows, cols, 0),
             LaunchShape::Pipelined {
@@ -294,6 +330,30 @@ impl LaunchShape {
         }
     }
 
+    /// The scratch of a [`LaunchShape::ColumnGroups`] launch over `rows x cols` with
+    /// `reductions` reductions, or `None` when its rows are not split (one slice), for other
+    /// shapes, or without reductions. The kernel finds the tickets at the same offset.
+    pub fn column_scratch(&self, rows: u64, cols: u64, reductions: usize) -> Option<ColumnScratch> {
+        let LaunchShape::ColumnGroups { elem_bytes, .. } = *self else {
+            return None;
+        };
+        let ((_, slices, _), (width, _, _), _) = self.grid_block(rows, cols);
+        if slices <= 1 || reductions == 0 {
+            return None;
+        }
+        let partials = u64::from(slices)
+            .saturating_mul(cols)
+            .saturating_mul(reductions as u64)
+            .saturating_mul(u64::from(elem_bytes));
+        let tickets_offset = partials.div_ceil(16).saturating_mul(16);
+        let tickets = cols.div_ceil(u64::from(width.max(1)));
+        Some(ColumnScratch {
+            bytes: tickets_offset.saturating_add(tickets.saturating_mul(4)),
+            tickets_offset,
+            tickets,
+        })
+    }
+
     /// Grid, block and dynamic shared bytes of a [`LaunchShape::TilePairs`] launch over the band
     /// of rows `[band_start, band_end)` of a `side x side` space: one block per slot of the
     /// groups of tiles the band meets (capped at [`MAX_GRID_BLOCKS`]). Other shapes have no
@@ -364,7 +424,9 @@ impl LaunchShape {
             } => format!(
                 "blocks of {block_threads} threads shaped (W, {block_threads} / W), W columns \
                  per block (32 down to 1 for few columns), grid-stride over column groups, \
-                 {} bytes of dynamic shared memory",
+                 the rows split into grid.y slices when there are few groups (partials \
+                 combined in scratch by the last block of each group), {} bytes of dynamic \
+                 shared memory",
                 block_threads * elem_bytes
             ),
             LaunchShape::Pipelined {
@@ -479,6 +541,7 @@ mod tests {
         assert_eq!(shape.grid_block(1000, 2), ((1, 1, 1), (2, 512, 1), 4096));
         assert_eq!(shape.grid_block(1000, 3), ((1, 1, 1), (4, 256, 1), 4096));
         assert_eq!(shape.grid_block(1000, 100), ((25, 1, 1), (4, 256, 1), 4096));
+        assert_eq!(shape.column_scratch(1000, 100, 1), None);
         assert_eq!(shape.grid_block(10, 2048), ((256, 1, 1), (8, 128, 1), 4096));
         assert_eq!(shape.grid_block(10, 8192), ((256, 1, 1), (32, 32, 1), 4096));
         assert_eq!(shape.grid_block(10, 8193), ((257, 1, 1), (32, 32, 1), 4096));
@@ -492,6 +555,37 @@ mod tests {
             wide.grid_block(5, 10_000_000),
             ((65_535, 1, 1), (32, 32, 1), 8192)
         );
+    }
+
+    #[test]
+    fn tall_narrow_column_reductions_split_their_rows() {
+        let shape = LaunchShape::ColumnGroups {
+            block_threads: 1024,
+            elem_bytes: 4,
+        };
+        // One column of 10^6 rows: 1024 threads of 8 rows per slice would allow 122 slices;
+        // 256 blocks are the target.
+        assert_eq!(
+            shape.grid_block(1_000_000, 1),
+            ((1, 122, 1), (1, 1024, 1), 4096)
+        );
+        let scratch = shape.column_scratch(1_000_000, 1, 2);
+        assert_eq!(
+            scratch,
+            Some(ColumnScratch {
+                bytes: 976 + 4,
+                tickets_offset: 976,
+                tickets: 1
+            })
+        );
+        // 100 columns of 10^6 rows: 25 groups of 4 columns, 11 slices each.
+        assert_eq!(
+            shape.grid_block(1_000_000, 100),
+            ((25, 11, 1), (4, 256, 1), 4096)
+        );
+        assert_eq!(column_row_slices(1_000_000, 300, 32), 1);
+        assert_eq!(column_row_slices(0, 1, 1024), 1);
+        assert_eq!(shape.column_scratch(1_000_000, 1, 0), None);
     }
 
     #[test]

@@ -46,12 +46,12 @@ mod map;
 mod rows;
 
 pub use launch::{
-    blocks_for, column_group_width, LaunchDims, LaunchShape, COLUMN_BLOCK_THREADS,
-    COLUMN_TARGET_BLOCKS, CONTRACTION_BLOCK_COLS, CONTRACTION_BLOCK_ROWS, CONTRACTION_THREADS,
-    LINEAR_BLOCK_THREADS, MAX_COLUMN_GROUP_WIDTH, MAX_GRID_BLOCKS, PAIR_BLOCK_ROWS, PAIR_GROUP,
-    PAIR_TILE, PIPELINE_A_CHUNK_BYTES, PIPELINE_BLOCK_ROWS, PIPELINE_B_CHUNK_BYTES,
-    PIPELINE_COLUMN_WARPS, PIPELINE_DEPTH_CHUNK, PIPELINE_STAGES, PIPELINE_THREADS,
-    ROW_WARPS_PER_BLOCK,
+    blocks_for, column_group_width, column_row_slices, ColumnScratch, LaunchDims, LaunchShape,
+    COLUMN_BLOCK_THREADS, COLUMN_MIN_ROWS_PER_THREAD, COLUMN_TARGET_BLOCKS, CONTRACTION_BLOCK_COLS,
+    CONTRACTION_BLOCK_ROWS, CONTRACTION_THREADS, LINEAR_BLOCK_THREADS, MAX_COLUMN_GROUP_WIDTH,
+    MAX_GRID_BLOCKS, PAIR_BLOCK_ROWS, PAIR_GROUP, PAIR_TILE, PIPELINE_A_CHUNK_BYTES,
+    PIPELINE_BLOCK_ROWS, PIPELINE_B_CHUNK_BYTES, PIPELINE_COLUMN_WARPS, PIPELINE_DEPTH_CHUNK,
+    PIPELINE_STAGES, PIPELINE_THREADS, ROW_WARPS_PER_BLOCK,
 };
 
 pub(crate) use expr::prelude;
@@ -164,6 +164,7 @@ pub(crate) fn param_decl(spec: &KernelSpec, param: &Param) -> String {
         Param::BandEnd => "const long long band_end".to_string(),
         Param::Depth => "const long long depth".to_string(),
         Param::Width => "const long long width".to_string(),
+        Param::Scratch => format!("unsigned char*{r} scratch"),
         Param::InputPtr(k) => format!("const {t}*{r} in{k}"),
         Param::InputLd(k) => format!("const long long in{k}_ld"),
         Param::InputScalar(k) => format!("const {t} in{k}"),

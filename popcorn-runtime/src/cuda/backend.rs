@@ -137,6 +137,7 @@ impl CudaBackend {
             blas: Mutex::new(BlasHandle::new(&stream, config.allow_tf32)?),
             sparse: Mutex::new(SparseOps::new(&stream)?),
             scratch: Mutex::new(CountScratch::default()),
+            column_scratch: Default::default(),
             launch_shapes: Mutex::new(HashMap::new()),
             allow_tf32: config.allow_tf32,
             limits: device_limits(&ctx)?,

@@ -457,7 +457,7 @@ impl Builtins<'_> {
         self.run(
             Kind::SelectionChunkOffsets,
             dtype,
-            builtins::linear_grid_block(k as u64),
+            builtins::selection_chunk_offsets_grid_block(k as u64),
             &mut args,
         )?;
 

@@ -6,6 +6,7 @@
 use crate::cuda::blas::BlasHandle;
 use crate::cuda::builtin_ops::{Builtins, CountScratch};
 use crate::cuda::errors::driver_error;
+use crate::cuda::memory::GrowBuffer;
 use crate::cuda::nvrtc::KernelCache;
 use crate::cuda::sparse::SparseOps;
 use crate::error::RuntimeError;
@@ -31,6 +32,8 @@ pub(crate) struct Device {
     /// cuSPARSE, bound to the main stream.
     pub(crate) sparse: Mutex<SparseOps>,
     pub(crate) scratch: Mutex<CountScratch>,
+    /// Per lane: the partials and tickets of column reductions split over blocks of rows.
+    pub(crate) column_scratch: [Mutex<GrowBuffer>; LANES],
     /// Launch shapes of fused kernels, by name (checked against their specs once).
     pub(crate) launch_shapes: Mutex<HashMap<String, LaunchShape>>,
     /// Let cuBLAS use TF32 for every f32 product, whatever the plan says.

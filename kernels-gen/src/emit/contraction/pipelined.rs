@@ -89,6 +89,7 @@ fn param_name(param: &Param) -> String {
         Param::BandEnd => "band_end".to_string(),
         Param::Depth => "depth".to_string(),
         Param::Width => "width".to_string(),
+        Param::Scratch => "scratch".to_string(),
         Param::InputPtr(k) | Param::InputScalar(k) | Param::InputIndex(k) => format!("in{k}"),
         Param::InputLd(k) => format!("in{k}_ld"),
         Param::Output(k) => format!("out{k}"),

@@ -31,8 +31,9 @@ pub(crate) fn run(
         StepPart::Band(r0, r1) => Some((r0, r1)),
         StepPart::Prologue => return Ok(()),
     };
-    let mut args = kernel_args(f, inputs, outputs, band)?;
     let shape = launch_shape(cx, f)?;
+    let scratch = column_scratch(cx, f, shape)?;
+    let mut args = kernel_args(f, inputs, outputs, band, scratch)?;
     let function = cx
         .device
         .kernels
@@ -81,6 +82,42 @@ pub(crate) fn run(
     unsafe { driver::launch(cx.stream, &function, &f.name, dims, &mut args) }
 }
 
+/// The device scratch of a column kernel whose rows the launch splits over blocks (its
+/// lane's, grown as needed; steps on one lane run in stream order, so reuse is safe), with
+/// its tickets zeroed on the lane's stream; 0 (a null pointer) for every other launch.
+fn column_scratch(cx: &StepCx<'_>, f: &FusedStep, shape: LaunchShape) -> Result<u64, RuntimeError> {
+    let kernel_ir::Form::Cols { reductions } = &f.spec.form else {
+        return Ok(0);
+    };
+    let Some(need) = shape.column_scratch(f.rows as u64, f.cols as u64, reductions.len()) else {
+        return Ok(0);
+    };
+    let too_big = |_| {
+        invalid(format!(
+            "kernel {} needs {} bytes of scratch",
+            f.name, need.bytes
+        ))
+    };
+    let bytes = usize::try_from(need.bytes).map_err(too_big)?;
+    let tickets = usize::try_from(need.tickets).map_err(too_big)?;
+    let mut buffer = cx
+        .device
+        .column_scratch
+        .get(cx.lane)
+        .ok_or_else(|| invalid(format!("lane {} has no scratch", cx.lane)))?
+        .lock()
+        .map_err(|_| poisoned())?;
+    let base = buffer.ensure(cx.stream, bytes, "column-reduction scratch")?;
+    // SAFETY: the scratch holds `bytes` bytes, the tickets `tickets` words from
+    // `tickets_offset` (within `bytes`, as `column_scratch` computed), on this lane's stream.
+    unsafe {
+        cx.device
+            .builtins(cx.stream)
+            .memset32(base + need.tickets_offset, 0, tickets)?;
+    }
+    Ok(base)
+}
+
 /// Dynamic shared memory a kernel may use without opting in.
 const STATIC_SHARED_LIMIT: u32 = 48 * 1024;
 
@@ -116,12 +153,14 @@ fn float_elem(dtype: ScalarType) -> ElemType {
 /// leading dimensions (the value's columns) as `long long`, scalars by value in the kernel's
 /// type. Every buffer is checked to hold what the kernel reads or writes. `band` (rows
 /// `[start, end)`, `start` a multiple of the tile side) limits a tile-pair map to the pairs of
-/// those tile rows; `None` is the whole space.
+/// those tile rows; `None` is the whole space. `scratch` is the address passed for
+/// [`Param::Scratch`] (see `column_scratch`).
 pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
     step: &FusedStep,
     inputs: &[Arg<'_, B>],
     outputs: &[Arg<'_, B>],
     band: Option<(usize, usize)>,
+    scratch: u64,
 ) -> Result<Vec<KernelArg>, RuntimeError> {
     let spec = &step.spec;
     let out_shapes = spec.outputs();
@@ -169,6 +208,7 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
             Param::BandEnd => KernelArg::size(band_end)?,
             Param::Depth => KernelArg::size(step.depth)?,
             Param::Width => KernelArg::size(step.width)?,
+            Param::Scratch => KernelArg::Ptr(scratch),
             Param::InputPtr(k) => {
                 let what = input_what(k);
                 let (buf, r, c) = dense_parts(&inputs[k], &what)?;
@@ -391,7 +431,7 @@ mod tests {
             },
             Arg::Index { buf: &idx, len: 3 },
         ];
-        let args = kernel_args(&s, &inputs, &outputs, None).ok();
+        let args = kernel_args(&s, &inputs, &outputs, None, 0).ok();
         assert_eq!(
             args,
             Some(vec![
@@ -443,7 +483,7 @@ mod tests {
             rows: 4,
             cols: 2,
         }];
-        assert!(kernel_args(&s, &good_in, &good_out, None).is_ok());
+        assert!(kernel_args(&s, &good_in, &good_out, None, 0).is_ok());
         let bad_in = [
             Arg::Dense {
                 buf: &x,
@@ -456,13 +496,13 @@ mod tests {
                 cols: 1,
             },
         ];
-        assert!(kernel_args(&s, &bad_in, &good_out, None).is_err());
+        assert!(kernel_args(&s, &bad_in, &good_out, None, 0).is_err());
         let bad_out = [Arg::Dense {
             buf: &wrong_type,
             rows: 4,
             cols: 2,
         }];
-        assert!(kernel_args(&s, &good_in, &bad_out, None).is_err());
+        assert!(kernel_args(&s, &good_in, &bad_out, None, 0).is_err());
         let small_x = [
             Arg::Dense {
                 buf: &x,
@@ -475,9 +515,9 @@ mod tests {
                 cols: 1,
             },
         ];
-        assert!(kernel_args(&s, &small_x, &good_out, None).is_err());
+        assert!(kernel_args(&s, &small_x, &good_out, None, 0).is_err());
         let none: [Arg<'_, FakeBuf>; 0] = [];
-        assert!(kernel_args(&s, &none, &good_out, None).is_err());
+        assert!(kernel_args(&s, &none, &good_out, None, 0).is_err());
     }
 
     #[test]
@@ -503,7 +543,7 @@ mod tests {
             rows: 300,
             cols: 300,
         }];
-        let args = |band| kernel_args(&s, &inputs, &outputs, band);
+        let args = |band| kernel_args(&s, &inputs, &outputs, band, 0);
         let whole = args(None).ok();
         assert_eq!(
             whole,
