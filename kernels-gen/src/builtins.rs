@@ -421,7 +421,7 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
 }
 "#;
 
-/// Selection step 1: CSR row offsets from cluster sizes, `row_ptr[c] = sum(counts[..c])` for
+/// Selection step 3: CSR row offsets from cluster sizes, `row_ptr[c] = sum(counts[..c])` for
 /// `0 <= c <= k` (so `row_ptr[k]` is the number of entries).
 ///
 /// Parameters: `(const long long k, const unsigned int* counts, int* row_ptr)` with `row_ptr`
@@ -437,12 +437,15 @@ pub fn selection_scan_grid_block() -> LaunchDims {
 }
 
 /// Shared device code of the chunk kernels: `group` = the lanes of this warp holding the same
-/// key, found by 32 broadcasts (no `__match_any_sync`, so any architecture compiles it).
+/// key: one `__match_any_sync` from compute capability 7.0, else 32 broadcasts.
 /// Guarded, so sources may be concatenated into one module.
 const SELECTION_GROUP_FN: &str = r#"#ifndef PK_SELECTION_SAME_KEY
 #define PK_SELECTION_SAME_KEY
 static __device__ __forceinline__ unsigned int pk_selection_same_key(const unsigned int key)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    return __match_any_sync(0xffffffffu, key);
+#else
     unsigned int group = 0u;
     for (int l = 0; l < 32; ++l) {
         if (__shfl_sync(0xffffffffu, key, l) == key) {
@@ -450,6 +453,7 @@ static __device__ __forceinline__ unsigned int pk_selection_same_key(const unsig
         }
     }
     return group;
+#endif
 }
 #endif
 "#;
@@ -492,7 +496,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 }
 "#;
 
-/// Selection step 2: per-chunk cluster counts into the workspace, `workspace[w * k + c]` = the
+/// Selection step 1: per-chunk cluster counts into the workspace, `workspace[w * k + c]` = the
 /// number of points of chunk `w` with label `c`.
 ///
 /// Parameters: `(const long long n, const long long k, const long long chunk,
@@ -514,11 +518,11 @@ pub fn selection_chunks_grid_block(chunks: u64) -> LaunchDims {
 const SELECTION_CHUNK_OFFSETS: &str = r#"// popcorn builtin kernel {NAME}: per-chunk start positions.
 // Block b takes clusters b, b + gridDim.x, ...; for cluster c its 256 threads scan the
 // chunks' counts 256 at a time (warp scans by shuffles, then across the 8 warps), carrying
-// the running position, which starts at row_ptr[c], from one piece to the next.
+// the running position from one piece to the next; the total is cluster c's size.
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long k,
     const long long chunks,
-    const int* __restrict__ row_ptr,
+    unsigned int* __restrict__ counts,
     int* __restrict__ workspace)
 {
     __shared__ int warp_sums[8];
@@ -528,7 +532,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const int warp = tid >> 5;
     for (long long c = blockIdx.x; c < k; c += gridDim.x) {
         if (tid == 0) {
-            carry = row_ptr[c];
+            carry = 0;
         }
         __syncthreads();
         for (long long base = 0; base < chunks; base += 256) {
@@ -568,14 +572,19 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
             }
             __syncthreads();
         }
+        if (tid == 0) {
+            counts[c] = (unsigned int)carry;
+        }
+        __syncthreads();
     }
 }
 "#;
 
-/// Selection step 3: turns the per-chunk counts into positions, `workspace[w * k + c]` =
-/// `row_ptr[c]` + the number of points with label `c` in chunks before `w`.
+/// Selection step 2: turns the per-chunk counts into positions within each cluster,
+/// `workspace[w * k + c]` = the number of points with label `c` in chunks before `w`, and
+/// writes each cluster's size to `counts[c]`.
 ///
-/// Parameters: `(const long long k, const long long chunks, const int* row_ptr,
+/// Parameters: `(const long long k, const long long chunks, unsigned int* counts,
 /// int* workspace)`; entry point `pk_selection_chunk_offsets`.
 /// Launch: [`selection_chunk_offsets_grid_block`]`(k)`.
 pub fn selection_chunk_offsets() -> BuiltinKernel {
@@ -589,16 +598,17 @@ pub fn selection_chunk_offsets_grid_block(k: u64) -> LaunchDims {
 }
 
 const SELECTION_SCATTER: &str = r#"// popcorn builtin kernel {NAME}: CSR columns and values.
-// Warp w walks its chunk 32 points at a time. A point's position is its cluster's running
-// position for this chunk (workspace row w) plus the number of lower lanes with the same label;
-// the highest such lane then advances the running position. Points land in ascending order
-// within each cluster. Labels >= k are skipped.
+// Warp w walks its chunk 32 points at a time. A point's position is its cluster's row start
+// plus its running position for this chunk (workspace row w) plus the number of lower lanes
+// with the same label; the highest such lane then advances the running position. Points land
+// in ascending order within each cluster. Labels >= k are skipped.
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long n,
     const long long k,
     const long long chunk,
     const unsigned int* __restrict__ labels,
     const unsigned int* __restrict__ counts,
+    const int* __restrict__ row_ptr,
     int* __restrict__ workspace,
     int* __restrict__ col_idx,
     {T}* __restrict__ values)
@@ -621,7 +631,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
             const int first = valid ? row[label] : 0;
             __syncwarp();
             if (valid) {
-                const int pos = first + __popc(group & lower_lanes);
+                const int pos = row_ptr[label] + first + __popc(group & lower_lanes);
                 col_idx[pos] = (int)p;
                 values[pos] = ({T})1 / ({T})counts[label];
                 if ((group >> lane) == 1u) {
@@ -639,17 +649,19 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 /// cluster's points in ascending order. An empty cluster has an empty row. Consumes the
 /// workspace left by [`selection_chunk_offsets`]. Deterministic (no atomics).
 ///
-/// The four steps, in order, for `n` points and `k` clusters (`counts` from [`histogram`], so
-/// that it matches `labels`; labels `>= k` are skipped everywhere, leaving `row_ptr[k] < n`):
-/// 1. `row_ptr` by [`selection_scan`];
-/// 2. per-chunk counts into the workspace by [`selection_chunk_counts`]
+/// The four steps, in order, for `n` points and `k` clusters (labels `>= k` are skipped
+/// everywhere, leaving `row_ptr[k] < n`):
+/// 1. per-chunk counts into the workspace by [`selection_chunk_counts`]
 ///    ([`selection_layout`] gives `chunk`, `chunks` and the workspace size);
-/// 3. per-chunk positions by [`selection_chunk_offsets`];
+/// 2. per-chunk positions within each cluster, and the clusters' sizes (`counts`), by
+///    [`selection_chunk_offsets`];
+/// 3. `row_ptr` by [`selection_scan`];
 /// 4. `col_idx` and `values` by this kernel.
 ///
 /// Parameters: `(const long long n, const long long k, const long long chunk,
-/// const unsigned int* labels, const unsigned int* counts, int* workspace, int* col_idx,
-/// T* values)`. Launch: [`selection_chunks_grid_block`]`(chunks)`.
+/// const unsigned int* labels, const unsigned int* counts, const int* row_ptr,
+/// int* workspace, int* col_idx, T* values)`. Launch:
+/// [`selection_chunks_grid_block`]`(chunks)`.
 pub fn selection_scatter(dtype: ScalarType) -> BuiltinKernel {
     let template = format!("{SELECTION_GROUP_FN}{SELECTION_SCATTER}");
     typed("selection_scatter", dtype, &template)

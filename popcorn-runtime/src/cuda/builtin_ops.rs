@@ -411,20 +411,30 @@ impl Builtins<'_> {
         col_idx: u64,
         values: u64,
     ) -> Result<(), RuntimeError> {
-        let counts = self.histogram(scratch, labels, n, k)?;
-        let mut args = [
-            KernelArg::size(k)?,
-            KernelArg::Ptr(counts),
-            KernelArg::Ptr(row_ptr),
-        ];
-        self.run(
-            Kind::SelectionScan,
-            dtype,
-            builtins::selection_scan_grid_block(),
-            &mut args,
-        )?;
+        let counts = scratch
+            .counts
+            .ensure(self.stream, k.max(1) * 4, "cluster counts")?;
+        let scan = |counts: u64| -> Result<(), RuntimeError> {
+            let mut args = [
+                KernelArg::size(k)?,
+                KernelArg::Ptr(counts),
+                KernelArg::Ptr(row_ptr),
+            ];
+            // SAFETY: `counts` holds `k` sizes and `row_ptr` `k + 1` offsets, as this
+            // function's contract says.
+            unsafe {
+                self.run(
+                    Kind::SelectionScan,
+                    dtype,
+                    builtins::selection_scan_grid_block(),
+                    &mut args,
+                )
+            }
+        };
         if n == 0 || k == 0 {
-            return Ok(());
+            // SAFETY: `counts` holds `k` words (at least one).
+            unsafe { self.memset32(counts, 0, k)? };
+            return scan(counts);
         }
         let layout = builtins::selection_layout(n as u64, k as u64);
         let ws_ints = usize::try_from(layout.workspace_ints).map_err(|_| {
@@ -439,6 +449,8 @@ impl Builtins<'_> {
             .map_err(|_| RuntimeError::InvalidData("too many selection chunks".into()))?;
         let chunk_dims = builtins::selection_chunks_grid_block(layout.chunks);
 
+        // 1. Per-chunk counts; 2. positions within each cluster and the clusters' sizes;
+        // 3. row offsets; 4. columns and values.
         let mut args = [
             KernelArg::size(n)?,
             KernelArg::size(k)?,
@@ -451,7 +463,7 @@ impl Builtins<'_> {
         let mut args = [
             KernelArg::size(k)?,
             KernelArg::I64(chunks),
-            KernelArg::Ptr(row_ptr),
+            KernelArg::Ptr(counts),
             KernelArg::Ptr(ws),
         ];
         self.run(
@@ -460,6 +472,7 @@ impl Builtins<'_> {
             builtins::selection_chunk_offsets_grid_block(k as u64),
             &mut args,
         )?;
+        scan(counts)?;
 
         let mut args = [
             KernelArg::size(n)?,
@@ -467,6 +480,7 @@ impl Builtins<'_> {
             KernelArg::I64(chunk),
             KernelArg::Ptr(labels),
             KernelArg::Ptr(counts),
+            KernelArg::Ptr(row_ptr),
             KernelArg::Ptr(ws),
             KernelArg::Ptr(col_idx),
             KernelArg::Ptr(values),

@@ -399,13 +399,24 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 //   store(i, s)        writes row i's reductions.
 // ------------------------------------------------------------------------------------
 
+// How an epilogue treats the edges of the matrix: a tile wholly inside needs no check; a
+// tile whose rows are inside but whose columns run past n skips those columns (one test per
+// column, so the loads of each column are still shared by its rows); only the last block of
+// rows evaluates padded elements at clamped positions and drops them.
+enum Edge { kInside = 0, kColumns = 1, kAll = 2 };
+
+__device__ __forceinline__ int edge_of(long long i0, long long j0, long long m, long long n)
+{
+    if (i0 + BM > m) return kAll;
+    return j0 + BN > n ? kColumns : kInside;
+}
+
 // Epilogue of one finished column tile. For each of its 2 MT rows a thread visits its
 // 2 NT columns in ascending j (nt, then c); tiles come in ascending order, so each row's
-// columns reach fold() in ascending order. A tile wholly inside the matrix takes a path
-// without checks; the other one clamps positions for eval() and drops padded elements.
+// columns reach fold() in ascending order.
 // i_lane = row block origin + warp row origin + g; j_lane = tile column origin + warp
 // column origin + 2 t.
-template <bool kChecked, class Fold>
+template <int kEdge, class Fold>
 __device__ __forceinline__ void epilogue_elements(const float (&acc)[MT][NT][4],
                                                   typename Fold::State (&st)[MT][2],
                                                   const Fold& fold, long long i_lane,
@@ -416,15 +427,16 @@ __device__ __forceinline__ void epilogue_elements(const float (&acc)[MT][NT][4],
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
             const long long j = j_lane + 8 * nt + c;
-            const long long jc = (kChecked && j >= n) ? n - 1 : j;
+            if (kEdge == kColumns && j >= n) continue;
+            const long long jc = (kEdge == kAll && j >= n) ? n - 1 : j;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const long long i = i_lane + 16 * mt + 8 * h;
-                    const long long ic = (kChecked && i >= m) ? m - 1 : i;
+                    const long long ic = (kEdge == kAll && i >= m) ? m - 1 : i;
                     const typename Fold::Values x = fold.eval(acc[mt][nt][2 * h + c], ic, jc);
-                    if (!kChecked || (i < m && j < n)) fold.fold(st[mt][h], x, i, j);
+                    if (kEdge != kAll || (i < m && j < n)) fold.fold(st[mt][h], x, i, j);
                 }
             }
         }
@@ -434,13 +446,15 @@ __device__ __forceinline__ void epilogue_elements(const float (&acc)[MT][NT][4],
 template <class Fold>
 __device__ __forceinline__ void epilogue_tile(const float (&acc)[MT][NT][4],
                                               typename Fold::State (&st)[MT][2], const Fold& fold,
-                                              long long i_lane, long long j_lane, bool inside,
+                                              long long i_lane, long long j_lane, int edge,
                                               long long m, long long n)
 {
-    if (inside) {
-        epilogue_elements<false>(acc, st, fold, i_lane, j_lane, m, n);
+    if (edge == kInside) {
+        epilogue_elements<kInside>(acc, st, fold, i_lane, j_lane, m, n);
+    } else if (edge == kColumns) {
+        epilogue_elements<kColumns>(acc, st, fold, i_lane, j_lane, m, n);
     } else {
-        epilogue_elements<true>(acc, st, fold, i_lane, j_lane, m, n);
+        epilogue_elements<kAll>(acc, st, fold, i_lane, j_lane, m, n);
     }
 }
 
@@ -498,7 +512,7 @@ __device__ __forceinline__ void finish_rows(typename Fold::State (&st)[MT][2], c
 // (i_lane + 64 mi + 8 ((r >> 1) & 1), j_lane + 8 (r >> 2) + (r & 1)) with
 // i_lane = row block origin + 128 wg + 16 w + g and j_lane = tile column origin + 2 t.
 // Columns in ascending order for each row, as epilogue_elements.
-template <bool kChecked, class Fold>
+template <int kEdge, class Fold>
 __device__ __forceinline__ void wgmma_epilogue(const float (&acc)[2][64],
                                                typename Fold::State (&st)[2][2], const Fold& fold,
                                                long long i_lane, long long j_lane, long long m,
@@ -509,15 +523,16 @@ __device__ __forceinline__ void wgmma_epilogue(const float (&acc)[2][64],
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
             const long long j = j_lane + 8 * q + c;
-            const long long jc = (kChecked && j >= n) ? n - 1 : j;
+            if (kEdge == kColumns && j >= n) continue;
+            const long long jc = (kEdge == kAll && j >= n) ? n - 1 : j;
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const long long i = i_lane + 64 * mi + 8 * h;
-                    const long long ic = (kChecked && i >= m) ? m - 1 : i;
+                    const long long ic = (kEdge == kAll && i >= m) ? m - 1 : i;
                     const typename Fold::Values x = fold.eval(acc[mi][4 * q + 2 * h + c], ic, jc);
-                    if (!kChecked || (i < m && j < n)) fold.fold(st[mi][h], x, i, j);
+                    if (kEdge != kAll || (i < m && j < n)) fold.fold(st[mi][h], x, i, j);
                 }
             }
         }
@@ -635,10 +650,13 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
             wgmma_wait_all();
             const long long i_lane = i0 + wg * 128 + w * 16 + g;
             const long long j_lane = (long long)cons.jt * BN + 2 * t;
-            if (i0 + BM <= m && (long long)(cons.jt + 1) * BN <= n) {
-                wgmma_epilogue<false>(acc, st, fold, i_lane, j_lane, m, n);
+            const int edge = edge_of(i0, (long long)cons.jt * BN, m, n);
+            if (edge == kInside) {
+                wgmma_epilogue<kInside>(acc, st, fold, i_lane, j_lane, m, n);
+            } else if (edge == kColumns) {
+                wgmma_epilogue<kColumns>(acc, st, fold, i_lane, j_lane, m, n);
             } else {
-                wgmma_epilogue<true>(acc, st, fold, i_lane, j_lane, m, n);
+                wgmma_epilogue<kAll>(acc, st, fold, i_lane, j_lane, m, n);
             }
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi)
@@ -789,9 +807,8 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
         }
 
         if (cons.kt == KT - 1) {  // the column tile is complete: epilogue and reductions
-            const bool inside = i0 + BM <= m && (long long)(cons.jt + 1) * BN <= n;
             epilogue_tile<Fold>(acc, st, fold, i0 + wm * WM + g, (long long)cons.jt * BN + wn * WN + 2 * t,
-                                inside, m, n);
+                                edge_of(i0, (long long)cons.jt * BN, m, n), m, n);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
