@@ -117,23 +117,51 @@ pub struct Target {
 }
 
 /// What the backend's contraction kernels can do and how fast they run.
+///
+/// Rates are fractions of the library's GEMM rate for the same product, for the cost model (a
+/// product is fused where that is faster than storing its result). Backends may have a faster
+/// kernel for the common shape, `float` products `A * B^T` of row-major operands without sums
+/// by label (every distance and kernel matrix): `efficiency` and `tf32_efficiency` are for it;
+/// the `general_` rates for the rest (`double`, transposed operands, sums by label).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ContractionTarget {
-    /// The contraction kernel's strict (fp32 or fp64) product rate as a fraction of the
-    /// library's GEMM rate, for the cost model (a product is fused where that is faster than
-    /// storing its result).
+    /// Strict (fp32) rate of the common shape, against the library's GEMM.
     pub efficiency: f64,
-    /// The same for TF32 products, against the library's TF32 GEMM rate.
+    /// TF32 rate of the common shape, against the library's TF32 GEMM.
     #[serde(default = "default_tf32_efficiency")]
     pub tf32_efficiency: f64,
+    /// Strict (fp32 or fp64) rate of other contractions.
+    #[serde(default = "default_general_efficiency")]
+    pub general_efficiency: f64,
+    /// TF32 rate of other contractions.
+    #[serde(default = "default_tf32_efficiency")]
+    pub general_tf32_efficiency: f64,
     /// The most clusters of a by-label reduction a contraction kernel takes (its bins live in
     /// fast on-chip memory).
     pub max_labels: usize,
 }
 
+impl ContractionTarget {
+    /// The rate fraction of a contraction: `common` for the common shape (see the type's
+    /// documentation), `tf32` for TF32 products.
+    pub fn efficiency_of(&self, common: bool, tf32: bool) -> f64 {
+        match (common, tf32) {
+            (true, false) => self.efficiency,
+            (true, true) => self.tf32_efficiency,
+            (false, false) => self.general_efficiency,
+            (false, true) => self.general_tf32_efficiency,
+        }
+    }
+}
+
 /// TF32 efficiency of a target description that does not state it.
 fn default_tf32_efficiency() -> f64 {
     0.2
+}
+
+/// Strict efficiency of other contractions, for a target description that does not state it.
+fn default_general_efficiency() -> f64 {
+    0.5
 }
 
 /// SGEMM rate of the reference H100 (BENCHMARKS.md, run 6: 51.2 TFLOP/s).
@@ -167,6 +195,8 @@ impl Target {
             contractions: Some(ContractionTarget {
                 efficiency: 0.8,
                 tf32_efficiency: 0.8,
+                general_efficiency: 0.8,
+                general_tf32_efficiency: 0.8,
                 max_labels: usize::MAX,
             }),
         }
@@ -202,10 +232,12 @@ impl Target {
                 min_cols: 128,
             }),
             contractions: Some(ContractionTarget {
-                // Measured on the H100 (BENCHMARKS.md, run 8): the fused product at 0.51-0.75
-                // of SGEMM strict, 0.19-0.86 of cuBLAS TF32 (the 64 x 64 mma.sync tile).
-                efficiency: 0.5,
-                tf32_efficiency: 0.2,
+                // From the H100's measurements in BENCHMARKS.md: run 9 for the pipelined
+                // kernel (strict FFMA, TF32 wgmma), run 8 for the 64 x 64 tile.
+                efficiency: 0.9,
+                tf32_efficiency: 1.0,
+                general_efficiency: 0.5,
+                general_tf32_efficiency: 0.2,
                 max_labels: 256,
             }),
         }

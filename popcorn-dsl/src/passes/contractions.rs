@@ -221,12 +221,19 @@ impl GraphPass for Contractions {
                 let a = &g.node(operands[0]).ty.shape;
                 let depth = if attrs.trans_a { &a.rows } else { &a.cols };
                 let depth = depth.resolve(cx.dims).unwrap_or(0);
+                // The common shape: `float` values, A * B^T of row-major operands, no sums by
+                // label (see ContractionTarget).
+                let common = cx.config.dtype == crate::types::DType::F32
+                    && !attrs.trans_a
+                    && attrs.trans_b
+                    && r.labels.is_none();
+                let tf32 = cx.config.tf32 && cx.config.dtype == crate::types::DType::F32;
                 let (stored, fused) = times(
                     cx,
                     rows as f64,
                     cols as f64,
                     depth as f64,
-                    target.efficiency,
+                    target.efficiency_of(common, tf32),
                 );
                 (fused >= stored).then(|| {
                     format!(
