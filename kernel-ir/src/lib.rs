@@ -36,6 +36,8 @@
 mod hash;
 mod identity;
 pub mod ops;
+#[cfg(any(test, feature = "samples"))]
+pub mod samples;
 pub mod spec;
 mod validate;
 

@@ -22,13 +22,17 @@ static pk_uint3 threadIdx, blockIdx, blockDim, gridDim;
 #define __restrict__ __restrict
 #define __shared__
 #define __align__(n) __attribute__((aligned(n)))
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 inline void __syncthreads() {}
 inline void __threadfence() {}
 inline void __syncwarp(unsigned int = 0xffffffffu) {}
 template <class T> T __shfl_down_sync(unsigned int, T v, int) { return v; }
 template <class T> T __shfl_up_sync(unsigned int, T v, int) { return v; }
 template <class T> T __shfl_sync(unsigned int, T v, int) { return v; }
+template <class T> T __shfl_xor_sync(unsigned int, T v, int) { return v; }
+struct float4 { float x, y, z, w; };
+inline unsigned long long __cvta_generic_to_shared(const void* p) { return (unsigned long long)p; }
+inline void __trap() {}
 inline int __popc(unsigned int x) { return __builtin_popcount(x); }
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { unsigned int o = *p; *p += v; return o; }
 inline float atomicAdd(float* p, float v) { float o = *p; *p += v; return o; }

@@ -609,7 +609,13 @@ fn valid_samples_have_no_problems() {
     for (label, spec) in all_samples() {
         assert_eq!(spec.problems(), vec![], "{label}");
         assert!(try_emit(&spec).is_ok(), "{label}");
-        assert!(!emit(&spec).source.contains("#error"), "{label}");
+        // Only the pipelined contraction's guard for GPUs it cannot run on may remain.
+        let source = emit(&spec).source;
+        let errors = source
+            .lines()
+            .filter(|l| l.starts_with("#error") && !l.contains("compute capability 8.0"))
+            .count();
+        assert_eq!(errors, 0, "{label}");
     }
 }
 

@@ -206,61 +206,15 @@ pub fn cols_stats(dtype: ScalarType) -> KernelSpec {
     }
 }
 
-/// A contraction in the shape of a Lloyd step and a kernel smoother. Inputs: X (left operand,
-/// rows x depth), C (right operand read transposed: cols x depth), cn (row), y (row),
-/// labels (index row), idx (index col), g (scalar). With `P = X C^T` and
-/// `e = exp(-g * max(cn[j] - 2 P, 0))`: stores `[P]`; reductions argmin and min of
-/// `cn[j] - 2 P`, sum of `e`, dot of `e` with y, sums of `e` by label, `P` picked at `idx[i]`.
-/// `tf32` selects tensor cores (f32 only).
-pub fn contraction_mixed(dtype: ScalarType, tf32: bool) -> KernelSpec {
-    let dist = bin(
-        BinaryOp::Sub,
-        inp(2),
-        bin(BinaryOp::Mul, c(2.0), Expr::Product),
-    );
-    let weight = un(
-        UnaryOp::Exp,
-        bin(
-            BinaryOp::Mul,
-            un(UnaryOp::Neg, inp(6)),
-            bin(BinaryOp::Max, dist.clone(), c(0.0)),
-        ),
-    );
-    let reduce = |kind, expr: &Expr| Reduction {
-        kind,
-        expr: expr.clone(),
+/// The shared mixed contraction (`kernel_ir::samples`), `A * B^T`: with sums by label it
+/// takes the tiled template, without them (`float`) the pipelined one.
+pub fn contraction_mixed(dtype: ScalarType, tf32: bool, by_label: bool) -> KernelSpec {
+    let precision = if tf32 {
+        Precision::Tf32
+    } else {
+        Precision::Strict
     };
-    KernelSpec {
-        dtype,
-        inputs: vec![
-            input("X", Access::Left { transposed: false }),
-            input("C", Access::Right { transposed: true }),
-            input("cn", Access::Row),
-            input("y", Access::Row),
-            input("labels", Access::IndexRow),
-            input("idx", Access::IndexCol),
-            input("g", Access::Scalar),
-        ],
-        form: Form::Contraction {
-            a: 0,
-            b: 1,
-            precision: if tf32 {
-                Precision::Tf32
-            } else {
-                Precision::Strict
-            },
-            stores: vec![Expr::Product],
-            reductions: vec![
-                reduce(ReduceKind::ArgMin, &dist),
-                reduce(ReduceKind::Min, &dist),
-                reduce(ReduceKind::Sum, &weight),
-                reduce(ReduceKind::Dot { weights: 3 }, &weight),
-                reduce(ReduceKind::ByLabel { labels: 4 }, &weight),
-                reduce(ReduceKind::Pick { index_input: 5 }, &Expr::Product),
-            ],
-        },
-        provenance: vec!["contraction".to_string()],
-    }
+    kernel_ir::samples::mixed_contraction(dtype, (false, true), precision, by_label)
 }
 
 /// A contraction with both operands the other way round (A transposed, B not) and one store.
@@ -303,7 +257,7 @@ pub fn all_samples() -> Vec<(String, KernelSpec)> {
         }
         out.push((
             format!("contraction_strict_{suffix}"),
-            contraction_mixed(dtype, false),
+            contraction_mixed(dtype, false, true),
         ));
         out.push((
             format!("contraction_transposed_{suffix}"),
@@ -312,7 +266,15 @@ pub fn all_samples() -> Vec<(String, KernelSpec)> {
     }
     out.push((
         "contraction_tf32_f32".to_string(),
-        contraction_mixed(ScalarType::F32, true),
+        contraction_mixed(ScalarType::F32, true, true),
+    ));
+    out.push((
+        "contraction_pipelined_strict_f32".to_string(),
+        contraction_mixed(ScalarType::F32, false, false),
+    ));
+    out.push((
+        "contraction_pipelined_tf32_f32".to_string(),
+        contraction_mixed(ScalarType::F32, true, false),
     ));
     out
 }

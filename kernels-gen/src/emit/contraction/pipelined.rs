@@ -1,6 +1,6 @@
 //! The pipelined contraction template: the fixed device code of `pipeline.cu` (tiling,
 //! `cp.async` ring, TF32 `mma.sync` or strict FFMA inner product, per-row merge) driven by a
-//! generated fold struct, `PkFold`, which holds the kernel's parameters and says what an
+//! generated fold struct (`<kernel name>_fold`), which holds the kernel's parameters and says what an
 //! element of the product becomes:
 //! - `State`: one field per row reduction (`r{k}`, plus `r{k}_at` for `ArgMin`), 4 bytes each;
 //! - `Values` and `eval(p, i, j)`: the epilogue expressions of element `(i, j)` with `p` for
@@ -25,7 +25,7 @@ use kernel_ir::{Expr, KernelSpec, ReduceKind, Reduction};
 /// The fixed device code of every pipelined contraction kernel.
 const PIPELINE: &str = include_str!("pipeline.cu");
 
-/// Bytes of one row's partials (`PkFold::State`): 4 per reduction, 4 more for an `ArgMin`'s
+/// Bytes of one row's partials (the fold's `State`): 4 per reduction, 4 more for an `ArgMin`'s
 /// column; a contraction without reductions keeps one unused word.
 fn state_bytes(reductions: &[Reduction]) -> u32 {
     let words: u32 = reductions
@@ -66,11 +66,13 @@ pub(crate) fn parts(
     stores: &[Expr],
     reductions: &[Reduction],
 ) -> Parts {
+    // Named after the kernel, so that sources concatenated into one module stay valid.
+    let fold = format!("{}_fold", spec.name());
     let mut preamble = String::from(PIPELINE);
-    preamble.push_str(&fold_struct(spec, stores, reductions));
+    preamble.push_str(&fold_struct(spec, &fold, stores, reductions));
     let members: Vec<String> = params(spec).iter().map(param_name).collect();
     let statements = format!(
-        "    const PkFold pk_fold{{{}}};\n    \
+        "    const {fold} pk_fold{{{}}};\n    \
          pk::contraction<{tensor}>(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, depth, pk_fold);\n",
         members.join(", ")
     );
@@ -96,13 +98,13 @@ fn param_name(param: &Param) -> String {
     }
 }
 
-/// `struct PkFold`: the parameters as members (same names, so the generated expressions read
+/// `struct {name}`: the parameters as members (same names, so the generated expressions read
 /// them unchanged) and the fold's functions.
-fn fold_struct(spec: &KernelSpec, stores: &[Expr], reductions: &[Reduction]) -> String {
+fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Reduction]) -> String {
     let t = spec.dtype.c_name();
-    let mut s = String::from(
+    let mut s = format!(
         "\n// The generated fold: the kernel's parameters, and what each element of the product\n\
-         // becomes (see pk::contraction).\nstruct PkFold {\n",
+         // becomes (see pk::contraction).\nstruct {name} {{\n"
     );
     for p in params(spec) {
         // Members without `__restrict__`, which C++ does not define on members.

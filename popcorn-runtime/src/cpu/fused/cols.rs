@@ -7,7 +7,7 @@ use kernel_ir::Reduction;
 use rayon::prelude::*;
 
 use super::super::real::Real;
-use super::eval::{eval, Source, Tile, TILE};
+use super::eval::{eval, Source, Sources, Tile, TILE};
 use super::reduce::{col_combine, col_feed, col_identity};
 use super::rows::row_segment;
 use super::FusedOut;
@@ -100,7 +100,7 @@ fn block_partials<T: Real>(
                 w: gw,
             };
             for (ri, red) in reductions.iter().enumerate() {
-                let v = eval(&red.expr, srcs, tile, scratch, 0);
+                let v = eval(&red.expr, Sources::inputs(srcs), tile, scratch, 0);
                 let part = &mut partial[ri * gw..(ri + 1) * gw];
                 for q in 0..nr {
                     col_feed(red.kind, part, row_segment(&v, scratch, tile, q));
@@ -120,7 +120,7 @@ fn block_partials<T: Real>(
                     w,
                 };
                 for (ri, red) in reductions.iter().enumerate() {
-                    let v = eval(&red.expr, srcs, tile, scratch, 0);
+                    let v = eval(&red.expr, Sources::inputs(srcs), tile, scratch, 0);
                     let off = ri * gw + (j0 - c0);
                     col_feed(
                         red.kind,

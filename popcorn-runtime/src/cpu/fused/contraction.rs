@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use super::super::error::CpuError;
 use super::super::matmul::gemm_serial;
 use super::super::real::Real;
-use super::eval::{eval, Operand, Source, Tile, TILE};
+use super::eval::{eval, Operand, Source, Sources, Tile, TILE};
 use super::reduce::RowAcc;
 use super::rows::row_segment;
 use super::FusedOut;
@@ -58,8 +58,8 @@ struct Job<'j, 'a, T> {
     slots: usize,
 }
 
-/// Runs a contraction over `rows x cols` (outputs validated, `Expr::Product` rewritten to read
-/// input number `srcs.len()`, which each block binds to its product buffer).
+/// Runs a contraction over `rows x cols` (outputs validated; each block evaluates
+/// `Expr::Product` as its block of the product).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run<T: Real>(
     srcs: &[Source<'_, T>],
@@ -167,13 +167,15 @@ fn run_block<T: Real>(
         let block = &mut buffer[..nr * w];
         multiply(&job.product, (r_begin, nr), (j0, w), block)?;
         let block: &[T] = block;
-        let mut srcs: Vec<Source<'_, T>> = job.srcs.to_vec();
-        srcs.push(Source::Block {
-            data: block,
-            ld: w,
-            r0: r_begin,
-            j0,
-        });
+        let srcs = Sources {
+            inputs: job.srcs,
+            product: Some(Source::Block {
+                data: block,
+                ld: w,
+                r0: r_begin,
+                j0,
+            }),
+        };
         let tile_rows = (TILE / w).max(1);
         let mut q0 = 0;
         while q0 < nr {
@@ -185,7 +187,7 @@ fn run_block<T: Real>(
                 w,
             };
             for (s, e) in job.stores.iter().enumerate() {
-                let v = eval(e, &srcs, tile, scratch, 0);
+                let v = eval(e, srcs, tile, scratch, 0);
                 if let BlockOut::Full(out) = &mut bouts[s] {
                     for q in 0..tnr {
                         let dst = (q0 + q) * job.cols + j0;
@@ -194,7 +196,7 @@ fn run_block<T: Real>(
                 }
             }
             for (ri, red) in job.reductions.iter().enumerate() {
-                let v = eval(&red.expr, &srcs, tile, scratch, 0);
+                let v = eval(&red.expr, srcs, tile, scratch, 0);
                 for q in 0..tnr {
                     let seg = row_segment(&v, scratch, tile, q);
                     let row = q0 + q;
@@ -319,21 +321,4 @@ fn dot<T: Real>(seg: Operand<'_, T>, w: &[T]) -> T {
         }
     }
     acc
-}
-
-/// `e` with every [`Expr::Product`] read as input number `input`.
-pub(super) fn product_as_input(e: &Expr, input: usize) -> Expr {
-    match e {
-        Expr::Product => Expr::Input(input),
-        Expr::Input(_) | Expr::Const(_) => e.clone(),
-        Expr::Unary(op, a) => Expr::unary(*op, product_as_input(a, input)),
-        Expr::Binary(op, a, b) => {
-            Expr::binary(*op, product_as_input(a, input), product_as_input(b, input))
-        }
-        Expr::Select(c, a, b) => Expr::select(
-            product_as_input(c, input),
-            product_as_input(a, input),
-            product_as_input(b, input),
-        ),
-    }
 }

@@ -109,11 +109,31 @@ pub(super) fn slots_needed(e: &Expr, s: usize) -> usize {
     }
 }
 
+/// The values an expression reads: the inputs, and for a contraction the block of its product
+/// under evaluation (`Expr::Product`; NaN elsewhere, which validation rules out).
+#[derive(Clone, Copy)]
+pub(super) struct Sources<'s, 'a, T> {
+    /// Input `k` of the kernel.
+    pub(super) inputs: &'s [Source<'a, T>],
+    /// The product block (a [`Source::Block`]).
+    pub(super) product: Option<Source<'a, T>>,
+}
+
+impl<'s, 'a, T> Sources<'s, 'a, T> {
+    /// The inputs alone.
+    pub(super) fn inputs(inputs: &'s [Source<'a, T>]) -> Self {
+        Sources {
+            inputs,
+            product: None,
+        }
+    }
+}
+
 /// Evaluates `e` over `tile`, using scratch slots `s..` (each `TILE` elements) of `scratch`.
 /// Returns where the value is; `Val::Slot` means `scratch[s * TILE..][..tile.len()]`.
 pub(super) fn eval<'a, T: Real>(
     e: &Expr,
-    srcs: &[Source<'a, T>],
+    srcs: Sources<'_, 'a, T>,
     tile: Tile,
     scratch: &mut [T],
     s: usize,
@@ -121,9 +141,11 @@ pub(super) fn eval<'a, T: Real>(
     let len = tile.len();
     match e {
         Expr::Const(v) => Val::Uniform(T::from_f64(*v)),
-        // The contraction runner reads the product as an input (a `Block`) instead.
-        Expr::Product => Val::Uniform(T::nan()),
-        Expr::Input(k) => match srcs.get(*k) {
+        Expr::Product => match srcs.product {
+            Some(src) => load(src, tile, &mut scratch[s * TILE..s * TILE + len]),
+            None => Val::Uniform(T::nan()),
+        },
+        Expr::Input(k) => match srcs.inputs.get(*k) {
             Some(src) => load(*src, tile, &mut scratch[s * TILE..s * TILE + len]),
             // Validation rejects out-of-range inputs; stay total anyway.
             None => Val::Uniform(T::nan()),

@@ -180,18 +180,6 @@ pub fn run_contraction<T: Real>(
         b: operand(*b)?,
         depth,
     };
-    let block_input = srcs.len();
-    let stores: Vec<Expr> = stores
-        .iter()
-        .map(|e| contraction::product_as_input(e, block_input))
-        .collect();
-    let reductions: Vec<kernel_ir::Reduction> = reductions
-        .iter()
-        .map(|r| kernel_ir::Reduction {
-            kind: r.kind,
-            expr: contraction::product_as_input(&r.expr, block_input),
-        })
-        .collect();
     let slots = stores
         .iter()
         .chain(reductions.iter().map(|r| &r.expr))
@@ -201,8 +189,8 @@ pub fn run_contraction<T: Real>(
     contraction::run(
         &srcs,
         product,
-        &stores,
-        &reductions,
+        stores,
+        reductions,
         (rows, cols, width),
         outs,
         slots,

@@ -5,7 +5,7 @@ use kernel_ir::{Expr, ReduceKind, Reduction};
 use rayon::prelude::*;
 
 use super::super::real::Real;
-use super::eval::{eval, Operand, Source, Tile, Val, TILE};
+use super::eval::{eval, Operand, Source, Sources, Tile, Val, TILE};
 use super::reduce::RowAcc;
 use super::FusedOut;
 
@@ -147,7 +147,7 @@ fn run_tile<T: Real>(
     mut per_row: impl FnMut(usize, usize, Operand<'_, T>),
 ) {
     for (s, e) in job.stores.iter().enumerate() {
-        let v = eval(e, job.srcs, tile, scratch, 0);
+        let v = eval(e, Sources::inputs(job.srcs), tile, scratch, 0);
         if let BlockOut::Full(out) = &mut bouts[s] {
             store_tile(out, r_begin, job.cols, tile, &v, scratch);
         }
@@ -156,7 +156,7 @@ fn run_tile<T: Real>(
         if matches!(red.kind, ReduceKind::Pick { .. }) {
             continue;
         }
-        let v = eval(&red.expr, job.srcs, tile, scratch, 0);
+        let v = eval(&red.expr, Sources::inputs(job.srcs), tile, scratch, 0);
         for q in 0..tile.nr {
             per_row(ri, q, row_segment(&v, scratch, tile, q));
         }
@@ -251,7 +251,7 @@ fn run_picks<T: Real>(
                 j0: idx[i] as usize,
                 w: 1,
             };
-            let value = match eval(&red.expr, job.srcs, tile, scratch, 0) {
+            let value = match eval(&red.expr, Sources::inputs(job.srcs), tile, scratch, 0) {
                 Val::Uniform(x) => x,
                 Val::Borrowed(s) => s[0],
                 Val::Slot => scratch[0],

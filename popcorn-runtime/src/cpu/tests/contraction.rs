@@ -2,8 +2,7 @@
 //! odd sizes and non-multiples of the block sizes, every operand orientation, every reduction.
 
 use kernel_ir::{
-    Access, BinaryOp, Expr, Form, Input, KernelSpec, Precision, ReduceKind, Reduction, ScalarType,
-    UnaryOp,
+    Access, Expr, Form, Input, KernelSpec, Precision, ReduceKind, Reduction, ScalarType,
 };
 
 use super::super::{run_contraction, run_fused, CpuError, FusedArg, FusedOut, Real};
@@ -17,55 +16,11 @@ fn input(name: &str, access: Access) -> Input {
     }
 }
 
-/// Inputs: 0 A, 1 B, 2 cn (row), 3 y (row), 4 labels (index row), 5 idx (index col), 6 g.
-/// With `dist = cn[j] - 2 P` and `wgt = exp(-g * max(dist, 0))`: stores `[P, dist]`;
-/// reductions argmin, min, max of dist; sum of wgt; dot of wgt with y; wgt by label; P at idx.
+/// The shared mixed contraction (`kernel_ir::samples`), strict, with sums by label: stores
+/// `[P, dist]`; reductions argmin, min, max of dist; sum of wgt; dot of wgt with y; wgt by
+/// label; P at idx.
 fn spec(dtype: ScalarType, ta: bool, tb: bool) -> KernelSpec {
-    let dist = Expr::binary(
-        BinaryOp::Sub,
-        Expr::Input(2),
-        Expr::binary(BinaryOp::Mul, Expr::Const(2.0), Expr::Product),
-    );
-    let wgt = Expr::unary(
-        UnaryOp::Exp,
-        Expr::binary(
-            BinaryOp::Mul,
-            Expr::unary(UnaryOp::Neg, Expr::Input(6)),
-            Expr::binary(BinaryOp::Max, dist.clone(), Expr::Const(0.0)),
-        ),
-    );
-    let r = |kind, expr: &Expr| Reduction {
-        kind,
-        expr: expr.clone(),
-    };
-    KernelSpec {
-        dtype,
-        inputs: vec![
-            input("A", Access::Left { transposed: ta }),
-            input("B", Access::Right { transposed: tb }),
-            input("cn", Access::Row),
-            input("y", Access::Row),
-            input("labels", Access::IndexRow),
-            input("idx", Access::IndexCol),
-            input("g", Access::Scalar),
-        ],
-        form: Form::Contraction {
-            a: 0,
-            b: 1,
-            precision: Precision::Strict,
-            stores: vec![Expr::Product, dist.clone()],
-            reductions: vec![
-                r(ReduceKind::ArgMin, &dist),
-                r(ReduceKind::Min, &dist),
-                r(ReduceKind::Max, &dist),
-                r(ReduceKind::Sum, &wgt),
-                r(ReduceKind::Dot { weights: 3 }, &wgt),
-                r(ReduceKind::ByLabel { labels: 4 }, &wgt),
-                r(ReduceKind::Pick { index_input: 5 }, &Expr::Product),
-            ],
-        },
-        provenance: vec![],
-    }
+    kernel_ir::samples::mixed_contraction(dtype, (ta, tb), Precision::Strict, true)
 }
 
 /// `e` with the product read as input `k`.

@@ -1,0 +1,89 @@
+//! Sample specs for the tests of the crates that generate and run kernels (feature
+//! `samples`): one contraction that exercises every part of the form at once.
+
+use crate::{
+    Access, BinaryOp, Expr, Form, Input, KernelSpec, Precision, ReduceKind, Reduction, ScalarType,
+    UnaryOp,
+};
+
+/// A contraction in the shape of a Lloyd step and a kernel smoother.
+///
+/// Inputs: 0 `A` (left operand, transposed when `ta`), 1 `B` (right operand, transposed when
+/// `tb`), 2 `cn` (row), 3 `y` (row), 4 `labels` (index row), 5 `idx` (index col), 6 `g`
+/// (scalar). With `P` the product, `dist = cn[j] - 2 P` and `wgt = exp(-g * max(dist, 0))`:
+/// stores `[P, dist]`; reductions argmin, min and max of `dist`, sum of `wgt`, dot of `wgt`
+/// with `y`, sums of `wgt` by label (when `by_label`), `P` picked at `idx[i]`.
+pub fn mixed_contraction(
+    dtype: ScalarType,
+    (ta, tb): (bool, bool),
+    precision: Precision,
+    by_label: bool,
+) -> KernelSpec {
+    let dist = Expr::binary(
+        BinaryOp::Sub,
+        Expr::Input(2),
+        Expr::binary(BinaryOp::Mul, Expr::Const(2.0), Expr::Product),
+    );
+    let wgt = Expr::unary(
+        UnaryOp::Exp,
+        Expr::binary(
+            BinaryOp::Mul,
+            Expr::unary(UnaryOp::Neg, Expr::Input(6)),
+            Expr::binary(BinaryOp::Max, dist.clone(), Expr::Const(0.0)),
+        ),
+    );
+    let reduce = |kind, expr: &Expr| Reduction {
+        kind,
+        expr: expr.clone(),
+    };
+    let input = |name: &str, access| Input {
+        name: name.into(),
+        access,
+    };
+    let mut reductions = vec![
+        reduce(ReduceKind::ArgMin, &dist),
+        reduce(ReduceKind::Min, &dist),
+        reduce(ReduceKind::Max, &dist),
+        reduce(ReduceKind::Sum, &wgt),
+        reduce(ReduceKind::Dot { weights: 3 }, &wgt),
+    ];
+    if by_label {
+        reductions.push(reduce(ReduceKind::ByLabel { labels: 4 }, &wgt));
+    }
+    reductions.push(reduce(ReduceKind::Pick { index_input: 5 }, &Expr::Product));
+    KernelSpec {
+        dtype,
+        inputs: vec![
+            input("A", Access::Left { transposed: ta }),
+            input("B", Access::Right { transposed: tb }),
+            input("cn", Access::Row),
+            input("y", Access::Row),
+            input("labels", Access::IndexRow),
+            input("idx", Access::IndexCol),
+            input("g", Access::Scalar),
+        ],
+        form: Form::Contraction {
+            a: 0,
+            b: 1,
+            precision,
+            stores: vec![Expr::Product, dist],
+            reductions,
+        },
+        provenance: vec!["mixed contraction".to_string()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mixed_contraction_is_valid_with_and_without_sums_by_label() {
+        for by_label in [false, true] {
+            for dtype in [ScalarType::F32, ScalarType::F64] {
+                let spec = mixed_contraction(dtype, (false, true), Precision::Strict, by_label);
+                assert!(spec.validate().is_ok(), "{:?}", spec.problems());
+            }
+        }
+    }
+}
