@@ -1874,3 +1874,188 @@ fn gpu_syrk_in_bands_and_a_banded_map_on_the_second_lane_match_the_whole() {
             .is_err());
     }
 }
+
+/// The shared mixed contraction (every store and reduction kind at once) on the GPU against
+/// the CPU contraction in f64 (itself tested against a naive reference): both templates
+/// (pipelined: `float`, `A * B^T`, no sums by label; tiled: the rest), every operand
+/// orientation, strict and TF32, shapes with 1, odd sizes, non-multiples of the 64 x 64 and
+/// 256 x 128 tiles and of the 16- and 32-deep slices, more rows than one block of 256, and odd
+/// leading dimensions (4-byte copies). Outputs are NaN-poisoned before the run.
+#[test]
+fn gpu_mixed_contraction_matches_the_cpu() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(29);
+    let width = 5;
+    let shapes = [
+        (1, 1, 1),
+        (7, 3, 5),
+        (300, 130, 33),
+        (513, 257, 70),
+        (1000, 9, 200),
+    ];
+    for (rows, cols, depth) in shapes {
+        for (ta, tb) in [(false, true), (false, false), (true, false), (true, true)] {
+            for by_label in [true, false] {
+                for (dtype, tf32) in [(DType::F32, false), (DType::F64, false), (DType::F32, true)]
+                {
+                    let precision = if tf32 {
+                        kernel_ir::Precision::Tf32
+                    } else {
+                        kernel_ir::Precision::Strict
+                    };
+                    let spec = kernel_ir::samples::mixed_contraction(
+                        dtype.scalar_type(),
+                        (ta, tb),
+                        precision,
+                        by_label,
+                    );
+                    let what = format!(
+                        "mixed contraction {rows}x{cols}x{depth} ta={ta} tb={tb} \
+                         by_label={by_label} {dtype:?} tf32={tf32}"
+                    );
+                    let (ar, ac) = if ta { (depth, rows) } else { (rows, depth) };
+                    let (br, bc) = if tb { (cols, depth) } else { (depth, cols) };
+                    let a = rounded(dtype, &rng.values(ar * ac));
+                    let bm = rounded(dtype, &rng.values(br * bc));
+                    let cn = rounded(dtype, &rng.values(cols));
+                    let y = rounded(dtype, &rng.values(cols));
+                    let labels: Vec<u32> = (0..cols).map(|_| rng.below(width + 1) as u32).collect();
+                    let idx: Vec<u32> = (0..rows).map(|_| rng.below(cols) as u32).collect();
+                    let g = 0.75;
+
+                    // The CPU reference in f64, strict.
+                    let mut cpu_spec = spec.clone();
+                    cpu_spec.dtype = kernel_ir::ScalarType::F64;
+                    if let Form::Contraction { precision, .. } = &mut cpu_spec.form {
+                        *precision = kernel_ir::Precision::Strict;
+                    }
+                    let args = [
+                        crate::cpu::FusedArg::Matrix { data: &a, ld: ac },
+                        crate::cpu::FusedArg::Matrix { data: &bm, ld: bc },
+                        crate::cpu::FusedArg::Vector(&cn),
+                        crate::cpu::FusedArg::Vector(&y),
+                        crate::cpu::FusedArg::Index(&labels),
+                        crate::cpu::FusedArg::Index(&idx),
+                        crate::cpu::FusedArg::Scalar(g),
+                    ];
+                    let n_out = if by_label { 9 } else { 8 };
+                    let sizes: Vec<usize> = (0..n_out)
+                        .map(|o| match o {
+                            0 | 1 => rows * cols,
+                            7 if by_label => rows * width,
+                            _ => rows,
+                        })
+                        .collect();
+                    let mut want: Vec<Vec<f64>> =
+                        sizes.iter().map(|&n| vec![f64::NAN; n]).collect();
+                    let mut argmin = vec![u32::MAX; rows];
+                    {
+                        let (first, rest) = want.split_at_mut(2);
+                        let (p_out, d_out) = first.split_at_mut(1);
+                        let mut outs: Vec<crate::cpu::FusedOut<'_, f64>> = vec![
+                            crate::cpu::FusedOut::Values(&mut p_out[0]),
+                            crate::cpu::FusedOut::Values(&mut d_out[0]),
+                            crate::cpu::FusedOut::Indices(&mut argmin),
+                        ];
+                        for v in rest.iter_mut().skip(1) {
+                            outs.push(crate::cpu::FusedOut::Values(v));
+                        }
+                        crate::cpu::run_contraction(
+                            &cpu_spec,
+                            (rows, cols),
+                            depth,
+                            width,
+                            &args,
+                            &mut outs,
+                        )
+                        .unwrap_or_else(|e| panic!("{what}: CPU: {e}"));
+                    }
+
+                    let fe = ElemType::float(dtype);
+                    let (abuf, bbuf, cbuf, ybuf) = (
+                        upload(b, dtype, &a),
+                        upload(b, dtype, &bm),
+                        upload(b, dtype, &cn),
+                        upload(b, dtype, &y),
+                    );
+                    let (lbuf, ibuf) = (upload_u32(b, &labels), upload_u32(b, &idx));
+                    let outs: Vec<CudaBuffer> = sizes
+                        .iter()
+                        .enumerate()
+                        .map(|(o, &n)| {
+                            poisoned(b, if o == 2 { ElemType::U32 } else { fe }, n.max(1))
+                        })
+                        .collect();
+                    let inputs = [
+                        dense(&abuf, ar, ac),
+                        dense(&bbuf, br, bc),
+                        dense(&cbuf, 1, cols),
+                        dense(&ybuf, 1, cols),
+                        Arg::Index {
+                            buf: &lbuf,
+                            len: cols,
+                        },
+                        Arg::Index {
+                            buf: &ibuf,
+                            len: rows,
+                        },
+                        Arg::Scalar(g),
+                    ];
+                    let outputs: Vec<Arg<'_, CudaBuffer>> = outs
+                        .iter()
+                        .enumerate()
+                        .map(|(o, buf)| match o {
+                            0 | 1 => dense(buf, rows, cols),
+                            2 => Arg::Index { buf, len: rows },
+                            7 if by_label => dense(buf, rows, width),
+                            _ => dense(buf, rows, 1),
+                        })
+                        .collect();
+                    let step = step(StepOp::Fused(FusedStep {
+                        name: spec.name(),
+                        spec,
+                        rows,
+                        cols,
+                        depth,
+                        width: if by_label { width } else { 0 },
+                    }));
+                    b.run_step(&step, &inputs, &outputs, dtype, 1.0)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+
+                    // TF32 keeps about 10 bits of each operand.
+                    let tol = if tf32 { 2e-2 } else { tolerance(dtype) * 10.0 };
+                    let scale = (depth as f64).sqrt().max(1.0);
+                    let got: Vec<Vec<f64>> = outs.iter().map(|o| download(b, o)).collect();
+                    for o in [0, 1, 3, 4, n_out - 1] {
+                        assert_close(
+                            &got[o][..sizes[o]],
+                            &want[o],
+                            tol * scale,
+                            &format!("{what} out{o}"),
+                        );
+                    }
+                    for o in 5..n_out - 1 {
+                        // Sums over the columns (sum, dot, by label).
+                        assert_close(
+                            &got[o][..sizes[o]],
+                            &want[o],
+                            tol * scale * (cols as f64).sqrt().max(1.0),
+                            &format!("{what} out{o}"),
+                        );
+                    }
+                    // The chosen column holds the minimum distance (near-ties may differ).
+                    for i in 0..rows {
+                        let chosen = got[2][i] as usize;
+                        assert!(chosen < cols, "{what}: argmin {chosen} of {cols}");
+                        let d = want[1][i * cols + chosen];
+                        assert!(
+                            d - want[3][i] <= tol * scale * (1.0 + d.abs()),
+                            "{what}: row {i} chose {chosen} at {d}, min {}",
+                            want[3][i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
