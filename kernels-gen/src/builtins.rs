@@ -461,7 +461,9 @@ static __device__ __forceinline__ unsigned int pk_selection_same_key(const unsig
 const SELECTION_CHUNK_COUNTS: &str = r#"// popcorn builtin kernel {NAME}: per-chunk cluster counts.
 // Warp w owns points [w * chunk, min((w + 1) * chunk, n)) and workspace row w (k ints): it
 // zeroes the row, then walks its points 32 at a time; for each label present among the 32, the
-// highest lane holding it adds the number of lanes holding it. Labels >= k are skipped.
+// highest lane holding it adds the number of lanes holding it. Labels >= k are skipped. With
+// dynamic shared memory for 8 rows of k (k small enough), the row is counted there and
+// copied out once.
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long n,
     const long long k,
@@ -469,12 +471,17 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const unsigned int* __restrict__ labels,
     int* __restrict__ workspace)
 {
+    extern __shared__ int pk_rows[];
+    unsigned int dyn_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
+    const bool in_shared = (unsigned long long)dyn_bytes >= 8ull * 4ull * (unsigned long long)k;
     const int lane = (int)(threadIdx.x & 31u);
     const long long warps = (long long)(blockDim.x >> 5);
     const long long chunks = (n + chunk - 1) / chunk;
     for (long long w = (long long)blockIdx.x * warps + (long long)(threadIdx.x >> 5); w < chunks;
          w += (long long)gridDim.x * warps) {
-        int* row = workspace + w * k;
+        int* const out = workspace + w * k;
+        int* const row = in_shared ? pk_rows + (long long)(threadIdx.x >> 5) * k : out;
         for (long long c = lane; c < k; c += 32) {
             row[c] = 0;
         }
@@ -492,6 +499,12 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
             }
             __syncwarp();
         }
+        if (in_shared) {
+            for (long long c = lane; c < k; c += 32) {
+                out[c] = row[c];
+            }
+            __syncwarp();
+        }
     }
 }
 "#;
@@ -502,17 +515,29 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 /// Parameters: `(const long long n, const long long k, const long long chunk,
 /// const unsigned int* labels, int* workspace)` with `chunk` and the workspace size from
 /// [`selection_layout`]; entry point `pk_selection_chunk_counts`.
-/// Launch: [`selection_chunks_grid_block`]`(chunks)`.
+/// Launch: [`selection_chunks_grid_block`]`(chunks, k)`.
 pub fn selection_chunk_counts() -> BuiltinKernel {
     let template = format!("{SELECTION_GROUP_FN}{SELECTION_CHUNK_COUNTS}");
     untyped("pk_selection_chunk_counts", &template)
 }
 
+/// Most clusters whose per-warp rows the chunk kernels keep in shared memory (8 rows of `k`
+/// ints within the 48 KiB a block gets without opting in); beyond, they work in the
+/// workspace.
+pub const SELECTION_SHARED_MAX_K: u64 = 1536;
+
 /// Launch dimensions of the warp-per-chunk kernels [`selection_chunk_counts`] and
-/// [`selection_scatter`]: blocks of 8 warps, one warp per chunk.
-pub fn selection_chunks_grid_block(chunks: u64) -> LaunchDims {
+/// [`selection_scatter`] for `k` clusters: blocks of 8 warps, one warp per chunk, with
+/// dynamic shared memory for the warps' rows where `k <= SELECTION_SHARED_MAX_K`.
+pub fn selection_chunks_grid_block(chunks: u64, k: u64) -> LaunchDims {
     let grid = blocks_for(chunks, u64::from(SELECTION_WARPS_PER_BLOCK));
-    ((grid, 1, 1), (SELECTION_WARPS_PER_BLOCK * 32, 1, 1), 0)
+    let shared = if k <= SELECTION_SHARED_MAX_K {
+        // At most 8 * 1536 * 4 bytes: fits in u32.
+        u32::try_from(u64::from(SELECTION_WARPS_PER_BLOCK) * k * 4).unwrap_or(0)
+    } else {
+        0
+    };
+    ((grid, 1, 1), (SELECTION_WARPS_PER_BLOCK * 32, 1, 1), shared)
 }
 
 const SELECTION_CHUNK_OFFSETS: &str = r#"// popcorn builtin kernel {NAME}: per-chunk start positions.
@@ -601,7 +626,8 @@ const SELECTION_SCATTER: &str = r#"// popcorn builtin kernel {NAME}: CSR columns
 // Warp w walks its chunk 32 points at a time. A point's position is its cluster's row start
 // plus its running position for this chunk (workspace row w) plus the number of lower lanes
 // with the same label; the highest such lane then advances the running position. Points land
-// in ascending order within each cluster. Labels >= k are skipped.
+// in ascending order within each cluster. Labels >= k are skipped. With dynamic shared memory
+// for 8 rows of k, the warp's running positions are copied there first.
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long n,
     const long long k,
@@ -613,6 +639,10 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
     int* __restrict__ col_idx,
     {T}* __restrict__ values)
 {
+    extern __shared__ int pk_rows[];
+    unsigned int dyn_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
+    const bool in_shared = (unsigned long long)dyn_bytes >= 8ull * 4ull * (unsigned long long)k;
     const int lane = (int)(threadIdx.x & 31u);
     const unsigned int lower_lanes = (1u << lane) - 1u;
     const long long warps = (long long)(blockDim.x >> 5);
@@ -620,6 +650,14 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
     for (long long w = (long long)blockIdx.x * warps + (long long)(threadIdx.x >> 5); w < chunks;
          w += (long long)gridDim.x * warps) {
         int* row = workspace + w * k;
+        if (in_shared) {
+            int* const copy = pk_rows + (long long)(threadIdx.x >> 5) * k;
+            for (long long c = lane; c < k; c += 32) {
+                copy[c] = row[c];
+            }
+            __syncwarp();
+            row = copy;
+        }
         const long long start = w * chunk;
         const long long end = (start + chunk < n) ? start + chunk : n;
         for (long long base = start; base < end; base += 32) {
@@ -661,7 +699,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 /// Parameters: `(const long long n, const long long k, const long long chunk,
 /// const unsigned int* labels, const unsigned int* counts, const int* row_ptr,
 /// int* workspace, int* col_idx, T* values)`. Launch:
-/// [`selection_chunks_grid_block`]`(chunks)`.
+/// [`selection_chunks_grid_block`]`(chunks, k)`.
 pub fn selection_scatter(dtype: ScalarType) -> BuiltinKernel {
     let template = format!("{SELECTION_GROUP_FN}{SELECTION_SCATTER}");
     typed("selection_scatter", dtype, &template)
@@ -799,8 +837,16 @@ mod tests {
     fn grid_limits_hold() {
         assert!(MAX_GRID_BLOCKS <= u64::from(u16::MAX));
         assert_eq!(
-            selection_chunks_grid_block(977),
-            ((123, 1, 1), (256, 1, 1), 0)
+            selection_chunks_grid_block(977, 10),
+            ((123, 1, 1), (256, 1, 1), 320)
+        );
+        assert_eq!(
+            selection_chunks_grid_block(977, SELECTION_SHARED_MAX_K),
+            ((123, 1, 1), (256, 1, 1), 49_152)
+        );
+        assert_eq!(
+            selection_chunks_grid_block(977, SELECTION_SHARED_MAX_K + 1).2,
+            0
         );
         assert_eq!(selection_scan_grid_block(), ((1, 1, 1), (1024, 1, 1), 0));
     }

@@ -447,7 +447,7 @@ impl Builtins<'_> {
             .map_err(|_| RuntimeError::InvalidData("selection chunk too large".into()))?;
         let chunks = i64::try_from(layout.chunks)
             .map_err(|_| RuntimeError::InvalidData("too many selection chunks".into()))?;
-        let chunk_dims = builtins::selection_chunks_grid_block(layout.chunks);
+        let chunk_dims = builtins::selection_chunks_grid_block(layout.chunks, k as u64);
 
         // 1. Per-chunk counts; 2. positions within each cluster and the clusters' sizes;
         // 3. row offsets; 4. columns and values.
