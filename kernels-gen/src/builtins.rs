@@ -58,8 +58,8 @@ fn untyped(name: &str, template: &str) -> BuiltinKernel {
 
 /// Launch dimensions of the element-wise builtins over `len` items: 1-D blocks of
 /// [`BUILTIN_BLOCK_THREADS`], at least one and at most [`MAX_GRID_BLOCKS`](crate::emit::MAX_GRID_BLOCKS) blocks, no dynamic
-/// shared memory. For [`diag`] (`len = n`), [`fill`] and [`fill_u32`] (`len`), [`histogram`]
-/// (`len = n`) and [`selection_chunk_offsets`] (`len = k`).
+/// shared memory. For [`diag`] (`len = n`), [`fill`] and [`fill_u32`] (`len`) and
+/// [`histogram`] (`len = n`).
 pub fn linear_grid_block(len: u64) -> LaunchDims {
     let grid = blocks_for(len, u64::from(BUILTIN_BLOCK_THREADS));
     ((grid, 1, 1), (BUILTIN_BLOCK_THREADS, 1, 1), 0)
@@ -363,6 +363,53 @@ pub fn selection_layout(n: u64, k: u64) -> SelectionLayout {
     }
 }
 
+/// Shared device code of the scan kernels: an exclusive scan of one `int` per thread across a
+/// block of `WARPS` warps (warp scans by shuffles, then across the warps), offset by a running
+/// `carry` in shared memory that the block's last thread then advances past the block's total.
+/// Every thread of the block calls it. Guarded, so sources may be concatenated into one module.
+const BLOCK_SCAN_FN: &str = r#"#ifndef PK_BLOCK_SCAN
+#define PK_BLOCK_SCAN
+template <int WARPS>
+static __device__ __forceinline__ int pk_block_exclusive_scan(const int v, int* warp_sums, int* carry)
+{
+    const int tid = (int)threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    int x = v;
+    for (int off = 1; off < 32; off <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, x, off);
+        if (lane >= off) {
+            x += y;
+        }
+    }
+    if (lane == 31) {
+        warp_sums[warp] = x;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        int s = (lane < WARPS) ? warp_sums[lane] : 0;
+        for (int off = 1; off < WARPS; off <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, s, off);
+            if (lane >= off) {
+                s += y;
+            }
+        }
+        if (lane < WARPS) {
+            warp_sums[lane] = s;
+        }
+    }
+    __syncthreads();
+    const int exclusive = *carry + ((warp == 0) ? 0 : warp_sums[warp - 1]) + x - v;
+    __syncthreads();
+    if (tid == 32 * WARPS - 1) {
+        *carry = exclusive + v;
+    }
+    __syncthreads();
+    return exclusive;
+}
+#endif
+"#;
+
 const SELECTION_SCAN: &str = r#"// popcorn builtin kernel {NAME}: row_ptr[c] = counts[0] + ... + counts[c - 1] for
 // 0 <= c <= k (an exclusive scan). One block of exactly 1024 threads walks counts in pieces of
 // 1024, carrying the running total.
@@ -374,46 +421,16 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
     __shared__ int warp_sums[32];
     __shared__ int carry;
     const int tid = (int)threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
     if (tid == 0) {
         carry = 0;
     }
     __syncthreads();
     for (long long base = 0; base < k; base += 1024) {
         const long long c = base + tid;
-        const int v = (c < k) ? (int)counts[c] : 0;
-        int x = v;
-        for (int off = 1; off < 32; off <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, x, off);
-            if (lane >= off) {
-                x += y;
-            }
-        }
-        if (lane == 31) {
-            warp_sums[warp] = x;
-        }
-        __syncthreads();
-        if (warp == 0) {
-            int s = warp_sums[lane];
-            for (int off = 1; off < 32; off <<= 1) {
-                const int y = __shfl_up_sync(0xffffffffu, s, off);
-                if (lane >= off) {
-                    s += y;
-                }
-            }
-            warp_sums[lane] = s;
-        }
-        __syncthreads();
-        const int exclusive = carry + ((warp == 0) ? 0 : warp_sums[warp - 1]) + x - v;
+        const int exclusive = pk_block_exclusive_scan<32>((c < k) ? (int)counts[c] : 0, warp_sums, &carry);
         if (c < k) {
             row_ptr[c] = exclusive;
         }
-        __syncthreads();
-        if (tid == 1023) {
-            carry = exclusive + v;
-        }
-        __syncthreads();
     }
     if (tid == 0) {
         row_ptr[k] = carry;
@@ -428,7 +445,8 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
 /// of `k + 1` entries; entry point `pk_selection_scan`. Launch: [`selection_scan_grid_block`]
 /// (one block of exactly 1024 threads).
 pub fn selection_scan() -> BuiltinKernel {
-    untyped("pk_selection_scan", SELECTION_SCAN)
+    let template = format!("{BLOCK_SCAN_FN}{SELECTION_SCAN}");
+    untyped("pk_selection_scan", &template)
 }
 
 /// Launch dimensions of [`selection_scan`]: one block of 1024 threads.
@@ -542,8 +560,8 @@ pub fn selection_chunks_grid_block(chunks: u64, k: u64) -> LaunchDims {
 
 const SELECTION_CHUNK_OFFSETS: &str = r#"// popcorn builtin kernel {NAME}: per-chunk start positions.
 // Block b takes clusters b, b + gridDim.x, ...; for cluster c its 256 threads scan the
-// chunks' counts 256 at a time (warp scans by shuffles, then across the 8 warps), carrying
-// the running position from one piece to the next; the total is cluster c's size.
+// chunks' counts 256 at a time, carrying the running position from one piece to the next;
+// the total is cluster c's size.
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long k,
     const long long chunks,
@@ -553,8 +571,6 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
     __shared__ int warp_sums[8];
     __shared__ int carry;
     const int tid = (int)threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
     for (long long c = blockIdx.x; c < k; c += gridDim.x) {
         if (tid == 0) {
             carry = 0;
@@ -563,39 +579,10 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
         for (long long base = 0; base < chunks; base += 256) {
             const long long w = base + tid;
             const int v = (w < chunks) ? workspace[w * k + c] : 0;
-            int x = v;
-            for (int off = 1; off < 32; off <<= 1) {
-                const int y = __shfl_up_sync(0xffffffffu, x, off);
-                if (lane >= off) {
-                    x += y;
-                }
-            }
-            if (lane == 31) {
-                warp_sums[warp] = x;
-            }
-            __syncthreads();
-            if (warp == 0) {
-                int s = (lane < 8) ? warp_sums[lane] : 0;
-                for (int off = 1; off < 8; off <<= 1) {
-                    const int y = __shfl_up_sync(0xffffffffu, s, off);
-                    if (lane >= off) {
-                        s += y;
-                    }
-                }
-                if (lane < 8) {
-                    warp_sums[lane] = s;
-                }
-            }
-            __syncthreads();
-            const int exclusive = carry + ((warp == 0) ? 0 : warp_sums[warp - 1]) + x - v;
+            const int exclusive = pk_block_exclusive_scan<8>(v, warp_sums, &carry);
             if (w < chunks) {
                 workspace[w * k + c] = exclusive;
             }
-            __syncthreads();
-            if (tid == 255) {
-                carry = exclusive + v;
-            }
-            __syncthreads();
         }
         if (tid == 0) {
             counts[c] = (unsigned int)carry;
@@ -613,7 +600,8 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 /// int* workspace)`; entry point `pk_selection_chunk_offsets`.
 /// Launch: [`selection_chunk_offsets_grid_block`]`(k)`.
 pub fn selection_chunk_offsets() -> BuiltinKernel {
-    untyped("pk_selection_chunk_offsets", SELECTION_CHUNK_OFFSETS)
+    let template = format!("{BLOCK_SCAN_FN}{SELECTION_CHUNK_OFFSETS}");
+    untyped("pk_selection_chunk_offsets", &template)
 }
 
 /// Launch dimensions of [`selection_chunk_offsets`] for `k` clusters: one block of 256

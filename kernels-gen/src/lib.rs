@@ -2,7 +2,9 @@
 //!
 //! The planner describes each fused group of element-wise maps, broadcasts and reductions, and
 //! each contraction (a matrix product computed tile by tile with its epilogue and row
-//! reductions, see `emit::contraction`), as a [`kernel_ir::KernelSpec`]; the CUDA backend calls [`emit()`] to turn a spec into
+//! reductions: a pipelined template of `cp.async`, `wgmma` or `mma.sync` and a generated fold
+//! for `float` products `A * B^T`, a simpler tiled one for the rest, see `emit::contraction`),
+//! as a [`kernel_ir::KernelSpec`]; the CUDA backend calls [`emit()`] to turn a spec into
 //! deterministic CUDA C that NVRTC compiles without any `#include`, together with its
 //! [`LaunchShape`] (as data: [`launch_shape`] gives it without generating the text) and the
 //! order of its parameters ([`params()`]). The [`builtins`] module holds the fixed kernels the

@@ -294,6 +294,111 @@ struct Cursor {
     __device__ __forceinline__ bool loads_a(bool resident) const { return !resident || jt == 0; }
 };
 
+// Bytes of the row exchange for partials of type State (the host's formula is the same).
+template <class State>
+__device__ __forceinline__ constexpr unsigned long long exchange_bytes()
+{
+    return (unsigned long long)BM * sizeof(State) * (unsigned long long)(WARPS_N - 1);
+}
+
+// ------------------------------------------------------------------------------------
+// The staging plan of one CTA: sizes, the shared-memory slots (A resident for a row block
+// when the launch gave room for all its chunks, NA = max(KT, STAGES); streamed with B
+// otherwise, NA = STAGES; too little room even for streaming traps), and the copies of a
+// step. Shared memory (dynamic): [NA A slots][STAGES B slots][row exchange].
+// ------------------------------------------------------------------------------------
+struct Staging {
+    const float* A;
+    long long lda;
+    const float* B;
+    long long ldb;
+    long long m, n, d;
+    int KT;          // depth chunks
+    int JT;          // column tiles
+    long long R;     // this CTA's row blocks
+    bool resident;
+    int NA;          // A slots
+    bool a_vec, b_vec;
+    unsigned a_smem, b_smem;
+    float* a_ptr;
+    float* b_ptr;
+    int tid;
+
+    // False when this CTA has no rows (it leaves, as a whole).
+    __device__ __forceinline__ bool init(const float* A_, long long lda_, const float* B_,
+                                         long long ldb_, long long m_, long long n_, long long d_,
+                                         unsigned long long exchange)
+    {
+        A = A_; lda = lda_; B = B_; ldb = ldb_; m = m_; n = n_; d = d_;
+        const long long row_blocks = (m + BM - 1) / BM;
+        if (m <= 0 || n <= 0 || (long long)blockIdx.x >= row_blocks) return false;
+        KT = d > 0 ? (int)((d + BK - 1) / BK) : 1;  // d == 0: one all-zero chunk
+        JT = (int)((n + BN - 1) / BN);
+        R = (row_blocks - 1 - (long long)blockIdx.x) / (long long)gridDim.x + 1;
+
+        unsigned dyn_bytes;
+        asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
+        const int resident_slots = KT > STAGES ? KT : STAGES;
+        resident = smem_bytes(resident_slots, exchange) <= dyn_bytes;
+        NA = resident ? resident_slots : STAGES;
+        if (smem_bytes(NA, exchange) > dyn_bytes) __trap();  // launched with too little shared memory
+
+        tid = (int)threadIdx.x;
+        a_vec = ((reinterpret_cast<unsigned long long>(A) & 15ull) == 0) && ((lda & 3) == 0);
+        b_vec = ((reinterpret_cast<unsigned long long>(B) & 15ull) == 0) && ((ldb & 3) == 0);
+        const unsigned smem_base = (unsigned)__cvta_generic_to_shared(pk_smem);
+        if ((smem_base & 1023u) != 0) __trap();  // the swizzle atoms need 1024-byte alignment
+        a_smem = smem_base;
+        b_smem = smem_base + (unsigned)NA * (unsigned)A_SLOT_BYTES;
+        a_ptr = reinterpret_cast<float*>(pk_smem);
+        b_ptr = a_ptr + NA * A_SLOT_FLOATS;
+        return true;
+    }
+
+    // First row of this CTA's r-th row block.
+    __device__ __forceinline__ long long row0(long long r) const
+    {
+        return ((long long)blockIdx.x + r * (long long)gridDim.x) * BM;
+    }
+
+    __device__ __forceinline__ void advance(Cursor& p) const { p.advance(KT, JT, NA, resident); }
+    __device__ __forceinline__ int a_slot(const Cursor& p) const { return p.a_slot(resident, NA); }
+    // The row exchange, after the B slots.
+    __device__ __forceinline__ void* exchange() const { return b_ptr + STAGES * B_SLOT_FLOATS; }
+
+    // Issues the copies of step p (none past the end) as one cp.async group.
+    __device__ __forceinline__ void issue(const Cursor& p) const
+    {
+        if (p.r < R) {
+            const long long k0 = (long long)p.kt * BK;
+            if (p.loads_a(resident)) {
+                stage_chunk<A_SEGS_PER_THREAD>(a_smem + (unsigned)(a_slot(p) * A_SLOT_BYTES), A, lda,
+                                               row0(p.r), m, k0, d, a_vec, tid);
+            }
+            stage_chunk<B_SEGS_PER_THREAD>(b_smem + (unsigned)(p.b_slot * B_SLOT_BYTES), B, ldb,
+                                           (long long)p.jt * BN, n, k0, d, b_vec, tid);
+        }
+        cp_async_commit();  // one group per step, empty past the end: uniform accounting
+    }
+
+    // Issues the first STAGES - 1 steps, advancing the producer's cursor.
+    __device__ __forceinline__ void prime(Cursor& prod) const
+    {
+#pragma unroll 1
+        for (int s = 0; s < STAGES - 1; ++s) {
+            issue(prod);
+            advance(prod);
+        }
+    }
+
+    // Rounds this thread's copies of step p's chunks to TF32 (A only where p loads it).
+    __device__ __forceinline__ void round(const Cursor& p) const
+    {
+        if (p.loads_a(resident)) round_chunk_tf32<A_SEGS_PER_THREAD>(a_ptr + a_slot(p) * A_SLOT_FLOATS, tid);
+        round_chunk_tf32<B_SEGS_PER_THREAD>(b_ptr + p.b_slot * B_SLOT_FLOATS, tid);
+    }
+};
+
 // ------------------------------------------------------------------------------------
 // Inner products of one staged chunk into the warp's WM x WN accumulator tile.
 // acc[mt][nt][e] is element (row 16 mt + g + 8 (e / 2), column 8 nt + 2 t + e % 2) of the
@@ -551,61 +656,19 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
                                                   long long d, const Fold& fold)
 {
     using State = typename Fold::State;
-    constexpr unsigned long long EXCHANGE =
-        (unsigned long long)BM * sizeof(State) * (unsigned long long)(WARPS_N - 1);
+    Staging sg;
+    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>())) return;
 
-    const long long row_blocks = (m + BM - 1) / BM;
-    if (m <= 0 || n <= 0 || (long long)blockIdx.x >= row_blocks) return;  // whole CTA leaves
-    const int KT = d > 0 ? (int)((d + BK - 1) / BK) : 1;  // d == 0: one all-zero chunk
-    const int JT = (int)((n + BN - 1) / BN);
-    const long long R = (row_blocks - 1 - (long long)blockIdx.x) / (long long)gridDim.x + 1;
-
-    unsigned dyn_bytes;
-    asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
-    const int resident_slots = KT > STAGES ? KT : STAGES;
-    const bool resident = smem_bytes(resident_slots, EXCHANGE) <= dyn_bytes;
-    const int NA = resident ? resident_slots : STAGES;
-    if (smem_bytes(NA, EXCHANGE) > dyn_bytes) __trap();  // launched with too little shared memory
-
-    const int tid = (int)threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
+    const int lane = sg.tid & 31;
+    const int warp = sg.tid >> 5;
     const int wg = warp >> 2;  // warpgroup: rows 128 wg ...
     const int w = warp & 3;    // warp of the warpgroup: rows 16 w ... of each 64
     const int g = lane >> 2;
     const int t = lane & 3;
 
-    const bool a_vec = ((reinterpret_cast<unsigned long long>(A) & 15ull) == 0) && ((lda & 3) == 0);
-    const bool b_vec = ((reinterpret_cast<unsigned long long>(B) & 15ull) == 0) && ((ldb & 3) == 0);
-
-    const unsigned smem_base = (unsigned)__cvta_generic_to_shared(pk_smem);
-    if ((smem_base & 1023u) != 0) __trap();  // the swizzle atoms need 1024-byte alignment
-    const unsigned a_smem = smem_base;
-    const unsigned b_smem = smem_base + (unsigned)NA * (unsigned)A_SLOT_BYTES;
-    float* const a_ptr = reinterpret_cast<float*>(pk_smem);
-    float* const b_ptr = a_ptr + NA * A_SLOT_FLOATS;
-
-    auto issue = [&](const Cursor& p) {
-        if (p.r < R) {
-            const long long i0 = ((long long)blockIdx.x + p.r * (long long)gridDim.x) * BM;
-            const long long k0 = (long long)p.kt * BK;
-            if (p.loads_a(resident)) {
-                stage_chunk<A_SEGS_PER_THREAD>(a_smem + (unsigned)(p.a_slot(resident, NA) * A_SLOT_BYTES),
-                                               A, lda, i0, m, k0, d, a_vec, tid);
-            }
-            stage_chunk<B_SEGS_PER_THREAD>(b_smem + (unsigned)(p.b_slot * B_SLOT_BYTES), B, ldb,
-                                           (long long)p.jt * BN, n, k0, d, b_vec, tid);
-        }
-        cp_async_commit();  // one group per step, empty past the end: uniform accounting
-    };
-
     Cursor prod{0, 0, 0, 0, 0};
     Cursor cons = prod;
-#pragma unroll 1
-    for (int s = 0; s < STAGES - 1; ++s) {
-        issue(prod);
-        prod.advance(KT, JT, NA, resident);
-    }
+    sg.prime(prod);
 
     float acc[2][64];
 #pragma unroll
@@ -614,8 +677,8 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
         for (int r = 0; r < 64; ++r) acc[mi][r] = 0.0f;
     State st[2][2];
 
-    while (cons.r < R) {
-        const long long i0 = ((long long)blockIdx.x + cons.r * (long long)gridDim.x) * BM;
+    while (cons.r < sg.R) {
+        const long long i0 = sg.row0(cons.r);
         if (cons.jt == 0 && cons.kt == 0) {  // a new row block: fresh partials
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi)
@@ -624,17 +687,16 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
         }
 
         cp_async_wait<STAGES - 2>();
-        const int a_slot = cons.a_slot(resident, NA);
-        if (cons.loads_a(resident)) round_chunk_tf32<A_SEGS_PER_THREAD>(a_ptr + a_slot * A_SLOT_FLOATS, tid);
-        round_chunk_tf32<B_SEGS_PER_THREAD>(b_ptr + cons.b_slot * B_SLOT_FLOATS, tid);
+        sg.round(cons);
         fence_proxy_async();
         wgmma_wait_all();  // the previous step's products are done: its slots may be refilled
         __syncthreads();
-        issue(prod);
-        prod.advance(KT, JT, NA, resident);
+        sg.issue(prod);
+        sg.advance(prod);
 
-        const unsigned a_rows = a_smem + (unsigned)(a_slot * A_SLOT_BYTES) + (unsigned)(wg * 128 * ROW_BYTES);
-        const unsigned b_rows = b_smem + (unsigned)(cons.b_slot * B_SLOT_BYTES);
+        const unsigned a_rows =
+            sg.a_smem + (unsigned)(sg.a_slot(cons) * A_SLOT_BYTES) + (unsigned)(wg * 128 * ROW_BYTES);
+        const unsigned b_rows = sg.b_smem + (unsigned)(cons.b_slot * B_SLOT_BYTES);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < KSTEPS; ++ks) {
@@ -646,7 +708,7 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
         }
         wgmma_commit();
 
-        if (cons.kt == KT - 1) {  // the column tile is complete: epilogue and reductions
+        if (cons.kt == sg.KT - 1) {  // the column tile is complete: epilogue and reductions
             wgmma_wait_all();
             const long long i_lane = i0 + wg * 128 + w * 16 + g;
             const long long j_lane = (long long)cons.jt * BN + 2 * t;
@@ -662,7 +724,7 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
             for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
                 for (int r = 0; r < 64; ++r) acc[mi][r] = 0.0f;
-            if (cons.jt == JT - 1) {
+            if (cons.jt == sg.JT - 1) {
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
@@ -675,7 +737,7 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
                 }
             }
         }
-        cons.advance(KT, JT, NA, resident);
+        sg.advance(cons);
     }
     wgmma_wait_all();
     cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
@@ -683,11 +745,8 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
 #endif  // PK_WGMMA
 
 // ------------------------------------------------------------------------------------
-// The kernel body: P = A B^T over m rows, n columns and depth d, each tile folded.
-// Shared memory (dynamic): [NA A slots][STAGES B slots][row exchange]. A stays resident
-// for a row block (NA = max(KT, STAGES) slots) when the launch gave room for it, and is
-// streamed with B otherwise (NA = STAGES); too little room for streaming is a launch
-// error and traps.
+// The kernel body: P = A B^T over m rows, n columns and depth d, each tile folded (shared
+// memory as Staging plans it).
 // ------------------------------------------------------------------------------------
 template <bool kTf32, class Fold>
 __device__ __forceinline__ void contraction(const float* A, long long lda, const float* B,
@@ -701,39 +760,16 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
     }
 #endif
     using State = typename Fold::State;
-    constexpr unsigned long long EXCHANGE =
-        (unsigned long long)BM * sizeof(State) * (unsigned long long)(WARPS_N - 1);
+    Staging sg;
+    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>())) return;
 
-    const long long row_blocks = (m + BM - 1) / BM;
-    if (m <= 0 || n <= 0 || (long long)blockIdx.x >= row_blocks) return;  // whole CTA leaves
-    const int KT = d > 0 ? (int)((d + BK - 1) / BK) : 1;  // d == 0: one all-zero chunk
-    const int JT = (int)((n + BN - 1) / BN);
-    const long long R = (row_blocks - 1 - (long long)blockIdx.x) / (long long)gridDim.x + 1;
-
-    unsigned dyn_bytes;
-    asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
-    const int resident_slots = KT > STAGES ? KT : STAGES;
-    const bool resident = smem_bytes(resident_slots, EXCHANGE) <= dyn_bytes;
-    const int NA = resident ? resident_slots : STAGES;
-    if (smem_bytes(NA, EXCHANGE) > dyn_bytes) __trap();  // launched with too little shared memory
-
-    const int tid = (int)threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
+    const int lane = sg.tid & 31;
+    const int warp = sg.tid >> 5;
     const int wm = warp / WARPS_N;
     const int wn = warp % WARPS_N;
     const int g = lane >> 2;
     const int t = lane & 3;
-
-    const bool a_vec = ((reinterpret_cast<unsigned long long>(A) & 15ull) == 0) && ((lda & 3) == 0);
-    const bool b_vec = ((reinterpret_cast<unsigned long long>(B) & 15ull) == 0) && ((ldb & 3) == 0);
-
-    const unsigned smem_base = (unsigned)__cvta_generic_to_shared(pk_smem);
-    const unsigned a_smem = smem_base;
-    const unsigned b_smem = smem_base + (unsigned)NA * (unsigned)A_SLOT_BYTES;
-    float* const a_ptr = reinterpret_cast<float*>(pk_smem);
-    float* const b_ptr = a_ptr + NA * A_SLOT_FLOATS;
-    State* const xchg = reinterpret_cast<State*>(b_ptr + STAGES * B_SLOT_FLOATS);
+    State* const xchg = reinterpret_cast<State*>(sg.exchange());
 
     // ldmatrix: this lane addresses row (warp origin + lane % 16) of each 16-row group,
     // logical segment 2 ks + lane / 16 of k-step ks; its physical segment is that
@@ -744,27 +780,9 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks) frag_seg[ks] = (unsigned)(((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
 
-    auto issue = [&](const Cursor& p) {
-        if (p.r < R) {
-            const long long i0 = ((long long)blockIdx.x + p.r * (long long)gridDim.x) * BM;
-            const long long k0 = (long long)p.kt * BK;
-            if (p.loads_a(resident)) {
-                stage_chunk<A_SEGS_PER_THREAD>(a_smem + (unsigned)(p.a_slot(resident, NA) * A_SLOT_BYTES),
-                                               A, lda, i0, m, k0, d, a_vec, tid);
-            }
-            stage_chunk<B_SEGS_PER_THREAD>(b_smem + (unsigned)(p.b_slot * B_SLOT_BYTES), B, ldb,
-                                           (long long)p.jt * BN, n, k0, d, b_vec, tid);
-        }
-        cp_async_commit();  // one group per step, empty past the end: uniform accounting
-    };
-
     Cursor prod{0, 0, 0, 0, 0};
     Cursor cons = prod;
-#pragma unroll 1
-    for (int s = 0; s < STAGES - 1; ++s) {
-        issue(prod);
-        prod.advance(KT, JT, NA, resident);
-    }
+    sg.prime(prod);
 
     float acc[MT][NT][4];
 #pragma unroll
@@ -775,8 +793,8 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
             for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
     State st[MT][2];
 
-    while (cons.r < R) {
-        const long long i0 = ((long long)blockIdx.x + cons.r * (long long)gridDim.x) * BM;
+    while (cons.r < sg.R) {
+        const long long i0 = sg.row0(cons.r);
         if (cons.jt == 0 && cons.kt == 0) {  // a new row block: fresh partials
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
@@ -787,26 +805,23 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
 
         // This step's chunks: own copies landed (all but the STAGES - 2 newest groups) ...
         cp_async_wait<STAGES - 2>();
-        const int a_slot = cons.a_slot(resident, NA);
-        if constexpr (kTf32) {  // ... rounded to TF32 by the thread that copied them ...
-            if (cons.loads_a(resident)) round_chunk_tf32<A_SEGS_PER_THREAD>(a_ptr + a_slot * A_SLOT_FLOATS, tid);
-            round_chunk_tf32<B_SEGS_PER_THREAD>(b_ptr + cons.b_slot * B_SLOT_FLOATS, tid);
-        }
+        const int a_slot = sg.a_slot(cons);
+        if constexpr (kTf32) sg.round(cons);  // ... rounded to TF32 by the thread that copied them ...
         // ... and published. The barrier also says every thread finished the previous
         // step, so the slot it read (the one the issue below refills) is free.
         __syncthreads();
-        issue(prod);
-        prod.advance(KT, JT, NA, resident);
+        sg.issue(prod);
+        sg.advance(prod);
 
         if constexpr (kTf32) {
-            mma_chunk(acc, a_smem + (unsigned)(a_slot * A_SLOT_BYTES) + a_frag_row,
-                      b_smem + (unsigned)(cons.b_slot * B_SLOT_BYTES) + b_frag_row, frag_seg);
+            mma_chunk(acc, sg.a_smem + (unsigned)(a_slot * A_SLOT_BYTES) + a_frag_row,
+                      sg.b_smem + (unsigned)(cons.b_slot * B_SLOT_BYTES) + b_frag_row, frag_seg);
         } else {
-            ffma_chunk(acc, a_ptr + a_slot * A_SLOT_FLOATS, b_ptr + cons.b_slot * B_SLOT_FLOATS,
+            ffma_chunk(acc, sg.a_ptr + a_slot * A_SLOT_FLOATS, sg.b_ptr + cons.b_slot * B_SLOT_FLOATS,
                        wm * WM + g, wn * WN + 2 * t);
         }
 
-        if (cons.kt == KT - 1) {  // the column tile is complete: epilogue and reductions
+        if (cons.kt == sg.KT - 1) {  // the column tile is complete: epilogue and reductions
             epilogue_tile<Fold>(acc, st, fold, i0 + wm * WM + g, (long long)cons.jt * BN + wn * WN + 2 * t,
                                 edge_of(i0, (long long)cons.jt * BN, m, n), m, n);
 #pragma unroll
@@ -815,9 +830,9 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
-            if (cons.jt == JT - 1) finish_rows<Fold>(st, fold, xchg, i0, m, wm, wn, lane);
+            if (cons.jt == sg.JT - 1) finish_rows<Fold>(st, fold, xchg, i0, m, wm, wn, lane);
         }
-        cons.advance(KT, JT, NA, resident);
+        sg.advance(cons);
     }
     cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
 }
