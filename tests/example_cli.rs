@@ -538,3 +538,43 @@ fn built_binary_exits_non_zero_with_one_error_line() {
         .expect("run the example binary");
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Sizes beyond the machine's memory are refused with the numbers, never an abort: a kernel
+/// matrix of 200,000 points (160 GB) on the CPU, and 10^11 synthetic values (800 GB).
+#[test]
+fn sizes_beyond_host_memory_are_refused_with_the_numbers() {
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["-n", "200000", "-d", "2", "-k", "2", "--device", "cpu"],
+            "workspace and outputs",
+        ),
+        (
+            &[
+                "-n",
+                "100000000",
+                "-d",
+                "1000",
+                "-k",
+                "2",
+                "--device",
+                "cpu",
+            ],
+            "synthetic points",
+        ),
+    ];
+    for (args, what) in cases {
+        let run = run_cli(args);
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("not enough host memory") && run.stderr.contains(what),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert!(run.stderr.contains("MiB are needed"), "{}", run.stderr);
+        assert!(
+            run.stderr.contains("POPCORN_MEMORY_LIMIT"),
+            "{}",
+            run.stderr
+        );
+    }
+}

@@ -491,3 +491,27 @@ fn pagerank_step_matches_a_sparse_loop() {
         }
     }
 }
+
+/// A CPU context under a memory limit refuses a plan that needs more before allocating
+/// anything, names the bytes, and runs the next, smaller plan.
+#[test]
+fn a_memory_limit_refuses_large_plans_and_keeps_the_context_usable() {
+    let ctx = Context::cpu_with_memory_limit(8 << 20);
+    let p = Program::parse("fn outer(a: Col[n], b: Col[m]) -> (M: Dense[n, m]) { M = a * b^T; }")
+        .expect("parses");
+    let run = |n: usize| {
+        let a = ctx.dense_f32(n, 1, &vec![1.0; n]).expect("a fits");
+        let b = ctx.dense_f32(n, 1, &vec![2.0; n]).expect("b fits");
+        ctx.run(&p, &Args::new().tensor("a", &a).tensor("b", &b))
+    };
+    // 3000 x 3000 floats: 34 MiB over an 8 MiB limit, of which the inputs hold 23 KiB.
+    let err = run(3000).expect_err("over the limit");
+    let text = err.to_string();
+    assert!(text.contains("not enough host memory"), "{text}");
+    assert!(text.contains("34 MiB are needed"), "{text}");
+    assert!(text.contains("7 MiB of 8 MiB are available"), "{text}");
+    let out = run(100).expect("100 x 100 fits");
+    let m = ctx.to_f64(out.tensor("M").expect("M")).expect("download");
+    assert_eq!(m.len(), 100 * 100);
+    assert!(m.iter().all(|&v| v == 2.0));
+}

@@ -90,10 +90,25 @@ fn normal(rng: &mut SplitMix64) -> f64 {
     (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
 }
 
+/// Checks that `n x d` synthetic values (and `extra_per_point` more bytes a point) fit in host
+/// memory before they are drawn (under `POPCORN_MEMORY_LIMIT` too).
+fn check_synthetic(n: usize, d: usize, extra_per_point: usize) -> Result<(), CliError> {
+    let bytes = (n as u64)
+        .saturating_mul(d as u64)
+        .saturating_mul(8)
+        .saturating_add((n as u64).saturating_mul(extra_per_point as u64));
+    let what = format!("{n} x {d} synthetic points in f64");
+    let limit = popcorn::dsl::settings::settings().memory_limit;
+    popcorn::runtime::host_memory::check(bytes, &what, limit, 0)?;
+    Ok(())
+}
+
 /// `n` points on [`RING_RADII`], as evenly shared as possible, at uniform angles with normal
 /// radial noise, in a shuffled order (so that the `i mod k` start knows nothing); the true
 /// label of a point is its ring.
-pub fn rings(n: usize, seed: u64) -> Data {
+pub fn rings(n: usize, seed: u64) -> Result<Data, CliError> {
+    // The points with their rings while drawing, then the values and the labels.
+    check_synthetic(n, 2, 24 + 8)?;
     let mut rng = SplitMix64::new(seed);
     let rings = RING_RADII.len();
     let mut points: Vec<(f64, f64, i64)> = Vec::with_capacity(n);
@@ -110,25 +125,26 @@ pub fn rings(n: usize, seed: u64) -> Data {
         let j = rng.below(i + 1);
         points.swap(i, j);
     }
-    Data {
+    Ok(Data {
         source: Source::Rings,
         n,
         d: 2,
         x: points.iter().flat_map(|p| [p.0, p.1]).collect(),
         labels: Some(points.iter().map(|p| p.2).collect()),
-    }
+    })
 }
 
 /// `n x d` uniform random values in [0, 1), without labels.
-pub fn uniform(n: usize, d: usize, seed: u64) -> Data {
+pub fn uniform(n: usize, d: usize, seed: u64) -> Result<Data, CliError> {
+    check_synthetic(n, d, 0)?;
     let mut rng = SplitMix64::new(seed);
-    Data {
+    Ok(Data {
         source: Source::Uniform,
         n,
         d,
-        x: (0..n * d).map(|_| rng.next_f64()).collect(),
+        x: (0..n.saturating_mul(d)).map(|_| rng.next_f64()).collect(),
         labels: None,
-    }
+    })
 }
 
 /// Reads a point set from `path`; with `limit`, keeps the first `limit` points; with

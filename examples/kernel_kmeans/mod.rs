@@ -116,8 +116,8 @@ fn execute(
                             "-d 0: ask for at least one dimension".into(),
                         ))
                     }
-                    Some(d) => data::uniform(n, d, cli.seed),
-                    None => data::rings(n, cli.seed),
+                    Some(d) => data::uniform(n, d, cli.seed)?,
+                    None => data::rings(n, cli.seed)?,
                 }
             }
         }

@@ -14,6 +14,7 @@
 //! | `POPCORN_CACHE_DIR=dir` | [`Settings::cache_dir`] | where compiled kernels are kept (default `$XDG_CACHE_HOME/popcorn/kernels`, else `~/.cache/popcorn/kernels`) |
 //! | `POPCORN_REQUIRE_GPU=1` | [`Settings::require_gpu`] | GPU tests fail instead of skipping where no GPU is usable |
 //! | `POPCORN_CONTRACTIONS=auto\|always\|never` | [`Settings::contractions`] | fuse products with their consumers where the cost model says so, wherever possible, or never |
+//! | `POPCORN_MEMORY_LIMIT=bytes` (or with `K`, `M`, `G`, `T`: powers of 1024) | [`Settings::memory_limit`] | the most host memory the CPU backend's buffers may take (plans that need more are refused with the numbers) |
 //!
 //! A flag is on when its variable is set to anything but empty or `0`. A value that cannot be
 //! read (`POPCORN_SYRK_BLOCK_ROWS=many`) is reported once on stderr, naming the variable and
@@ -90,6 +91,8 @@ pub struct Settings {
     pub require_gpu: bool,
     /// `POPCORN_CONTRACTIONS=auto|always|never`.
     pub contractions: crate::passes::ContractionPolicy,
+    /// `POPCORN_MEMORY_LIMIT`, in bytes.
+    pub memory_limit: Option<u64>,
     /// Values that could not be read, one message each.
     pub problems: Vec<String>,
 }
@@ -137,6 +140,16 @@ impl Settings {
                 crate::passes::ContractionPolicy::Auto
             }),
         };
+        let memory_limit = value("POPCORN_MEMORY_LIMIT").and_then(|v| match parse_bytes(&v) {
+            Some(b) => Some(b),
+            None => {
+                problems.push(format!(
+                    "POPCORN_MEMORY_LIMIT={v} is not a size; it takes bytes, or a number with K, \
+                     M, G or T (powers of 1024), e.g. 8G; using no limit"
+                ));
+                None
+            }
+        });
         let path = |name: &str| value(name).map(PathBuf::from);
         let cache_dir = path("POPCORN_CACHE_DIR")
             .or_else(|| path("XDG_CACHE_HOME").map(|d| d.join("popcorn").join("kernels")))
@@ -154,6 +167,7 @@ impl Settings {
             cache_dir,
             require_gpu: flag("POPCORN_REQUIRE_GPU"),
             contractions,
+            memory_limit,
             problems,
         }
     }
@@ -162,6 +176,25 @@ impl Settings {
     pub fn from_env() -> Settings {
         Settings::from_vars(|name| std::env::var(name).ok())
     }
+}
+
+/// A size in bytes: digits, optionally followed by `K`, `M`, `G` or `T` (powers of 1024, an
+/// optional `B` or `iB` after them, any case).
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_uppercase();
+    let t = t
+        .strip_suffix("IB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(&t);
+    let (digits, shift) = match t.chars().last()? {
+        'K' => (&t[..t.len() - 1], 10),
+        'M' => (&t[..t.len() - 1], 20),
+        'G' => (&t[..t.len() - 1], 30),
+        'T' => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let n: u64 = digits.trim().parse().ok()?;
+    n.checked_mul(1u64 << shift)
 }
 
 /// The process's settings, read from the environment on first use (problems are reported on
@@ -238,5 +271,27 @@ mod tests {
         assert_eq!(s.problems.len(), 2, "{:?}", s.problems);
         assert!(s.problems[0].contains("POPCORN_SYRK_BLOCK_ROWS=many"));
         assert!(s.problems[1].contains("timing"));
+    }
+
+    #[test]
+    fn memory_limits_take_bytes_or_binary_suffixes() {
+        assert_eq!(parse_bytes("1048576"), Some(1 << 20));
+        assert_eq!(parse_bytes("8G"), Some(8 << 30));
+        assert_eq!(parse_bytes("512mib"), Some(512 << 20));
+        assert_eq!(parse_bytes(" 2 KB "), Some(2048));
+        assert_eq!(parse_bytes("3T"), Some(3 << 40));
+        assert_eq!(parse_bytes("lots"), None);
+        assert_eq!(parse_bytes("99999999999T"), None);
+        assert_eq!(
+            from(&[("POPCORN_MEMORY_LIMIT", "4G")]).memory_limit,
+            Some(4 << 30)
+        );
+        let bad = from(&[("POPCORN_MEMORY_LIMIT", "huge")]);
+        assert_eq!(bad.memory_limit, None);
+        assert!(
+            bad.problems[0].contains("POPCORN_MEMORY_LIMIT=huge"),
+            "{:?}",
+            bad.problems
+        );
     }
 }

@@ -11,6 +11,7 @@ use crate::error::RuntimeError;
 use crate::executor::{execute, Workspace};
 use crate::tensor::{Tensor, TensorData, TensorShape};
 use popcorn_dsl::plan::{Home, Plan, ValueKind};
+use popcorn_dsl::target::TargetKind;
 use popcorn_dsl::{DType, DimBindings, PlannerConfig, Program, ScalarBindings, Storage};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -133,6 +134,20 @@ impl Context {
             config: PlannerConfig::from_env(),
             target: None,
         })
+    }
+
+    /// A context on the CPU whose buffers may take at most `bytes` of host memory (as
+    /// `POPCORN_MEMORY_LIMIT` does for every CPU context): plans that need more are refused
+    /// with [`RuntimeError::OutOfMemory`] before anything is allocated.
+    pub fn cpu_with_memory_limit(bytes: u64) -> Context {
+        Context {
+            engine: EngineKind::Cpu(Engine {
+                backend: CpuBackend::with_memory_limit(Some(bytes)),
+                plans: Mutex::default(),
+            }),
+            config: PlannerConfig::from_env(),
+            target: None,
+        }
     }
 
     /// A context on the device named by `POPCORN_DEVICE` (`cpu`, `cuda`, `cuda:N`); without it,
@@ -497,12 +512,20 @@ impl Context {
             let needed = plan.workspace_bytes() + outputs;
             if needed > free {
                 let mib = |b: usize| b / (1 << 20);
+                let (memory, hint) = match self.target().kind {
+                    TargetKind::Cpu => ("host memory", crate::host_memory::HINT),
+                    TargetKind::Cuda => (
+                        "GPU memory",
+                        "use a smaller problem, f32 instead of f64, free other GPU memory, or run on the CPU (POPCORN_DEVICE=cpu)",
+                    ),
+                };
                 return Err(RuntimeError::OutOfMemory {
-                    needed_mib: mib(needed),
+                    memory,
+                    needed_mib: mib(needed).max(1),
                     what: format!("workspace and outputs of `{}`", program.name),
                     free_mib: mib(free),
                     total_mib: mib(total),
-                    hint: "use a smaller problem, f32 instead of f64, free other GPU memory, or run on the CPU (POPCORN_DEVICE=cpu)".into(),
+                    hint: hint.into(),
                 });
             }
         }

@@ -5,6 +5,7 @@
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
 use crate::cpu::{self, CsrRef, FusedArg, FusedOut, Real};
 use crate::error::RuntimeError;
+use crate::host_memory;
 use popcorn_dsl::ops::Builtin;
 use popcorn_dsl::plan::{Step, StepOp};
 use popcorn_dsl::{DType, Dim, Target};
@@ -12,11 +13,34 @@ use std::ops::Deref;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
-/// A buffer in host memory.
+/// A buffer in host memory (counted in its backend's held bytes while it lives).
 pub struct CpuBuffer {
     data: RwLock<HostVec>,
     elem: ElemType,
     len: usize,
+    held: host_memory::Held,
+}
+
+impl CpuBuffer {
+    fn new(data: HostVec, elem: ElemType, len: usize, held: &host_memory::Held) -> CpuBuffer {
+        held.hold(Self::bytes(elem, len));
+        CpuBuffer {
+            data: RwLock::new(data),
+            elem,
+            len,
+            held: held.clone(),
+        }
+    }
+
+    fn bytes(elem: ElemType, len: usize) -> u64 {
+        (len as u64).saturating_mul(elem.size_bytes() as u64)
+    }
+}
+
+impl Drop for CpuBuffer {
+    fn drop(&mut self) {
+        self.held.release(Self::bytes(self.elem, self.len));
+    }
 }
 
 impl BufferInfo for CpuBuffer {
@@ -42,13 +66,43 @@ impl CpuBuffer {
 }
 
 /// The CPU backend.
-#[derive(Default)]
-pub struct CpuBackend;
+pub struct CpuBackend {
+    /// The most host memory its buffers may take (`POPCORN_MEMORY_LIMIT`), in bytes.
+    memory_limit: Option<u64>,
+    /// What its live buffers hold.
+    held: host_memory::Held,
+}
 
 impl CpuBackend {
-    /// A backend on the global rayon pool.
+    /// A backend on the global rayon pool, its buffers limited by `POPCORN_MEMORY_LIMIT`.
     pub fn new() -> CpuBackend {
-        CpuBackend
+        CpuBackend::with_memory_limit(popcorn_dsl::settings::settings().memory_limit)
+    }
+
+    /// A backend whose buffers may take at most `limit` bytes of host memory together, besides
+    /// what the system has available.
+    pub fn with_memory_limit(limit: Option<u64>) -> CpuBackend {
+        CpuBackend {
+            memory_limit: limit,
+            held: host_memory::Held::default(),
+        }
+    }
+
+    /// The limit its buffers live under, in bytes.
+    pub fn memory_limit(&self) -> Option<u64> {
+        self.memory_limit
+    }
+
+    /// A buffer of `len` elements of `elem`, zeroed, allocated without aborting.
+    fn zeroed(&self, elem: ElemType, len: usize) -> Result<HostVec, RuntimeError> {
+        let what = "a host buffer";
+        let limit = (self.memory_limit, self.held.bytes());
+        Ok(match elem {
+            ElemType::F32 => HostVec::F32(host_memory::try_vec(len, 0.0, what, limit)?),
+            ElemType::F64 => HostVec::F64(host_memory::try_vec(len, 0.0, what, limit)?),
+            ElemType::U32 => HostVec::U32(host_memory::try_vec(len, 0, what, limit)?),
+            ElemType::I32 => HostVec::I32(host_memory::try_vec(len, 0, what, limit)?),
+        })
     }
 }
 
@@ -118,6 +172,12 @@ fn get<'a, T: HostElem>(h: &'a HostVec, what: &str) -> Result<&'a [T], RuntimeEr
     T::slice(h).ok_or_else(|| wrong(what))
 }
 
+impl Default for CpuBackend {
+    fn default() -> CpuBackend {
+        CpuBackend::new()
+    }
+}
+
 impl Backend for CpuBackend {
     type Buf = CpuBuffer;
     type Mark = Instant;
@@ -131,31 +191,24 @@ impl Backend for CpuBackend {
     }
 
     fn alloc(&self, elem: ElemType, len: usize) -> Result<CpuBuffer, RuntimeError> {
-        let data = match elem {
-            ElemType::F32 => HostVec::F32(vec![0.0; len]),
-            ElemType::F64 => HostVec::F64(vec![0.0; len]),
-            ElemType::U32 => HostVec::U32(vec![0; len]),
-            ElemType::I32 => HostVec::I32(vec![0; len]),
-        };
-        Ok(CpuBuffer {
-            data: RwLock::new(data),
+        Ok(CpuBuffer::new(
+            self.zeroed(elem, len)?,
             elem,
             len,
-        })
+            &self.held,
+        ))
     }
 
     fn upload(&self, data: HostSlice<'_>) -> Result<CpuBuffer, RuntimeError> {
-        let v = match data {
-            HostSlice::F32(s) => HostVec::F32(s.to_vec()),
-            HostSlice::F64(s) => HostVec::F64(s.to_vec()),
-            HostSlice::U32(s) => HostVec::U32(s.to_vec()),
-            HostSlice::I32(s) => HostVec::I32(s.to_vec()),
-        };
-        Ok(CpuBuffer {
-            elem: data.elem(),
-            len: data.len(),
-            data: RwLock::new(v),
-        })
+        let mut v = self.zeroed(data.elem(), data.len())?;
+        match (&mut v, data) {
+            (HostVec::F32(d), HostSlice::F32(s)) => d.copy_from_slice(s),
+            (HostVec::F64(d), HostSlice::F64(s)) => d.copy_from_slice(s),
+            (HostVec::U32(d), HostSlice::U32(s)) => d.copy_from_slice(s),
+            (HostVec::I32(d), HostSlice::I32(s)) => d.copy_from_slice(s),
+            _ => return Err(wrong("an upload")),
+        }
+        Ok(CpuBuffer::new(v, data.elem(), data.len(), &self.held))
     }
 
     fn write(&self, buf: &CpuBuffer, data: HostSlice<'_>) -> Result<(), RuntimeError> {
@@ -196,7 +249,9 @@ impl Backend for CpuBackend {
     }
 
     fn memory_info(&self) -> Option<(usize, usize)> {
-        None
+        let (available, total) = host_memory::budget(self.memory_limit, self.held.bytes())?;
+        let size = |b: u64| usize::try_from(b).unwrap_or(usize::MAX);
+        Some((size(available), size(total)))
     }
 
     fn run_step(

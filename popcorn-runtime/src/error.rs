@@ -63,9 +63,11 @@ pub enum RuntimeError {
     /// The device is missing or unusable.
     #[error("{0}")]
     Device(String),
-    /// Not enough device memory for the plan.
-    #[error("not enough GPU memory: the plan needs {needed_mib} MiB ({what}) but only {free_mib} MiB of {total_mib} MiB are free; {hint}")]
+    /// Not enough memory (of the GPU, or of the host for the CPU backend and host buffers).
+    #[error("not enough {memory}: {needed_mib} MiB are needed ({what}) but only {free_mib} MiB of {total_mib} MiB are available; {hint}")]
     OutOfMemory {
+        /// Which memory: "GPU memory" or "host memory".
+        memory: &'static str,
         /// MiB needed.
         needed_mib: usize,
         /// What needs it.

@@ -18,6 +18,7 @@ pub mod device;
 pub mod dump;
 pub mod error;
 pub mod executor;
+pub mod host_memory;
 pub mod tensor;
 
 pub use args::{Args, Outputs};

@@ -52,6 +52,7 @@ impl DeviceMemory {
                 let (free, total) = ctx.mem_get_info().unwrap_or((0, 0));
                 let mib = |b: usize| b.div_ceil(1 << 20);
                 Err(RuntimeError::OutOfMemory {
+                    memory: "GPU memory",
                     needed_mib: mib(bytes),
                     what: what.to_string(),
                     free_mib: free >> 20,
