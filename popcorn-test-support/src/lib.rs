@@ -5,11 +5,13 @@
 //! - [`check`]: tolerances and comparisons;
 //! - [`contexts`]: CPU contexts with a given configuration, and a GPU context where there is a
 //!   GPU (tests skip without one, unless `POPCORN_REQUIRE_GPU` makes that a failure);
-//! - [`programs`]: the DSL programs of `examples/programs/`.
+//! - [`programs`]: the DSL programs of `examples/programs/`;
+//! - [`fuzz`]: what the fuzz targets do with an input (shared with the corpus replay test).
 #![warn(missing_docs)]
 
 pub mod check;
 pub mod contexts;
+pub mod fuzz;
 pub mod programs;
 pub mod reference;
 pub mod rng;
