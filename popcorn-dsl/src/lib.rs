@@ -7,6 +7,7 @@
 
 pub mod ast;
 pub mod check;
+pub mod contraction_policy;
 pub mod diag;
 mod front;
 pub mod ir;

@@ -90,7 +90,7 @@ pub struct Settings {
     /// `POPCORN_REQUIRE_GPU`.
     pub require_gpu: bool,
     /// `POPCORN_CONTRACTIONS=auto|always|never`.
-    pub contractions: crate::passes::ContractionPolicy,
+    pub contractions: crate::contraction_policy::ContractionPolicy,
     /// `POPCORN_MEMORY_LIMIT`, in bytes.
     pub memory_limit: Option<u64>,
     /// Values that could not be read, one message each.
@@ -134,10 +134,10 @@ impl Settings {
             ));
         }
         let contractions = match value("POPCORN_CONTRACTIONS") {
-            None => crate::passes::ContractionPolicy::Auto,
+            None => crate::contraction_policy::ContractionPolicy::Auto,
             Some(v) => v.parse().unwrap_or_else(|e: String| {
                 problems.push(format!("POPCORN_CONTRACTIONS: {e}; using auto"));
-                crate::passes::ContractionPolicy::Auto
+                crate::contraction_policy::ContractionPolicy::Auto
             }),
         };
         let memory_limit = value("POPCORN_MEMORY_LIMIT").and_then(|v| match parse_bytes(&v) {

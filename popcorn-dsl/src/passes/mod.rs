@@ -33,6 +33,7 @@ pub mod pipelines;
 pub mod select;
 pub mod tf32_padding;
 
+pub use crate::contraction_policy::ContractionPolicy;
 use crate::ir::Graph;
 use crate::plan::Plan;
 use crate::settings::Settings;
@@ -69,33 +70,6 @@ pub struct PlannerConfig {
     /// Whether products are fused with their consumers into contraction kernels.
     #[serde(default)]
     pub contractions: ContractionPolicy,
-}
-
-/// When the planner fuses a product with its consumers ([`contractions`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ContractionPolicy {
-    /// Where the target's cost model finds it faster than storing the product.
-    #[default]
-    Auto,
-    /// Wherever the consumers allow it (for comparisons).
-    Always,
-    /// Never: every product is a library call.
-    Never,
-}
-
-impl std::str::FromStr for ContractionPolicy {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<ContractionPolicy, String> {
-        match s.trim() {
-            "auto" => Ok(ContractionPolicy::Auto),
-            "always" => Ok(ContractionPolicy::Always),
-            "never" => Ok(ContractionPolicy::Never),
-            other => Err(format!(
-                "`{other}` is no contraction policy; expected auto, always or never"
-            )),
-        }
-    }
 }
 
 fn default_true() -> bool {

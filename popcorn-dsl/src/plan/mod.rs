@@ -401,14 +401,4 @@ impl Plan {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
-
-    /// A plan read back from [`Plan::to_json`]'s text, checked by [`Plan::validate`]: malformed
-    /// JSON or an inconsistent plan is a [`PlanError::Invalid`] naming the problem.
-    pub fn from_json(text: &str) -> Result<Plan, crate::passes::PlanError> {
-        let plan: Plan = serde_json::from_str(text).map_err(|e| {
-            crate::passes::PlanError::Invalid(format!("the plan's JSON cannot be read: {e}"))
-        })?;
-        plan.validate()?;
-        Ok(plan)
-    }
 }

@@ -24,6 +24,15 @@ impl Plan {
         self.validate_pipelines()
     }
 
+    /// A plan read back from [`Plan::to_json`]'s text, checked by [`Plan::validate`]: malformed
+    /// JSON or an inconsistent plan is a [`PlanError::Invalid`] naming the problem.
+    pub fn from_json(text: &str) -> Result<Plan, PlanError> {
+        let plan: Plan = serde_json::from_str(text)
+            .map_err(|e| PlanError::Invalid(format!("the plan's JSON cannot be read: {e}")))?;
+        plan.validate()?;
+        Ok(plan)
+    }
+
     fn value_checked(&self, id: ValueId, what: &str) -> Result<&super::Value, PlanError> {
         self.values.get(id.0).ok_or_else(|| {
             invalid(format!(
