@@ -287,7 +287,15 @@ impl Backend for CudaBackend {
         let src = buf.device_ptr();
         let n = buf.len();
         fn read<T: Default + Copy>(src: u64, n: usize) -> Result<Vec<T>, RuntimeError> {
-            let mut v = vec![T::default(); n];
+            // A host copy as large as the device's memory may not fit in the host's: checked
+            // (under POPCORN_MEMORY_LIMIT too) and allocated without aborting.
+            let limit = popcorn_dsl::settings::settings().memory_limit;
+            let mut v = crate::host_memory::try_vec(
+                n,
+                T::default(),
+                "a host copy of a GPU result",
+                (limit, 0),
+            )?;
             // SAFETY: `src` holds `n` elements of `T` (the buffer's element type); the lanes
             // were synchronised, so no queued work writes it.
             unsafe { driver::copy_dtoh(&mut v, src)? };
