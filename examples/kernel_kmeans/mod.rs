@@ -102,6 +102,7 @@ fn execute(
         };
         let mut line = ProgressLine::new(err, terminal, &task, 1);
         line.phase("");
+        popcorn::io::set_memory_limit(popcorn::dsl::settings::settings().memory_limit);
         match &cli.input {
             Some(path) if precomputed => data::load_kernel_matrix(path, cli.label_column, cli.n)?,
             Some(path) => data::load_points(path, cli.label_column, cli.n, cli.d)?,

@@ -245,7 +245,8 @@ pub enum IoError {
 
     /// The data would not fit in memory (or its size overflows).
     #[error(
-        "`{}`: {n} x {d} points are too many to hold in memory; use a smaller subset",
+        "`{}`: {n} x {d} points are too many to hold in memory (the system's available \
+         memory, or POPCORN_MEMORY_LIMIT); use a smaller subset",
         path.display()
     )]
     TooLarge {

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use super::dataset::Dataset;
 use super::error::{hex, IoError};
-use super::input::{alloc_points, expect_end, open_input, read_exact_at, read_section_chunk};
+use super::input::{
+    alloc_points, check_payload, expect_end, open_input, read_exact_at, read_section_chunk,
+};
 
 /// IDX element type code of unsigned bytes.
 const IDX_U8: u8 = 0x08;
@@ -49,8 +51,14 @@ pub fn load_idx(images: impl AsRef<Path>, labels: Option<&Path>) -> Result<Datas
             problem: format!("the IDX sizes {dims:?} hold no images"),
         });
     }
-    let mut x = alloc_points(path, n, d)?;
     let data_offset = header_bytes(dims.len());
+    let data_bytes = n.checked_mul(d).ok_or_else(|| IoError::TooLarge {
+        path: path.to_path_buf(),
+        n,
+        d,
+    })?;
+    check_payload(path, data_offset, data_bytes as u64, "the IDX data")?;
+    let mut x = alloc_points(path, n, d)?;
     read_bytes(&mut reader, path, data_offset, n * d, |chunk| {
         x.extend(chunk.iter().map(|&b| f64::from(b)))
     })?;

@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use flate2::read::MultiGzDecoder;
 
@@ -134,7 +135,86 @@ pub(super) fn read_head(path: &Path, limit: usize) -> Result<Vec<u8>, IoError> {
     Ok(buf)
 }
 
-/// Allocates an empty `Vec<f64>` with room for `n * d` values, or explains why it cannot.
+/// Largest expansion of a gzip stream: deflate's limit is about 1032 to 1.
+const GZIP_MAX_EXPANSION: u64 = 1032;
+
+/// Checks, before anything is allocated, that a binary file can hold the `data_bytes` of values
+/// its header announces after `data_offset`: a plain file by its size (else it is truncated), a
+/// gzip file by deflate's largest expansion (else the header cannot be right).
+pub(super) fn check_payload(
+    path: &Path,
+    data_offset: u64,
+    data_bytes: u64,
+    what: &'static str,
+) -> Result<(), IoError> {
+    let mut file = File::open(path).map_err(|source| IoError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let len = file
+        .metadata()
+        .map_err(|source| read_error(path, source))?
+        .len();
+    let mut magic = [0u8; 2];
+    let is_gzip = file.read_exact(&mut magic).is_ok() && magic == GZIP_MAGIC;
+    let needed = data_offset.saturating_add(data_bytes);
+    if !is_gzip && needed > len {
+        return Err(IoError::Truncated {
+            path: path.to_path_buf(),
+            offset: len,
+            missing: needed - len,
+            what,
+        });
+    }
+    if is_gzip && needed > len.saturating_mul(GZIP_MAX_EXPANSION) {
+        return Err(IoError::BadShape {
+            path: path.to_path_buf(),
+            problem: format!(
+                "the header announces {needed} bytes of data, but a gzip file of {len} bytes                  expands to at most {} bytes: the header is wrong or the file is incomplete",
+                len.saturating_mul(GZIP_MAX_EXPANSION)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The most bytes a loaded point set may take (0: no limit beyond the system's memory).
+static MEMORY_LIMIT: AtomicU64 = AtomicU64::new(0);
+
+/// Limits the point sets the loaders build to `bytes` (`None`: only the system's available
+/// memory limits them); a larger file is refused as [`IoError::TooLarge`] before anything is
+/// allocated. Programs pass their `POPCORN_MEMORY_LIMIT` here.
+pub fn set_memory_limit(bytes: Option<u64>) {
+    MEMORY_LIMIT.store(bytes.unwrap_or(0), Ordering::Relaxed);
+}
+
+/// The bytes a loaded point set may take: the system's available memory, under the limit.
+fn memory_budget() -> Option<u64> {
+    let limit = match MEMORY_LIMIT.load(Ordering::Relaxed) {
+        0 => None,
+        l => Some(l),
+    };
+    match (available_memory(), limit) {
+        (Some(a), Some(l)) => Some(a.min(l)),
+        (a, l) => a.or(l),
+    }
+}
+
+/// The system's available memory in bytes (`MemAvailable` of `/proc/meminfo`), where known.
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line["MemAvailable:".len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// Allocates an empty `Vec<f64>` with room for `n * d` values, or explains why it cannot
+/// (more than the memory budget, see [`set_memory_limit`], or an overflowing size).
 pub(super) fn alloc_points(path: &Path, n: usize, d: usize) -> Result<Vec<f64>, IoError> {
     let too_large = || IoError::TooLarge {
         path: path.to_path_buf(),
@@ -142,9 +222,12 @@ pub(super) fn alloc_points(path: &Path, n: usize, d: usize) -> Result<Vec<f64>, 
         d,
     };
     let total = n.checked_mul(d).ok_or_else(too_large)?;
-    total
+    let bytes = total
         .checked_mul(std::mem::size_of::<f64>())
         .ok_or_else(too_large)?;
+    if memory_budget().is_some_and(|budget| bytes as u64 > budget) {
+        return Err(too_large());
+    }
     let mut x = Vec::new();
     x.try_reserve_exact(total).map_err(|_| too_large())?;
     Ok(x)

@@ -10,7 +10,9 @@ use std::path::Path;
 
 use super::dataset::Dataset;
 use super::error::{hex, IoError};
-use super::input::{alloc_points, expect_end, open_input, read_exact_at, read_section_chunk};
+use super::input::{
+    alloc_points, check_payload, expect_end, open_input, read_exact_at, read_section_chunk,
+};
 
 /// The six bytes every `.npy` file starts with.
 const NPY_MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -36,6 +38,15 @@ pub fn load_npy(path: impl AsRef<Path>) -> Result<Dataset, IoError> {
         });
     }
     let (n, d) = points_shape(&header.shape, path)?;
+    let data_bytes = n
+        .checked_mul(d)
+        .and_then(|t| t.checked_mul(elem.size()))
+        .ok_or_else(|| IoError::TooLarge {
+            path: path.to_path_buf(),
+            n,
+            d,
+        })?;
+    check_payload(path, data_offset, data_bytes as u64, "the array data")?;
     let mut x = alloc_points(path, n, d)?;
     let total = n * d;
     let size = elem.size();

@@ -63,6 +63,9 @@ pub fn data_file(data: &[u8], format: Format) {
         Format::Npy => "npy",
         Format::Idx => "idx",
     };
+    // Files that announce more than 256 MiB of points are refused before allocating (as
+    // POPCORN_MEMORY_LIMIT makes programs do); the fuzzer looks for crashes, not large files.
+    popcorn_io::set_memory_limit(Some(256 << 20));
     let path = scratch(extension);
     if std::fs::write(&path, data).is_err() {
         return;

@@ -132,3 +132,15 @@ fn empty_inputs_are_errors() {
     let msg = err_msg(load_text("1\n2\n", None));
     assert_mentions(&msg, &["data.libsvm", "no features"]);
 }
+
+#[test]
+fn a_feature_index_beyond_memory_is_refused_before_allocating() {
+    // One point whose feature 10^11 would make a dense row of 800 GB (found by fuzzing: it
+    // used to reach the allocator).
+    let err = load_text("1 100000000000:1\n", None).unwrap_err();
+    assert!(matches!(err, IoError::TooLarge { n: 1, .. }), "{err}");
+    assert!(
+        err.to_string().contains("too many to hold in memory"),
+        "{err}"
+    );
+}

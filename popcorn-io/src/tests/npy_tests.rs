@@ -330,3 +330,21 @@ fn malformed_headers_name_the_offset() {
         ],
     );
 }
+
+#[test]
+fn headers_announcing_more_than_the_file_holds_are_refused_before_allocating() {
+    // A 100000 x 100000 f8 array (80 GB) announced by a file of a few hundred bytes: plain, it
+    // is truncated; gzipped, it cannot expand that far.
+    let bytes = npy_bytes(
+        1,
+        &dict("<f8", false, "(100000, 100000)"),
+        &f64_le(&[1.0, 2.0]),
+    );
+    let err = load_bytes(&bytes).unwrap_err();
+    assert!(matches!(err, IoError::Truncated { .. }), "{err}");
+    let dir = TempDir::new();
+    let path = dir.file("big.npy.gz", &gzip(&bytes));
+    let err = load_npy(&path).unwrap_err();
+    assert!(matches!(err, IoError::BadShape { .. }), "{err}");
+    assert!(err.to_string().contains("expands to at most"), "{err}");
+}
