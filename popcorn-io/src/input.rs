@@ -200,17 +200,26 @@ fn memory_budget() -> Option<u64> {
     }
 }
 
-/// The system's available memory in bytes (`MemAvailable` of `/proc/meminfo`), where known.
-fn available_memory() -> Option<u64> {
+/// The system's total and available memory in bytes (`MemTotal` and `MemAvailable` of
+/// `/proc/meminfo`), where they can be read (Linux).
+pub fn system_memory() -> Option<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line["MemAvailable:".len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib.saturating_mul(1024))
+    let field = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        let kib: u64 = line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kib.saturating_mul(1024))
+    };
+    Some((field("MemTotal:")?, field("MemAvailable:")?))
+}
+
+/// The system's available memory in bytes, where known.
+fn available_memory() -> Option<u64> {
+    system_memory().map(|(_, available)| available)
 }
 
 /// Allocates an empty `Vec<f64>` with room for `n * d` values, or explains why it cannot

@@ -34,7 +34,7 @@ pub use self::csv::{load_csv, CsvOptions, Header, LabelColumn, Separator};
 pub use self::dataset::{check_k, Dataset};
 pub use self::error::IoError;
 pub use self::idx::{find_idx_labels, load_idx, load_idx_labels};
-pub use self::input::set_memory_limit;
+pub use self::input::{set_memory_limit, system_memory};
 pub use self::libsvm::load_libsvm;
 pub use self::load::{detect_format, load, Format, IdxLabels, LoadOptions};
 pub use self::npy::load_npy;

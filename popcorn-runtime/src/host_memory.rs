@@ -35,28 +35,11 @@ impl Held {
     }
 }
 
-/// Total and available bytes of the system's memory, from `/proc/meminfo` (`None` where it
-/// cannot be read).
-fn system() -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = text.lines().find(|l| l.starts_with(name))?;
-        let kib: u64 = line[name.len()..]
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
-        Some(kib.saturating_mul(1024))
-    };
-    Some((field("MemTotal:")?, field("MemAvailable:")?))
-}
-
 /// `(available, total)` bytes for more host allocations of an owner that holds `held` bytes
 /// under `limit` (`POPCORN_MEMORY_LIMIT`), or `None` where neither the system nor a limit says.
 pub fn budget(limit: Option<u64>, held: u64) -> Option<(u64, u64)> {
     let by_limit = limit.map(|l| (l.saturating_sub(held), l));
-    match (system(), by_limit) {
+    match (popcorn_io::system_memory(), by_limit) {
         (Some((total, avail)), Some((free, l))) => Some((avail.min(free), total.min(l))),
         (Some((total, avail)), None) => Some((avail, total)),
         (None, by_limit) => by_limit,
