@@ -578,3 +578,23 @@ fn sizes_beyond_host_memory_are_refused_with_the_numbers() {
         );
     }
 }
+
+/// A GPU that was asked for by name is never silently replaced by the CPU: a device index the
+/// machine lacks is refused everywhere, and `--device cuda` (or `POPCORN_DEVICE=cuda`) without a
+/// usable GPU names the missing piece and the way out, in one line.
+#[test]
+fn a_requested_gpu_that_is_not_there_is_an_error_not_a_fallback() {
+    let r = run_cli(&["-n", "100", "-d", "2", "-k", "2", "--device", "cuda:99"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_one_error_line(&r, "cuda:99 was requested");
+    assert!(r.stderr.contains("POPCORN_DEVICE=cpu"), "{}", r.stderr);
+
+    if popcorn::runtime::cuda::cuda_available().is_ok_and(|count| count > 0) {
+        return;
+    }
+    let r = run_cli(&["-n", "100", "-d", "2", "-k", "2", "--device", "cuda"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_one_error_line(&r, "CUDA is not usable here");
+    assert_eq!(r.stderr.matches("POPCORN_DEVICE=cpu").count(), 1, "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "nothing ran: {}", r.stdout);
+}

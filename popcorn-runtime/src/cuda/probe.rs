@@ -43,7 +43,7 @@ const LIBRARIES: [Library; 4] = [
     Library {
         name: "the CUDA driver (libcuda)",
         present: driver_present,
-        hint: "install the NVIDIA driver, or run on the CPU with POPCORN_DEVICE=cpu",
+        hint: "install the NVIDIA driver",
     },
     Library {
         name: "cuBLAS (libcublas)",
