@@ -139,6 +139,16 @@ pub struct ContractionTarget {
     /// The most clusters of a by-label reduction a contraction kernel takes (its bins live in
     /// fast on-chip memory).
     pub max_labels: usize,
+    /// Elements (entries of the product) per second a contraction with a by-label reduction
+    /// gets through at best, whatever its depth: its epilogue and its sums by label bound it
+    /// where the product is shallow.
+    #[serde(default = "default_by_label_elements_per_s")]
+    pub by_label_elements_per_s: f64,
+}
+
+/// By-label element rate of a target description that does not state it.
+fn default_by_label_elements_per_s() -> f64 {
+    1e11
 }
 
 impl ContractionTarget {
@@ -198,6 +208,8 @@ impl Target {
                 general_efficiency: 0.8,
                 general_tf32_efficiency: 0.8,
                 max_labels: usize::MAX,
+                // Kernel K-means from the points, n = 3000, d = 2, k = 3 (BENCHMARKS.md).
+                by_label_elements_per_s: 1.6e8 * threads as f64,
             }),
         }
     }
@@ -239,6 +251,9 @@ impl Target {
                 general_efficiency: 0.5,
                 general_tf32_efficiency: 0.2,
                 max_labels: 256,
+                // Kernel K-means from the points at n = 78823 and 10^6, d = 50, k = 100
+                // (BENCHMARKS.md, run 10): 1.2-1.4e11.
+                by_label_elements_per_s: 1.3e11,
             }),
         }
     }

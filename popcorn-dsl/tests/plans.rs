@@ -552,15 +552,76 @@ fn fused_prediction_sums_the_cross_kernel_by_label() {
         &[("n", 50_000), ("m", 10_000), ("d", 32), ("k", 100)],
         &contractions(popcorn_dsl::ContractionPolicy::Always),
     );
-    let by_label = p.steps.iter().any(|s| match &s.op {
-        StepOp::Fused(f) => match &f.spec.form {
-            Form::Contraction { reductions, .. } => reductions
-                .iter()
-                .any(|r| matches!(r.kind, ReduceKind::ByLabel { .. })),
-            _ => false,
-        },
-        _ => false,
-    });
-    assert!(by_label, "{p}");
+    assert_eq!(by_label_contractions(&p), 1, "{p}");
     assert!(p.workspace_bytes() < 4 * 10_000 * 50_000, "{p}");
+}
+
+/// How many of the plan's contraction steps sum by label.
+fn by_label_contractions(p: &Plan) -> usize {
+    p.steps
+        .iter()
+        .filter(|s| match &s.op {
+            StepOp::Fused(f) => match &f.spec.form {
+                Form::Contraction { reductions, .. } => reductions
+                    .iter()
+                    .any(|r| matches!(r.kind, ReduceKind::ByLabel { .. })),
+                _ => false,
+            },
+            _ => false,
+        })
+        .count()
+}
+
+#[test]
+fn kernel_kmeans_from_the_points_never_holds_an_n_by_n_value() {
+    let n = 1_000_000;
+    for kernel in ["linear", "polynomial", "gaussian", "sigmoid"] {
+        let name = format!("kkmeans_recompute_{kernel}");
+        let p = plan_from(
+            "kernel_kmeans.pop",
+            &name,
+            &[("n", n), ("d", 50), ("k", 100)],
+            &PlannerConfig::default(),
+        );
+        assert_eq!(by_label_contractions(&p), 1, "{p}");
+        // diag(K) comes from the points, not from a stored K: no step reads a diagonal.
+        assert!(!ops(&p).contains(&"diag".to_string()), "{p}");
+        let largest = p.values.iter().map(|v| v.len()).max().unwrap_or(0);
+        assert!(
+            largest <= n * 100,
+            "{name}: a value of {largest} elements\n{p}"
+        );
+        assert_eq!(p.validate(), Ok(()));
+    }
+}
+
+/// `diag` of an element-wise map of a fused product is the same map of the operands' row dot
+/// products, broadcasts included: the diagonal of `exp(-g * (b + b^T - 2 X X^T))` is
+/// `exp(-g * (b + b - 2 sum_rows(X .* X)))`; no step reads a diagonal and nothing of `n x n`
+/// is stored (the values: `tests/programs.rs` runs the Kernel K-means programs both ways).
+#[test]
+fn a_diagonal_of_a_fused_product_comes_from_its_operands() {
+    let src = "fn f(X: Dense[n, d], Y: Dense[n, d], g: Scalar, labels: Index[n]) -> (s: Dense[n, k], t: Col[n]) {
+        B = 3 * X * Y^T;
+        b = rownorms(X);
+        K = exp(-g * (b + b^T - B));
+        s = K * selection(labels, k)^T;
+        t = diag(K) + diag(B);
+    }";
+    let p = Program::parse(src).unwrap_or_else(|e| panic!("{e}"));
+    let dims = [("n", 300usize), ("d", 7), ("k", 4)]
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    let fused = plan(
+        &p,
+        &dims,
+        &contractions(popcorn_dsl::ContractionPolicy::Always),
+        &Target::reference_gpu(),
+        &BTreeMap::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(by_label_contractions(&fused), 1, "{fused}");
+    assert!(!ops(&fused).contains(&"diag".to_string()), "{fused}");
+    assert!(fused.workspace_bytes() < 4 * 300 * 300, "{fused}");
 }

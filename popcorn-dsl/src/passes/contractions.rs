@@ -1,6 +1,7 @@
 //! Contractions: a product whose result is consumed only by element-wise maps over its own
 //! shape and by row reductions of them (`argmin_rows`, `min_rows`, `max_rows`, `sum_rows`,
-//! `gather`, a product with a vector `M * y`, sums by label `M * selection(l, k)^T`) is
+//! `gather`, a product with a vector `M * y`, sums by label `M * selection(l, k)^T`; a
+//! `diag` of them is derived from the operands, see [`super::diagonals`]) is
 //! computed inside its consumers' kernel, tile by tile, and never stored: Lloyd's distances,
 //! a kernel sum `K * y`, the cross kernel of Kernel K-means' prediction. The product becomes
 //! [`Op::Contraction`]; fusion ([`super::fuse`]) then builds one kernel of it, its maps and its
@@ -14,6 +15,7 @@
 //! (large inner dimensions: the library's GEMM runs faster than a fused kernel, and the bytes
 //! saved matter less). `POPCORN_LOG=fusion` says which and why.
 
+use super::diagonals::{Diagonals, GramProduct};
 use super::{ContractionPolicy, GraphPass, PassContext, PlanError};
 use crate::ir::{Graph, LibOp, NodeId, Op, ProductAttrs};
 use crate::ops::Builtin;
@@ -41,6 +43,9 @@ struct Region {
     /// A map of the region that reads one of its reductions (as softmax reads the row max),
     /// with that reduction: one pass cannot compute both.
     feedback: Option<(NodeId, NodeId)>,
+    /// `diag` nodes reading the product or a map, derived from the operands instead
+    /// ([`super::diagonals`]).
+    diagonals: Vec<NodeId>,
 }
 
 /// Whether `u` reduces its operand `at` (a member of the region) along the rows.
@@ -64,6 +69,7 @@ fn region(g: &Graph, p: NodeId, cx: &PassContext<'_>) -> Region {
         r.refusal = Some("the product is an output".into());
         return r;
     }
+    let gram = product_of(g, p).is_some_and(|(a, _)| !a.trans_a && a.trans_b);
     let mut stack = vec![p];
     let mut seen = BTreeSet::from([p]);
     while let Some(n) = stack.pop() {
@@ -77,6 +83,10 @@ fn region(g: &Graph, p: NodeId, cx: &PassContext<'_>) -> Region {
                 if seen.insert(u) {
                     r.maps.insert(u);
                     stack.push(u);
+                }
+            } else if gram && matches!(node.op, Op::Builtin(Builtin::Diag(_))) {
+                if !r.diagonals.contains(&u) {
+                    r.diagonals.push(u);
                 }
             } else if reduces(g, u, n) {
                 if !r.reductions.contains(&u) {
@@ -96,7 +106,9 @@ fn region(g: &Graph, p: NodeId, cx: &PassContext<'_>) -> Region {
                     "the product itself is needed whole (by {})",
                     g.users(p)
                         .iter()
-                        .filter(|u| !r.maps.contains(u) && !reduces(g, **u, p))
+                        .filter(|u| !r.maps.contains(u)
+                            && !reduces(g, **u, p)
+                            && !r.diagonals.contains(u))
                         .map(|u| g.node(*u).op.label())
                         .collect::<Vec<_>>()
                         .join(", ")
@@ -256,11 +268,15 @@ impl GraphPass for Contractions {
             }
             if log {
                 eprintln!(
-                    "[popcorn fusion] {} becomes a contraction with {} map(s) ({} stored) and {} reduction(s)",
+                    "[popcorn fusion] {} becomes a contraction with {} map(s) ({} stored) and {} reduction(s){}",
                     g.describe(n),
                     r.maps.len(),
                     r.stored,
-                    r.reductions.len()
+                    r.reductions.len(),
+                    match r.diagonals.len() {
+                        0 => String::new(),
+                        d => format!("; {d} diagonal(s) derived from the operands (sum_rows(A .* B))"),
+                    }
                 );
                 if let Some((map, red)) = r.feedback {
                     eprintln!(
@@ -271,6 +287,19 @@ impl GraphPass for Contractions {
                         g.describe(map),
                         g.describe(red)
                     );
+                }
+            }
+            if !r.diagonals.is_empty() {
+                let rows = g.node(n).ty.shape.rows.clone();
+                let product = GramProduct {
+                    node: n,
+                    a: operands[0],
+                    b: operands[1],
+                    alpha: attrs.alpha.clone(),
+                };
+                let mut diagonals = Diagonals::new(product, &r.maps, rows);
+                for dg in &r.diagonals {
+                    diagonals.replace(g, *dg);
                 }
             }
             let alpha = attrs.alpha.clone();

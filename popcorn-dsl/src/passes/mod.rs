@@ -25,6 +25,7 @@ pub mod canonicalize;
 pub mod cluster_sums;
 pub mod contractions;
 pub mod cse;
+pub mod diagonals;
 pub mod fuse;
 pub mod infer;
 pub mod lower_triangle;

@@ -9,6 +9,7 @@
 pub mod cost;
 mod display;
 pub mod dot;
+mod estimate;
 mod validate;
 
 use crate::ops::{Builtin, OpFacts};

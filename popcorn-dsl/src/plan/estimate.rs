@@ -1,0 +1,87 @@
+//! How long a plan is expected to take on its target: each step at the target's measured rates
+//! (its [`Ceilings`](crate::target::Ceilings) and contraction efficiencies), the slower of its
+//! arithmetic and its memory traffic, plus a fixed cost per step. An estimate for choosing
+//! between plans (stored or recomputed kernel matrices), not a prediction to the percent.
+
+use super::{Plan, StepOp};
+use crate::target::TargetKind;
+use crate::types::DType;
+use kernel_ir::{Access, Form, Precision};
+
+/// Seconds one step costs besides its work (a kernel launch and its tail on a GPU, a parallel
+/// section's start on the CPU).
+fn per_step_seconds(kind: TargetKind) -> f64 {
+    match kind {
+        TargetKind::Cuda => 5e-6,
+        TargetKind::Cpu => 20e-6,
+    }
+}
+
+impl Plan {
+    /// Estimated seconds of one run of the plan on its target.
+    ///
+    /// ```
+    /// use popcorn_dsl::{plan, PlannerConfig, Program, Target};
+    /// let p = Program::parse("fn f(X: Dense[n, d]) -> (K: Dense[n, n]) { K = X * X^T; }").unwrap();
+    /// let dims = |n| [("n".to_string(), n), ("d".to_string(), 8)].into_iter().collect();
+    /// let config = PlannerConfig::default();
+    /// let plan = |n| plan(&p, &dims(n), &config, &Target::cpu(2), &Default::default()).unwrap();
+    /// let (small, large) = (plan(100).estimated_seconds(), plan(4000).estimated_seconds());
+    /// assert!(small > 0.0 && large > 10.0 * small);
+    /// ```
+    pub fn estimated_seconds(&self) -> f64 {
+        let c = &self.target.ceilings;
+        let product_rate = |tf32: bool| match (self.dtype, tf32) {
+            (DType::F64, _) => c.fp64_flops_per_s,
+            (_, true) => c.tf32_flops_per_s,
+            (_, false) => c.fp32_flops_per_s,
+        };
+        // Element-wise arithmetic runs on the ordinary cores, at best at the strict rate.
+        let map_rate = match self.dtype {
+            DType::F64 => c.fp64_flops_per_s,
+            DType::F32 => c.fp32_flops_per_s,
+        };
+        let memory = |bytes: f64| bytes / c.copy_bytes_per_s;
+        let steps: f64 = self
+            .steps
+            .iter()
+            .map(|step| {
+                let work = match &step.op {
+                    StepOp::Gemm(g) => step.flops / product_rate(g.tf32),
+                    StepOp::Syrk { tf32, .. } => step.flops / product_rate(*tf32),
+                    StepOp::Fused(f) => match &f.spec.form {
+                        Form::Contraction { precision, .. } => {
+                            let tf32 = *precision == Precision::Tf32;
+                            let product = 2.0 * f.rows as f64 * f.cols as f64 * f.depth as f64;
+                            let efficiency = self.target.contractions.map_or(1.0, |t| {
+                                let common = self.dtype == DType::F32
+                                    && f.width == 0
+                                    && f.spec.inputs.iter().all(|i| {
+                                        !matches!(
+                                            i.access,
+                                            Access::Left { transposed: true }
+                                                | Access::Right { transposed: false }
+                                        )
+                                    });
+                                t.efficiency_of(common, tf32)
+                            });
+                            let by_label = match self.target.contractions {
+                                Some(t) if f.width > 0 => {
+                                    f.rows as f64 * f.cols as f64 / t.by_label_elements_per_s
+                                }
+                                _ => 0.0,
+                            };
+                            (product / (product_rate(tf32) * efficiency.max(1e-3))
+                                + (step.flops - product).max(0.0) / map_rate)
+                                .max(by_label)
+                        }
+                        _ => step.flops / map_rate,
+                    },
+                    _ => step.flops / map_rate,
+                };
+                work.max(memory(step.bytes))
+            })
+            .sum();
+        steps + self.steps.len() as f64 * per_step_seconds(self.target.kind)
+    }
+}
