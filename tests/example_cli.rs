@@ -441,7 +441,15 @@ fn bad_input_gives_one_error_line_and_a_non_zero_status() {
 
 #[test]
 fn plan_flag_prints_the_plans_of_every_program_run() {
-    let r = run_cli(&["-n", "31", "--plan", "--device", "cpu"]);
+    let r = run_cli(&[
+        "-n",
+        "31",
+        "--plan",
+        "--device",
+        "cpu",
+        "--algorithm",
+        "stored",
+    ]);
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     for program in [
         "kernel_gaussian",
@@ -539,13 +547,24 @@ fn built_binary_exits_non_zero_with_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// Sizes beyond the machine's memory are refused with the numbers, never an abort: a kernel
-/// matrix of 200,000 points (160 GB) on the CPU, and 10^11 synthetic values (800 GB).
+/// Sizes beyond the machine's memory are refused with the numbers, never an abort: a stored
+/// kernel matrix of 200,000 points (160 GB) on the CPU, and 10^11 synthetic values (800 GB).
 #[test]
 fn sizes_beyond_host_memory_are_refused_with_the_numbers() {
     let cases: [(&[&str], &str); 2] = [
         (
-            &["-n", "200000", "-d", "2", "-k", "2", "--device", "cpu"],
+            &[
+                "-n",
+                "200000",
+                "-d",
+                "2",
+                "-k",
+                "2",
+                "--device",
+                "cpu",
+                "--algorithm",
+                "stored",
+            ],
             "workspace and outputs",
         ),
         (
@@ -577,6 +596,65 @@ fn sizes_beyond_host_memory_are_refused_with_the_numbers() {
             run.stderr
         );
     }
+    let stored = run_cli(cases[0].0);
+    assert!(
+        stored.stderr.contains("--algorithm recompute"),
+        "{}",
+        stored.stderr
+    );
+}
+
+/// `--algorithm recompute` runs the iteration from the points: `--plan` shows its plan and not
+/// the kernel matrix's, and the summary says which algorithm ran and why, with the same labels
+/// as the stored kernel matrix.
+#[test]
+fn recompute_runs_the_iteration_from_the_points() {
+    let dir = scratch("recompute");
+    let mut labels = Vec::new();
+    for algorithm in ["recompute", "stored"] {
+        let out = dir.join(format!("{algorithm}.txt"));
+        let r = run_cli(&[
+            "-n",
+            "300",
+            "-d",
+            "2",
+            "-k",
+            "3",
+            "-f",
+            "gaussian",
+            "--dtype",
+            "f64",
+            "--device",
+            "cpu",
+            "--algorithm",
+            algorithm,
+            "--plan",
+            "--labels-out",
+            path_str(&out),
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let recompute = algorithm == "recompute";
+        assert_eq!(
+            r.stdout.contains("plan for fn kkmeans_recompute_gaussian("),
+            recompute,
+            "{}",
+            r.stdout
+        );
+        assert_eq!(
+            r.stdout.contains("plan for fn kernel_gaussian("),
+            !recompute,
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains(&format!("{algorithm} (asked for)")),
+            "{}",
+            r.stdout
+        );
+        labels.push(read_labels(&out));
+    }
+    assert_eq!(labels[0], labels[1]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A GPU that was asked for by name is never silently replaced by the CPU: a device index the
@@ -595,6 +673,11 @@ fn a_requested_gpu_that_is_not_there_is_an_error_not_a_fallback() {
     let r = run_cli(&["-n", "100", "-d", "2", "-k", "2", "--device", "cuda"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert_one_error_line(&r, "CUDA is not usable here");
-    assert_eq!(r.stderr.matches("POPCORN_DEVICE=cpu").count(), 1, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("POPCORN_DEVICE=cpu").count(),
+        1,
+        "{}",
+        r.stderr
+    );
     assert!(r.stdout.is_empty(), "nothing ran: {}", r.stdout);
 }

@@ -1440,3 +1440,86 @@ fn overflowing_kernel_values_are_an_error_not_nan() {
         }
     }
 }
+
+/// Recomputing K every iteration (never stored) and storing it give the same fit in f64: labels,
+/// iterations, objectives, and predictions (which never store the cross kernel either), for
+/// every kernel and every initialisation, k-means++ taking its columns from the points; on the
+/// CPU and, where there is one, on the GPU.
+#[test]
+fn recomputed_and_stored_kernel_matrices_give_the_same_fit() {
+    use popcorn::kkmeans::Algorithm;
+    let (x, _) = blobs(31, &[&[0.0, 0.0], &[3.0, 0.5], &[1.0, 4.0]], 23, 0.9);
+    let d = 2;
+    let new_points = uniform_points(5, 17, d);
+    let mut devices = vec![DeviceSpec::Cpu];
+    if common::gpu_or_skip(DType::F64).is_some() {
+        devices.push(DeviceSpec::Cuda(0));
+    }
+    for (device, kernel) in devices
+        .into_iter()
+        .flat_map(|dev| all_kernels().map(|k| (dev, k)))
+    {
+        for init in [
+            Init::Mod,
+            Init::Random { seed: 3 },
+            Init::KMeansPlusPlus { seed: 11 },
+        ] {
+            let builder = cpu64(4)
+                .device(device)
+                .kernel(kernel)
+                .init(init.clone())
+                .n_init(2);
+            let stored = fit(&builder.clone().algorithm(Algorithm::Stored), &x, d);
+            let recomputed = fit(&builder.clone().algorithm(Algorithm::Recompute), &x, d);
+            let what = format!("{device:?}, {kernel:?}, {init:?}");
+            assert_eq!(stored.algorithm.algorithm, Algorithm::Stored);
+            assert_eq!(recomputed.algorithm.algorithm, Algorithm::Recompute);
+            assert_eq!(recomputed.timings.kernel_matrix_s, 0.0, "{what}");
+            assert_eq!(recomputed.labels, stored.labels, "{what}");
+            assert_eq!(recomputed.iterations, stored.iterations, "{what}");
+            assert_eq!(recomputed.best_run, stored.best_run, "{what}");
+            let scale = stored.objective.abs().max(1.0);
+            assert_rel_close(&what, recomputed.objective, stored.objective, 1e-9, scale);
+            let points = Points::new(17, d, &new_points).unwrap();
+            assert_eq!(
+                recomputed.predict(points).expect("predict"),
+                stored.predict(points).expect("predict"),
+                "{what}"
+            );
+            // At convergence the training points predict their own labels.
+            if stored.converged {
+                let train = Points::new(x.len() / d, d, &x).unwrap();
+                assert_eq!(
+                    recomputed.predict(train).expect("predict"),
+                    recomputed.labels,
+                    "{what}"
+                );
+            }
+        }
+    }
+}
+
+/// `Auto` recomputes a kernel matrix that cannot fit in memory, and says why; a small one is
+/// chosen by the estimated time.
+#[test]
+fn auto_recomputes_what_cannot_be_stored() {
+    use popcorn::kkmeans::Algorithm;
+    let km = cpu64(2);
+    let huge = km.choose_algorithm(3_000_000, 2).expect("a choice");
+    assert_eq!(huge.algorithm, Algorithm::Recompute, "{}", huge.reason);
+    assert!(huge.reason.contains("K would take"), "{}", huge.reason);
+    assert_eq!(huge.kernel_matrix_bytes, 8 * 3_000_000u64 * 3_000_000);
+    let small = km.choose_algorithm(500, 2).expect("a choice");
+    assert!(
+        small.reason.contains("estimated faster"),
+        "{}",
+        small.reason
+    );
+    assert!(small.stored_s > 0.0 && small.recompute_s > 0.0);
+    let forced = km
+        .algorithm(Algorithm::Stored)
+        .choose_algorithm(3_000_000, 2)
+        .expect("a choice");
+    assert_eq!(forced.algorithm, Algorithm::Stored);
+    assert_eq!(forced.reason, "asked for");
+}

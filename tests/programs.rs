@@ -99,10 +99,14 @@ impl Kernel {
         k
     }
 
-    fn run(&self, ctx: &Context, p: &Program, x: &[f64], n: usize, d: usize) -> Vec<f64> {
-        let xt = ctx.dense(n, d, x).expect("X uploads");
-        let args = Args::new().tensor("X", &xt);
-        let args = match *self {
+    /// The name of the recompute iteration for this kernel.
+    fn recompute_program(&self) -> String {
+        self.program().replacen("kernel_", "kkmeans_recompute_", 1)
+    }
+
+    /// `args` with this kernel's scalar parameters.
+    fn scalars<'a>(&self, args: Args<'a>) -> Args<'a> {
+        match *self {
             Kernel::Linear => args,
             Kernel::Polynomial {
                 gamma,
@@ -114,7 +118,12 @@ impl Kernel {
                 .scalar("degree", degree),
             Kernel::Gaussian { gamma } => args.scalar("gamma", gamma),
             Kernel::Sigmoid { gamma, coef0 } => args.scalar("gamma", gamma).scalar("coef0", coef0),
-        };
+        }
+    }
+
+    fn run(&self, ctx: &Context, p: &Program, x: &[f64], n: usize, d: usize) -> Vec<f64> {
+        let xt = ctx.dense(n, d, x).expect("X uploads");
+        let args = self.scalars(Args::new().tensor("X", &xt));
         let out = ctx
             .run(p, &args)
             .unwrap_or_else(|e| panic!("{} ({n} x {d}) fails: {e}", p.name));
@@ -337,6 +346,98 @@ fn kkmeans_iteration_matches_the_definition() {
                 tol * n as f64,
             )
             .unwrap();
+        }
+    }
+}
+
+/// The iteration from the points (K recomputed inside the contraction, never stored) agrees
+/// with the definition on K by hand, for every kernel: new labels (up to near-ties), the
+/// objective, and the centroid norms of the input labels (`+inf` for empty clusters).
+#[test]
+fn kkmeans_recompute_iteration_matches_the_definition() {
+    let all = programs();
+    // (n, d, k, labels): None draws labels in 0..k.
+    let specs: Vec<(usize, usize, usize, Option<Vec<u32>>)> = vec![
+        (1, 1, 1, None),
+        (1, 3, 3, Some(vec![1])),
+        (2, 2, 1, None),
+        (7, 2, 3, None),
+        (9, 4, 4, Some(vec![0, 1, 3, 0, 1, 3, 3, 0, 1])),
+        (33, 5, 7, None),
+        (67, 3, 10, None),
+    ];
+    for (dtype, fusion) in CONFIGS {
+        let (ctx, label) = context(dtype, fusion);
+        for kernel in KERNELS {
+            let p = program(&all, &kernel.recompute_program());
+            for (s, (n, d, k, labels)) in specs.iter().enumerate() {
+                let (n, d, k) = (*n, *d, *k);
+                let mut rng = SplitMix64::new(7000 + s as u64);
+                let x = random_values(&mut rng, n * d);
+                let labels = labels
+                    .clone()
+                    .unwrap_or_else(|| random_labels(&mut rng, n, k));
+                let kmat = kernel.by_hand(&x, n, d);
+                let dist = kkmeans_distances(&kmat, &labels, k);
+                let want_labels = argmin_rows(&dist, k);
+                let want_objective: f64 = (0..n).map(|i| dist[i * k + labels[i] as usize]).sum();
+                let want_norms: Vec<f64> = (0..k)
+                    .map(|c| {
+                        let members: Vec<usize> =
+                            (0..n).filter(|&j| labels[j] as usize == c).collect();
+                        if members.is_empty() {
+                            return f64::INFINITY;
+                        }
+                        let within: f64 = members
+                            .iter()
+                            .flat_map(|&j| members.iter().map(move |&l| (j, l)))
+                            .map(|(j, l)| kmat[j * n + l])
+                            .sum();
+                        within / (members.len() * members.len()) as f64
+                    })
+                    .collect();
+
+                let xt = ctx.dense(n, d, &x).expect("X uploads");
+                let lt = ctx.index(&labels).expect("labels upload");
+                let args = kernel.scalars(
+                    Args::new()
+                        .tensor("X", &xt)
+                        .tensor("labels", &lt)
+                        .dim("k", k),
+                );
+                let what = format!("{kernel:?} n={n} d={d} k={k} in {label}");
+                let out = ctx.run(p, &args).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let got_labels = ctx
+                    .to_u32(out.tensor("new_labels").expect("new_labels"))
+                    .expect("download");
+                let tol = rtol(dtype) * 4.0 * scale_of(&kmat);
+                check_labels(
+                    &format!("new_labels, {what}"),
+                    &got_labels,
+                    &want_labels,
+                    &dist,
+                    k,
+                    tol,
+                )
+                .unwrap();
+                let objective = out.scalar("objective").expect("objective");
+                check_close_scaled(
+                    &format!("objective, {what}"),
+                    &[objective],
+                    &[want_objective],
+                    tol * n as f64,
+                )
+                .unwrap();
+                let norms = ctx.to_f64(out.tensor("cn").expect("cn")).expect("download");
+                for (c, (got, want)) in norms.iter().zip(&want_norms).enumerate() {
+                    if want.is_infinite() {
+                        assert_eq!(got, want, "{what}: cluster {c} is empty");
+                    } else {
+                        check_close_scaled(&format!("cn[{c}], {what}"), &[*got], &[*want], tol)
+                            .unwrap();
+                    }
+                }
+            }
         }
     }
 }

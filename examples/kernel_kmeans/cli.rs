@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use popcorn::io::LabelColumn;
+use popcorn::kkmeans::Algorithm;
 use popcorn::{DType, DeviceSpec};
 use std::path::PathBuf;
 
@@ -116,6 +117,11 @@ pub struct Cli {
     #[arg(long)]
     pub tf32: bool,
 
+    /// Kernel matrix: stored (built once, n^2 values), recompute (its tiles recomputed from the
+    /// points every iteration, never stored), or auto (the faster that fits in memory)
+    #[arg(long, value_name = "ALGORITHM", default_value = "auto", value_parser = parse_algorithm)]
+    pub algorithm: Algorithm,
+
     /// Device: cpu, cuda, cuda:N or auto (default: $POPCORN_DEVICE, else the first GPU, else
     /// the CPU)
     #[arg(long, value_name = "DEVICE", value_parser = parse_device)]
@@ -218,6 +224,10 @@ fn parse_level(s: &str) -> Result<Level, String> {
 
 fn parse_device(s: &str) -> Result<DeviceSpec, String> {
     s.parse::<DeviceSpec>().map_err(|e| e.to_string())
+}
+
+fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+    s.trim().to_ascii_lowercase().parse::<Algorithm>()
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {

@@ -4,7 +4,9 @@
 use super::cli::{Cli, InitName};
 use super::data::Data;
 use super::error::CliError;
-use popcorn::kkmeans::{FitResult, Init, Kernel, KernelKMeans, SplitMix64, Timings};
+use popcorn::kkmeans::{
+    AlgorithmChoice, FitResult, Init, Kernel, KernelKMeans, SplitMix64, Timings,
+};
 use popcorn::{Args, Context, DeviceSpec};
 use popcorn_bench::naive::{naive_kkmeans, NaiveRunOptions};
 use std::time::Instant;
@@ -132,6 +134,11 @@ pub fn fit(params: &KernelKMeans, data: &Data) -> Result<FitResult, CliError> {
         device: format!("{} (naive baseline)", ctx.describe()),
         dtype: ctx.dtype(),
         params: params.clone(),
+        algorithm: AlgorithmChoice {
+            reason: "the naive baseline stores K".into(),
+            summary: "stored (naive baseline)".into(),
+            ..AlgorithmChoice::given(n, ctx.dtype())
+        },
         model: None,
     })
 }

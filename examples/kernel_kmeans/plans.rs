@@ -3,28 +3,41 @@
 use super::error::CliError;
 use super::setup::FitSpec;
 use popcorn::dsl::{DimBindings, PlannerConfig};
-use popcorn::kkmeans::{programs, Init, Kernel};
+use popcorn::kkmeans::{programs, Algorithm, Init, Kernel};
 use std::collections::BTreeMap;
 use std::io::Write;
 
-/// The programs a fit runs: the kernel matrix (unless precomputed), the k-means++ columns, the
-/// iteration, and the centroid norms kept for predicting (unless precomputed).
-pub fn programs_of(spec: &FitSpec) -> Vec<&'static str> {
+/// The programs a fit runs. Stored K: the kernel matrix (unless precomputed), the k-means++
+/// columns, the iteration, and the centroid norms kept for predicting (unless precomputed).
+/// Recomputed K: the iteration from the points (it gives the centroid norms too) and, for
+/// k-means++, the cross kernel of the points against one center.
+pub fn programs_of(spec: &FitSpec, algorithm: Algorithm) -> Vec<String> {
     let p = &spec.params;
+    let kernel = match p.kernel {
+        Kernel::Linear => "linear",
+        Kernel::Polynomial { .. } => "polynomial",
+        Kernel::Gaussian { .. } => "gaussian",
+        Kernel::Sigmoid { .. } => "sigmoid",
+        Kernel::Precomputed => "",
+    };
+    let kmeanspp = matches!(p.init, Init::KMeansPlusPlus { .. });
     let mut names = Vec::new();
-    match p.kernel {
-        Kernel::Linear => names.push("kernel_linear"),
-        Kernel::Polynomial { .. } => names.push("kernel_polynomial"),
-        Kernel::Gaussian { .. } => names.push("kernel_gaussian"),
-        Kernel::Sigmoid { .. } => names.push("kernel_sigmoid"),
-        Kernel::Precomputed => {}
+    if algorithm == Algorithm::Recompute {
+        if kmeanspp {
+            names.push(format!("cross_{kernel}"));
+        }
+        names.push(format!("kkmeans_recompute_{kernel}"));
+        return names;
     }
-    if matches!(p.init, Init::KMeansPlusPlus { .. }) {
-        names.push("kernel_column");
+    if !kernel.is_empty() {
+        names.push(format!("kernel_{kernel}"));
     }
-    names.push("kkmeans_iteration");
-    if p.kernel != Kernel::Precomputed {
-        names.push("kkmeans_centroid_norms");
+    if kmeanspp {
+        names.push("kernel_column".into());
+    }
+    names.push("kkmeans_iteration".into());
+    if !kernel.is_empty() {
+        names.push("kkmeans_centroid_norms".into());
     }
     names
 }
@@ -40,12 +53,18 @@ pub fn print_plans(
     for spec in specs {
         let config = PlannerConfig::from_env().with_dtype(spec.params.dtype);
         let target = popcorn::Context::new(spec.params.device)?.target();
-        for name in programs_of(spec) {
+        let choice = spec.params.choose_algorithm(n, d)?;
+        writeln!(
+            out,
+            "kernel matrix for {}: {} ({})\n",
+            spec.name, choice.algorithm, choice.reason
+        )?;
+        for name in programs_of(spec, choice.algorithm) {
             if seen.contains(&name) {
                 continue;
             }
-            seen.push(name);
-            let program = programs::program(name);
+            let program = programs::program(&name);
+            seen.push(name.clone());
             let sizes = [("n", n), ("d", d), ("k", spec.params.k)];
             let dims: DimBindings = program
                 .dims()

@@ -125,6 +125,9 @@ pub fn print_summary(
         );
     }
     row("device", cols(&|o| o.fit.device.clone()));
+    if !precomputed {
+        row("kernel matrix", cols(&|o| o.fit.algorithm.summary.clone()));
+    }
     row("dtype", cols(&|o| o.fit.dtype.to_string()));
     row("iterations", cols(&|o| o.fit.iterations.to_string()));
     row(
@@ -144,7 +147,7 @@ pub fn print_summary(
     );
     row("time: data", cols(&|_| seconds(data_s)));
     row("time: upload", cols(&|o| seconds(o.fit.timings.upload_s)));
-    if !precomputed {
+    if outcomes.iter().any(|o| o.fit.timings.kernel_matrix_s > 0.0) {
         row(
             "time: kernel matrix",
             cols(&|o| seconds(o.fit.timings.kernel_matrix_s)),

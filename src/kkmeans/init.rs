@@ -1,8 +1,9 @@
 //! Initial labels: `i mod k` (the reference's default), uniformly random, k-means++ in feature
 //! space, or given.
 
+use super::source::Source;
 use super::{FitError, Init};
-use crate::{Args, Context, Tensor};
+use crate::Context;
 
 /// A small deterministic PRNG (splitmix64), so seeds give the same labels everywhere.
 #[derive(Clone)]
@@ -41,7 +42,7 @@ pub fn initial_labels(
     k: usize,
     run: usize,
     ctx: &Context,
-    kmat: &Tensor,
+    source: &Source<'_>,
     diag: &[f64],
 ) -> Result<Vec<u32>, FitError> {
     Ok(match init {
@@ -66,41 +67,30 @@ pub fn initial_labels(
             given.clone()
         }
         Init::KMeansPlusPlus { seed } => {
-            kmeans_plus_plus(n, k, seed.wrapping_add(run as u64), ctx, kmat, diag)?
+            kmeans_plus_plus(n, k, seed.wrapping_add(run as u64), ctx, source, diag)?
         }
     })
 }
 
 /// k-means++ in feature space: the first center uniformly at random, each next one with
 /// probability proportional to the squared feature-space distance to the nearest chosen
-/// center, `K_ii - 2 K_ic + K_cc`; each point then takes its nearest center. Columns of K are
-/// read with a one-hot product (`kernel_column`), one per center.
+/// center, `K_ii - 2 K_ic + K_cc`; each point then takes its nearest center. One column of K
+/// per center: read from the stored K (a one-hot product, `kernel_column`) or computed from the
+/// points (the cross kernel against the center).
 fn kmeans_plus_plus(
     n: usize,
     k: usize,
     seed: u64,
     ctx: &Context,
-    kmat: &Tensor,
+    source: &Source<'_>,
     diag: &[f64],
 ) -> Result<Vec<u32>, FitError> {
     let mut rng = SplitMix64::new(seed);
-    let program = super::programs::program("kernel_column");
     let mut best = vec![f64::INFINITY; n];
     let mut labels = vec![0u32; n];
-    let mut onehot = vec![0.0; n];
-    let e = ctx.col(&onehot)?;
-    let mut out = crate::Outputs::default();
     let mut center = rng.below(n);
     for c in 0..k {
-        onehot.iter_mut().for_each(|v| *v = 0.0);
-        onehot[center] = 1.0;
-        ctx.write_f64(&e, &onehot)?;
-        ctx.run_into(
-            program,
-            &Args::new().tensor("K", kmat).tensor("e", &e),
-            &mut out,
-        )?;
-        let column = ctx.to_f64(out.tensor("column")?)?;
+        let column = source.column(ctx, center, n)?;
         for i in 0..n {
             let d = (diag[i] - 2.0 * column[i] + diag[center]).max(0.0);
             if d < best[i] {

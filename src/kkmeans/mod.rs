@@ -18,14 +18,18 @@
 //! assert!(fit.converged);
 //! ```
 
+mod algorithm;
 mod init;
 mod model;
 pub mod programs;
+mod source;
 
+pub use algorithm::{Algorithm, AlgorithmChoice, EXPECTED_ITERATIONS};
 pub use init::SplitMix64;
 pub use model::Model;
+use source::Source;
 
-use crate::{Args, Context, DType, DeviceSpec, Outputs, RuntimeError, Tensor};
+use crate::{Args, Context, DType, DeviceSpec, Outputs, RuntimeError};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -180,7 +184,7 @@ impl From<std::convert::Infallible> for FitError {
 pub struct Timings {
     /// Creating the context and uploading the points.
     pub upload_s: f64,
-    /// Computing the kernel matrix.
+    /// Computing the kernel matrix (0 when it is recomputed every iteration instead).
     pub kernel_matrix_s: f64,
     /// Initial labels (all runs).
     pub init_s: f64,
@@ -196,7 +200,7 @@ pub struct Timings {
 /// What happened during a fit, for progress displays.
 #[derive(Clone, Debug)]
 pub enum Progress {
-    /// A phase started (`upload`, `kernel matrix`, `init`, `iterations`).
+    /// A phase started (`upload`, `kernel matrix` (stored K only), `init`, `iterations`).
     Phase(&'static str),
     /// An iteration finished.
     Iteration {
@@ -236,6 +240,8 @@ pub struct FitResult {
     pub dtype: DType,
     /// The parameters of the fit.
     pub params: KernelKMeans,
+    /// Stored or recomputed K, and why (a precomputed K is stored).
+    pub algorithm: AlgorithmChoice,
     /// What [`FitResult::predict`] needs.
     #[serde(skip)]
     pub model: Option<Model>,
@@ -282,6 +288,8 @@ pub struct KernelKMeans {
     /// Compute the kernel matrix's product with TF32 tensor cores (f32 only): several times
     /// faster, at about 10 bits of mantissa per operand (see BENCHMARKS.md for the cost).
     pub tf32: bool,
+    /// Stored or recomputed kernel matrix.
+    pub algorithm: Algorithm,
 }
 
 impl KernelKMeans {
@@ -300,7 +308,15 @@ impl KernelKMeans {
             device: DeviceSpec::Auto,
             dtype: DType::F32,
             tf32: false,
+            algorithm: Algorithm::Auto,
         }
+    }
+
+    /// Sets how the kernel matrix is had: stored once, recomputed every iteration, or the
+    /// faster that fits ([`Algorithm::Auto`], the default).
+    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self
     }
 
     /// Lets the kernel matrix use TF32 tensor cores.
@@ -425,6 +441,31 @@ impl KernelKMeans {
         Ok(())
     }
 
+    /// Which algorithm a fit of `n` points of `d` features would run, and why: what
+    /// [`Algorithm::Auto`] decides, by the planner's cost model and the memory free now.
+    ///
+    /// ```
+    /// use popcorn::kkmeans::{Algorithm, KernelKMeans};
+    /// use popcorn::DeviceSpec;
+    /// let km = KernelKMeans::new(3).device(DeviceSpec::Cpu);
+    /// let choice = km.algorithm(Algorithm::Recompute).choose_algorithm(1000, 2).unwrap();
+    /// assert_eq!(choice.algorithm, Algorithm::Recompute);
+    /// assert_eq!(choice.kernel_matrix_bytes, 4 * 1000 * 1000);
+    /// ```
+    pub fn choose_algorithm(&self, n: usize, d: usize) -> Result<AlgorithmChoice, FitError> {
+        if self.kernel == Kernel::Precomputed {
+            return Ok(AlgorithmChoice::given(n, self.dtype));
+        }
+        self.validate(n)?;
+        algorithm::choose(
+            self.algorithm,
+            &self.context()?,
+            &self.kernel,
+            (n, d, self.k),
+            self.max_iter,
+        )
+    }
+
     /// Clusters `points`.
     pub fn fit<'a, P>(&self, points: P) -> Result<FitResult, FitError>
     where
@@ -462,18 +503,53 @@ impl KernelKMeans {
         let x = ctx.dense(points.n, points.d, &x_host)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
-        progress(&Progress::Phase("kernel matrix"));
-        let t = Instant::now();
-        let (name, scalars) = model::kernel_program(&self.kernel, points.d);
-        let mut args = Args::new().tensor("X", &x);
-        for (n, v) in &scalars {
-            args = args.scalar(n, *v);
-        }
-        let mut out = ctx.run(programs::program(name), &args)?;
-        let kmat = out.take("K")?;
-        ctx.synchronize()?;
-        let kernel_matrix_s = t.elapsed().as_secs_f64();
-        let mut result = self.iterate(&ctx, &kmat, points.n, progress)?;
+        let choice = algorithm::choose(
+            self.algorithm,
+            &ctx,
+            &self.kernel,
+            (points.n, points.d, self.k),
+            self.max_iter,
+        )?;
+        let mut kernel_matrix_s = 0.0;
+        let kmat = match choice.algorithm {
+            Algorithm::Recompute => None,
+            _ => {
+                progress(&Progress::Phase("kernel matrix"));
+                let t = Instant::now();
+                let (name, scalars) = model::kernel_program(&self.kernel, points.d);
+                let args = scalars
+                    .into_iter()
+                    .fold(Args::new().tensor("X", &x), |a, (n, v)| a.scalar(n, v));
+                let kmat = ctx
+                    .run(programs::program(name), &args)
+                    .map_err(suggest_recompute)?
+                    .take("K")?;
+                ctx.synchronize()?;
+                kernel_matrix_s = t.elapsed().as_secs_f64();
+                Some(kmat)
+            }
+        };
+        let source = match &kmat {
+            Some(kmat) => Source::Stored(kmat),
+            None => Source::Points {
+                x: &x,
+                host: &x_host,
+                d: points.d,
+                kernel: self.kernel,
+            },
+        };
+        let (mut result, norms) = self.iterate(&ctx, &source, points.n, choice, progress)?;
+        let norms = match (norms, &kmat) {
+            (Some(norms), _) => norms,
+            (None, Some(kmat)) => model::centroid_norms(&ctx, kmat, &result.labels, self.k)?,
+            (None, None) => {
+                return Err(FitError::Parameter(
+                    "no centroid norms from the recompute iterations (a bug in popcorn)".into(),
+                ))
+            }
+        };
+        // The model keeps the points, not K: its memory goes back now.
+        drop(kmat);
         result.timings.upload_s = upload_s;
         result.timings.kernel_matrix_s = kernel_matrix_s;
         result.timings.total_s = start.elapsed().as_secs_f64();
@@ -483,10 +559,10 @@ impl KernelKMeans {
             points.d,
             x_host,
             scaling,
-            &kmat,
             &result.labels,
             self.k,
-        )?);
+            norms,
+        ));
         Ok(result)
     }
 
@@ -513,20 +589,23 @@ impl KernelKMeans {
         let k = ctx.dense(n, n, kmat)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
-        let mut result = self.iterate(&ctx, &k, n, &mut |_| {})?;
+        let choice = AlgorithmChoice::given(n, ctx.dtype());
+        let (mut result, _) = self.iterate(&ctx, &Source::Stored(&k), n, choice, &mut |_| {})?;
         result.timings.upload_s = upload_s;
         result.timings.total_s = start.elapsed().as_secs_f64();
         Ok(result)
     }
 
-    /// The iterations of every run on kernel matrix `kmat`; the best run wins.
+    /// The iterations of every run on the kernel of `source`; the best run wins. Also returns
+    /// the centroid norms of its labels where the iterations computed them.
     fn iterate(
         &self,
         ctx: &Context,
-        kmat: &Tensor,
+        source: &Source<'_>,
         n: usize,
+        algorithm: AlgorithmChoice,
         progress: &mut dyn FnMut(&Progress),
-    ) -> Result<FitResult, FitError> {
+    ) -> Result<(FitResult, Option<Vec<f64>>), FitError> {
         let k = self.k;
         let runs = if matches!(self.init, Init::Mod | Init::Labels(_)) {
             1
@@ -536,23 +615,19 @@ impl KernelKMeans {
         let t_init = Instant::now();
         progress(&Progress::Phase("init"));
         let diag = if matches!(self.init, Init::KMeansPlusPlus { .. }) {
-            let p =
-                popcorn_dsl::Program::parse("fn d(K: Dense[n, n]) -> (g: Col[n]) { g = diag(K); }")
-                    .map_err(RuntimeError::from)?;
-            ctx.to_f64(ctx.run(&p, &Args::new().tensor("K", kmat))?.tensor("g")?)?
+            source.diagonal(ctx)?
         } else {
             Vec::new()
         };
         let mut init_s = t_init.elapsed().as_secs_f64();
         progress(&Progress::Phase("iterations"));
-        let iteration = programs::program("kkmeans_iteration");
         let t_iter = Instant::now();
         let mut best: Option<(usize, RunResult)> = None;
         for run in 0..runs {
             let t = Instant::now();
-            let labels0 = init::initial_labels(&self.init, n, k, run, ctx, kmat, &diag)?;
+            let labels0 = init::initial_labels(&self.init, n, k, run, ctx, source, &diag)?;
             init_s += t.elapsed().as_secs_f64();
-            let r = self.run_once(ctx, iteration, kmat, labels0, run, progress)?;
+            let r = self.run_once(ctx, source, labels0, run, progress)?;
             if best.as_ref().is_none_or(|(_, b)| r.objective < b.objective) {
                 best = Some((run, r));
             }
@@ -563,7 +638,7 @@ impl KernelKMeans {
         for l in &r.labels {
             sizes[*l as usize] += 1;
         }
-        Ok(FitResult {
+        let result = FitResult {
             objective: r.objective,
             objective_history: r.history,
             iterations: r.iterations,
@@ -580,8 +655,10 @@ impl KernelKMeans {
             device: ctx.describe(),
             dtype: ctx.dtype(),
             params: self.clone(),
+            algorithm,
             model: None,
-        })
+        };
+        Ok((result, r.centroid_norms))
     }
 
     /// One run from `labels0`: iterate until no label changes, the objective stalls (when
@@ -589,8 +666,7 @@ impl KernelKMeans {
     fn run_once(
         &self,
         ctx: &Context,
-        iteration: &popcorn_dsl::Program,
-        kmat: &Tensor,
+        source: &Source<'_>,
         labels0: Vec<u32>,
         run: usize,
         progress: &mut dyn FnMut(&Progress),
@@ -603,9 +679,10 @@ impl KernelKMeans {
         let mut per_iteration_s = Vec::new();
         let mut converged = false;
         let k = self.k;
+        let iteration = source.iteration();
         for it in 1..=self.max_iter {
             let t = Instant::now();
-            ctx.run_into(iteration, &iteration_args(kmat, &labels, k), &mut out)?;
+            ctx.run_into(iteration, &source.iteration_args(&labels, k), &mut out)?;
             let objective = out.scalar("objective")?;
             if !objective.is_finite() {
                 return Err(FitError::Input(format!(
@@ -643,11 +720,14 @@ impl KernelKMeans {
         let mut objective = *history.last().unwrap_or(&f64::NAN);
         if !converged {
             // Stopped by max_iter: the labels changed after the last objective was measured.
-            ctx.run_into(iteration, &iteration_args(kmat, &labels, k), &mut out)?;
+            ctx.run_into(iteration, &source.iteration_args(&labels, k), &mut out)?;
             objective = out.scalar("objective")?;
         }
+        // The last iteration ran on the final labels: its centroid norms are theirs.
+        let centroid_norms = source.centroid_norms(ctx, &out)?;
         let host_labels = ctx.to_u32(&labels)?;
         Ok(RunResult {
+            centroid_norms,
             iterations: history.len(),
             labels: host_labels,
             objective,
@@ -658,15 +738,20 @@ impl KernelKMeans {
     }
 }
 
-/// The arguments of one iteration.
-fn iteration_args<'a>(kmat: &'a Tensor, labels: &'a Tensor, k: usize) -> Args<'a> {
-    Args::new()
-        .tensor("K", kmat)
-        .tensor("labels", labels)
-        .dim("k", k)
+/// A stored kernel matrix that does not fit: the error also names the algorithm that needs no
+/// `n x n` memory.
+fn suggest_recompute(mut e: RuntimeError) -> RuntimeError {
+    if let RuntimeError::OutOfMemory { hint, .. } = &mut e {
+        hint.push_str(
+            "; or recompute the kernel matrix every iteration instead of storing it \
+             (--algorithm recompute, KernelKMeans::algorithm(Algorithm::Recompute))",
+        );
+    }
+    e
 }
 
 struct RunResult {
+    centroid_norms: Option<Vec<f64>>,
     labels: Vec<u32>,
     objective: f64,
     history: Vec<f64>,

@@ -107,6 +107,25 @@ impl std::fmt::Debug for Model {
     }
 }
 
+/// Squared feature-space norms of the centroids of `labels` from the stored kernel matrix
+/// (`+inf` for empty clusters).
+pub(crate) fn centroid_norms(
+    ctx: &Context,
+    kmat: &Tensor,
+    labels: &[u32],
+    k: usize,
+) -> Result<Vec<f64>, FitError> {
+    let l = ctx.index(labels)?;
+    let out = ctx.run(
+        program("kkmeans_centroid_norms"),
+        &Args::new()
+            .tensor("K", kmat)
+            .tensor("labels", &l)
+            .dim("k", k),
+    )?;
+    Ok(ctx.to_f64(out.tensor("cn")?)?)
+}
+
 impl Model {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -115,20 +134,11 @@ impl Model {
         d: usize,
         x: Vec<f64>,
         scaling: Option<Scaling>,
-        kmat: &Tensor,
         labels: &[u32],
         k: usize,
-    ) -> Result<Model, FitError> {
-        let l = ctx.index(labels)?;
-        let out = ctx.run(
-            program("kkmeans_centroid_norms"),
-            &Args::new()
-                .tensor("K", kmat)
-                .tensor("labels", &l)
-                .dim("k", k),
-        )?;
-        let centroid_norms = ctx.to_f64(out.tensor("cn")?)?;
-        Ok(Model {
+        centroid_norms: Vec<f64>,
+    ) -> Model {
+        Model {
             ctx,
             kernel,
             d,
@@ -137,7 +147,7 @@ impl Model {
             labels: labels.to_vec(),
             centroid_norms,
             k,
-        })
+        }
     }
 
     /// Squared feature-space norms of the centroids (`+inf` for empty clusters).
@@ -161,14 +171,22 @@ impl Model {
         let ctx = &self.ctx;
         let y = ctx.dense(points.n, self.d, &y_host)?;
         let x = ctx.dense(n, self.d, &self.x)?;
+        let labels = ctx.index(&self.labels)?;
+        let cn = ctx.col(&self.centroid_norms)?;
+        // One program from the points: the cross kernel is summed by cluster tile by tile
+        // inside its contraction, never stored (m x n values).
         let (kname, scalars) = kernel_program(&self.kernel, self.d);
-        let cross = kname.replacen("kernel_", "cross_", 1);
-        let mut args = Args::new().tensor("Y", &y).tensor("X", &x);
-        for (name, v) in &scalars {
-            args = args.scalar(name, *v);
-        }
-        let kc = ctx.run(program(&cross), &args)?;
-        self.assign(kc.tensor("Kc")?, kc.tensor("s")?)
+        let name = kname.replacen("kernel_", "kkmeans_predict_", 1);
+        let args = scalars.into_iter().fold(
+            Args::new()
+                .tensor("Y", &y)
+                .tensor("X", &x)
+                .tensor("labels", &labels)
+                .tensor("cn", &cn),
+            |a, (name, v)| a.scalar(name, v),
+        );
+        let out = ctx.run(program(&name), &args)?;
+        Ok(ctx.to_u32(out.tensor("predicted")?)?)
     }
 
     /// The nearest centroid of new points given their kernel values against the training

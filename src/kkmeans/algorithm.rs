@@ -1,0 +1,214 @@
+//! Stored or recomputed kernel matrix: a fit either builds K once (`n x n` in memory) and reads
+//! it every iteration, or recomputes its tiles from the points every iteration inside the
+//! contraction that sums them by cluster (`kkmeans_recompute_*`), never holding K. `Auto` asks
+//! the planner's cost model ([`Plan::estimated_seconds`](crate::Plan::estimated_seconds)) which
+//! is faster for the expected number of iterations, among the choices that fit in memory.
+
+use super::{programs, FitError, Kernel};
+use crate::{Context, DType, Plan};
+use popcorn_dsl::plan::StepOp;
+use serde::Serialize;
+use std::fmt;
+
+/// How a fit gets the kernel matrix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum Algorithm {
+    /// The faster of the two that fits in memory, by the target's cost model.
+    #[default]
+    Auto,
+    /// K built once and stored (`n^2` values), read every iteration.
+    Stored,
+    /// K's tiles recomputed from the points every iteration, never stored: memory linear in
+    /// `n`, work `2 n^2 d` flops per iteration.
+    Recompute,
+}
+
+impl Algorithm {
+    /// The name used by the CLI (`auto`, `stored`, `recompute`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Auto => "auto",
+            Algorithm::Stored => "stored",
+            Algorithm::Recompute => "recompute",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Algorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Algorithm, String> {
+        match s {
+            "auto" => Ok(Algorithm::Auto),
+            "stored" => Ok(Algorithm::Stored),
+            "recompute" => Ok(Algorithm::Recompute),
+            other => Err(format!(
+                "unknown algorithm `{other}`; use auto, stored or recompute"
+            )),
+        }
+    }
+}
+
+/// Iterations a fit is expected to run, for comparing a one-time cost (building K) with a
+/// per-iteration one; `max_iter` caps it.
+pub const EXPECTED_ITERATIONS: usize = 20;
+
+/// What a fit runs, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AlgorithmChoice {
+    /// [`Algorithm::Stored`] or [`Algorithm::Recompute`].
+    pub algorithm: Algorithm,
+    /// Why, in words.
+    pub reason: String,
+    /// The choice and its reason in a few words, for summaries.
+    pub summary: String,
+    /// Bytes of the stored kernel matrix.
+    pub kernel_matrix_bytes: u64,
+    /// Estimated seconds of the stored algorithm: building K once, then the iterations.
+    pub stored_s: f64,
+    /// Estimated seconds of the recompute algorithm over the same iterations.
+    pub recompute_s: f64,
+    /// The iterations both estimates assume.
+    pub iterations: usize,
+}
+
+impl AlgorithmChoice {
+    /// The choice for a kernel matrix the caller gives (`fit_precomputed`): stored.
+    pub fn given(n: usize, dtype: DType) -> AlgorithmChoice {
+        AlgorithmChoice {
+            algorithm: Algorithm::Stored,
+            reason: "the kernel matrix is given".into(),
+            summary: "stored (given)".into(),
+            kernel_matrix_bytes: (n as u64)
+                .saturating_mul(n as u64)
+                .saturating_mul(dtype.size_bytes() as u64),
+            stored_s: 0.0,
+            recompute_s: f64::INFINITY,
+            iterations: 0,
+        }
+    }
+}
+
+/// The plan of `program` at `dims` on the context's target (not allocated).
+fn plan_of(ctx: &Context, program: &str, dims: &[(&str, usize)]) -> Result<Plan, FitError> {
+    let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let plan = popcorn_dsl::plan(
+        programs::program(program),
+        &dims,
+        ctx.config(),
+        &ctx.target(),
+        &Default::default(),
+    )
+    .map_err(crate::RuntimeError::from)?;
+    Ok(plan)
+}
+
+/// Chooses for `requested` on `n x d` points, `k` clusters, up to `max_iter` iterations.
+pub(crate) fn choose(
+    requested: Algorithm,
+    ctx: &Context,
+    kernel: &Kernel,
+    (n, d, k): (usize, usize, usize),
+    max_iter: usize,
+) -> Result<AlgorithmChoice, FitError> {
+    let size = ctx.dtype().size_bytes() as u64;
+    let kernel_matrix_bytes = (n as u64).saturating_mul(n as u64).saturating_mul(size);
+    let iterations = EXPECTED_ITERATIONS.min(max_iter).max(1);
+    let (name, _) = super::model::kernel_program(kernel, d);
+    let recompute_name = name.replacen("kernel_", "kkmeans_recompute_", 1);
+    let build = plan_of(ctx, name, &[("n", n), ("d", d)])?.estimated_seconds();
+    let stored_iteration =
+        plan_of(ctx, "kkmeans_iteration", &[("n", n), ("k", k)])?.estimated_seconds();
+    let recompute = plan_of(ctx, &recompute_name, &[("n", n), ("d", d), ("k", k)])?;
+    let recompute_iteration = recompute.estimated_seconds();
+    // Where the target cannot sum this many clusters inside a contraction, the recompute plan
+    // stores K after all.
+    let recomputes = !recompute
+        .steps
+        .iter()
+        .any(|s| matches!(s.op, StepOp::Gemm(_) | StepOp::Syrk { .. }));
+    let max_labels = ctx.target().contractions.map_or(0, |t| t.max_labels);
+    let stored_s = build + iterations as f64 * stored_iteration;
+    let recompute_s = iterations as f64 * recompute_iteration;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    // K, plus the iteration's n x k values and the points, must fit in what is free.
+    let needed = kernel_matrix_bytes.saturating_add(3 * (n * k.max(d)) as u64 * size);
+    let free = ctx.memory_info().map(|(free, _)| free as u64);
+    let fits = free.is_none_or(|f| needed <= f);
+    let memory = if ctx.is_gpu() {
+        "GPU memory"
+    } else {
+        "host memory"
+    };
+    let (algorithm, reason) = match requested {
+        Algorithm::Stored => (Algorithm::Stored, "asked for".to_string()),
+        Algorithm::Recompute | Algorithm::Auto if !recomputes => {
+            if requested == Algorithm::Recompute || !fits {
+                return Err(FitError::Parameter(format!(
+                    "the recompute algorithm sums at most {max_labels} clusters on this device, k = {k}; use k <= {max_labels} or the stored kernel matrix (--algorithm stored){}",
+                    if fits { "" } else { ", which does not fit in memory here" }
+                )));
+            }
+            (
+                Algorithm::Stored,
+                format!(
+                    "the recompute algorithm sums at most {max_labels} clusters on this device"
+                ),
+            )
+        }
+        Algorithm::Recompute => (Algorithm::Recompute, "asked for".to_string()),
+        Algorithm::Auto if !fits => (
+            Algorithm::Recompute,
+            format!(
+                "K would take {:.1} GiB but only {:.1} GiB of {memory} are free",
+                gib(kernel_matrix_bytes),
+                gib(free.unwrap_or(0))
+            ),
+        ),
+        Algorithm::Auto => {
+            let winner = if recompute_s < stored_s {
+                Algorithm::Recompute
+            } else {
+                Algorithm::Stored
+            };
+            (
+                winner,
+                format!(
+                    "estimated faster over {iterations} iterations: stored {:.3} s (K built in {:.3} s, {:.3} ms per iteration), recompute {:.3} s ({:.3} ms per iteration)",
+                    stored_s,
+                    build,
+                    stored_iteration * 1e3,
+                    recompute_s,
+                    recompute_iteration * 1e3
+                ),
+            )
+        }
+    };
+    let summary = match requested {
+        Algorithm::Auto if !fits => format!(
+            "{algorithm} (K needs {:.1} GiB, {:.1} GiB free)",
+            gib(kernel_matrix_bytes),
+            gib(free.unwrap_or(0))
+        ),
+        Algorithm::Auto if recomputes => format!(
+            "{algorithm} (estimated {:.3} s against {:.3} s)",
+            stored_s.min(recompute_s),
+            stored_s.max(recompute_s)
+        ),
+        _ => format!("{algorithm} ({reason})"),
+    };
+    Ok(AlgorithmChoice {
+        algorithm,
+        reason,
+        summary,
+        kernel_matrix_bytes,
+        stored_s,
+        recompute_s,
+        iterations,
+    })
+}

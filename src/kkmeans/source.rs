@@ -1,0 +1,113 @@
+//! Where a fit's iterations read the kernel from: the stored matrix K, or the points, from
+//! which every iteration recomputes K's tiles ([`Algorithm::Recompute`](super::Algorithm)).
+//! Both give the same iteration outputs, K's diagonal and its columns (for k-means++).
+
+use super::{model::kernel_program, programs::program, FitError, Kernel};
+use crate::{Args, Context, Outputs, Tensor};
+use popcorn_dsl::Program;
+
+/// The kernel of a fit, stored or recomputed.
+pub(crate) enum Source<'a> {
+    /// K itself, `n x n`.
+    Stored(&'a Tensor),
+    /// The (scaled) points, `n x d`, uploaded (`x`) and on the host (`host`), and the kernel.
+    Points {
+        /// The points on the device.
+        x: &'a Tensor,
+        /// The same points, row-major.
+        host: &'a [f64],
+        /// Features.
+        d: usize,
+        /// The kernel function.
+        kernel: Kernel,
+    },
+}
+
+impl Source<'_> {
+    /// The program of one iteration.
+    pub fn iteration(&self) -> &'static Program {
+        match self {
+            Source::Stored(_) => program("kkmeans_iteration"),
+            Source::Points { kernel, d, .. } => {
+                let (name, _) = kernel_program(kernel, *d);
+                program(&name.replacen("kernel_", "kkmeans_recompute_", 1))
+            }
+        }
+    }
+
+    /// The arguments of one iteration from `labels`.
+    pub fn iteration_args<'b>(&'b self, labels: &'b Tensor, k: usize) -> Args<'b> {
+        let args = Args::new().tensor("labels", labels).dim("k", k);
+        match self {
+            Source::Stored(kmat) => args.tensor("K", kmat),
+            Source::Points { x, d, kernel, .. } => {
+                let (_, scalars) = kernel_program(kernel, *d);
+                scalars
+                    .into_iter()
+                    .fold(args.tensor("X", x), |a, (name, v)| a.scalar(name, v))
+            }
+        }
+    }
+
+    /// The centroid norms of the input labels from an iteration's outputs, where the
+    /// iteration computes them (the recompute programs do).
+    pub fn centroid_norms(
+        &self,
+        ctx: &Context,
+        out: &Outputs,
+    ) -> Result<Option<Vec<f64>>, FitError> {
+        match self {
+            Source::Stored(_) => Ok(None),
+            Source::Points { .. } => Ok(Some(ctx.to_f64(out.tensor("cn")?)?)),
+        }
+    }
+
+    /// K's diagonal, `kappa(x_i, x_i)`.
+    pub fn diagonal(&self, ctx: &Context) -> Result<Vec<f64>, FitError> {
+        match self {
+            Source::Stored(kmat) => {
+                let p = Program::parse("fn d(K: Dense[n, n]) -> (g: Col[n]) { g = diag(K); }")
+                    .map_err(crate::RuntimeError::from)?;
+                Ok(ctx.to_f64(ctx.run(&p, &Args::new().tensor("K", kmat))?.tensor("g")?)?)
+            }
+            Source::Points { .. } => {
+                let out = self.cross(ctx, 0)?;
+                Ok(ctx.to_f64(out.tensor("s")?)?)
+            }
+        }
+    }
+
+    /// Column `i` of K, `kappa(x_j, x_i)` for every `j`.
+    pub fn column(&self, ctx: &Context, i: usize, n: usize) -> Result<Vec<f64>, FitError> {
+        match self {
+            Source::Stored(kmat) => {
+                let mut onehot = vec![0.0; n];
+                onehot[i] = 1.0;
+                let e = ctx.col(&onehot)?;
+                let out = ctx.run(
+                    program("kernel_column"),
+                    &Args::new().tensor("K", kmat).tensor("e", &e),
+                )?;
+                Ok(ctx.to_f64(out.tensor("column")?)?)
+            }
+            Source::Points { .. } => Ok(ctx.to_f64(self.cross(ctx, i)?.tensor("Kc")?)?),
+        }
+    }
+
+    /// The cross kernel of every point against point `i` (`Kc`, `n x 1`) and the points' own
+    /// kernel values (`s`), from the points.
+    fn cross(&self, ctx: &Context, i: usize) -> Result<Outputs, FitError> {
+        let Source::Points { x, host, d, kernel } = self else {
+            return Err(FitError::Parameter(
+                "the cross kernel needs the points (a bug in popcorn)".into(),
+            ));
+        };
+        let center = ctx.dense(1, *d, &host[i * d..(i + 1) * d])?;
+        let (name, scalars) = kernel_program(kernel, *d);
+        let args = scalars.into_iter().fold(
+            Args::new().tensor("Y", x).tensor("X", &center),
+            |a, (name, v)| a.scalar(name, v),
+        );
+        Ok(ctx.run(program(&name.replacen("kernel_", "cross_", 1)), &args)?)
+    }
+}
