@@ -210,6 +210,40 @@ pub fn histogram() -> BuiltinKernel {
     untyped("pk_histogram", HISTOGRAM)
 }
 
+const PERMUTE_ROWS: &str = r#"// popcorn builtin kernel {NAME}: the rows of a matrix of 32-bit words in the order of a
+// selection matrix's column indices: out row p = in row col_idx[p] for p < nnz = row_ptr[k];
+// rows p >= nnz (points without a cluster below k) are `fill`.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long rows,
+    const long long words,
+    const int* __restrict__ row_ptr,
+    const int* __restrict__ col_idx,
+    const long long k,
+    const unsigned int* __restrict__ in,
+    const long long in_ld,
+    unsigned int* __restrict__ out,
+    const long long out_ld,
+    const unsigned int fill)
+{
+    const long long nnz = (long long)row_ptr[k];
+    const long long total = rows * words;
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long e = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         e < total; e += stride) {
+        const long long p = e / words;
+        const long long w = e - p * words;
+        out[p * out_ld + w] = p < nnz ? in[(long long)col_idx[p] * in_ld + w] : fill;
+    }
+}
+"#;
+
+/// `pk_permute_rows`: rows of 32-bit words gathered in a selection matrix's column order
+/// (launch with [`linear_grid_block`] over `rows * words`). Parameters: `rows, words, row_ptr,
+/// col_idx, k, in, in_ld, out, out_ld, fill` (leading dimensions in words).
+pub fn permute_rows() -> BuiltinKernel {
+    untyped("pk_permute_rows", PERMUTE_ROWS)
+}
+
 /// Threads of the one block of [`small_counts`].
 pub const SMALL_COUNTS_THREADS: u32 = 1024;
 /// Clusters [`small_counts`] counts per pass over the labels (its shared-memory bins).
@@ -701,6 +735,7 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
         fill_u32(),
         symmetrize_lower_to_upper(dtype),
         histogram(),
+        permute_rows(),
         selection_scan(),
         selection_chunk_counts(),
         selection_chunk_offsets(),

@@ -509,6 +509,33 @@ fn run_typed<T: Real + HostElem>(
                         T::slice_mut(&mut vals[0]).ok_or_else(|| wrong("selection values"))?,
                     )?;
                 }
+                Builtin::PermuteRows(_) => {
+                    let s = csr(1)?;
+                    let nnz = usize::try_from(s.row_ptr[s.rows])
+                        .unwrap_or(0)
+                        .min(s.col_idx.len());
+                    let order = &s.col_idx[..nnz];
+                    match &inputs[0] {
+                        Arg::Index { len, .. } => {
+                            let labels = labels_at(0)?;
+                            let out = u32::slice_mut(&mut guards[0])
+                                .ok_or_else(|| wrong("the labels in cluster order"))?;
+                            cpu::permute_rows(order, labels, 1, &mut out[..*len], u32::MAX)?;
+                        }
+                        _ => {
+                            let (rows, cols) = in_dims(0);
+                            let out = T::slice_mut(&mut guards[0])
+                                .ok_or_else(|| wrong("the rows in cluster order"))?;
+                            cpu::permute_rows(
+                                order,
+                                &dense(0)?[..rows * cols],
+                                cols,
+                                &mut out[..rows * cols],
+                                zero,
+                            )?;
+                        }
+                    }
+                }
                 Builtin::PadCols(p) => {
                     let (rows, cols) = in_dims(0);
                     let out =

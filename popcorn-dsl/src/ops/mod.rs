@@ -13,6 +13,7 @@ mod counts;
 mod diag;
 mod label_sums;
 mod pad_cols;
+mod permute_rows;
 pub mod products;
 mod selection;
 
@@ -21,6 +22,7 @@ pub use counts::Counts;
 pub use diag::Diag;
 pub use label_sums::LabelSums;
 pub use pad_cols::PadCols;
+pub use permute_rows::PermuteRows;
 pub use selection::Selection;
 
 use crate::types::{Dim, DimBindings, Type, TypeError};
@@ -92,6 +94,8 @@ pub enum Builtin {
     LabelSums(LabelSums),
     /// A dense matrix with zero columns appended.
     PadCols(PadCols),
+    /// Rows in the order of a selection matrix (cluster by cluster).
+    PermuteRows(PermuteRows),
 }
 
 /// Calls `$call` on the unit inside a [`Builtin`].
@@ -104,6 +108,7 @@ macro_rules! each_builtin {
             Builtin::ClusterSums($b) => $call,
             Builtin::LabelSums($b) => $call,
             Builtin::PadCols($b) => $call,
+            Builtin::PermuteRows($b) => $call,
         }
     };
 }
@@ -215,6 +220,22 @@ mod tests {
         assert_eq!(
             pad.eval(&[&square], &dims),
             Ok(RefValue::dense(2, 3, vec![1.0, 2.0, 0.0, 3.0, 4.0, 0.0]))
+        );
+        // Rows in cluster order: labels [2, 0, 2, 2] list points 1, then 0, 2, 3.
+        let selection = sel.eval(&[&labels], &dims).unwrap();
+        let rows = RefValue::dense(4, 2, vec![0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]);
+        let permute = Builtin::PermuteRows(PermuteRows);
+        assert_eq!(
+            permute.eval(&[&rows, &selection], &dims),
+            Ok(RefValue::dense(
+                4,
+                2,
+                vec![1.0, 1.5, 0.0, 0.5, 2.0, 2.5, 3.0, 3.5]
+            ))
+        );
+        assert_eq!(
+            permute.eval(&[&labels, &selection], &dims),
+            Ok(RefValue::Index(vec![0, 2, 2, 2]))
         );
     }
 

@@ -16,6 +16,7 @@
 //! saved matter less). `POPCORN_LOG=fusion` says which and why.
 
 use super::diagonals::{Diagonals, GramProduct};
+use super::label_order;
 use super::{ContractionPolicy, GraphPass, PassContext, PlanError};
 use crate::ir::{Graph, LibOp, NodeId, Op, ProductAttrs};
 use crate::ops::Builtin;
@@ -300,6 +301,23 @@ impl GraphPass for Contractions {
                 let mut diagonals = Diagonals::new(product, &r.maps, rows);
                 for dg in &r.diagonals {
                     diagonals.replace(g, *dg);
+                }
+            }
+            let mut operands = operands;
+            if attrs.trans_b {
+                let region = label_order::Region {
+                    product: n,
+                    b: operands[1],
+                    maps: &r.maps,
+                    reductions: &r.reductions,
+                };
+                if let Some(sorted) = label_order::sort_columns_by_label(g, &region) {
+                    operands[1] = sorted;
+                    if log {
+                        eprintln!(
+                            "[popcorn fusion]   its columns are sorted by label (B's rows, the labels and the column broadcasts in cluster order), so a tile meets few clusters"
+                        );
+                    }
                 }
             }
             let alpha = attrs.alpha.clone();

@@ -55,6 +55,8 @@ impl<'r> Diagonals<'r> {
         if g.node(value).name.is_none() {
             g.node_mut(value).name = g.node_mut(diag).name.take();
         }
+        // Nothing uses it any more; it must not count as a reader of the region either.
+        g.g.remove_node(diag);
     }
 
     /// The diagonal of `n` (the product, or a map over its space), as a column.

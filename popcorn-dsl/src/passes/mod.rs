@@ -28,6 +28,7 @@ pub mod cse;
 pub mod diagonals;
 pub mod fuse;
 pub mod infer;
+pub mod label_order;
 pub mod lower_triangle;
 pub mod pattern;
 pub mod pipelines;

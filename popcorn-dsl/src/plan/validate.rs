@@ -137,7 +137,9 @@ impl Plan {
                 | StepOp::SpMM { .. }
                 | StepOp::SpMV { .. } => Some((2, 1)),
                 StepOp::Syrk { .. } | StepOp::Copy => Some((1, 1)),
-                StepOp::Builtin(Builtin::ClusterSums(_) | Builtin::LabelSums(_)) => Some((2, 1)),
+                StepOp::Builtin(
+                    Builtin::ClusterSums(_) | Builtin::LabelSums(_) | Builtin::PermuteRows(_),
+                ) => Some((2, 1)),
                 StepOp::Builtin(_) => Some((1, 1)),
                 StepOp::Fused(f) => {
                     if f.name != f.spec.name() {

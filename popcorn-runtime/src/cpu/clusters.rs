@@ -140,3 +140,43 @@ pub fn cluster_sums<T: Real>(
         });
     Ok(())
 }
+
+/// Rows in cluster order: row `p` of `out` (rows of `width` values) is row `order[p]` of `m`,
+/// rows past `order.len()` are `fill` (`order`: a selection matrix's column indices, each point
+/// at most once).
+pub fn permute_rows<V: Copy + Send + Sync>(
+    order: &[i32],
+    m: &[V],
+    width: usize,
+    out: &mut [V],
+    fill: V,
+) -> Result<(), CpuError> {
+    let rows = out.len() / width.max(1);
+    if m.len() != out.len() || order.len() > rows {
+        return Err(CpuError::Shape {
+            operand: "out".into(),
+            detail: format!(
+                "{} rows in cluster order from {} values into {}",
+                order.len(),
+                m.len(),
+                out.len()
+            ),
+        });
+    }
+    for (p, row) in out.chunks_mut(width.max(1)).enumerate() {
+        match order.get(p) {
+            Some(&i) => {
+                let i = usize::try_from(i)
+                    .ok()
+                    .filter(|i| *i < rows)
+                    .ok_or_else(|| CpuError::Shape {
+                        operand: "order".into(),
+                        detail: format!("point {i} of {rows}"),
+                    })?;
+                row.copy_from_slice(&m[i * width..(i + 1) * width]);
+            }
+            None => row.fill(fill),
+        }
+    }
+    Ok(())
+}

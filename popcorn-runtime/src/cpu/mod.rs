@@ -23,7 +23,7 @@ mod syrk;
 #[cfg(test)]
 mod tests;
 
-pub use self::clusters::{cluster_sums, counts, selection};
+pub use self::clusters::{cluster_sums, counts, permute_rows, selection};
 pub use self::csr::CsrRef;
 pub use self::error::CpuError;
 pub use self::fused::{run_contraction, run_fused, FusedArg, FusedOut};

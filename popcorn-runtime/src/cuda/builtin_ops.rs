@@ -54,11 +54,12 @@ enum Kind {
     SelectionScatter,
     LabelSums,
     SmallCounts,
+    PermuteRows,
 }
 
 impl Kind {
     #[cfg(test)]
-    const ALL: [Kind; 10] = [
+    const ALL: [Kind; 11] = [
         Kind::Fill,
         Kind::Symmetrize,
         Kind::Diag,
@@ -69,6 +70,7 @@ impl Kind {
         Kind::SelectionScatter,
         Kind::LabelSums,
         Kind::SmallCounts,
+        Kind::PermuteRows,
     ];
 
     /// The entry-point name (known without building the source, so launches allocate no
@@ -98,6 +100,7 @@ impl Kind {
                 }
             }
             Kind::Histogram => "pk_histogram",
+            Kind::PermuteRows => "pk_permute_rows",
             Kind::SelectionScan => "pk_selection_scan",
             Kind::SelectionChunkCounts => "pk_selection_chunk_counts",
             Kind::SelectionChunkOffsets => "pk_selection_chunk_offsets",
@@ -132,6 +135,7 @@ impl Kind {
             Kind::Symmetrize => builtins::symmetrize_lower_to_upper(dtype),
             Kind::Diag => builtins::diag(dtype),
             Kind::Histogram => builtins::histogram(),
+            Kind::PermuteRows => builtins::permute_rows(),
             Kind::SelectionScan => builtins::selection_scan(),
             Kind::SelectionChunkCounts => builtins::selection_chunk_counts(),
             Kind::SelectionChunkOffsets => builtins::selection_chunk_offsets(),
@@ -243,6 +247,48 @@ impl Builtins<'_> {
             Kind::Symmetrize,
             dtype,
             builtins::symmetrize_grid_block(n as u64),
+            &mut args,
+        )
+    }
+
+    /// Row `p` of `out` = row `col_idx[p]` of `src` for `p < row_ptr[k]`, else `fill` words:
+    /// `rows` rows of `words` 32-bit words each, contiguous.
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes; the column indices are below `rows`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn permute_rows(
+        &self,
+        rows: usize,
+        words: usize,
+        row_ptr: u64,
+        col_idx: u64,
+        k: usize,
+        src: u64,
+        dst: u64,
+        fill: u32,
+    ) -> Result<(), RuntimeError> {
+        let total = rows.saturating_mul(words);
+        if total == 0 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(rows)?,
+            KernelArg::size(words)?,
+            KernelArg::Ptr(row_ptr),
+            KernelArg::Ptr(col_idx),
+            KernelArg::size(k)?,
+            KernelArg::Ptr(src),
+            KernelArg::size(words)?,
+            KernelArg::Ptr(dst),
+            KernelArg::size(words)?,
+            KernelArg::U32(fill),
+        ];
+        self.run(
+            Kind::PermuteRows,
+            ScalarType::F32,
+            builtins::linear_grid_block(total as u64),
             &mut args,
         )
     }

@@ -23,6 +23,8 @@ pub enum KernelArg {
     F64(f64),
     /// Any device pointer.
     Ptr(u64),
+    /// `unsigned int`
+    U32(u32),
 }
 
 impl KernelArg {
@@ -50,6 +52,7 @@ impl KernelArg {
             KernelArg::F32(v) => v as *mut f32 as *mut c_void,
             KernelArg::F64(v) => v as *mut f64 as *mut c_void,
             KernelArg::Ptr(v) => v as *mut u64 as *mut c_void,
+            KernelArg::U32(v) => v as *mut u32 as *mut c_void,
         }
     }
 }

@@ -7,10 +7,11 @@
 //! keeps the lowest column among ties and sums are the same from run to run):
 //! - [`pipelined`] for `float` products whose operands are both stored depth-contiguous
 //!   (`A * B^T` with `A` and `B` row-major, the shape of every distance and kernel matrix)
-//!   and carry no sums by label: 256 x 128 tiles on 8 warps, a 3-deep `cp.async` ring and,
+//!   with at most one sum by label: 256 x 128 tiles on 8 warps, a 3-deep `cp.async` ring and,
 //!   for TF32, `ldmatrix` fragments into `mma.sync`; its fixed device code is
 //!   `pipeline.cu`, its generated part a fold struct (epilogue and reductions);
-//! - [`tiled`] for everything else (`double`, transposed operands, sums by label): 64 x 64
+//! - [`tiled`] for everything else (`double`, transposed operands, several sums by label):
+//!   64 x 64
 //!   tiles on 4 warps, one staged slice at a time.
 
 mod pipelined;
@@ -31,7 +32,7 @@ pub(crate) struct Parts {
 }
 
 /// Whether `spec` runs on the pipelined template: `float` values, `A` stored as rows of the
-/// depth and `B` read transposed (also rows of the depth), and no sums by label.
+/// depth and `B` read transposed (also rows of the depth), at most one sum by label.
 pub(crate) fn is_pipelined(spec: &KernelSpec) -> bool {
     let kernel_ir::Form::Contraction {
         a, b, reductions, ..
@@ -43,9 +44,11 @@ pub(crate) fn is_pipelined(spec: &KernelSpec) -> bool {
     spec.dtype == ScalarType::F32
         && access(*a) == Some(Access::Left { transposed: false })
         && access(*b) == Some(Access::Right { transposed: true })
-        && !reductions
+        && reductions
             .iter()
-            .any(|r| matches!(r.kind, ReduceKind::ByLabel { .. }))
+            .filter(|r| matches!(r.kind, ReduceKind::ByLabel { .. }))
+            .count()
+            <= 1
 }
 
 /// The launch shape of a contraction kernel.

@@ -501,7 +501,16 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 //   merge(s, o)        folds the partials of higher columns o into s (fixed merge order:
 //                      lane ^ 1, lane ^ 2, then the column warps in order);
 //   shfl_xor(s, mask)  the partials of lane ^ mask;
-//   store(i, s)        writes row i's reductions.
+//   store(i, s)        writes row i's reductions;
+//   begin_rows(i0, i1) clears the by-label sums of rows i0 .. i1 (every thread of the CTA
+//                      calls it at the start of a row block, before the step's barrier);
+//   flush(i, s)        adds this thread's pending by-label sum of row i to the output (each
+//                      thread keeps one running sum per row and label: with columns sorted
+//                      by label it flushes once per label, in any order once per element);
+//   kByLabel           whether there is a sum by label (at most one); then, per finished
+//                      tile, each element's by_label_value(x) is left in acc, and for each of
+//                      its rows a thread whose columns share one label (label(j)) adds their
+//                      sum with add_by_label(s, i, c, v), else each element in column order.
 // ------------------------------------------------------------------------------------
 
 // How an epilogue treats the edges of the matrix: a tile wholly inside needs no check; a
@@ -522,7 +531,7 @@ __device__ __forceinline__ int edge_of(long long i0, long long j0, long long m, 
 // i_lane = row block origin + warp row origin + g; j_lane = tile column origin + warp
 // column origin + 2 t.
 template <int kEdge, class Fold>
-__device__ __forceinline__ void epilogue_elements(const float (&acc)[MT][NT][4],
+__device__ __forceinline__ void epilogue_elements(float (&acc)[MT][NT][4],
                                                   typename Fold::State (&st)[MT][2],
                                                   const Fold& fold, long long i_lane,
                                                   long long j_lane, long long m, long long n)
@@ -542,6 +551,40 @@ __device__ __forceinline__ void epilogue_elements(const float (&acc)[MT][NT][4],
                     const long long ic = (kEdge == kAll && i >= m) ? m - 1 : i;
                     const typename Fold::Values x = fold.eval(acc[mt][nt][2 * h + c], ic, jc);
                     if (kEdge != kAll || (i < m && j < n)) fold.fold(st[mt][h], x, i, j);
+                    if constexpr (Fold::kByLabel) acc[mt][nt][2 * h + c] = fold.by_label_value(x);
+                }
+            }
+        }
+    }
+    if constexpr (Fold::kByLabel) {
+        // The tile's sums by label, from the values left in acc.
+        unsigned int lab[NT][2];
+        bool same = true;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const long long j = j_lane + 8 * nt + c;
+                lab[nt][c] = (kEdge == kInside || j < n) ? fold.label(j) : 0xffffffffu;
+                same = same && lab[nt][c] == lab[0][0];
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const long long i = i_lane + 16 * mt + 8 * h;
+                if (kEdge == kAll && i >= m) continue;
+                if (same) {
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt) sum += acc[mt][nt][2 * h] + acc[mt][nt][2 * h + 1];
+                    fold.add_by_label(st[mt][h], i, lab[0][0], sum);
+                } else {
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                        for (int c = 0; c < 2; ++c) fold.add_by_label(st[mt][h], i, lab[nt][c], acc[mt][nt][2 * h + c]);
                 }
             }
         }
@@ -549,7 +592,7 @@ __device__ __forceinline__ void epilogue_elements(const float (&acc)[MT][NT][4],
 }
 
 template <class Fold>
-__device__ __forceinline__ void epilogue_tile(const float (&acc)[MT][NT][4],
+__device__ __forceinline__ void epilogue_tile(float (&acc)[MT][NT][4],
                                               typename Fold::State (&st)[MT][2], const Fold& fold,
                                               long long i_lane, long long j_lane, int edge,
                                               long long m, long long n)
@@ -577,16 +620,18 @@ __device__ __forceinline__ void finish_rows(typename Fold::State (&st)[MT][2], c
                                             int wm, int wn, int lane)
 {
     using State = typename Fold::State;
+    const int g = lane >> 2;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
+            const long long i = i0 + wm * WM + 16 * mt + 8 * h + g;
+            if (i < m) fold.flush(i, st[mt][h]);
             Fold::merge(st[mt][h], Fold::shfl_xor(st[mt][h], 1));
             Fold::merge(st[mt][h], Fold::shfl_xor(st[mt][h], 2));
         }
     }
     const bool quad_leader = (lane & 3) == 0;
-    const int g = lane >> 2;
     if (wn > 0 && quad_leader) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
@@ -618,7 +663,7 @@ __device__ __forceinline__ void finish_rows(typename Fold::State (&st)[MT][2], c
 // i_lane = row block origin + 128 wg + 16 w + g and j_lane = tile column origin + 2 t.
 // Columns in ascending order for each row, as epilogue_elements.
 template <int kEdge, class Fold>
-__device__ __forceinline__ void wgmma_epilogue(const float (&acc)[2][64],
+__device__ __forceinline__ void wgmma_epilogue(float (&acc)[2][64],
                                                typename Fold::State (&st)[2][2], const Fold& fold,
                                                long long i_lane, long long j_lane, long long m,
                                                long long n)
@@ -638,6 +683,40 @@ __device__ __forceinline__ void wgmma_epilogue(const float (&acc)[2][64],
                     const long long ic = (kEdge == kAll && i >= m) ? m - 1 : i;
                     const typename Fold::Values x = fold.eval(acc[mi][4 * q + 2 * h + c], ic, jc);
                     if (kEdge != kAll || (i < m && j < n)) fold.fold(st[mi][h], x, i, j);
+                    if constexpr (Fold::kByLabel) acc[mi][4 * q + 2 * h + c] = fold.by_label_value(x);
+                }
+            }
+        }
+    }
+    if constexpr (Fold::kByLabel) {
+        // The tile's sums by label, from the values left in acc.
+        unsigned int lab[16][2];
+        bool same = true;
+#pragma unroll
+        for (int q = 0; q < 16; ++q) {
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const long long j = j_lane + 8 * q + c;
+                lab[q][c] = (kEdge == kInside || j < n) ? fold.label(j) : 0xffffffffu;
+                same = same && lab[q][c] == lab[0][0];
+            }
+        }
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const long long i = i_lane + 64 * mi + 8 * h;
+                if (kEdge == kAll && i >= m) continue;
+                if (same) {
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int q = 0; q < 16; ++q) sum += acc[mi][4 * q + 2 * h] + acc[mi][4 * q + 2 * h + 1];
+                    fold.add_by_label(st[mi][h], i, lab[0][0], sum);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 16; ++q)
+#pragma unroll
+                        for (int c = 0; c < 2; ++c) fold.add_by_label(st[mi][h], i, lab[q][c], acc[mi][4 * q + 2 * h + c]);
                 }
             }
         }
@@ -684,6 +763,7 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
             for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) st[mi][h] = Fold::identity();
+            fold.begin_rows(i0, i0 + BM < m ? i0 + BM : m);
         }
 
         cp_async_wait<STAGES - 2>();
@@ -729,9 +809,10 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
                 for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
+                        const long long i = i_lane + 64 * mi + 8 * h;
+                        if (i < m) fold.flush(i, st[mi][h]);
                         Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 1));
                         Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 2));
-                        const long long i = i_lane + 64 * mi + 8 * h;
                         if (t == 0 && i < m) fold.store(i, st[mi][h]);
                     }
                 }
@@ -801,6 +882,7 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
 #pragma unroll
                 for (int h = 0; h < 2; ++h) st[mt][h] = Fold::identity();
             }
+            fold.begin_rows(i0, i0 + BM < m ? i0 + BM : m);
         }
 
         // This step's chunks: own copies landed (all but the STAGES - 2 newest groups) ...

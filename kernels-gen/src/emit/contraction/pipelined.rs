@@ -6,7 +6,12 @@
 //! - `Values` and `eval(p, i, j)`: the epilogue expressions of element `(i, j)` with `p` for
 //!   the product (every load happens here, at an in-bounds position);
 //! - `fold(s, x, i, j)`: the element outputs and each reduction's fold into `s`;
-//! - `merge`, `shfl_xor`, `identity` and `store` for the partials.
+//! - `merge`, `shfl_xor`, `identity` and `store` for the partials;
+//! - `begin_rows`, `flush`, `label`, `by_label_value` and `add_by_label` for a sum by label:
+//!   the template sums each tile's values per row and label; each thread keeps a running sum per row and
+//!   the label it is for, adds it to the output with one atomic when the column's label changes
+//!   (columns sorted by label: once per label) and at the row block's end; the block clears
+//!   its rows' bins first.
 //!
 //! The entry point is one call, `pk::contraction<TF32>(A, lda, B, ldb, rows, cols, depth,
 //! fold)`, launched with `__launch_bounds__(256, 1)` on a persistent grid (see
@@ -26,12 +31,13 @@ use kernel_ir::{Expr, KernelSpec, ReduceKind, Reduction};
 const PIPELINE: &str = include_str!("pipeline.cu");
 
 /// Bytes of one row's partials (the fold's `State`): 4 per reduction, 4 more for an `ArgMin`'s
-/// column; a contraction without reductions keeps one unused word.
+/// column or a sum by label's current label; a contraction without reductions keeps one unused
+/// word.
 fn state_bytes(reductions: &[Reduction]) -> u32 {
     let words: u32 = reductions
         .iter()
         .map(|r| {
-            if matches!(r.kind, ReduceKind::ArgMin) {
+            if matches!(r.kind, ReduceKind::ArgMin | ReduceKind::ByLabel { .. }) {
                 2
             } else {
                 1
@@ -119,6 +125,9 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         if matches!(r.kind, ReduceKind::ArgMin) {
             s.push_str(&format!("        unsigned int r{k}_at;\n"));
         }
+        if matches!(r.kind, ReduceKind::ByLabel { .. }) {
+            s.push_str(&format!("        unsigned int r{k}_c;\n"));
+        }
     }
     if reductions.is_empty() {
         s.push_str("        unsigned int unused;\n");
@@ -137,6 +146,11 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         }
         if matches!(r.kind, ReduceKind::ArgMin) {
             s.push_str(&format!("        s.r{k}_at = 0u;\n"));
+        }
+        if matches!(r.kind, ReduceKind::ByLabel { .. }) {
+            s.push_str(&format!(
+                "        s.r{k} = ({t})0;\n        s.r{k}_c = 0xffffffffu;\n"
+            ));
         }
     }
     if reductions.is_empty() {
@@ -202,6 +216,8 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
             // The weight was applied in eval().
             ReduceKind::Dot { .. } => fold(ReduceKind::Sum, &v, &format!("s.r{k}"), ""),
             ReduceKind::Pick { .. } => Some(format!("if (x.hit{k}) {{ s.r{k} = {v}; }}")),
+            // Summed per tile by the template (see by_label_value and add_by_label).
+            ReduceKind::ByLabel { .. } => None,
             kind => fold(kind, &v, &format!("s.r{k}"), &format!("s.r{k}_at")),
         };
         if let Some(line) = line {
@@ -233,13 +249,24 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
     );
     let mut fields: Vec<String> = Vec::new();
     for (k, r) in reductions.iter().enumerate() {
+        if matches!(r.kind, ReduceKind::ByLabel { .. }) {
+            // Each thread flushes its own; merge() leaves them alone.
+            continue;
+        }
         fields.push(format!("r{k}"));
         if matches!(r.kind, ReduceKind::ArgMin) {
             fields.push(format!("r{k}_at"));
         }
     }
-    if reductions.is_empty() {
-        fields.push("unused".to_string());
+    if fields.is_empty() {
+        fields.push(
+            if reductions.is_empty() {
+                "unused"
+            } else {
+                "r0"
+            }
+            .to_string(),
+        );
     }
     for f in &fields {
         s.push_str(&format!(
@@ -254,6 +281,9 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
     );
     for (k, r) in reductions.iter().enumerate() {
         let out = stores.len() + k;
+        if matches!(r.kind, ReduceKind::ByLabel { .. }) {
+            continue;
+        }
         let field = if matches!(r.kind, ReduceKind::ArgMin) {
             format!("r{k}_at")
         } else {
@@ -261,6 +291,56 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         };
         s.push_str(&format!("        out{out}[i] = s.{field};\n"));
     }
-    s.push_str("    }\n};\n\n");
+    s.push_str("    }\n");
+
+    // begin_rows() and flush(): the sums by label.
+    let by_label: Vec<usize> = reductions
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r.kind, ReduceKind::ByLabel { .. }))
+        .map(|(k, _)| k)
+        .collect();
+    s.push_str(
+        "    __device__ __forceinline__ void begin_rows(const long long i0, const long long i1) const {\n",
+    );
+    for &k in &by_label {
+        s.push_str(&format!(
+            "        for (long long e = i0 * width + threadIdx.x; e < i1 * width; e += blockDim.x) out{}[e] = ({t})0;\n",
+            stores.len() + k
+        ));
+    }
+    s.push_str("    }\n");
+    s.push_str("    __device__ __forceinline__ void flush(const long long i, State& s) const {\n");
+    for &k in &by_label {
+        s.push_str(&format!(
+            "        {} s.r{k}_c = 0xffffffffu;\n",
+            flush_line(k, stores.len() + k, t)
+        ));
+    }
+    s.push_str("    }\n");
+    s.push_str(&format!(
+        "    static constexpr bool kByLabel = {};\n",
+        !by_label.is_empty()
+    ));
+    if let Some(&k) = by_label.first() {
+        if let ReduceKind::ByLabel { labels } = reductions[k].kind {
+            s.push_str(&format!(
+                "    __device__ __forceinline__ {t} by_label_value(const Values& x) const {{ return x.v{k}; }}\n    \
+                 __device__ __forceinline__ unsigned int label(const long long j) const {{ return in{labels}[j]; }}\n    \
+                 __device__ __forceinline__ void add_by_label(State& s, const long long i, const unsigned int c, const {t} v) const {{\n        \
+                 if (c != s.r{k}_c) {{ {} s.r{k}_c = c; }}\n        s.r{k} += v;\n    }}\n",
+                flush_line(k, stores.len() + k, t)
+            ));
+        }
+    }
+    s.push_str("};\n\n");
     s
+}
+
+/// The statement adding the running sum of by-label reduction `k` (output `out`) to its row's
+/// bin, if its label is a column of the output, and restarting it.
+fn flush_line(k: usize, out: usize, t: &str) -> String {
+    format!(
+        "if ((long long)s.r{k}_c < width) {{ atomicAdd(&out{out}[i * width + s.r{k}_c], s.r{k}); }} s.r{k} = ({t})0;"
+    )
 }
