@@ -625,3 +625,38 @@ fn a_diagonal_of_a_fused_product_comes_from_its_operands() {
     assert!(!ops(&fused).contains(&"diag".to_string()), "{fused}");
     assert!(fused.workspace_bytes() < 4 * 300 * 300, "{fused}");
 }
+
+/// The recompute iteration's contraction reads its columns in cluster order: the points and
+/// the labels go through a rows-by-cluster step first (the sums by label do not depend on the
+/// order), while the rows (and so every n x k result) stay in the user's order.
+#[test]
+fn sums_by_label_read_their_columns_in_cluster_order() {
+    let p = plan_from(
+        "kernel_kmeans.pop",
+        "kkmeans_recompute_gaussian",
+        &[("n", 5000), ("d", 8), ("k", 20)],
+        &PlannerConfig::default(),
+    );
+    let permuted = p
+        .steps
+        .iter()
+        .filter(|s| s.op_name() == "rows by cluster")
+        .count();
+    // X, the labels, and rownorms(X) for the column broadcast b^T.
+    assert_eq!(permuted, 3, "{p}");
+    let contraction = p
+        .steps
+        .iter()
+        .find(|s| s.op_name() == "contraction")
+        .expect("a contraction");
+    let sorted: Vec<_> = p
+        .steps
+        .iter()
+        .filter(|s| s.op_name() == "rows by cluster")
+        .flat_map(|s| s.outputs.clone())
+        .collect();
+    assert!(sorted.iter().all(|v| contraction.inputs.contains(v)), "{p}");
+    // The left operand is still X itself.
+    let x = p.inputs.iter().find(|(n, _)| n == "X").map(|(_, v)| *v);
+    assert!(x.is_some_and(|x| contraction.inputs.contains(&x)), "{p}");
+}
