@@ -830,3 +830,65 @@ fn contractions_match_the_cpu() {
         }
     }
 }
+
+/// Device memory taken by another allocation in the middle of the work: the next program that
+/// does not fit is refused with a clear error (the memory, the bytes, what to do), and the same
+/// context runs it once the memory is back. A Kernel K-means fit that asks for a stored K then
+/// is refused the same way, and `auto` recomputes K instead.
+#[test]
+fn exhausted_device_memory_is_an_error_and_the_context_goes_on() {
+    use popcorn::kkmeans::{Algorithm, Kernel, KernelKMeans, Points};
+    let Some(ctx) = gpu(DType::F32) else { return };
+    let Some((free, _)) = ctx.memory_info() else {
+        panic!("a GPU context reports its memory")
+    };
+    let gram = Program::parse("fn g(X: Dense[n, d]) -> (K: Dense[n, n]) { K = X * X^T; }")
+        .expect("parses");
+    let square = |bytes: usize| ((bytes / 4) as f64).sqrt() as usize;
+    let points = |n: usize| {
+        let x: Vec<f64> = (0..n).map(|i| (i % 7) as f64 * 0.1).collect();
+        ctx.dense(n, 1, &x).expect("points upload")
+    };
+    // Leave about 4 GiB free, then ask for 12 GiB.
+    let hold_n = square(free.saturating_sub(4 << 30));
+    let x_hold = points(hold_n);
+    let hold = ctx
+        .run(&gram, &Args::new().tensor("X", &x_hold))
+        .expect("the holding allocation");
+    let big_n = square(12 << 30);
+    let x_big = points(big_n);
+    let err = ctx
+        .run(&gram, &Args::new().tensor("X", &x_big))
+        .expect_err("12 GiB do not fit in 4");
+    let text = err.to_string();
+    assert!(
+        text.contains("GPU memory") && text.contains("MiB"),
+        "not a clear memory error: {text}"
+    );
+    let n = big_n.min(40_000);
+    let x: Vec<f64> = (0..n * 2)
+        .map(|i| ((i * 7919) % 1000) as f64 / 1000.0)
+        .collect();
+    let fit = |algorithm| {
+        KernelKMeans::new(3)
+            .kernel(Kernel::Gaussian { gamma: Some(1.0) })
+            .algorithm(algorithm)
+            .max_iter(3)
+            .device(popcorn::DeviceSpec::Cuda(0))
+            .fit(Points::new(n, 2, &x).expect("points"))
+    };
+    if n * n * 4 > (5 << 30) {
+        let stored = fit(Algorithm::Stored).expect_err("a stored K beyond the free memory");
+        assert!(
+            stored.to_string().contains("--algorithm recompute"),
+            "{stored}"
+        );
+    }
+    let auto = fit(Algorithm::Auto).expect("auto recomputes what cannot be stored");
+    assert_eq!(auto.labels.len(), n);
+    drop(hold);
+    let again = ctx
+        .run(&gram, &Args::new().tensor("X", &x_big))
+        .expect("the same context runs it once the memory is back");
+    assert_eq!(again.tensor("K").expect("K").len(), big_n * big_n);
+}

@@ -96,7 +96,7 @@ fn fit_job(device: DeviceSpec, s: usize) -> (Vec<u32>, f64, usize) {
     let (n, d) = (300 + 41 * s, 2 + s);
     let x = random_values(&mut rng, n * d);
     let init = Init::Labels(random_labels(&mut rng, n, 5));
-    let algorithm = if s % 2 == 0 {
+    let algorithm = if s.is_multiple_of(2) {
         Algorithm::Stored
     } else {
         Algorithm::Recompute

@@ -229,6 +229,12 @@ pub trait Backend: Send + Sync {
     /// Free and total device memory in bytes, where that means something.
     fn memory_info(&self) -> Option<(usize, usize)>;
 
+    /// Gives memory freed but still held for reuse back to the device (waits for queued work
+    /// first), so that [`Backend::memory_info`] counts it free. Nothing to do by default.
+    fn release_memory(&self) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
     /// Runs one plan step. `inputs` and `outputs` follow `step.inputs` and `step.outputs`;
     /// `dtype` is the plan's element type; `alpha` is the library step's scalar factor,
     /// evaluated (1 for steps without one).

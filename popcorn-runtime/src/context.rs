@@ -496,7 +496,7 @@ impl Context {
         }
         let plan = popcorn_dsl::plan(program, dims, &self.config, &self.target(), nnz)?;
         crate::dump::dump_plan(&plan);
-        if let Some((free, total)) = engine.backend.memory_info() {
+        if let Some((mut free, mut total)) = engine.backend.memory_info() {
             let outputs: usize = plan
                 .outputs
                 .iter()
@@ -510,6 +510,15 @@ impl Context {
                 })
                 .sum();
             let needed = plan.workspace_bytes() + outputs;
+            if needed > free {
+                // Before refusing: forget the workspaces of cached plans no run holds, and let
+                // the backend hand back memory freed but kept for reuse.
+                plans.retain(|_, p| Arc::strong_count(p) > 1);
+                engine.backend.release_memory()?;
+                if let Some((f, t)) = engine.backend.memory_info() {
+                    (free, total) = (f, t);
+                }
+            }
             if needed > free {
                 let mib = |b: usize| b / (1 << 20);
                 let (memory, hint) = match self.target().kind {

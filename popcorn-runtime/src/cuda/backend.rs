@@ -340,6 +340,18 @@ impl Backend for CudaBackend {
         self.device.ctx.mem_get_info().ok()
     }
 
+    fn release_memory(&self) -> Result<(), RuntimeError> {
+        // Stream-ordered frees return memory to the device's default pool; once the streams
+        // are idle, trimming the pool hands it back to the driver.
+        self.synchronize()?;
+        if !self.device.ctx.has_async_alloc() {
+            return Ok(());
+        }
+        // SAFETY: the context is current (synchronize bound it) and the streams are idle.
+        unsafe { driver::trim_default_pool(self.device.ctx.cu_device()) };
+        Ok(())
+    }
+
     fn run_step(
         &self,
         step: &Step,

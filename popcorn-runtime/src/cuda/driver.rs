@@ -236,6 +236,24 @@ pub(crate) unsafe fn copy_dtoh<T: Copy>(dst: &mut [T], src: u64) -> Result<(), R
     unsafe { drv::memcpy_dtoh_sync(dst, src) }.map_err(|e| driver_error("cuMemcpyDtoH", e))
 }
 
+/// Hands the free memory of `device`'s default memory pool back to the driver (errors are
+/// ignored: the pool keeps its memory).
+///
+/// # Safety
+/// A context of `device` is current and no stream-ordered allocation of the pool is in
+/// flight that the caller relies on being kept.
+pub(crate) unsafe fn trim_default_pool(device: cudarc::driver::sys::CUdevice) {
+    let mut pool: cudarc::driver::sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: as the function's contract says; `pool` is written by the first call.
+    unsafe {
+        if cudarc::driver::sys::cuDeviceGetDefaultMemPool(&mut pool, device)
+            == cudarc::driver::sys::CUresult::CUDA_SUCCESS
+        {
+            let _ = cudarc::driver::sys::cuMemPoolTrimTo(pool, 0);
+        }
+    }
+}
+
 /// Allocates `bytes` of device memory, stream-ordered on `stream` where the device supports
 /// it (`stream_ordered`), else plainly.
 ///

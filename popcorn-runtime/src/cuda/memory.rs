@@ -40,7 +40,18 @@ impl DeviceMemory {
         // SAFETY: the stream's context was made current above; the memory is freed once, in
         // `Drop`, with the same mode. Other lanes use it only between events that order them
         // after the allocating stream's work and before its free.
-        let result = unsafe { driver::alloc(stream, bytes, stream_ordered) };
+        let mut result = unsafe { driver::alloc(stream, bytes, stream_ordered) };
+        if matches!(result, Err(e) if is_out_of_memory(e)) && stream_ordered {
+            // Memory freed on the stream may still sit in the device's pool: wait for the
+            // stream, hand the pool's free memory back, and try once more.
+            if stream.synchronize().is_ok() {
+                // SAFETY: as above; trimming frees only pool memory no allocation holds.
+                unsafe {
+                    driver::trim_default_pool(ctx.cu_device());
+                    result = driver::alloc(stream, bytes, stream_ordered);
+                }
+            }
+        }
         match result {
             Ok(ptr) => Ok(DeviceMemory {
                 ptr,
