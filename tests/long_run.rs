@@ -54,7 +54,11 @@ fn fit(device: DeviceSpec, i: usize) {
         _ => Init::KMeansPlusPlus { seed: i as u64 },
     };
     let algorithm = [Algorithm::Auto, Algorithm::Stored, Algorithm::Recompute][i % 3];
-    let dtype = if i % 5 == 0 { DType::F64 } else { DType::F32 };
+    let dtype = if i.is_multiple_of(5) {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let result = KernelKMeans::new(k)
         .kernel(kernels[i % 4])
         .init(init)
