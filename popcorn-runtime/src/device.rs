@@ -56,7 +56,17 @@ impl DeviceSpec {
     pub fn resolve(self) -> Result<DeviceSpec, RuntimeError> {
         match self {
             DeviceSpec::Cpu => Ok(DeviceSpec::Cpu),
-            DeviceSpec::Auto => match crate::cuda::cuda_available() {
+            spec => spec.resolve_with(crate::cuda::cuda_available()),
+        }
+    }
+
+    /// [`DeviceSpec::resolve`] given what the CUDA probe found: the number of devices, or why
+    /// none is usable. `Auto` falls back to the CPU with a notice on stderr; a GPU asked for
+    /// by name is an error naming the reason.
+    fn resolve_with(self, available: Result<usize, String>) -> Result<DeviceSpec, RuntimeError> {
+        match self {
+            DeviceSpec::Cpu => Ok(DeviceSpec::Cpu),
+            DeviceSpec::Auto => match available {
                 Ok(n) if n > 0 => Ok(DeviceSpec::Cuda(0)),
                 Ok(_) => {
                     eprintln!("popcorn: no CUDA device found; running on the CPU");
@@ -67,7 +77,7 @@ impl DeviceSpec {
                     Ok(DeviceSpec::Cpu)
                 }
             },
-            DeviceSpec::Cuda(n) => match crate::cuda::cuda_available() {
+            DeviceSpec::Cuda(n) => match available {
                 Ok(count) if n < count => Ok(DeviceSpec::Cuda(n)),
                 Ok(count) => Err(RuntimeError::Device(format!(
                     "cuda:{n} was requested but this machine has {count} CUDA device(s); use POPCORN_DEVICE=cpu to run on the CPU"
@@ -77,5 +87,40 @@ impl DeviceSpec {
                 ))),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeviceSpec;
+
+    /// A missing CUDA library (as the probe reports it): `auto` runs on the CPU, a GPU asked
+    /// for is an error naming the library, what to install, and the CPU alternative.
+    #[test]
+    fn a_missing_library_falls_back_or_is_named() {
+        let missing = || {
+            Err("cuSPARSE (libcusparse) could not be loaded; install the CUDA toolkit's cuSPARSE and add its lib directory to LD_LIBRARY_PATH".to_string())
+        };
+        assert_eq!(
+            DeviceSpec::Auto.resolve_with(missing()).ok(),
+            Some(DeviceSpec::Cpu)
+        );
+        let err = DeviceSpec::Cuda(0)
+            .resolve_with(missing())
+            .expect_err("a requested GPU without cuSPARSE")
+            .to_string();
+        assert!(
+            err.contains("cuSPARSE (libcusparse) could not be loaded"),
+            "{err}"
+        );
+        assert!(err.contains("POPCORN_DEVICE=cpu"), "{err}");
+        assert_eq!(
+            DeviceSpec::Cuda(1).resolve_with(Ok(1)).unwrap_err().to_string(),
+            "cuda:1 was requested but this machine has 1 CUDA device(s); use POPCORN_DEVICE=cpu to run on the CPU"
+        );
+        assert_eq!(
+            DeviceSpec::Auto.resolve_with(Ok(2)).ok(),
+            Some(DeviceSpec::Cuda(0))
+        );
     }
 }

@@ -4,6 +4,7 @@
 use cudarc::driver::result as drv;
 
 /// One library the backend loads at run time.
+#[derive(Clone, Copy)]
 struct Library {
     /// What users know it as.
     name: &'static str,
@@ -131,10 +132,16 @@ fn preload_from_toolkit() {
 
 /// Checks that every library the backend needs can be loaded.
 pub(crate) fn check_libraries() -> Result<(), String> {
-    if !(LIBRARIES.iter().all(|lib| (lib.present)())) {
-        preload_from_toolkit();
+    check(&LIBRARIES, preload_from_toolkit)
+}
+
+/// Checks `libraries`, trying `preload` (the toolkit's folders) once if one is missing; the
+/// first still missing is named with what to do.
+fn check(libraries: &[Library], preload: impl FnOnce()) -> Result<(), String> {
+    if !libraries.iter().all(|lib| (lib.present)()) {
+        preload();
     }
-    for lib in &LIBRARIES {
+    for lib in libraries {
         if !(lib.present)() {
             return Err(format!("{} could not be loaded; {}", lib.name, lib.hint));
         }
@@ -167,5 +174,38 @@ pub fn cuda_available() -> Result<usize, String> {
     match usize::try_from(count) {
         Ok(0) | Err(_) => Err("no CUDA device was found".to_string()),
         Ok(n) => Ok(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check, Library, LIBRARIES};
+
+    /// cuSPARSE missing (the others present): the toolkit's folders are tried once, then the
+    /// error names it and says what to install.
+    #[test]
+    fn a_missing_library_is_named_with_its_fix() {
+        let mut libraries: Vec<Library> = LIBRARIES.to_vec();
+        for lib in &mut libraries {
+            lib.present = if lib.name.starts_with("cuSPARSE") {
+                || false
+            } else {
+                || true
+            };
+        }
+        let mut preloaded = 0;
+        let err = check(&libraries, || preloaded += 1).unwrap_err();
+        assert_eq!(preloaded, 1);
+        assert!(
+            err.starts_with("cuSPARSE (libcusparse) could not be loaded; install"),
+            "{err}"
+        );
+        assert!(err.contains("LD_LIBRARY_PATH"), "{err}");
+        for lib in &mut libraries {
+            lib.present = || true;
+        }
+        let mut preloaded = 0;
+        assert_eq!(check(&libraries, || preloaded += 1), Ok(()));
+        assert_eq!(preloaded, 0, "nothing to preload when every library loads");
     }
 }
