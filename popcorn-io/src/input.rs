@@ -170,7 +170,8 @@ pub(super) fn check_payload(
         return Err(IoError::BadShape {
             path: path.to_path_buf(),
             problem: format!(
-                "the header announces {needed} bytes of data, but a gzip file of {len} bytes                  expands to at most {} bytes: the header is wrong or the file is incomplete",
+                "the header announces {needed} bytes of data, but a gzip file of {len} bytes \
+                 expands to at most {} bytes: the header is wrong or the file is incomplete",
                 len.saturating_mul(GZIP_MAX_EXPANSION)
             ),
         });
