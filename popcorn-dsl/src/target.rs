@@ -35,6 +35,18 @@ pub struct Ceilings {
     pub fp64_flops_per_s: f64,
 }
 
+impl Ceilings {
+    /// The matrix-product rate for element type `dtype`, on TF32 tensor cores where `tf32`
+    /// (f32 only).
+    pub fn product_flops_per_s(&self, dtype: crate::types::DType, tf32: bool) -> f64 {
+        match (dtype, tf32) {
+            (crate::types::DType::F64, _) => self.fp64_flops_per_s,
+            (_, true) => self.tf32_flops_per_s,
+            (_, false) => self.fp32_flops_per_s,
+        }
+    }
+}
+
 /// How a SYRK is computed as GEMMs over block rows (GPU): each block row's rectangle left of
 /// its diagonal block, the diagonal blocks halved down to `leaf_rows`-row leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -182,11 +182,7 @@ fn scale_after(g: &mut Graph, n: NodeId, alpha: ScalarExpr) {
 /// inner dimension `depth`.
 fn times(cx: &PassContext<'_>, rows: f64, cols: f64, depth: f64, efficiency: f64) -> (f64, f64) {
     let c = &cx.target.ceilings;
-    let rate = match (cx.config.dtype, cx.config.tf32) {
-        (crate::types::DType::F64, _) => c.fp64_flops_per_s,
-        (_, true) => c.tf32_flops_per_s,
-        (_, false) => c.fp32_flops_per_s,
-    };
+    let rate = c.product_flops_per_s(cx.config.dtype, cx.config.tf32);
     let flops = 2.0 * rows * cols * depth;
     let bytes = 2.0 * rows * cols * cx.config.dtype.size_bytes() as f64;
     let stored = flops / rate + bytes / c.copy_bytes_per_s;

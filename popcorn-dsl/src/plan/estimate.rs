@@ -31,16 +31,9 @@ impl Plan {
     /// ```
     pub fn estimated_seconds(&self) -> f64 {
         let c = &self.target.ceilings;
-        let product_rate = |tf32: bool| match (self.dtype, tf32) {
-            (DType::F64, _) => c.fp64_flops_per_s,
-            (_, true) => c.tf32_flops_per_s,
-            (_, false) => c.fp32_flops_per_s,
-        };
+        let product_rate = |tf32: bool| c.product_flops_per_s(self.dtype, tf32);
         // Element-wise arithmetic runs on the ordinary cores, at best at the strict rate.
-        let map_rate = match self.dtype {
-            DType::F64 => c.fp64_flops_per_s,
-            DType::F32 => c.fp32_flops_per_s,
-        };
+        let map_rate = product_rate(false);
         let memory = |bytes: f64| bytes / c.copy_bytes_per_s;
         let steps: f64 = self
             .steps
