@@ -13,12 +13,10 @@ use std::io::Write;
 /// k-means++, the cross kernel of the points against one center.
 pub fn programs_of(spec: &FitSpec, algorithm: Algorithm) -> Vec<String> {
     let p = &spec.params;
+    // Programs are named after the kernel (`kernel_gaussian`); a precomputed K has none.
     let kernel = match p.kernel {
-        Kernel::Linear => "linear",
-        Kernel::Polynomial { .. } => "polynomial",
-        Kernel::Gaussian { .. } => "gaussian",
-        Kernel::Sigmoid { .. } => "sigmoid",
         Kernel::Precomputed => "",
+        other => other.name(),
     };
     let kmeanspp = matches!(p.init, Init::KMeansPlusPlus { .. });
     let mut names = Vec::new();

@@ -4,7 +4,8 @@
 //! the planner's cost model ([`Plan::estimated_seconds`](crate::Plan::estimated_seconds)) which
 //! is faster for the expected number of iterations, among the choices that fit in memory.
 
-use super::{programs, FitError, Kernel};
+use super::model::KernelPrograms;
+use super::{programs, FitError};
 use crate::{Context, DType, Plan};
 use popcorn_dsl::plan::StepOp;
 use serde::Serialize;
@@ -112,19 +113,21 @@ fn plan_of(ctx: &Context, program: &str, dims: &[(&str, usize)]) -> Result<Plan,
 pub(crate) fn choose(
     requested: Algorithm,
     ctx: &Context,
-    kernel: &Kernel,
+    kernel: &KernelPrograms,
     (n, d, k): (usize, usize, usize),
     max_iter: usize,
 ) -> Result<AlgorithmChoice, FitError> {
     let size = ctx.dtype().size_bytes() as u64;
     let kernel_matrix_bytes = (n as u64).saturating_mul(n as u64).saturating_mul(size);
     let iterations = EXPECTED_ITERATIONS.min(max_iter).max(1);
-    let (name, _) = super::model::kernel_program(kernel, d);
-    let recompute_name = name.replacen("kernel_", "kkmeans_recompute_", 1);
-    let build = plan_of(ctx, name, &[("n", n), ("d", d)])?.estimated_seconds();
+    let build = plan_of(ctx, &kernel.name("kernel"), &[("n", n), ("d", d)])?.estimated_seconds();
     let stored_iteration =
         plan_of(ctx, "kkmeans_iteration", &[("n", n), ("k", k)])?.estimated_seconds();
-    let recompute = plan_of(ctx, &recompute_name, &[("n", n), ("d", d), ("k", k)])?;
+    let recompute = plan_of(
+        ctx,
+        &kernel.name("kkmeans_recompute"),
+        &[("n", n), ("d", d), ("k", k)],
+    )?;
     let recompute_iteration = recompute.estimated_seconds();
     // Where the target cannot sum this many clusters inside a contraction, the recompute plan
     // stores K after all.

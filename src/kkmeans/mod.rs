@@ -26,6 +26,7 @@ mod source;
 
 pub use algorithm::{Algorithm, AlgorithmChoice, EXPECTED_ITERATIONS};
 pub use init::SplitMix64;
+use model::KernelPrograms;
 pub use model::Model;
 use source::Source;
 
@@ -460,7 +461,7 @@ impl KernelKMeans {
         algorithm::choose(
             self.algorithm,
             &self.context()?,
-            &self.kernel,
+            &KernelPrograms::new(&self.kernel, d),
             (n, d, self.k),
             self.max_iter,
         )
@@ -503,10 +504,11 @@ impl KernelKMeans {
         let x = ctx.dense(points.n, points.d, &x_host)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
+        let kernel_programs = KernelPrograms::new(&self.kernel, points.d);
         let choice = algorithm::choose(
             self.algorithm,
             &ctx,
-            &self.kernel,
+            &kernel_programs,
             (points.n, points.d, self.k),
             self.max_iter,
         )?;
@@ -516,12 +518,11 @@ impl KernelKMeans {
             _ => {
                 progress(&Progress::Phase("kernel matrix"));
                 let t = Instant::now();
-                let (name, scalars) = model::kernel_program(&self.kernel, points.d);
-                let args = scalars
-                    .into_iter()
-                    .fold(Args::new().tensor("X", &x), |a, (n, v)| a.scalar(n, v));
                 let kmat = ctx
-                    .run(programs::program(name), &args)
+                    .run(
+                        kernel_programs.program("kernel"),
+                        &kernel_programs.bind(Args::new().tensor("X", &x)),
+                    )
                     .map_err(suggest_recompute)?
                     .take("K")?;
                 ctx.synchronize()?;
@@ -535,7 +536,7 @@ impl KernelKMeans {
                 x: &x,
                 host: &x_host,
                 d: points.d,
-                kernel: self.kernel,
+                programs: &kernel_programs,
             },
         };
         let (mut result, norms) = self.iterate(&ctx, &source, points.n, choice, progress)?;

@@ -56,30 +56,59 @@ impl Scaling {
     }
 }
 
-/// The kernel-matrix program for a kernel and its scalar arguments (`gamma` defaults to 1/d).
-pub(crate) fn kernel_program(
-    kernel: &Kernel,
-    d: usize,
-) -> (&'static str, Vec<(&'static str, f64)>) {
-    let default_gamma = 1.0 / d as f64;
-    match *kernel {
-        Kernel::Linear | Kernel::Precomputed => ("kernel_linear", vec![]),
-        Kernel::Polynomial {
-            gamma,
-            coef0,
-            degree,
-        } => (
-            "kernel_polynomial",
-            vec![("gamma", gamma), ("coef0", coef0), ("degree", degree)],
-        ),
-        Kernel::Gaussian { gamma } => (
-            "kernel_gaussian",
-            vec![("gamma", gamma.unwrap_or(default_gamma))],
-        ),
-        Kernel::Sigmoid { gamma, coef0 } => (
-            "kernel_sigmoid",
-            vec![("gamma", gamma.unwrap_or(default_gamma)), ("coef0", coef0)],
-        ),
+/// The programs of `kernel_kmeans.pop` for one kernel function, and its scalar arguments
+/// (`gamma` defaults to 1/d). Each family has a program per kernel, `{family}_{kernel}`:
+/// `kernel` (K itself), `cross` (new points against the points), `kkmeans_recompute` (an
+/// iteration from the points) and `kkmeans_predict`.
+#[derive(Clone, Debug)]
+pub(crate) struct KernelPrograms {
+    /// The programs' suffix: `linear`, `polynomial`, `gaussian` or `sigmoid`.
+    suffix: &'static str,
+    /// The scalar arguments.
+    scalars: Vec<(&'static str, f64)>,
+}
+
+impl KernelPrograms {
+    /// The programs of `kernel` for points of `d` features (a precomputed kernel has none of
+    /// its own: the linear ones stand in).
+    pub(crate) fn new(kernel: &Kernel, d: usize) -> KernelPrograms {
+        let default_gamma = 1.0 / d as f64;
+        let (suffix, scalars) = match *kernel {
+            Kernel::Linear | Kernel::Precomputed => ("linear", vec![]),
+            Kernel::Polynomial {
+                gamma,
+                coef0,
+                degree,
+            } => (
+                "polynomial",
+                vec![("gamma", gamma), ("coef0", coef0), ("degree", degree)],
+            ),
+            Kernel::Gaussian { gamma } => {
+                ("gaussian", vec![("gamma", gamma.unwrap_or(default_gamma))])
+            }
+            Kernel::Sigmoid { gamma, coef0 } => (
+                "sigmoid",
+                vec![("gamma", gamma.unwrap_or(default_gamma)), ("coef0", coef0)],
+            ),
+        };
+        KernelPrograms { suffix, scalars }
+    }
+
+    /// The name of the family's program for this kernel.
+    pub(crate) fn name(&self, family: &str) -> String {
+        format!("{family}_{}", self.suffix)
+    }
+
+    /// The family's program for this kernel.
+    pub(crate) fn program(&self, family: &str) -> &'static popcorn_dsl::Program {
+        program(&self.name(family))
+    }
+
+    /// `args` with the kernel's scalar arguments.
+    pub(crate) fn bind<'a>(&self, args: Args<'a>) -> Args<'a> {
+        self.scalars
+            .iter()
+            .fold(args, |a, &(name, v)| a.scalar(name, v))
     }
 }
 
@@ -175,17 +204,15 @@ impl Model {
         let cn = ctx.col(&self.centroid_norms)?;
         // One program from the points: the cross kernel is summed by cluster tile by tile
         // inside its contraction, never stored (m x n values).
-        let (kname, scalars) = kernel_program(&self.kernel, self.d);
-        let name = kname.replacen("kernel_", "kkmeans_predict_", 1);
-        let args = scalars.into_iter().fold(
+        let programs = KernelPrograms::new(&self.kernel, self.d);
+        let args = programs.bind(
             Args::new()
                 .tensor("Y", &y)
                 .tensor("X", &x)
                 .tensor("labels", &labels)
                 .tensor("cn", &cn),
-            |a, (name, v)| a.scalar(name, v),
         );
-        let out = ctx.run(program(&name), &args)?;
+        let out = ctx.run(programs.program("kkmeans_predict"), &args)?;
         Ok(ctx.to_u32(out.tensor("predicted")?)?)
     }
 

@@ -2,7 +2,7 @@
 //! which every iteration recomputes K's tiles ([`Algorithm::Recompute`](super::Algorithm)).
 //! Both give the same iteration outputs, K's diagonal and its columns (for k-means++).
 
-use super::{model::kernel_program, programs::program, FitError, Kernel};
+use super::{model::KernelPrograms, programs::program, FitError};
 use crate::{Args, Context, Outputs, Tensor};
 use popcorn_dsl::Program;
 
@@ -10,7 +10,8 @@ use popcorn_dsl::Program;
 pub(crate) enum Source<'a> {
     /// K itself, `n x n`.
     Stored(&'a Tensor),
-    /// The (scaled) points, `n x d`, uploaded (`x`) and on the host (`host`), and the kernel.
+    /// The (scaled) points, `n x d`, uploaded (`x`) and on the host (`host`), and the kernel's
+    /// programs.
     Points {
         /// The points on the device.
         x: &'a Tensor,
@@ -18,8 +19,8 @@ pub(crate) enum Source<'a> {
         host: &'a [f64],
         /// Features.
         d: usize,
-        /// The kernel function.
-        kernel: Kernel,
+        /// The kernel function's programs and scalar arguments.
+        programs: &'a KernelPrograms,
     },
 }
 
@@ -28,10 +29,7 @@ impl Source<'_> {
     pub fn iteration(&self) -> &'static Program {
         match self {
             Source::Stored(_) => program("kkmeans_iteration"),
-            Source::Points { kernel, d, .. } => {
-                let (name, _) = kernel_program(kernel, *d);
-                program(&name.replacen("kernel_", "kkmeans_recompute_", 1))
-            }
+            Source::Points { programs, .. } => programs.program("kkmeans_recompute"),
         }
     }
 
@@ -40,12 +38,7 @@ impl Source<'_> {
         let args = Args::new().tensor("labels", labels).dim("k", k);
         match self {
             Source::Stored(kmat) => args.tensor("K", kmat),
-            Source::Points { x, d, kernel, .. } => {
-                let (_, scalars) = kernel_program(kernel, *d);
-                scalars
-                    .into_iter()
-                    .fold(args.tensor("X", x), |a, (name, v)| a.scalar(name, v))
-            }
+            Source::Points { x, programs, .. } => programs.bind(args.tensor("X", x)),
         }
     }
 
@@ -97,17 +90,19 @@ impl Source<'_> {
     /// The cross kernel of every point against point `i` (`Kc`, `n x 1`) and the points' own
     /// kernel values (`s`), from the points.
     fn cross(&self, ctx: &Context, i: usize) -> Result<Outputs, FitError> {
-        let Source::Points { x, host, d, kernel } = self else {
+        let Source::Points {
+            x,
+            host,
+            d,
+            programs,
+        } = self
+        else {
             return Err(FitError::Parameter(
                 "the cross kernel needs the points (a bug in popcorn)".into(),
             ));
         };
         let center = ctx.dense(1, *d, &host[i * d..(i + 1) * d])?;
-        let (name, scalars) = kernel_program(kernel, *d);
-        let args = scalars.into_iter().fold(
-            Args::new().tensor("Y", x).tensor("X", &center),
-            |a, (name, v)| a.scalar(name, v),
-        );
-        Ok(ctx.run(program(&name.replacen("kernel_", "cross_", 1)), &args)?)
+        let args = programs.bind(Args::new().tensor("Y", x).tensor("X", &center));
+        Ok(ctx.run(programs.program("cross"), &args)?)
     }
 }
