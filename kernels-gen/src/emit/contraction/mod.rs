@@ -11,8 +11,7 @@
 //!   for TF32, `ldmatrix` fragments into `mma.sync`; its fixed device code is
 //!   `pipeline.cu`, its generated part a fold struct (epilogue and reductions);
 //! - [`tiled`] for everything else (`double`, transposed operands, several sums by label):
-//!   64 x 64
-//!   tiles on 4 warps, one staged slice at a time.
+//!   64 x 64 tiles on 4 warps, one staged slice at a time.
 
 mod pipelined;
 mod tiled;

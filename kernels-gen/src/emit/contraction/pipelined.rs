@@ -8,10 +8,10 @@
 //! - `fold(s, x, i, j)`: the element outputs and each reduction's fold into `s`;
 //! - `merge`, `shfl_xor`, `identity` and `store` for the partials;
 //! - `begin_rows`, `flush`, `label`, `by_label_value` and `add_by_label` for a sum by label:
-//!   the template sums each tile's values per row and label; each thread keeps a running sum per row and
-//!   the label it is for, adds it to the output with one atomic when the column's label changes
-//!   (columns sorted by label: once per label) and at the row block's end; the block clears
-//!   its rows' bins first.
+//!   the template sums each tile's values per row and label; each thread keeps a running sum
+//!   per row and the label it is for, adds it to the output with one atomic when the label
+//!   changes (columns sorted by label: once per label) and at the row block's end; the block
+//!   clears its rows' bins first.
 //!
 //! The entry point is one call, `pk::contraction<TF32>(A, lda, B, ldb, rows, cols, depth,
 //! fold)`, launched with `__launch_bounds__(256, 1)` on a persistent grid (see
@@ -245,7 +245,7 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
     // shfl_xor()
     s.push_str(
         "    __device__ __forceinline__ static State shfl_xor(const State& s, const int mask) {\n\
-         \x20       State o;\n",
+         \x20       State o = s;\n",
     );
     let mut fields: Vec<String> = Vec::new();
     for (k, r) in reductions.iter().enumerate() {
@@ -257,16 +257,6 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         if matches!(r.kind, ReduceKind::ArgMin) {
             fields.push(format!("r{k}_at"));
         }
-    }
-    if fields.is_empty() {
-        fields.push(
-            if reductions.is_empty() {
-                "unused"
-            } else {
-                "r0"
-            }
-            .to_string(),
-        );
     }
     for f in &fields {
         s.push_str(&format!(
@@ -293,45 +283,44 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
     }
     s.push_str("    }\n");
 
-    // begin_rows() and flush(): the sums by label.
-    let by_label: Vec<usize> = reductions
+    // begin_rows(), flush() and the tile's sums: the sum by label, if any (at most one, see
+    // is_pipelined).
+    let by_label = reductions
         .iter()
         .enumerate()
-        .filter(|(_, r)| matches!(r.kind, ReduceKind::ByLabel { .. }))
-        .map(|(k, _)| k)
-        .collect();
+        .find_map(|(k, r)| match r.kind {
+            ReduceKind::ByLabel { labels } => Some((k, labels, stores.len() + k)),
+            _ => None,
+        });
     s.push_str(
         "    __device__ __forceinline__ void begin_rows(const long long i0, const long long i1) const {\n",
     );
-    for &k in &by_label {
+    if let Some((_, _, out)) = by_label {
         s.push_str(&format!(
-            "        for (long long e = i0 * width + threadIdx.x; e < i1 * width; e += blockDim.x) out{}[e] = ({t})0;\n",
-            stores.len() + k
+            "        for (long long e = i0 * width + threadIdx.x; e < i1 * width; e += blockDim.x) out{out}[e] = ({t})0;\n"
         ));
     }
     s.push_str("    }\n");
     s.push_str("    __device__ __forceinline__ void flush(const long long i, State& s) const {\n");
-    for &k in &by_label {
+    if let Some((k, _, out)) = by_label {
         s.push_str(&format!(
             "        {} s.r{k}_c = 0xffffffffu;\n",
-            flush_line(k, stores.len() + k, t)
+            flush_line(k, out, t)
         ));
     }
     s.push_str("    }\n");
     s.push_str(&format!(
         "    static constexpr bool kByLabel = {};\n",
-        !by_label.is_empty()
+        by_label.is_some()
     ));
-    if let Some(&k) = by_label.first() {
-        if let ReduceKind::ByLabel { labels } = reductions[k].kind {
-            s.push_str(&format!(
-                "    __device__ __forceinline__ {t} by_label_value(const Values& x) const {{ return x.v{k}; }}\n    \
-                 __device__ __forceinline__ unsigned int label(const long long j) const {{ return in{labels}[j]; }}\n    \
-                 __device__ __forceinline__ void add_by_label(State& s, const long long i, const unsigned int c, const {t} v) const {{\n        \
-                 if (c != s.r{k}_c) {{ {} s.r{k}_c = c; }}\n        s.r{k} += v;\n    }}\n",
-                flush_line(k, stores.len() + k, t)
-            ));
-        }
+    if let Some((k, labels, out)) = by_label {
+        s.push_str(&format!(
+            "    __device__ __forceinline__ {t} by_label_value(const Values& x) const {{ return x.v{k}; }}\n    \
+             __device__ __forceinline__ unsigned int label(const long long j) const {{ return in{labels}[j]; }}\n    \
+             __device__ __forceinline__ void add_by_label(State& s, const long long i, const unsigned int c, const {t} v) const {{\n        \
+             if (c != s.r{k}_c) {{ {} s.r{k}_c = c; }}\n        s.r{k} += v;\n    }}\n",
+            flush_line(k, out, t)
+        ));
     }
     s.push_str("};\n\n");
     s
