@@ -47,23 +47,25 @@ fn lloyd_job(ctx: &Context, seed: u64) -> (Vec<u32>, Vec<f64>) {
     (new_labels, centroids)
 }
 
+/// `job(0)` to `job(3)`, each on its own thread, all at once; their results in job order.
+fn in_four_threads<T: Send>(job: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|scope| {
+        let job = &job;
+        let running: Vec<_> = (0..4).map(|s| scope.spawn(move || job(s))).collect();
+        running
+            .into_iter()
+            .map(|j| j.join().expect("no panic"))
+            .collect()
+    })
+}
+
 #[test]
 fn four_threads_on_one_context_match_one_at_a_time() {
     for device in devices() {
         let ctx = Context::new(device).expect("context");
         let sequential: Vec<_> = (0..4).map(|s| lloyd_job(&ctx, s)).collect();
         for _round in 0..3 {
-            let parallel: Vec<_> = std::thread::scope(|scope| {
-                let jobs: Vec<_> = (0..4)
-                    .map(|s| {
-                        let ctx = &ctx;
-                        scope.spawn(move || lloyd_job(ctx, s))
-                    })
-                    .collect();
-                jobs.into_iter()
-                    .map(|j| j.join().expect("no panic"))
-                    .collect()
-            });
+            let parallel = in_four_threads(|s| lloyd_job(&ctx, s as u64));
             for (s, (got, want)) in parallel.iter().zip(&sequential).enumerate() {
                 assert_eq!(got.0, want.0, "{device:?}: labels of job {s}");
                 if device == DeviceSpec::Cpu {
@@ -117,14 +119,7 @@ fn fit_job(device: DeviceSpec, s: usize) -> (Vec<u32>, f64, usize) {
 fn four_fits_at_once_match_one_at_a_time() {
     for device in devices() {
         let sequential: Vec<_> = (0..4).map(|s| fit_job(device, s)).collect();
-        let parallel: Vec<_> = std::thread::scope(|scope| {
-            let jobs: Vec<_> = (0..4)
-                .map(|s| scope.spawn(move || fit_job(device, s)))
-                .collect();
-            jobs.into_iter()
-                .map(|j| j.join().expect("no panic"))
-                .collect()
-        });
+        let parallel = in_four_threads(|s| fit_job(device, s));
         for (s, (got, want)) in parallel.iter().zip(&sequential).enumerate() {
             assert_eq!(got.0, want.0, "{device:?}: labels of fit {s}");
             assert_eq!(got.2, want.2, "{device:?}: iterations of fit {s}");
