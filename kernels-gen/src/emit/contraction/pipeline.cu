@@ -508,9 +508,8 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 //                      thread keeps one running sum per row and label: with columns sorted
 //                      by label it flushes once per label, in any order once per element);
 //   kByLabel           whether there is a sum by label (at most one); then, per finished
-//                      tile, each element's by_label_value(x) is left in acc, and for each of
-//                      its rows a thread whose columns share one label (label(j)) adds their
-//                      sum with add_by_label(s, i, c, v), else each element in column order.
+//                      tile, each element's by_label_value(x) is left in acc and summed by
+//                      tile_sums_by_label (label(j), add_by_label(s, i, c, v)).
 // ------------------------------------------------------------------------------------
 
 // How an epilogue treats the edges of the matrix: a tile wholly inside needs no check; a
@@ -523,6 +522,40 @@ __device__ __forceinline__ int edge_of(long long i0, long long j0, long long m, 
 {
     if (i0 + BM > m) return kAll;
     return j0 + BN > n ? kColumns : kInside;
+}
+
+// The sums by label of a finished tile, over a thread's R rows and C columns of it: col(c)
+// is the c-th column, row(r) the r-th row, state(r) its partials and value(r, c) the element's
+// by-label value (left in acc by the epilogue). Where the C columns share one label (as they
+// do, but at cluster boundaries, once sorted by label) each row adds one sum; else each
+// element is added in column order.
+template <int kEdge, int R, int C, class Fold, class ColOf, class RowOf, class StateOf, class ValueOf>
+__device__ __forceinline__ void tile_sums_by_label(const Fold& fold, long long m, long long n,
+                                                   ColOf col, RowOf row, StateOf state,
+                                                   ValueOf value)
+{
+    unsigned int lab[C];
+    bool same = true;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+        const long long j = col(c);
+        lab[c] = (kEdge == kInside || j < n) ? fold.label(j) : 0xffffffffu;
+        same = same && lab[c] == lab[0];
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const long long i = row(r);
+        if (kEdge == kAll && i >= m) continue;
+        if (same) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int c = 0; c < C; c += 2) sum += value(r, c) + value(r, c + 1);
+            fold.add_by_label(state(r), i, lab[0], sum);
+        } else {
+#pragma unroll
+            for (int c = 0; c < C; ++c) fold.add_by_label(state(r), i, lab[c], value(r, c));
+        }
+    }
 }
 
 // Epilogue of one finished column tile. For each of its 2 MT rows a thread visits its
@@ -557,37 +590,11 @@ __device__ __forceinline__ void epilogue_elements(float (&acc)[MT][NT][4],
         }
     }
     if constexpr (Fold::kByLabel) {
-        // The tile's sums by label, from the values left in acc.
-        unsigned int lab[NT][2];
-        bool same = true;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const long long j = j_lane + 8 * nt + c;
-                lab[nt][c] = (kEdge == kInside || j < n) ? fold.label(j) : 0xffffffffu;
-                same = same && lab[nt][c] == lab[0][0];
-            }
-        }
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const long long i = i_lane + 16 * mt + 8 * h;
-                if (kEdge == kAll && i >= m) continue;
-                if (same) {
-                    float sum = 0.0f;
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt) sum += acc[mt][nt][2 * h] + acc[mt][nt][2 * h + 1];
-                    fold.add_by_label(st[mt][h], i, lab[0][0], sum);
-                } else {
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                        for (int c = 0; c < 2; ++c) fold.add_by_label(st[mt][h], i, lab[nt][c], acc[mt][nt][2 * h + c]);
-                }
-            }
-        }
+        tile_sums_by_label<kEdge, 2 * MT, 2 * NT>(
+            fold, m, n, [&](int c) { return j_lane + 8 * (c >> 1) + (c & 1); },
+            [&](int r) { return i_lane + 16 * (r >> 1) + 8 * (r & 1); },
+            [&](int r) -> typename Fold::State& { return st[r >> 1][r & 1]; },
+            [&](int r, int c) { return acc[r >> 1][c >> 1][2 * (r & 1) + (c & 1)]; });
     }
 }
 
@@ -689,37 +696,11 @@ __device__ __forceinline__ void wgmma_epilogue(float (&acc)[2][64],
         }
     }
     if constexpr (Fold::kByLabel) {
-        // The tile's sums by label, from the values left in acc.
-        unsigned int lab[16][2];
-        bool same = true;
-#pragma unroll
-        for (int q = 0; q < 16; ++q) {
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const long long j = j_lane + 8 * q + c;
-                lab[q][c] = (kEdge == kInside || j < n) ? fold.label(j) : 0xffffffffu;
-                same = same && lab[q][c] == lab[0][0];
-            }
-        }
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const long long i = i_lane + 64 * mi + 8 * h;
-                if (kEdge == kAll && i >= m) continue;
-                if (same) {
-                    float sum = 0.0f;
-#pragma unroll
-                    for (int q = 0; q < 16; ++q) sum += acc[mi][4 * q + 2 * h] + acc[mi][4 * q + 2 * h + 1];
-                    fold.add_by_label(st[mi][h], i, lab[0][0], sum);
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 16; ++q)
-#pragma unroll
-                        for (int c = 0; c < 2; ++c) fold.add_by_label(st[mi][h], i, lab[q][c], acc[mi][4 * q + 2 * h + c]);
-                }
-            }
-        }
+        tile_sums_by_label<kEdge, 4, 32>(
+            fold, m, n, [&](int c) { return j_lane + 8 * (c >> 1) + (c & 1); },
+            [&](int r) { return i_lane + 64 * (r >> 1) + 8 * (r & 1); },
+            [&](int r) -> typename Fold::State& { return st[r >> 1][r & 1]; },
+            [&](int r, int c) { return acc[r >> 1][4 * (c >> 1) + 2 * (r & 1) + (c & 1)]; });
     }
 }
 
