@@ -48,5 +48,7 @@ pub mod cluster_sums;
 pub mod emit;
 mod params;
 
-pub use emit::{emit, launch_shape, try_emit, GeneratedKernel, LaunchDims, LaunchShape};
+pub use emit::{
+    emit, launch_shape, try_emit, zeroed_outputs, GeneratedKernel, LaunchDims, LaunchShape,
+};
 pub use params::{params, CType, Param};

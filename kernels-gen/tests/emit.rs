@@ -5,7 +5,8 @@ mod common;
 
 use common::*;
 use kernel_ir::{
-    Access, BinaryOp, Expr, Form, KernelSpec, ReduceKind, Reduction, ScalarType, SpecError, UnaryOp,
+    Access, BinaryOp, Expr, Form, KernelSpec, Precision, ReduceKind, Reduction, ScalarType,
+    SpecError, UnaryOp,
 };
 use kernels_gen::{emit, try_emit, LaunchShape};
 
@@ -671,4 +672,108 @@ fn unary_and_select_compose() {
     assert_contains(&text, "const double t6 = -t5;");
     assert_contains(&text, "const double t7 = ((t2 != (double)0) ? t3 : t6);");
     assert_contains(&text, "out0[pk_e] = t7;");
+}
+
+/// A pipelined contraction summing `pow(s * P + 1, exponent)` by label, with an argmin of the
+/// product too when `with_argmin`.
+fn polynomial_by_label(exponent: Expr, with_argmin: bool) -> KernelSpec {
+    let mut reductions = vec![Reduction {
+        kind: ReduceKind::ByLabel { labels: 3 },
+        expr: bin(
+            BinaryOp::Pow,
+            bin(
+                BinaryOp::Add,
+                bin(BinaryOp::Mul, inp(2), Expr::Product),
+                c(1.0),
+            ),
+            exponent,
+        ),
+    }];
+    if with_argmin {
+        reductions.insert(
+            0,
+            Reduction {
+                kind: ReduceKind::ArgMin,
+                expr: Expr::Product,
+            },
+        );
+    }
+    KernelSpec {
+        dtype: ScalarType::F32,
+        inputs: vec![
+            input("X", Access::Left { transposed: false }),
+            input("Y", Access::Right { transposed: true }),
+            input("s", Access::Scalar),
+            input("labels", Access::IndexRow),
+            input("degree", Access::Scalar),
+        ],
+        form: Form::Contraction {
+            a: 0,
+            b: 1,
+            precision: Precision::Tf32,
+            stores: vec![],
+            reductions,
+        },
+        provenance: vec![],
+    }
+}
+
+#[test]
+fn pipelined_contractions_specialise_a_scalar_exponent_per_tile() {
+    let source = emit(&polynomial_by_label(inp(4), false)).source;
+    assert_contains(&source, "static constexpr int kVariants = 5;");
+    assert_contains(&source, "return pk_pow_f32_variant(in4);");
+    assert_contains(&source, "pk_pow_f32_v<V>(");
+    assert_contains(
+        &source,
+        "template <int V>\n    __device__ __forceinline__ Values eval(",
+    );
+    // A constant exponent folds at compile time: no variants.
+    let source = emit(&polynomial_by_label(c(2.0), false)).source;
+    assert_contains(&source, "static constexpr int kVariants = 1;");
+    assert!(!source.contains("pk_pow_f32_v<V>("), "{source}");
+}
+
+#[test]
+fn sums_by_label_are_zeroed_by_the_launcher_and_may_split_rows() {
+    let alone = polynomial_by_label(inp(4), false);
+    assert_eq!(kernels_gen::zeroed_outputs(&alone), vec![0]);
+    let split = |spec: &KernelSpec| match kernels_gen::launch_shape(spec) {
+        LaunchShape::Pipelined { split_columns, .. } => split_columns,
+        other => panic!("not pipelined: {other:?}"),
+    };
+    assert!(split(&alone));
+    assert_contains(
+        &emit(&alone).source,
+        "static constexpr bool kSplitColumns = true;",
+    );
+    // With an argmin, a row's partials must meet in one block: no split.
+    let with_argmin = polynomial_by_label(inp(4), true);
+    assert_eq!(kernels_gen::zeroed_outputs(&with_argmin), vec![1]);
+    assert!(!split(&with_argmin));
+    assert_contains(
+        &emit(&with_argmin).source,
+        "static constexpr bool kSplitColumns = false;",
+    );
+    // The tiled template (f64) clears its own bins.
+    let mut f64_spec = alone;
+    f64_spec.dtype = ScalarType::F64;
+    assert!(kernels_gen::zeroed_outputs(&f64_spec).is_empty());
+    // Map kernels add into nothing.
+    assert!(kernels_gen::zeroed_outputs(&common::map_affine(ScalarType::F32)).is_empty());
+}
+
+#[test]
+fn pipelined_launches_fill_the_device_when_rows_may_split() {
+    let shape = kernels_gen::launch_shape(&polynomial_by_label(inp(4), false));
+    // 10,500 rows are 42 blocks of 256; split, they fill all 132 multiprocessors.
+    let ((grid, _, _), _, _) = shape
+        .pipelined_grid_block((10_500, 10_500, 26), 132, 227 * 1024)
+        .expect("fits");
+    assert_eq!(grid, 132);
+    let shape = kernels_gen::launch_shape(&polynomial_by_label(inp(4), true));
+    let ((grid, _, _), _, _) = shape
+        .pipelined_grid_block((10_500, 10_500, 26), 132, 227 * 1024)
+        .expect("fits");
+    assert_eq!(grid, 42);
 }

@@ -57,6 +57,21 @@ pub(crate) fn prelude(dtype: ScalarType) -> String {
          \x20   if (y == {one}) {{\n        return x;\n    }}\n\
          \x20   return {general}(x, y);\n\
          }}\n\
+         // The same pow for a known exponent class V (see {pow}_variant): 1 to 4 multiply, 0\n\
+         // is the general function. For a uniform exponent the class is chosen once per tile,\n\
+         // so that unrolled element code has no branch.\n\
+         template <int V>\n\
+         __device__ __forceinline__ {t} {pow}_v({t} x, {t} y) {{\n\
+         \x20   if constexpr (V == 1) {{\n        return x;\n\
+         \x20   }} else if constexpr (V == 2) {{\n        return x * x;\n\
+         \x20   }} else if constexpr (V == 3) {{\n        return (x * x) * x;\n\
+         \x20   }} else if constexpr (V == 4) {{\n        const {t} s = x * x;\n        return s * s;\n\
+         \x20   }} else {{\n        return {pow}(x, y);\n    }}\n\
+         }}\n\
+         // The class of exponent y for {pow}_v: y itself for 1 to 4, else 0.\n\
+         __device__ __forceinline__ int {pow}_variant({t} y) {{\n\
+         \x20   return y == {one} ? 1 : y == {two} ? 2 : y == {three} ? 3 : y == {four} ? 4 : 0;\n\
+         }}\n\
          #endif\n",
         general = math_fn("pow", dtype),
         one = c("1"),
@@ -66,8 +81,9 @@ pub(crate) fn prelude(dtype: ScalarType) -> String {
     )
 }
 
-/// The prelude's `pow` of `dtype` (small integer exponents by multiplication).
-fn pow_fn(dtype: ScalarType) -> &'static str {
+/// The prelude's `pow` of `dtype` (small integer exponents by multiplication); `{pow}_v<V>` is
+/// its specialisation for exponent class `V` and `{pow}_variant(y)` the class of `y`.
+pub(crate) fn pow_fn(dtype: ScalarType) -> &'static str {
     match dtype {
         ScalarType::F32 => "pk_pow_f32",
         ScalarType::F64 => "pk_pow_f64",
@@ -144,6 +160,7 @@ pub(crate) struct ElementScope<'a> {
     prefix: &'static str,
     staged_symmetric: bool,
     product: Option<String>,
+    uniform_pow: Option<(usize, String)>,
     lines: Vec<String>,
     temps: HashMap<String, String>,
 }
@@ -159,6 +176,7 @@ impl<'a> ElementScope<'a> {
             prefix,
             staged_symmetric: false,
             product: None,
+            uniform_pow: None,
             lines: Vec::new(),
             temps: HashMap::new(),
         }
@@ -174,6 +192,14 @@ impl<'a> ElementScope<'a> {
     /// Reads [`Expr::Product`] as the C expression `value` (a contraction's accumulator).
     pub(crate) fn with_product(mut self, value: &str) -> Self {
         self.product = Some(value.to_string());
+        self
+    }
+
+    /// Emits `pow(x, in{input})` as `{pow}_v<{class}>(x, in{input})`: the exponent, a scalar
+    /// argument, is specialised by the C expression `class` (a template parameter of the
+    /// caller, see [`uniform_pow_exponent`]).
+    pub(crate) fn with_uniform_pow(mut self, input: usize, class: &str) -> Self {
+        self.uniform_pow = Some((input, class.to_string()));
         self
     }
 
@@ -205,16 +231,21 @@ impl<'a> ElementScope<'a> {
                     UnaryOp::Tanh => format!("{}({a})", math_fn("tanh", dtype)),
                 }
             }
-            Expr::Binary(op, a, b) => {
-                let a = self.value(a);
-                let b = self.value(b);
+            Expr::Binary(op, a_expr, b_expr) => {
+                let a = self.value(a_expr);
+                let b = self.value(b_expr);
                 let compare = |c_op: &str| format!("(({a} {c_op} {b}) ? ({t})1 : ({t})0)");
                 match op {
                     BinaryOp::Add => format!("{a} + {b}"),
                     BinaryOp::Sub => format!("{a} - {b}"),
                     BinaryOp::Mul => format!("{a} * {b}"),
                     BinaryOp::Div => format!("{a} / {b}"),
-                    BinaryOp::Pow => format!("{}({a}, {b})", pow_fn(dtype)),
+                    BinaryOp::Pow => match &self.uniform_pow {
+                        Some((input, class)) if **b_expr == Expr::Input(*input) => {
+                            format!("{}_v<{class}>({a}, {b})", pow_fn(dtype))
+                        }
+                        _ => format!("{}({a}, {b})", pow_fn(dtype)),
+                    },
                     BinaryOp::Max => format!("{}({a}, {b})", math_fn("fmax", dtype)),
                     BinaryOp::Min => format!("{}({a}, {b})", math_fn("fmin", dtype)),
                     BinaryOp::Lt => compare("<"),
@@ -249,4 +280,34 @@ impl<'a> ElementScope<'a> {
             out.push('\n');
         }
     }
+}
+
+/// The first scalar argument of `spec` that is the exponent of a `pow` in `exprs`, if any: the
+/// one argument worth specialising element code for (see [`ElementScope::with_uniform_pow`]).
+pub(crate) fn uniform_pow_exponent<'e>(
+    spec: &KernelSpec,
+    exprs: impl IntoIterator<Item = &'e Expr>,
+) -> Option<usize> {
+    fn find(spec: &KernelSpec, e: &Expr) -> Option<usize> {
+        match e {
+            Expr::Binary(BinaryOp::Pow, a, b) => match **b {
+                Expr::Input(k)
+                    if spec
+                        .inputs
+                        .get(k)
+                        .is_some_and(|i| i.access == Access::Scalar) =>
+                {
+                    Some(k)
+                }
+                _ => find(spec, a).or_else(|| find(spec, b)),
+            },
+            Expr::Binary(_, a, b) => find(spec, a).or_else(|| find(spec, b)),
+            Expr::Unary(_, a) => find(spec, a),
+            Expr::Select(c, a, b) => find(spec, c)
+                .or_else(|| find(spec, a))
+                .or_else(|| find(spec, b)),
+            Expr::Input(_) | Expr::Const(_) | Expr::Product => None,
+        }
+    }
+    exprs.into_iter().find_map(|e| find(spec, e))
 }

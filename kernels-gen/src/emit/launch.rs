@@ -44,7 +44,9 @@ pub const PIPELINE_STAGES: u32 = 3;
 /// Bytes of one staged chunk of the left operand (256 rows x 32 floats).
 pub const PIPELINE_A_CHUNK_BYTES: u32 = PIPELINE_BLOCK_ROWS * PIPELINE_DEPTH_CHUNK * 4;
 /// Bytes of one staged chunk of the right operand (128 columns x 32 floats).
-pub const PIPELINE_B_CHUNK_BYTES: u32 = 128 * PIPELINE_DEPTH_CHUNK * 4;
+pub const PIPELINE_B_CHUNK_BYTES: u32 = PIPELINE_COLUMN_TILE * PIPELINE_DEPTH_CHUNK * 4;
+/// Columns per tile of [`LaunchShape::Pipelined`] kernels (two column warps of 64).
+pub const PIPELINE_COLUMN_TILE: u32 = 128;
 
 /// Threads per block of [`LaunchShape::Linear`] kernels.
 pub const LINEAR_BLOCK_THREADS: u32 = 256;
@@ -135,8 +137,10 @@ pub enum LaunchShape {
         bin_bytes: u32,
     },
     /// Pipelined contractions: blocks of `threads` threads, each `block_rows` rows at a time
-    /// across all columns, on a persistent grid (at most one block per multiprocessor, grid-
-    /// stride over blocks of rows). Dynamic shared memory holds `stages` chunks of the right
+    /// across all columns, or, with `split_columns`, across a run of the columns (each row's
+    /// columns split into as many runs as give every block about eight work units), on a
+    /// persistent grid (at most one block per multiprocessor, grid-stride over the work
+    /// units). Dynamic shared memory holds `stages` chunks of the right
     /// operand, the left operand's chunks (`max(ceil(depth / depth_chunk), stages)` of them
     /// when the whole depth of a block's rows fits, so they are read once per block of rows;
     /// `stages` otherwise) and `exchange_bytes` for merging the rows' partials. See
@@ -156,6 +160,9 @@ pub enum LaunchShape {
         b_chunk_bytes: u32,
         /// Bytes of the row exchange.
         exchange_bytes: u32,
+        /// Whether a row's columns may be split over blocks (the only reductions are sums by
+        /// label, which the launcher zeroes first: see [`crate::zeroed_outputs`]).
+        split_columns: bool,
     },
 }
 
@@ -290,6 +297,7 @@ impl LaunchShape {
         let LaunchShape::Pipelined {
             block_rows,
             threads,
+            split_columns,
             ..
         } = *self
         else {
@@ -304,7 +312,14 @@ impl LaunchShape {
         } else {
             return Err(streaming);
         };
-        let grid = blocks_for(rows, u64::from(block_rows)).min(multiprocessors.max(1));
+        // The kernel splits columns only as far as every run keeps a column tile.
+        let units = if split_columns {
+            rows.div_ceil(u64::from(block_rows).max(1))
+                .saturating_mul(cols.div_ceil(u64::from(PIPELINE_COLUMN_TILE)))
+        } else {
+            rows.div_ceil(u64::from(block_rows).max(1))
+        };
+        let grid = blocks_for(units, 1).min(multiprocessors.max(1));
         Ok(((grid, 1, 1), (threads, 1, 1), shared))
     }
 
@@ -437,12 +452,17 @@ impl LaunchShape {
                 a_chunk_bytes,
                 b_chunk_bytes,
                 exchange_bytes,
+                split_columns,
             } => format!(
                 "1-D blocks of {threads} threads, each block {block_rows} rows at a time across \
-                 all columns, at most one block per multiprocessor (grid-stride over blocks of \
-                 rows); dynamic shared memory: {stages} x {b_chunk_bytes} bytes of right operand, \
+                 {}, at most one block per multiprocessor (grid-stride over work units); dynamic shared memory: {stages} x {b_chunk_bytes} bytes of right operand, \
                  {a_chunk_bytes} bytes per {depth_chunk}-deep chunk of left operand (all chunks \
-                 of the depth when they fit, else {stages}), {exchange_bytes} bytes of row exchange"
+                 of the depth when they fit, else {stages}), {exchange_bytes} bytes of row exchange",
+                if split_columns {
+                    "a run of the columns (the runs of a row over several blocks)"
+                } else {
+                    "all columns"
+                }
             ),
             LaunchShape::RowBlocks {
                 block_rows,

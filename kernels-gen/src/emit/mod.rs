@@ -140,6 +140,16 @@ pub fn launch_shape(spec: &KernelSpec) -> LaunchShape {
     }
 }
 
+/// The outputs (indices in the kernel's output order) that the launcher of the kernel generated
+/// for `spec` must set to zero before each launch, because the kernel adds into them (the sums
+/// by label of a pipelined contraction). Empty for most kernels.
+pub fn zeroed_outputs(spec: &KernelSpec) -> Vec<usize> {
+    match &spec.form {
+        Form::Contraction { .. } => contraction::zeroed_outputs(spec),
+        _ => Vec::new(),
+    }
+}
+
 /// Like [`emit`], but returns the spec's first structural problem as an error.
 pub fn try_emit(spec: &KernelSpec) -> Result<GeneratedKernel, SpecError> {
     spec.validate()?;

@@ -8,7 +8,7 @@
 //! - [`pipelined`] for `float` products whose operands are both stored depth-contiguous
 //!   (`A * B^T` with `A` and `B` row-major, the shape of every distance and kernel matrix)
 //!   with at most one sum by label: 256 x 128 tiles on 8 warps, a 3-deep `cp.async` ring and,
-//!   for TF32, `ldmatrix` fragments into `mma.sync`; its fixed device code is
+//!   for TF32, `wgmma` on Hopper or `ldmatrix` fragments into `mma.sync`; its fixed device code is
 //!   `pipeline.cu`, its generated part a fold struct (epilogue and reductions);
 //! - [`tiled`] for everything else (`double`, transposed operands, several sums by label):
 //!   64 x 64 tiles on 4 warps, one staged slice at a time.
@@ -48,6 +48,27 @@ pub(crate) fn is_pipelined(spec: &KernelSpec) -> bool {
             .filter(|r| matches!(r.kind, ReduceKind::ByLabel { .. }))
             .count()
             <= 1
+}
+
+/// The outputs of `spec` its launcher must zero before the launch: a pipelined contraction adds
+/// its sums by label into the output with atomics (from several blocks where it splits a row's
+/// columns), so the output starts at zero.
+pub(crate) fn zeroed_outputs(spec: &KernelSpec) -> Vec<usize> {
+    let kernel_ir::Form::Contraction {
+        stores, reductions, ..
+    } = &spec.form
+    else {
+        return Vec::new();
+    };
+    if !is_pipelined(spec) {
+        return Vec::new();
+    }
+    reductions
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r.kind, ReduceKind::ByLabel { .. }))
+        .map(|(k, _)| stores.len() + k)
+        .collect()
 }
 
 /// The launch shape of a contraction kernel.

@@ -5,10 +5,11 @@
 //
 // P = A B^T tile by tile, A (m x d) and B (n x d) row-major fp32 with the depth d
 // contiguous. A CTA of 256 threads (8 warps, 4 x 2, warp tiles of 64 x 64) owns 256 rows
-// at a time (a persistent grid strides over row blocks) and walks all column tiles of
-// 128, so every row's reductions finish inside one CTA. The depth comes in chunks of 32
-// floats staged by cp.async into a 3-slot ring (XOR-swizzled rows, no padding); the
-// producer runs two steps ahead across tile and row-block boundaries. The inner product
+// at a time (a persistent grid strides over work units) and walks their column tiles of
+// 128: all of them, so every row's reductions finish inside one CTA, or, where the only
+// reductions are sums by label, a run of them (see Staging). The depth comes in chunks of
+// 32 floats staged by cp.async into a 3-slot ring (XOR-swizzled rows, no padding); the
+// producer runs two steps ahead across tile and unit boundaries. The inner product
 // is, for TF32 (operands rounded with cvt.rna, fp32 accumulation): on Hopper compiled for
 // sm_90a, wgmma.mma_async straight from the staged chunks (two warpgroups of 128 x 128);
 // elsewhere mma.sync.m16n8k8 with ldmatrix fragments; for strict fp32, FFMA on the
@@ -223,11 +224,12 @@ __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_grou
 // Orders this thread's ordinary shared-memory writes before the tensor cores' reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// d += A (64 x 8, descriptor da) * B^T (128 x 8, descriptor db), TF32 operands, fp32 d.
+// d = A (64 x 8, descriptor da) * B^T (128 x 8, descriptor db) + (accumulate ? d : 0), TF32
+// operands, fp32 d: the first product of a tile starts from zero without clearing d.
 // d[r] of thread (warp w of the warpgroup, lane g * 4 + t) is element
 // (16 w + g + 8 ((r >> 1) & 1), 8 (r >> 2) + 2 t + (r & 1)).
 __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], unsigned long long da,
-                                                    unsigned long long db)
+                                                    unsigned long long db, int accumulate)
 {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -246,52 +248,53 @@ __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], unsigned lo
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(da), "l"(db), "r"(1));
+        : "l"(da), "l"(db), "r"(accumulate));
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // ------------------------------------------------------------------------------------
-// The step sequence. A CTA walks steps (r, jt, kt): its r-th row block (rows
-// (blockIdx.x + r * gridDim.x) * BM ...), column tile jt (columns jt * BN ...), depth
-// chunk kt (depth kt * BK ...), kt fastest. The producer runs STAGES - 1 steps ahead of
-// the consumer, across column-tile and row-block boundaries, so the next tile's (and the
-// next row block's) loads overlap this tile's math.
+// Work units. A unit is one block of BM rows and a run of its column tiles; the CTAs of the
+// persistent grid take units blockIdx.x, blockIdx.x + gridDim.x, ... A fold whose only row
+// reductions are sums by label (Fold::kSplitColumns: partial sums of one row add up with
+// atomics in any order) has the column tiles of each row block split into S runs, S chosen
+// so that the grid gets about UNITS_PER_CTA units per CTA: with few row blocks, or a number
+// that does not divide evenly over the CTAs, no CTA then idles while others finish their
+// last row block. Other folds keep S = 1 (a unit is a whole row block), since their
+// partials must meet in one CTA.
+//
+// The step sequence. A CTA walks steps (u, jt, kt): unit u, column tile jt of it (columns
+// jt * BN ...), depth chunk kt (depth kt * BK ...), kt fastest. The producer runs
+// STAGES - 1 steps ahead of the consumer, across column-tile and unit boundaries, so the
+// next tile's (and the next unit's) loads overlap this tile's math.
 // Slots: B chunk of step s -> B slot s % STAGES. A chunk:
 //   streaming (A reloaded for every column tile): A slot s % STAGES, loaded every step;
-//   resident  (A loaded once per row block, at jt == 0): A slot (r * KT + kt) % NA with
-//             NA = max(KT, STAGES) >= KT, so a row block's KT chunks coexist, and
-//             NA >= STAGES, so a slot is refilled only after its last reader (the
-//             producer is STAGES - 1 steps ahead, behind a barrier).
+//   resident  (A loaded once per unit, at its first tile): A slot (r * KT + kt) % NA for
+//             the CTA's r-th unit, with NA = max(KT, STAGES) >= KT, so a unit's KT chunks
+//             coexist, and NA >= STAGES, so a slot is refilled only after its last reader
+//             (the producer is STAGES - 1 steps ahead, behind a barrier).
 // ------------------------------------------------------------------------------------
+constexpr long long UNITS_PER_CTA = 8;
+
 struct Cursor {
-    long long r;  // local row-block index
+    long long u;  // work unit
     int jt;       // column tile
+    int jt_begin; // the unit's first column tile
+    int jt_end;   // one past its last
     int kt;       // depth chunk
     int b_slot;   // step % STAGES
-    int a_base;   // (r * KT) % NA, used when A is resident
+    int a_base;   // (r * KT) % NA for the CTA's r-th unit, used when A is resident
 
-    __device__ __forceinline__ void advance(int KT, int JT, int NA, bool resident)
-    {
-        if (++b_slot == STAGES) b_slot = 0;
-        if (++kt == KT) {
-            kt = 0;
-            if (++jt == JT) {
-                jt = 0;
-                ++r;
-                if (resident) {
-                    a_base += KT;  // a_base < NA and KT <= NA: one subtraction suffices
-                    if (a_base >= NA) a_base -= NA;
-                }
-            }
-        }
-    }
     __device__ __forceinline__ int a_slot(bool resident, int NA) const
     {
         if (!resident) return b_slot;
         const int s = a_base + kt;
         return s >= NA ? s - NA : s;
     }
-    __device__ __forceinline__ bool loads_a(bool resident) const { return !resident || jt == 0; }
+    __device__ __forceinline__ bool loads_a(bool resident) const { return !resident || jt == jt_begin; }
+    // The unit's first step: its row partials start here.
+    __device__ __forceinline__ bool starts_unit() const { return jt == jt_begin && kt == 0; }
+    // The unit's last column tile: its row partials are complete after it.
+    __device__ __forceinline__ bool last_tile() const { return jt == jt_end - 1; }
 };
 
 // Bytes of the row exchange for partials of type State (the host's formula is the same).
@@ -302,8 +305,8 @@ __device__ __forceinline__ constexpr unsigned long long exchange_bytes()
 }
 
 // ------------------------------------------------------------------------------------
-// The staging plan of one CTA: sizes, the shared-memory slots (A resident for a row block
-// when the launch gave room for all its chunks, NA = max(KT, STAGES); streamed with B
+// The staging plan of one CTA: sizes, work units, the shared-memory slots (A resident for a
+// unit when the launch gave room for all its chunks, NA = max(KT, STAGES); streamed with B
 // otherwise, NA = STAGES; too little room even for streaming traps), and the copies of a
 // step. Shared memory (dynamic): [NA A slots][STAGES B slots][row exchange].
 // ------------------------------------------------------------------------------------
@@ -315,7 +318,8 @@ struct Staging {
     long long m, n, d;
     int KT;          // depth chunks
     int JT;          // column tiles
-    long long R;     // this CTA's row blocks
+    long long S;     // runs of column tiles per row block
+    long long U;     // work units: row blocks x S
     bool resident;
     int NA;          // A slots
     bool a_vec, b_vec;
@@ -324,17 +328,24 @@ struct Staging {
     float* b_ptr;
     int tid;
 
-    // False when this CTA has no rows (it leaves, as a whole).
+    // False when this CTA has no work unit (it leaves, as a whole).
     __device__ __forceinline__ bool init(const float* A_, long long lda_, const float* B_,
                                          long long ldb_, long long m_, long long n_, long long d_,
-                                         unsigned long long exchange)
+                                         unsigned long long exchange, bool split_columns)
     {
         A = A_; lda = lda_; B = B_; ldb = ldb_; m = m_; n = n_; d = d_;
+        if (m <= 0 || n <= 0) return false;
         const long long row_blocks = (m + BM - 1) / BM;
-        if (m <= 0 || n <= 0 || (long long)blockIdx.x >= row_blocks) return false;
         KT = d > 0 ? (int)((d + BK - 1) / BK) : 1;  // d == 0: one all-zero chunk
         JT = (int)((n + BN - 1) / BN);
-        R = (row_blocks - 1 - (long long)blockIdx.x) / (long long)gridDim.x + 1;
+        S = 1;
+        const long long wanted = UNITS_PER_CTA * (long long)gridDim.x;
+        if (split_columns && row_blocks < wanted) {
+            S = (wanted + row_blocks - 1) / row_blocks;
+            if (S > JT) S = JT;  // every run keeps at least one tile
+        }
+        U = row_blocks * S;
+        if ((long long)blockIdx.x >= U) return false;
 
         unsigned dyn_bytes;
         asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
@@ -355,13 +366,37 @@ struct Staging {
         return true;
     }
 
-    // First row of this CTA's r-th row block.
-    __device__ __forceinline__ long long row0(long long r) const
+    // Column tiles of unit u: run u % S of its row block's JT tiles (S <= JT: none empty).
+    __device__ __forceinline__ int tile_begin(long long u) const { return (int)((u % S) * JT / S); }
+    __device__ __forceinline__ int tile_end(long long u) const { return (int)((u % S + 1) * JT / S); }
+
+    // The cursor at this CTA's first step.
+    __device__ __forceinline__ Cursor start() const
     {
-        return ((long long)blockIdx.x + r * (long long)gridDim.x) * BM;
+        const long long u = (long long)blockIdx.x;
+        return Cursor{u, tile_begin(u), tile_begin(u), tile_end(u), 0, 0, 0};
     }
 
-    __device__ __forceinline__ void advance(Cursor& p) const { p.advance(KT, JT, NA, resident); }
+    // First row of the cursor's unit.
+    __device__ __forceinline__ long long row0(const Cursor& p) const { return (p.u / S) * BM; }
+
+    // The next step.
+    __device__ __forceinline__ void advance(Cursor& p) const
+    {
+        if (++p.b_slot == STAGES) p.b_slot = 0;
+        if (++p.kt == KT) {
+            p.kt = 0;
+            if (++p.jt == p.jt_end) {
+                p.u += (long long)gridDim.x;
+                p.jt = p.jt_begin = tile_begin(p.u);
+                p.jt_end = tile_end(p.u);
+                if (resident) {
+                    p.a_base += KT;  // a_base < NA and KT <= NA: one subtraction suffices
+                    if (p.a_base >= NA) p.a_base -= NA;
+                }
+            }
+        }
+    }
     __device__ __forceinline__ int a_slot(const Cursor& p) const { return p.a_slot(resident, NA); }
     // The row exchange, after the B slots.
     __device__ __forceinline__ void* exchange() const { return b_ptr + STAGES * B_SLOT_FLOATS; }
@@ -369,11 +404,11 @@ struct Staging {
     // Issues the copies of step p (none past the end) as one cp.async group.
     __device__ __forceinline__ void issue(const Cursor& p) const
     {
-        if (p.r < R) {
+        if (p.u < U) {
             const long long k0 = (long long)p.kt * BK;
             if (p.loads_a(resident)) {
                 stage_chunk<A_SEGS_PER_THREAD>(a_smem + (unsigned)(a_slot(p) * A_SLOT_BYTES), A, lda,
-                                               row0(p.r), m, k0, d, a_vec, tid);
+                                               row0(p), m, k0, d, a_vec, tid);
             }
             stage_chunk<B_SEGS_PER_THREAD>(b_smem + (unsigned)(p.b_slot * B_SLOT_BYTES), B, ldb,
                                            (long long)p.jt * BN, n, k0, d, b_vec, tid);
@@ -491,10 +526,15 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 //   State              the per-row partials of the row reductions (4-byte fields);
 //   Values             what one element contributes (its epilogue values);
 //   identity()         the partials of no column;
-//   eval(p, i, j)      the Values of element (i, j) with product value p: every load of
+//   eval<V>(p, i, j)   the Values of element (i, j) with product value p: every load of
 //                      the epilogue happens here; i < m and j < n always (padded elements
 //                      are evaluated at a clamped position and then dropped), so the calls
-//                      of an unrolled tile share their loads;
+//                      of an unrolled tile share their loads; V is the variant below;
+//   kVariants, variant()  specialisations of eval for a uniform argument (the integer
+//                      exponent of a pow): variant() in [0, kVariants) says which one this
+//                      launch's arguments select; 0 is the general one, right for every
+//                      argument. Interior tiles run variant() (a branch per element, such
+//                      as pow's test of its exponent, is then compiled away), edge tiles 0;
 //   fold(s, x, i, j)   folds the Values x of element (i, j) into s and writes the element
 //                      outputs; called only inside the matrix, by each thread in ascending
 //                      j for each of its rows;
@@ -502,11 +542,12 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 //                      lane ^ 1, lane ^ 2, then the column warps in order);
 //   shfl_xor(s, mask)  the partials of lane ^ mask;
 //   store(i, s)        writes row i's reductions;
-//   begin_rows(i0, i1) clears the by-label sums of rows i0 .. i1 (every thread of the CTA
-//                      calls it at the start of a row block, before the step's barrier);
 //   flush(i, s)        adds this thread's pending by-label sum of row i to the output (each
 //                      thread keeps one running sum per row and label: with columns sorted
 //                      by label it flushes once per label, in any order once per element);
+//                      the launcher zeroes the by-label output before the launch;
+//   kSplitColumns      whether the only row reductions are sums by label (a row's columns
+//                      may then be split over several CTAs, see Staging);
 //   kByLabel           whether there is a sum by label (at most one); then, per finished
 //                      tile, each element's by_label_value(x) is left in acc and summed by
 //                      tile_sums_by_label (label(j), add_by_label(s, i, c, v)).
@@ -563,7 +604,7 @@ __device__ __forceinline__ void tile_sums_by_label(const Fold& fold, long long m
 // columns reach fold() in ascending order.
 // i_lane = row block origin + warp row origin + g; j_lane = tile column origin + warp
 // column origin + 2 t.
-template <int kEdge, class Fold>
+template <int kEdge, int V, class Fold>
 __device__ __forceinline__ void epilogue_elements(float (&acc)[MT][NT][4],
                                                   typename Fold::State (&st)[MT][2],
                                                   const Fold& fold, long long i_lane,
@@ -582,7 +623,7 @@ __device__ __forceinline__ void epilogue_elements(float (&acc)[MT][NT][4],
                 for (int h = 0; h < 2; ++h) {
                     const long long i = i_lane + 16 * mt + 8 * h;
                     const long long ic = (kEdge == kAll && i >= m) ? m - 1 : i;
-                    const typename Fold::Values x = fold.eval(acc[mt][nt][2 * h + c], ic, jc);
+                    const typename Fold::Values x = fold.template eval<V>(acc[mt][nt][2 * h + c], ic, jc);
                     if (kEdge != kAll || (i < m && j < n)) fold.fold(st[mt][h], x, i, j);
                     if constexpr (Fold::kByLabel) acc[mt][nt][2 * h + c] = fold.by_label_value(x);
                 }
@@ -598,29 +639,44 @@ __device__ __forceinline__ void epilogue_elements(float (&acc)[MT][NT][4],
     }
 }
 
-template <class Fold>
-__device__ __forceinline__ void epilogue_tile(float (&acc)[MT][NT][4],
-                                              typename Fold::State (&st)[MT][2], const Fold& fold,
-                                              long long i_lane, long long j_lane, int edge,
-                                              long long m, long long n)
+// Runs body(Const<edge>, Const<variant>) for a finished tile: interior tiles with the
+// fold's variant for this launch, edge tiles (few) with the general variant 0, so that only
+// the interior code is compiled several times.
+template <int N>
+struct Const {
+    static constexpr int value = N;
+};
+
+template <class Fold, class Body>
+__device__ __forceinline__ void for_tile(const Fold& fold, int edge, const Body& body)
 {
+    static_assert(Fold::kVariants >= 1 && Fold::kVariants <= 5, "at most 5 variants of eval");
     if (edge == kInside) {
-        epilogue_elements<kInside>(acc, st, fold, i_lane, j_lane, m, n);
+        if constexpr (Fold::kVariants > 1) {
+            switch (fold.variant()) {
+            case 1: body(Const<kInside>{}, Const<1>{}); return;
+            case 2: if constexpr (Fold::kVariants > 2) { body(Const<kInside>{}, Const<2>{}); return; } break;
+            case 3: if constexpr (Fold::kVariants > 3) { body(Const<kInside>{}, Const<3>{}); return; } break;
+            case 4: if constexpr (Fold::kVariants > 4) { body(Const<kInside>{}, Const<4>{}); return; } break;
+            default: break;
+            }
+        }
+        body(Const<kInside>{}, Const<0>{});
     } else if (edge == kColumns) {
-        epilogue_elements<kColumns>(acc, st, fold, i_lane, j_lane, m, n);
+        body(Const<kColumns>{}, Const<0>{});
     } else {
-        epilogue_elements<kAll>(acc, st, fold, i_lane, j_lane, m, n);
+        body(Const<kAll>{}, Const<0>{});
     }
 }
 
-// End of a row block: merge the partials of each row and store.
+// End of a work unit: merge the partials of each row and store.
 // (1) The 4 lanes of a quad (same g) hold the same 2 MT rows, disjoint columns: butterfly
 //     over lane bits 0 and 1; the quad leader's result is merge(merge(L0, L1), merge(L2, L3)).
 // (2) The WARPS_N warps with the same wm hold the same rows, disjoint columns: warps
 //     wn > 0 leave their partials in shared memory, warp wn == 0 merges them in wn order
 //     and stores rows i < m.
 // Every thread of the CTA reaches the barrier (a CTA-uniform call). The next write to
-// xchg happens at the next row block's end, after at least one more step barrier.
+// xchg happens at the next unit's end, after at least one more step barrier.
 template <class Fold>
 __device__ __forceinline__ void finish_rows(typename Fold::State (&st)[MT][2], const Fold& fold,
                                             typename Fold::State* xchg, long long i0, long long m,
@@ -669,7 +725,7 @@ __device__ __forceinline__ void finish_rows(typename Fold::State (&st)[MT][2], c
 // (i_lane + 64 mi + 8 ((r >> 1) & 1), j_lane + 8 (r >> 2) + (r & 1)) with
 // i_lane = row block origin + 128 wg + 16 w + g and j_lane = tile column origin + 2 t.
 // Columns in ascending order for each row, as epilogue_elements.
-template <int kEdge, class Fold>
+template <int kEdge, int V, class Fold>
 __device__ __forceinline__ void wgmma_epilogue(float (&acc)[2][64],
                                                typename Fold::State (&st)[2][2], const Fold& fold,
                                                long long i_lane, long long j_lane, long long m,
@@ -688,7 +744,7 @@ __device__ __forceinline__ void wgmma_epilogue(float (&acc)[2][64],
                 for (int h = 0; h < 2; ++h) {
                     const long long i = i_lane + 64 * mi + 8 * h;
                     const long long ic = (kEdge == kAll && i >= m) ? m - 1 : i;
-                    const typename Fold::Values x = fold.eval(acc[mi][4 * q + 2 * h + c], ic, jc);
+                    const typename Fold::Values x = fold.template eval<V>(acc[mi][4 * q + 2 * h + c], ic, jc);
                     if (kEdge != kAll || (i < m && j < n)) fold.fold(st[mi][h], x, i, j);
                     if constexpr (Fold::kByLabel) acc[mi][4 * q + 2 * h + c] = fold.by_label_value(x);
                 }
@@ -717,7 +773,7 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
 {
     using State = typename Fold::State;
     Staging sg;
-    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>())) return;
+    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>(), Fold::kSplitColumns)) return;
 
     const int lane = sg.tid & 31;
     const int warp = sg.tid >> 5;
@@ -726,25 +782,20 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
     const int g = lane >> 2;
     const int t = lane & 3;
 
-    Cursor prod{0, 0, 0, 0, 0};
+    Cursor prod = sg.start();
     Cursor cons = prod;
     sg.prime(prod);
 
-    float acc[2][64];
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-        for (int r = 0; r < 64; ++r) acc[mi][r] = 0.0f;
+    float acc[2][64];  // each tile's first product overwrites it (accumulate = 0)
     State st[2][2];
 
-    while (cons.r < sg.R) {
-        const long long i0 = sg.row0(cons.r);
-        if (cons.jt == 0 && cons.kt == 0) {  // a new row block: fresh partials
+    while (cons.u < sg.U) {
+        const long long i0 = sg.row0(cons);
+        if (cons.starts_unit()) {  // a new unit: fresh partials
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) st[mi][h] = Fold::identity();
-            fold.begin_rows(i0, i0 + BM < m ? i0 + BM : m);
         }
 
         cp_async_wait<STAGES - 2>();
@@ -764,7 +815,7 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi) {
                 wgmma_m64n128k8_tf32(acc[mi], wgmma_desc(a_rows + (unsigned)(mi * 64 * ROW_BYTES + ks * 32)),
-                                     wgmma_desc(b_rows + (unsigned)(ks * 32)));
+                                     wgmma_desc(b_rows + (unsigned)(ks * 32)), ks > 0 || cons.kt > 0);
             }
         }
         wgmma_commit();
@@ -773,19 +824,11 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
             wgmma_wait_all();
             const long long i_lane = i0 + wg * 128 + w * 16 + g;
             const long long j_lane = (long long)cons.jt * BN + 2 * t;
-            const int edge = edge_of(i0, (long long)cons.jt * BN, m, n);
-            if (edge == kInside) {
-                wgmma_epilogue<kInside>(acc, st, fold, i_lane, j_lane, m, n);
-            } else if (edge == kColumns) {
-                wgmma_epilogue<kColumns>(acc, st, fold, i_lane, j_lane, m, n);
-            } else {
-                wgmma_epilogue<kAll>(acc, st, fold, i_lane, j_lane, m, n);
-            }
-#pragma unroll
-            for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-                for (int r = 0; r < 64; ++r) acc[mi][r] = 0.0f;
-            if (cons.jt == sg.JT - 1) {
+            for_tile(fold, edge_of(i0, (long long)cons.jt * BN, m, n), [&](auto edge, auto variant) {
+                wgmma_epilogue<decltype(edge)::value, decltype(variant)::value>(acc, st, fold, i_lane,
+                                                                                j_lane, m, n);
+            });
+            if (cons.last_tile()) {
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
@@ -823,7 +866,7 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
 #endif
     using State = typename Fold::State;
     Staging sg;
-    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>())) return;
+    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>(), Fold::kSplitColumns)) return;
 
     const int lane = sg.tid & 31;
     const int warp = sg.tid >> 5;
@@ -842,7 +885,7 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks) frag_seg[ks] = (unsigned)(((2 * ks + (lane >> 4)) ^ (lane & 7)) << 4);
 
-    Cursor prod{0, 0, 0, 0, 0};
+    Cursor prod = sg.start();
     Cursor cons = prod;
     sg.prime(prod);
 
@@ -855,15 +898,14 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
             for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
     State st[MT][2];
 
-    while (cons.r < sg.R) {
-        const long long i0 = sg.row0(cons.r);
-        if (cons.jt == 0 && cons.kt == 0) {  // a new row block: fresh partials
+    while (cons.u < sg.U) {
+        const long long i0 = sg.row0(cons);
+        if (cons.starts_unit()) {  // a new unit: fresh partials
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) st[mt][h] = Fold::identity();
             }
-            fold.begin_rows(i0, i0 + BM < m ? i0 + BM : m);
         }
 
         // This step's chunks: own copies landed (all but the STAGES - 2 newest groups) ...
@@ -885,15 +927,19 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
         }
 
         if (cons.kt == sg.KT - 1) {  // the column tile is complete: epilogue and reductions
-            epilogue_tile<Fold>(acc, st, fold, i0 + wm * WM + g, (long long)cons.jt * BN + wn * WN + 2 * t,
-                                edge_of(i0, (long long)cons.jt * BN, m, n), m, n);
+            const long long i_lane = i0 + wm * WM + g;
+            const long long j_lane = (long long)cons.jt * BN + wn * WN + 2 * t;
+            for_tile(fold, edge_of(i0, (long long)cons.jt * BN, m, n), [&](auto edge, auto variant) {
+                epilogue_elements<decltype(edge)::value, decltype(variant)::value>(acc, st, fold, i_lane,
+                                                                                   j_lane, m, n);
+            });
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
-            if (cons.jt == sg.JT - 1) finish_rows<Fold>(st, fold, xchg, i0, m, wm, wn, lane);
+            if (cons.last_tile()) finish_rows<Fold>(st, fold, xchg, i0, m, wm, wn, lane);
         }
         sg.advance(cons);
     }

@@ -3,21 +3,25 @@
 //! generated fold struct (`<kernel name>_fold`), which holds the kernel's parameters and says what an
 //! element of the product becomes:
 //! - `State`: one field per row reduction (`r{k}`, plus `r{k}_at` for `ArgMin`), 4 bytes each;
-//! - `Values` and `eval(p, i, j)`: the epilogue expressions of element `(i, j)` with `p` for
-//!   the product (every load happens here, at an in-bounds position);
+//! - `Values` and `eval<V>(p, i, j)`: the epilogue expressions of element `(i, j)` with `p` for
+//!   the product (every load happens here, at an in-bounds position), in variant `V` of
+//!   `kVariants`: where a scalar argument is the exponent of a `pow`, `variant()` is its class
+//!   (1 to 4, 0 for any other exponent), so that interior tiles run code specialised for it;
 //! - `fold(s, x, i, j)`: the element outputs and each reduction's fold into `s`;
 //! - `merge`, `shfl_xor`, `identity` and `store` for the partials;
-//! - `begin_rows`, `flush`, `label`, `by_label_value` and `add_by_label` for a sum by label:
-//!   the template sums each tile's values per row and label; each thread keeps a running sum
-//!   per row and the label it is for, adds it to the output with one atomic when the label
-//!   changes (columns sorted by label: once per label) and at the row block's end; the block
-//!   clears its rows' bins first.
+//! - `flush`, `label`, `by_label_value` and `add_by_label` for a sum by label: the template
+//!   sums each tile's values per row and label; each thread keeps a running sum per row and
+//!   the label it is for, adds it to the output with one atomic when the label changes
+//!   (columns sorted by label: once per label) and at the end of its work unit; the launcher
+//!   zeroes the output first ([`crate::zeroed_outputs`]);
+//! - `kSplitColumns`: whether the only row reductions are sums by label, so that a row's
+//!   column tiles may be split over several blocks for balance.
 //!
 //! The entry point is one call, `pk::contraction<TF32>(A, lda, B, ldb, rows, cols, depth,
 //! fold)`, launched with `__launch_bounds__(256, 1)` on a persistent grid (see
 //! [`LaunchShape::Pipelined`]).
 
-use super::super::expr::ElementScope;
+use super::super::expr::{pow_fn, uniform_pow_exponent, ElementScope};
 use super::super::launch::{
     LaunchShape, PIPELINE_A_CHUNK_BYTES, PIPELINE_BLOCK_ROWS, PIPELINE_B_CHUNK_BYTES,
     PIPELINE_COLUMN_WARPS, PIPELINE_DEPTH_CHUNK, PIPELINE_STAGES, PIPELINE_THREADS,
@@ -61,6 +65,7 @@ pub(crate) fn launch(spec: &KernelSpec) -> LaunchShape {
         a_chunk_bytes: PIPELINE_A_CHUNK_BYTES,
         b_chunk_bytes: PIPELINE_B_CHUNK_BYTES,
         exchange_bytes: PIPELINE_BLOCK_ROWS * (PIPELINE_COLUMN_WARPS - 1) * state_bytes(reductions),
+        split_columns: split_columns(reductions),
     }
 }
 
@@ -86,6 +91,14 @@ pub(crate) fn parts(
         preamble,
         statements,
     }
+}
+
+/// Whether a row's column tiles may be split over several blocks: its only reductions are sums
+/// by label, whose partial sums meet in the output by atomic adds.
+pub(crate) fn split_columns(reductions: &[Reduction]) -> bool {
+    reductions
+        .iter()
+        .all(|r| matches!(r.kind, ReduceKind::ByLabel { .. }))
 }
 
 /// The C name of a kernel parameter.
@@ -160,6 +173,13 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
 
     // Values, eval() and fold().
     let mut scope = ElementScope::new(spec, "i", "j", "t").with_product("pk_p");
+    let pow_exponent = uniform_pow_exponent(
+        spec,
+        stores.iter().chain(reductions.iter().map(|r| &r.expr)),
+    );
+    if let Some(k) = pow_exponent {
+        scope = scope.with_uniform_pow(k, "V");
+    }
     let stored: Vec<String> = stores.iter().map(|e| scope.value(e)).collect();
     let reduced: Vec<String> = reductions.iter().map(|r| scope.value(&r.expr)).collect();
     s.push_str("    struct Values {\n");
@@ -176,8 +196,20 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         s.push_str("        unsigned int unused;\n");
     }
     s.push_str("    };\n");
+    match pow_exponent {
+        Some(k) => s.push_str(&format!(
+            "    static constexpr int kVariants = 5;\n    \
+             __device__ __forceinline__ int variant() const {{ return {}_variant(in{k}); }}\n",
+            pow_fn(spec.dtype)
+        )),
+        None => s.push_str(
+            "    static constexpr int kVariants = 1;\n    \
+             __device__ __forceinline__ int variant() const { return 0; }\n",
+        ),
+    }
     s.push_str(&format!(
-        "    __device__ __forceinline__ Values eval(const {t} pk_p, const long long i, \
+        "    template <int V>\n    \
+         __device__ __forceinline__ Values eval(const {t} pk_p, const long long i, \
          const long long j) const {{\n"
     ));
     scope.write_to(&mut s, "        ");
@@ -283,8 +315,7 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
     }
     s.push_str("    }\n");
 
-    // begin_rows(), flush() and the tile's sums: the sum by label, if any (at most one, see
-    // is_pipelined).
+    // flush() and the tile's sums: the sum by label, if any (at most one, see is_pipelined).
     let by_label = reductions
         .iter()
         .enumerate()
@@ -292,15 +323,6 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
             ReduceKind::ByLabel { labels } => Some((k, labels, stores.len() + k)),
             _ => None,
         });
-    s.push_str(
-        "    __device__ __forceinline__ void begin_rows(const long long i0, const long long i1) const {\n",
-    );
-    if let Some((_, _, out)) = by_label {
-        s.push_str(&format!(
-            "        for (long long e = i0 * width + threadIdx.x; e < i1 * width; e += blockDim.x) out{out}[e] = ({t})0;\n"
-        ));
-    }
-    s.push_str("    }\n");
     s.push_str("    __device__ __forceinline__ void flush(const long long i, State& s) const {\n");
     if let Some((k, _, out)) = by_label {
         s.push_str(&format!(
@@ -310,8 +332,9 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
     }
     s.push_str("    }\n");
     s.push_str(&format!(
-        "    static constexpr bool kByLabel = {};\n",
-        by_label.is_some()
+        "    static constexpr bool kByLabel = {};\n    static constexpr bool kSplitColumns = {};\n",
+        by_label.is_some(),
+        split_columns(reductions)
     ));
     if let Some((k, labels, out)) = by_label {
         s.push_str(&format!(

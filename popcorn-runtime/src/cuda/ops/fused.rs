@@ -77,9 +77,36 @@ pub(crate) fn run(
                 )
             })?;
     }
+    zero_accumulated_outputs(cx, f, outputs)?;
     // SAFETY: `kernel_args` built the arguments in the order of the kernel's parameters and
     // checked every buffer against what the kernel reads and writes over this space or band.
     unsafe { driver::launch(cx.stream, &function, &f.name, dims, &mut args) }
+}
+
+/// Zeroes, on the step's stream, the outputs the kernel adds into (the sums by label of a
+/// pipelined contraction, whose blocks add their partial sums with atomics).
+fn zero_accumulated_outputs<B: BufferInfo + DeviceAddress>(
+    cx: &StepCx<'_>,
+    f: &FusedStep,
+    outputs: &[Arg<'_, B>],
+) -> Result<(), RuntimeError> {
+    for k in kernels_gen::zeroed_outputs(&f.spec) {
+        let Some(Arg::Dense { buf, .. }) = outputs.get(k) else {
+            return Err(invalid(format!(
+                "output {k} of fused kernel {} (a sum by label) is not a dense value",
+                f.name
+            )));
+        };
+        let words = f.rows * f.width * f.spec.dtype.size_bytes() / 4;
+        // SAFETY: `kernel_args` checked that the buffer holds the rows x width elements the
+        // kernel writes; the memset runs on this step's stream, before the launch.
+        unsafe {
+            cx.device
+                .builtins(cx.stream)
+                .memset32(buf.address(), 0, words)?;
+        }
+    }
+    Ok(())
 }
 
 /// The device scratch of a column kernel whose rows the launch splits over blocks (its
