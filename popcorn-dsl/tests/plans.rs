@@ -583,7 +583,9 @@ fn kernel_kmeans_from_the_points_never_holds_an_n_by_n_value() {
             &[("n", n), ("d", 50), ("k", 100)],
             &PlannerConfig::default(),
         );
-        assert_eq!(by_label_contractions(&p), 1, "{p}");
+        // The linear kernel's chain is reassociated (see the next test).
+        let expected = usize::from(kernel != "linear");
+        assert_eq!(by_label_contractions(&p), expected, "{p}");
         // diag(K) comes from the points, not from a stored K: no step reads a diagonal.
         assert!(!ops(&p).contains(&"diag".to_string()), "{p}");
         let largest = p.values.iter().map(|v| v.len()).max().unwrap_or(0);
@@ -593,6 +595,40 @@ fn kernel_kmeans_from_the_points_never_holds_an_n_by_n_value() {
         );
         assert_eq!(p.validate(), Ok(()));
     }
+}
+
+/// With the linear kernel, `E = -2 * (X * X^T) * V^T` is computed as `-2 * X * (V * X)^T` (the
+/// chains pass): the iteration is Lloyd's, `n d k` multiply-adds, where the left-to-right order
+/// costs `n^2 (d + k)`; `diag(K)` still comes from the points.
+#[test]
+fn the_linear_kernel_iteration_is_reassociated_into_lloyds() {
+    let (n, d, k) = (1_000_000usize, 50usize, 100usize);
+    for config in [
+        PlannerConfig::default(),
+        PlannerConfig::default().with_dtype(popcorn_dsl::DType::F64),
+    ] {
+        let p = plan_from(
+            "kernel_kmeans.pop",
+            "kkmeans_recompute_linear",
+            &[("n", n), ("d", d), ("k", k)],
+            &config,
+        );
+        let bound = 10.0 * (n * d * k) as f64;
+        assert!(p.total_flops() < bound, "{} flops\n{p}", p.total_flops());
+        assert!(!ops(&p).contains(&"diag".to_string()), "{p}");
+        // The thin product of the selection matrix with the points: k x d.
+        let thin = p.values.iter().any(|v| v.len() == k * d);
+        assert!(thin, "{p}");
+        assert_eq!(p.validate(), Ok(()));
+    }
+    // Where the chain costs less left to right (more clusters than points), it stays.
+    let p = plan_from(
+        "kernel_kmeans.pop",
+        "kkmeans_recompute_linear",
+        &[("n", 50), ("d", 4000), ("k", 40)],
+        &PlannerConfig::default(),
+    );
+    assert!(p.total_flops() >= (50 * 50 * 4000) as f64, "{p}");
 }
 
 /// `diag` of an element-wise map of a fused product is the same map of the operands' row dot

@@ -6,6 +6,8 @@
 //! 1. [`infer`]: re-derives every node's type and checks that every dimension is bound;
 //!    [`cse`] merges nodes that compute the same value;
 //! 2. [`canonicalize`]: transposes become product flags, scalar factors become alpha;
+//!    [`chains`]: `(A * B^T) * C` becomes `A * (B^T * C)` where that costs less (the linear
+//!    kernel's Kernel K-means becomes Lloyd's algorithm);
 //! 3. [`select`]: each product becomes a library operation (GEMM, SYRK, GEMV, SpMM, SpMV);
 //! 4. patterns, each matched through [`pattern`]: [`cluster_sums`] (products with a selection
 //!    matrix become sums by label), [`tf32_padding`] (a TF32 SYRK's operand padded to whole
@@ -22,6 +24,7 @@
 
 pub mod buffers;
 pub mod canonicalize;
+pub mod chains;
 pub mod cluster_sums;
 pub mod contractions;
 pub mod cse;
@@ -248,6 +251,7 @@ pub const PIPELINE: &[Stage] = &[
     Stage::Graph(&infer::Infer),
     Stage::Graph(&cse::Cse),
     Stage::Graph(&canonicalize::Canonicalize),
+    Stage::Graph(&chains::Chains),
     Stage::Graph(&select::Select),
     Stage::Graph(&cluster_sums::ClusterSumsPattern),
     Stage::Graph(&cluster_sums::LabelSumsPattern),
