@@ -639,35 +639,45 @@ __device__ __forceinline__ void epilogue_elements(float (&acc)[MT][NT][4],
     }
 }
 
-// Runs body(Const<edge>, Const<variant>) for a finished tile: interior tiles with the
-// fold's variant for this launch, edge tiles (few) with the general variant 0, so that only
-// the interior code is compiled several times.
-template <int N>
-struct Const {
-    static constexpr int value = N;
-};
-
-template <class Fold, class Body>
-__device__ __forceinline__ void for_tile(const Fold& fold, int edge, const Body& body)
+// Runs tile.run<edge, variant>() for a finished tile: interior tiles with the fold's variant
+// for this launch, edge tiles (few) with the general variant 0, so that only the interior
+// code is compiled several times. (A struct with a member template rather than a generic
+// lambda, which NVRTC compiles as host code.)
+template <class Fold, class Tile>
+__device__ __forceinline__ void for_tile(const Fold& fold, int edge, const Tile& tile)
 {
     static_assert(Fold::kVariants >= 1 && Fold::kVariants <= 5, "at most 5 variants of eval");
     if (edge == kInside) {
         if constexpr (Fold::kVariants > 1) {
             switch (fold.variant()) {
-            case 1: body(Const<kInside>{}, Const<1>{}); return;
-            case 2: if constexpr (Fold::kVariants > 2) { body(Const<kInside>{}, Const<2>{}); return; } break;
-            case 3: if constexpr (Fold::kVariants > 3) { body(Const<kInside>{}, Const<3>{}); return; } break;
-            case 4: if constexpr (Fold::kVariants > 4) { body(Const<kInside>{}, Const<4>{}); return; } break;
+            case 1: tile.template run<kInside, 1>(); return;
+            case 2: if constexpr (Fold::kVariants > 2) { tile.template run<kInside, 2>(); return; } break;
+            case 3: if constexpr (Fold::kVariants > 3) { tile.template run<kInside, 3>(); return; } break;
+            case 4: if constexpr (Fold::kVariants > 4) { tile.template run<kInside, 4>(); return; } break;
             default: break;
             }
         }
-        body(Const<kInside>{}, Const<0>{});
+        tile.template run<kInside, 0>();
     } else if (edge == kColumns) {
-        body(Const<kColumns>{}, Const<0>{});
+        tile.template run<kColumns, 0>();
     } else {
-        body(Const<kAll>{}, Const<0>{});
+        tile.template run<kAll, 0>();
     }
 }
+
+// A finished tile on the mma.sync accumulator layout, for for_tile.
+template <class Fold>
+struct MmaTile {
+    float (&acc)[MT][NT][4];
+    typename Fold::State (&st)[MT][2];
+    const Fold& fold;
+    long long i_lane, j_lane, m, n;
+    template <int kEdge, int V>
+    __device__ __forceinline__ void run() const
+    {
+        epilogue_elements<kEdge, V>(acc, st, fold, i_lane, j_lane, m, n);
+    }
+};
 
 // End of a work unit: merge the partials of each row and store.
 // (1) The 4 lanes of a quad (same g) hold the same 2 MT rows, disjoint columns: butterfly
@@ -760,6 +770,20 @@ __device__ __forceinline__ void wgmma_epilogue(float (&acc)[2][64],
     }
 }
 
+// A finished tile on the warpgroup accumulator layout, for for_tile.
+template <class Fold>
+struct WgmmaTile {
+    float (&acc)[2][64];
+    typename Fold::State (&st)[2][2];
+    const Fold& fold;
+    long long i_lane, j_lane, m, n;
+    template <int kEdge, int V>
+    __device__ __forceinline__ void run() const
+    {
+        wgmma_epilogue<kEdge, V>(acc, st, fold, i_lane, j_lane, m, n);
+    }
+};
+
 // The TF32 kernel body on Hopper: the same tiles, ring and step sequence as contraction(),
 // with each warpgroup (warps 0-3 and 4-7) computing 128 rows x 128 columns as two
 // m64n128k8 products per 8-deep step, straight from the staged chunks. The products of a
@@ -824,10 +848,8 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
             wgmma_wait_all();
             const long long i_lane = i0 + wg * 128 + w * 16 + g;
             const long long j_lane = (long long)cons.jt * BN + 2 * t;
-            for_tile(fold, edge_of(i0, (long long)cons.jt * BN, m, n), [&](auto edge, auto variant) {
-                wgmma_epilogue<decltype(edge)::value, decltype(variant)::value>(acc, st, fold, i_lane,
-                                                                                j_lane, m, n);
-            });
+            for_tile(fold, edge_of(i0, (long long)cons.jt * BN, m, n),
+                     WgmmaTile<Fold>{acc, st, fold, i_lane, j_lane, m, n});
             if (cons.last_tile()) {
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi) {
@@ -929,10 +951,8 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
         if (cons.kt == sg.KT - 1) {  // the column tile is complete: epilogue and reductions
             const long long i_lane = i0 + wm * WM + g;
             const long long j_lane = (long long)cons.jt * BN + wn * WN + 2 * t;
-            for_tile(fold, edge_of(i0, (long long)cons.jt * BN, m, n), [&](auto edge, auto variant) {
-                epilogue_elements<decltype(edge)::value, decltype(variant)::value>(acc, st, fold, i_lane,
-                                                                                   j_lane, m, n);
-            });
+            for_tile(fold, edge_of(i0, (long long)cons.jt * BN, m, n),
+                     MmaTile<Fold>{acc, st, fold, i_lane, j_lane, m, n});
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
