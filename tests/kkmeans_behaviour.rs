@@ -1523,3 +1523,34 @@ fn auto_recomputes_what_cannot_be_stored() {
     assert_eq!(forced.algorithm, Algorithm::Stored);
     assert_eq!(forced.reason, "asked for");
 }
+
+/// A forced recompute holds at any depth: its kernel products are fused whatever the cost
+/// model says of one product alone (at d = 780 a library product and a pass over its result
+/// are estimated faster), and the fit matches the stored one.
+#[test]
+fn forced_recompute_holds_at_a_large_depth() {
+    use popcorn::kkmeans::Algorithm;
+    let km = cpu64(10).algorithm(Algorithm::Recompute);
+    let choice = km.choose_algorithm(60_000, 780).expect("a choice");
+    assert_eq!(choice.algorithm, Algorithm::Recompute, "{}", choice.reason);
+    let d = 300;
+    let x = uniform_points(7, 40, d);
+    let builder = cpu64(3).kernel(Kernel::Polynomial {
+        gamma: 1.0 / d as f64,
+        coef0: 1.0,
+        degree: 2.0,
+    });
+    let stored = fit(&builder.clone().algorithm(Algorithm::Stored), &x, d);
+    let recomputed = fit(&builder.algorithm(Algorithm::Recompute), &x, d);
+    assert_eq!(recomputed.algorithm.algorithm, Algorithm::Recompute);
+    assert_eq!(recomputed.timings.kernel_matrix_s, 0.0);
+    assert_eq!(recomputed.labels, stored.labels);
+    let scale = stored.objective.abs().max(1.0);
+    assert_rel_close(
+        "d = 300",
+        recomputed.objective,
+        stored.objective,
+        1e-9,
+        scale,
+    );
+}

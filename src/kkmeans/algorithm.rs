@@ -6,8 +6,9 @@
 
 use super::model::KernelPrograms;
 use super::{programs, FitError};
-use crate::{Context, DType, Plan};
+use crate::{Context, DType, Plan, PlannerConfig};
 use popcorn_dsl::plan::StepOp;
+use popcorn_dsl::ContractionPolicy;
 use serde::Serialize;
 use std::fmt;
 
@@ -95,13 +96,29 @@ impl AlgorithmChoice {
     }
 }
 
-/// The plan of `program` at `dims` on the context's target (not allocated).
-fn plan_of(ctx: &Context, program: &str, dims: &[(&str, usize)]) -> Result<Plan, FitError> {
+/// The planner configuration of the recompute algorithm: its kernel products are always fused
+/// into their consumers (K is never stored, whatever the cost model would say of one product
+/// alone at a large depth), unless contractions are turned off (`POPCORN_CONTRACTIONS=never`).
+pub(crate) fn recompute_config(config: &PlannerConfig) -> PlannerConfig {
+    let mut config = config.clone();
+    if config.contractions == ContractionPolicy::Auto {
+        config.contractions = ContractionPolicy::Always;
+    }
+    config
+}
+
+/// The plan of `program` at `dims` on the context's target with `config` (not allocated).
+fn plan_of(
+    ctx: &Context,
+    config: &PlannerConfig,
+    program: &str,
+    dims: &[(&str, usize)],
+) -> Result<Plan, FitError> {
     let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let plan = popcorn_dsl::plan(
         programs::program(program),
         &dims,
-        ctx.config(),
+        config,
         &ctx.target(),
         &Default::default(),
     )
@@ -120,17 +137,20 @@ pub(crate) fn choose(
     let size = ctx.dtype().size_bytes() as u64;
     let kernel_matrix_bytes = (n as u64).saturating_mul(n as u64).saturating_mul(size);
     let iterations = EXPECTED_ITERATIONS.min(max_iter).max(1);
-    let build = plan_of(ctx, &kernel.name("kernel"), &[("n", n), ("d", d)])?.estimated_seconds();
+    let config = ctx.config();
+    let build =
+        plan_of(ctx, config, &kernel.name("kernel"), &[("n", n), ("d", d)])?.estimated_seconds();
     let stored_iteration =
-        plan_of(ctx, "kkmeans_iteration", &[("n", n), ("k", k)])?.estimated_seconds();
+        plan_of(ctx, config, "kkmeans_iteration", &[("n", n), ("k", k)])?.estimated_seconds();
     let recompute = plan_of(
         ctx,
+        &recompute_config(config),
         &kernel.name("kkmeans_recompute"),
         &[("n", n), ("d", d), ("k", k)],
     )?;
     let recompute_iteration = recompute.estimated_seconds();
-    // Where the target cannot sum this many clusters inside a contraction, the recompute plan
-    // stores K after all.
+    // Where the target cannot sum this many clusters inside a contraction (or contractions are
+    // off), the recompute plan stores K after all.
     let recomputes = !recompute
         .steps
         .iter()
@@ -151,18 +171,32 @@ pub(crate) fn choose(
     let (algorithm, reason) = match requested {
         Algorithm::Stored => (Algorithm::Stored, "asked for".to_string()),
         Algorithm::Recompute | Algorithm::Auto if !recomputes => {
+            let why = if config.contractions == ContractionPolicy::Never {
+                "contractions are turned off (POPCORN_CONTRACTIONS=never)".to_string()
+            } else if k > max_labels {
+                format!("the recompute algorithm sums at most {max_labels} clusters on this device, k = {k}")
+            } else {
+                "the planner kept the kernel product a library call (POPCORN_LOG=fusion says why)"
+                    .to_string()
+            };
             if requested == Algorithm::Recompute || !fits {
+                let fix = if k > max_labels {
+                    format!(
+                        "use k <= {max_labels} or the stored kernel matrix (--algorithm stored)"
+                    )
+                } else {
+                    "use the stored kernel matrix (--algorithm stored)".to_string()
+                };
                 return Err(FitError::Parameter(format!(
-                    "the recompute algorithm sums at most {max_labels} clusters on this device, k = {k}; use k <= {max_labels} or the stored kernel matrix (--algorithm stored){}",
-                    if fits { "" } else { ", which does not fit in memory here" }
+                    "{why}; {fix}{}",
+                    if fits {
+                        ""
+                    } else {
+                        ", which does not fit in memory here"
+                    }
                 )));
             }
-            (
-                Algorithm::Stored,
-                format!(
-                    "the recompute algorithm sums at most {max_labels} clusters on this device"
-                ),
-            )
+            (Algorithm::Stored, why)
         }
         Algorithm::Recompute => (Algorithm::Recompute, "asked for".to_string()),
         Algorithm::Auto if !fits => (

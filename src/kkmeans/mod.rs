@@ -512,6 +512,15 @@ impl KernelKMeans {
             (points.n, points.d, self.k),
             self.max_iter,
         )?;
+        // The recompute plans fuse every kernel product (prediction's cross kernel included:
+        // the model keeps this context).
+        let ctx = match choice.algorithm {
+            Algorithm::Recompute => {
+                let config = algorithm::recompute_config(ctx.config());
+                ctx.with_config(config)
+            }
+            _ => ctx,
+        };
         let mut kernel_matrix_s = 0.0;
         let kmat = match choice.algorithm {
             Algorithm::Recompute => None,
