@@ -210,38 +210,74 @@ pub fn histogram() -> BuiltinKernel {
     untyped("pk_histogram", HISTOGRAM)
 }
 
-const PERMUTE_ROWS: &str = r#"// popcorn builtin kernel {NAME}: the rows of a matrix of 32-bit words in the order of a
-// selection matrix's column indices: out row p = in row col_idx[p] for p < nnz = row_ptr[k];
-// rows p >= nnz (points without a cluster below k) are `fill`.
+const PERMUTE_ROWS: &str = r#"// popcorn builtin kernel {NAME}: the rows of a matrix of 32-bit words permuted by a
+// selection matrix's full order: col_idx[0..rows] lists every row once (the points of the
+// clusters below k, cluster by cluster, then the points with labels >= k, ascending).
+// Forward (inverse == 0): out row p = in row col_idx[p] (a gather); inverse (inverse != 0):
+// out row col_idx[p] = in row p (a scatter; every out row is written once).
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long rows,
     const long long words,
-    const int* __restrict__ row_ptr,
     const int* __restrict__ col_idx,
-    const long long k,
     const unsigned int* __restrict__ in,
     const long long in_ld,
     unsigned int* __restrict__ out,
     const long long out_ld,
-    const unsigned int fill)
+    const unsigned int inverse)
 {
-    const long long nnz = (long long)row_ptr[k];
     const long long total = rows * words;
     const long long stride = (long long)gridDim.x * (long long)blockDim.x;
     for (long long e = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
          e < total; e += stride) {
         const long long p = e / words;
         const long long w = e - p * words;
-        out[p * out_ld + w] = p < nnz ? in[(long long)col_idx[p] * in_ld + w] : fill;
+        const long long q = (long long)col_idx[p];
+        const long long from = inverse ? p : q;
+        const long long to = inverse ? q : p;
+        out[to * out_ld + w] = in[from * in_ld + w];
     }
 }
 "#;
 
-/// `pk_permute_rows`: rows of 32-bit words gathered in a selection matrix's column order
-/// (launch with [`linear_grid_block`] over `rows * words`). Parameters: `rows, words, row_ptr,
-/// col_idx, k, in, in_ld, out, out_ld, fill` (leading dimensions in words).
+/// `pk_permute_rows`: rows of 32-bit words permuted by a selection matrix's full order
+/// `col_idx[0..rows]` (a permutation of `0..rows`: the points by cluster, then those with
+/// labels `>= k` ascending, as the runtime's selection step writes them). Forward
+/// (`inverse == 0`): `out` row `p` = `in` row `col_idx[p]`; inverse (`inverse != 0`): `out` row
+/// `col_idx[p]` = `in` row `p`. `in` and `out` must not overlap.
+///
+/// Parameters: `(const long long rows, const long long words, const int* col_idx,
+/// const unsigned int* in, const long long in_ld, unsigned int* out, const long long out_ld,
+/// const unsigned int inverse)` (leading dimensions in words). Launch:
+/// [`linear_grid_block`]`(rows * words)`.
 pub fn permute_rows() -> BuiltinKernel {
     untyped("pk_permute_rows", PERMUTE_ROWS)
+}
+
+const CLAMP_LABELS: &str = r#"// popcorn builtin kernel {NAME}: out[p] = min(labels[p], k) for 0 <= p < n.
+// Labels >= k become k: one extra cluster gathers the points outside the k clusters.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long n,
+    const unsigned int* __restrict__ labels,
+    const long long k,
+    unsigned int* __restrict__ out)
+{
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long p = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         p < n; p += stride) {
+        const unsigned int label = labels[p];
+        out[p] = ((long long)label < k) ? label : (unsigned int)k;
+    }
+}
+"#;
+
+/// Clamped labels: `out[p] = min(labels[p], k)` for `p < n`, so the points outside the `k`
+/// clusters form an extra cluster `k` (how the selection builder lists them after the
+/// clusters; see [`selection_scatter`]).
+///
+/// Parameters: `(const long long n, const unsigned int* labels, const long long k,
+/// unsigned int* out)`; entry point `pk_clamp_labels`. Launch: [`linear_grid_block`]`(n)`.
+pub fn clamp_labels() -> BuiltinKernel {
+    untyped("pk_clamp_labels", CLAMP_LABELS)
 }
 
 /// Threads of the one block of [`small_counts`].
@@ -718,6 +754,13 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 /// 3. `row_ptr` by [`selection_scan`];
 /// 4. `col_idx` and `values` by this kernel.
 ///
+/// To also list the points with labels `>= k` after the clusters (`col_idx[row_ptr[k]..n]`,
+/// ascending), as the runtime does: clamp the labels with [`clamp_labels`], run steps 1, 2
+/// and 4 on the clamped labels with `k + 1` clusters (workspace and `counts` for `k + 1`) and
+/// step 3 with `k` clusters. `row_ptr` then has `k + 1` entries and `row_ptr[k]` counts the
+/// labels below `k` and starts the extra cluster `k`; its values are `1 / counts[k]` (finite;
+/// outside the matrix).
+///
 /// Parameters: `(const long long n, const long long k, const long long chunk,
 /// const unsigned int* labels, const unsigned int* counts, const int* row_ptr,
 /// int* workspace, int* col_idx, T* values)`. Launch:
@@ -736,6 +779,7 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
         symmetrize_lower_to_upper(dtype),
         histogram(),
         permute_rows(),
+        clamp_labels(),
         selection_scan(),
         selection_chunk_counts(),
         selection_chunk_offsets(),
@@ -817,6 +861,61 @@ mod tests {
             .map(|p| h.find(p).unwrap_or(usize::MAX))
             .collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+    }
+
+    /// Whether `params` appear in `source` in this order.
+    fn in_order(source: &str, params: &[&str]) -> bool {
+        let positions: Vec<usize> = params
+            .iter()
+            .map(|p| source.find(p).unwrap_or(usize::MAX))
+            .collect();
+        positions.iter().all(|p| *p != usize::MAX) && positions.windows(2).all(|w| w[0] < w[1])
+    }
+
+    #[test]
+    fn permute_rows_gathers_forward_and_scatters_back_over_every_row() {
+        let k = permute_rows();
+        assert_eq!(k.name, "pk_permute_rows");
+        let src = &k.source;
+        assert!(in_order(
+            src,
+            &[
+                "const long long rows",
+                "const long long words",
+                "const int* __restrict__ col_idx",
+                "const unsigned int* __restrict__ in",
+                "const long long in_ld",
+                "unsigned int* __restrict__ out",
+                "const long long out_ld",
+                "const unsigned int inverse)",
+            ]
+        ));
+        // The full order: every row p < rows reads col_idx[p]; no fill, no row_ptr.
+        assert!(src.contains("const long long total = rows * words;"));
+        assert!(src.contains("const long long q = (long long)col_idx[p];"));
+        assert!(src.contains("const long long from = inverse ? p : q;"));
+        assert!(src.contains("const long long to = inverse ? q : p;"));
+        assert!(src.contains("out[to * out_ld + w] = in[from * in_ld + w];"));
+        assert!(!src.contains("fill") && !src.contains("row_ptr"));
+    }
+
+    #[test]
+    fn clamp_labels_maps_labels_past_k_to_k() {
+        let k = clamp_labels();
+        assert_eq!(k.name, "pk_clamp_labels");
+        assert!(in_order(
+            &k.source,
+            &[
+                "const long long n",
+                "const unsigned int* __restrict__ labels",
+                "const long long k",
+                "unsigned int* __restrict__ out)",
+            ]
+        ));
+        assert!(k
+            .source
+            .contains("out[p] = ((long long)label < k) ? label : (unsigned int)k;"));
+        assert!(all(ScalarType::F32).iter().any(|b| b.name == k.name));
     }
 
     #[test]

@@ -509,30 +509,33 @@ fn run_typed<T: Real + HostElem>(
                         T::slice_mut(&mut vals[0]).ok_or_else(|| wrong("selection values"))?,
                     )?;
                 }
-                Builtin::PermuteRows(_) => {
+                Builtin::PermuteRows(perm) => {
                     let s = csr(1)?;
                     let nnz = usize::try_from(s.row_ptr[s.rows])
                         .unwrap_or(0)
                         .min(s.col_idx.len());
-                    let order = &s.col_idx[..nnz];
+                    let listed = &s.col_idx[..nnz];
+                    let short = || {
+                        RuntimeError::Internal(
+                            "rows to reorder of the wrong element type or too few".into(),
+                        )
+                    };
                     match &inputs[0] {
                         Arg::Index { len, .. } => {
                             let labels = labels_at(0)?;
                             let out = u32::slice_mut(&mut guards[0])
-                                .ok_or_else(|| wrong("the labels in cluster order"))?;
-                            cpu::permute_rows(order, labels, 1, &mut out[..*len], u32::MAX)?;
+                                .and_then(|o| o.get_mut(..*len))
+                                .ok_or_else(short)?;
+                            cpu::permute_rows(listed, *len, labels, 1, out, perm.inverse)?;
                         }
                         _ => {
                             let (rows, cols) = in_dims(0);
+                            let len = rows * cols;
+                            let m = dense(0)?.get(..len).ok_or_else(short)?;
                             let out = T::slice_mut(&mut guards[0])
-                                .ok_or_else(|| wrong("the rows in cluster order"))?;
-                            cpu::permute_rows(
-                                order,
-                                &dense(0)?[..rows * cols],
-                                cols,
-                                &mut out[..rows * cols],
-                                zero,
-                            )?;
+                                .and_then(|o| o.get_mut(..len))
+                                .ok_or_else(short)?;
+                            cpu::permute_rows(listed, rows, m, cols, out, perm.inverse)?;
                         }
                     }
                 }
@@ -606,4 +609,176 @@ fn run_typed<T: Real + HostElem>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use popcorn_dsl::ops::{PermuteRows, Selection};
+
+    fn step(op: StepOp) -> Step {
+        Step {
+            op,
+            inputs: vec![],
+            outputs: vec![],
+            provenance: vec!["test".into()],
+            flops: 0.0,
+            bytes: 0.0,
+        }
+    }
+
+    fn permute(inverse: bool) -> Step {
+        step(StepOp::Builtin(Builtin::PermuteRows(PermuteRows {
+            inverse,
+        })))
+    }
+
+    /// Runs a permutation step on `m` (an index vector when `width` is `None`, else `rows x
+    /// width` dense) with the selection `(row_ptr, col_idx)` over `n` points.
+    fn run_permute(
+        b: &CpuBackend,
+        inverse: bool,
+        sel: (&[i32], &[i32]),
+        m: HostSlice<'_>,
+        n: usize,
+        width: Option<usize>,
+    ) -> HostVec {
+        let (row_ptr, col_idx) = sel;
+        let k = row_ptr.len() - 1;
+        let rp = b.upload(HostSlice::I32(row_ptr)).unwrap();
+        let ci = b.upload(HostSlice::I32(col_idx)).unwrap();
+        let vals = b.upload(HostSlice::F64(&vec![1.0; col_idx.len()])).unwrap();
+        let s = Arg::Csr {
+            row_ptr: &rp,
+            col_idx: &ci,
+            values: &vals,
+            rows: k,
+            cols: n,
+            nnz: col_idx.len(),
+        };
+        let src = b.upload(m).unwrap();
+        let dst = b.alloc(src.elem(), src.len()).unwrap();
+        let (a, o) = match width {
+            None => (
+                Arg::Index { buf: &src, len: n },
+                Arg::Index { buf: &dst, len: n },
+            ),
+            Some(w) => (
+                Arg::Dense {
+                    buf: &src,
+                    rows: n,
+                    cols: w,
+                },
+                Arg::Dense {
+                    buf: &dst,
+                    rows: n,
+                    cols: w,
+                },
+            ),
+        };
+        b.run_step(&permute(inverse), &[a, s], &[o], DType::F64, 1.0)
+            .unwrap();
+        b.download(&dst).unwrap()
+    }
+
+    #[test]
+    fn permute_rows_lists_points_outside_the_clusters_last_both_ways() {
+        let b = CpuBackend::with_memory_limit(None);
+        // Labels [2, 0, 2, 5, 0] with k = 3: the selection lists 1, 4, 0, 2 (row_ptr[3] = 4);
+        // the column-index buffer has room for n = 5 (its last entry unused here).
+        let sel: (&[i32], &[i32]) = (&[0, 2, 2, 4], &[1, 4, 0, 2, -1]);
+        let labels = [2u32, 0, 2, 5, 0];
+        let sorted = run_permute(&b, false, sel, HostSlice::U32(&labels), 5, None);
+        assert_eq!(sorted, HostVec::U32(vec![0, 0, 2, 2, 5]));
+        let HostVec::U32(sorted) = sorted else {
+            unreachable!()
+        };
+        let back = run_permute(&b, true, sel, HostSlice::U32(&sorted), 5, None);
+        assert_eq!(back, HostVec::U32(labels.to_vec()));
+        let m: Vec<f64> = (0..15).map(f64::from).collect();
+        let fwd = run_permute(&b, false, sel, HostSlice::F64(&m), 5, Some(3));
+        let want: Vec<f64> = [1, 4, 0, 2, 3]
+            .iter()
+            .flat_map(|&i| m[i * 3..i * 3 + 3].to_vec())
+            .collect();
+        assert_eq!(fwd, HostVec::F64(want.clone()));
+        let back = run_permute(&b, true, sel, HostSlice::F64(&want), 5, Some(3));
+        assert_eq!(back, HostVec::F64(m));
+    }
+
+    #[test]
+    fn permute_rows_after_a_cpu_selection_round_trips_odd_and_single_sizes() {
+        let b = CpuBackend::with_memory_limit(None);
+        for (n, k) in [(1usize, 1usize), (1, 3), (7, 2), (33, 5)] {
+            let labels: Vec<u32> = (0..n).map(|i| ((i * 5 + 1) % k) as u32).collect();
+            let lb = b.upload(HostSlice::U32(&labels)).unwrap();
+            let rp = b.alloc(ElemType::I32, k + 1).unwrap();
+            let ci = b.alloc(ElemType::I32, n).unwrap();
+            let vals = b.alloc(ElemType::F64, n).unwrap();
+            let sel = Arg::Csr {
+                row_ptr: &rp,
+                col_idx: &ci,
+                values: &vals,
+                rows: k,
+                cols: n,
+                nnz: n,
+            };
+            let op = StepOp::Builtin(Builtin::Selection(Selection { k: Dim::Fixed(k) }));
+            b.run_step(
+                &step(op),
+                &[Arg::Index { buf: &lb, len: n }],
+                &[sel],
+                DType::F64,
+                1.0,
+            )
+            .unwrap();
+            let (HostVec::I32(row_ptr), HostVec::I32(col_idx)) =
+                (b.download(&rp).unwrap(), b.download(&ci).unwrap())
+            else {
+                unreachable!()
+            };
+            let sorted = run_permute(
+                &b,
+                false,
+                (&row_ptr, &col_idx),
+                HostSlice::U32(&labels),
+                n,
+                None,
+            );
+            let HostVec::U32(sorted) = sorted else {
+                unreachable!()
+            };
+            assert!(sorted.windows(2).all(|w| w[0] <= w[1]), "n={n} k={k}");
+            let back = run_permute(
+                &b,
+                true,
+                (&row_ptr, &col_idx),
+                HostSlice::U32(&sorted),
+                n,
+                None,
+            );
+            assert_eq!(back, HostVec::U32(labels.clone()), "n={n} k={k}");
+            let m: Vec<f64> = (0..n * 3).map(|x| x as f64 - 0.5).collect();
+            let fwd = run_permute(
+                &b,
+                false,
+                (&row_ptr, &col_idx),
+                HostSlice::F64(&m),
+                n,
+                Some(3),
+            );
+            let HostVec::F64(fwd) = fwd else {
+                unreachable!()
+            };
+            let back = run_permute(
+                &b,
+                true,
+                (&row_ptr, &col_idx),
+                HostSlice::F64(&fwd),
+                n,
+                Some(3),
+            );
+            assert_eq!(back, HostVec::F64(m), "n={n} k={k}");
+        }
+    }
 }

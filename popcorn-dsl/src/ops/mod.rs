@@ -94,7 +94,8 @@ pub enum Builtin {
     LabelSums(LabelSums),
     /// A dense matrix with zero columns appended.
     PadCols(PadCols),
-    /// Rows in the order of a selection matrix (cluster by cluster).
+    /// Rows in the order of a selection matrix (cluster by cluster, then the points it does
+    /// not list), or back.
     PermuteRows(PermuteRows),
 }
 
@@ -224,7 +225,7 @@ mod tests {
         // Rows in cluster order: labels [2, 0, 2, 2] list points 1, then 0, 2, 3.
         let selection = sel.eval(&[&labels], &dims).unwrap();
         let rows = RefValue::dense(4, 2, vec![0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]);
-        let permute = Builtin::PermuteRows(PermuteRows);
+        let permute = Builtin::PermuteRows(PermuteRows { inverse: false });
         assert_eq!(
             permute.eval(&[&rows, &selection], &dims),
             Ok(RefValue::dense(

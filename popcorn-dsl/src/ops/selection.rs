@@ -6,7 +6,11 @@ use crate::value::{sparsify, sums_by_label, Mat, RefValue};
 use serde::{Deserialize, Serialize};
 
 /// `selection(labels, k)`: the CSR matrix `V[c, i] = 1 / |c|` where `labels[i] == c` (an
-/// empty cluster has an empty row).
+/// empty cluster has an empty row). Row `c` lists its points ascending, so `col_idx[..nnz]`
+/// lists the points cluster by cluster. Where a backend accepts labels `>= k` (the CUDA
+/// backend; the CPU backend and the reference evaluator reject them), those points are in no
+/// row, and the column-index buffer (`n` entries) holds them past `nnz`, ascending: all of
+/// `col_idx[..n]` is then a permutation of `0..n` (the order [`super::PermuteRows`] uses).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Selection {
     /// Number of clusters.

@@ -78,7 +78,7 @@ pub fn sort_columns_by_label(g: &mut Graph, region: &Region<'_>) -> Option<NodeI
     let permute = |g: &mut Graph, x: NodeId| {
         let ty = g.node(x).ty.clone();
         g.add(
-            Op::Builtin(Builtin::PermuteRows(PermuteRows)),
+            Op::Builtin(Builtin::PermuteRows(PermuteRows { inverse: false })),
             ty,
             &[x, order],
         )

@@ -141,42 +141,64 @@ pub fn cluster_sums<T: Real>(
     Ok(())
 }
 
-/// Rows in cluster order: row `p` of `out` (rows of `width` values) is row `order[p]` of `m`,
-/// rows past `order.len()` are `fill` (`order`: a selection matrix's column indices, each point
-/// at most once).
+/// Rows permuted by a selection matrix's order, forward (rows by cluster) or back.
+///
+/// `m` and `out` hold `rows` rows of `width` values each. `listed` are the points the
+/// selection lists, cluster by cluster (its column indices `col_idx[..nnz]`, each point at most
+/// once); the order is those, then the points it does not list, ascending, a permutation of
+/// `0..rows`. Forward: row `p` of `out` is row `order[p]` of `m`; inverse: row `order[p]` of
+/// `out` is row `p` of `m` (the inverse of the forward result is `m` again).
+///
+/// # Errors
+/// [`CpuError::Shape`] if `m` or `out` does not hold `rows * width` values;
+/// [`CpuError::InvalidCsr`] for a listed point `>= rows` or listed twice (nothing is written).
 pub fn permute_rows<V: Copy + Send + Sync>(
-    order: &[i32],
+    listed: &[i32],
+    rows: usize,
     m: &[V],
     width: usize,
     out: &mut [V],
-    fill: V,
+    inverse: bool,
 ) -> Result<(), CpuError> {
-    let rows = out.len() / width.max(1);
-    if m.len() != out.len() || order.len() > rows {
+    let len = rows.checked_mul(width).ok_or_else(|| CpuError::Shape {
+        operand: "M".into(),
+        detail: format!("{rows} x {width} overflows"),
+    })?;
+    if m.len() != len || out.len() != len {
         return Err(CpuError::Shape {
             operand: "out".into(),
             detail: format!(
-                "{} rows in cluster order from {} values into {}",
-                order.len(),
+                "{rows} rows of {width} from {} values into {}",
                 m.len(),
                 out.len()
             ),
         });
     }
-    for (p, row) in out.chunks_mut(width.max(1)).enumerate() {
-        match order.get(p) {
-            Some(&i) => {
-                let i = usize::try_from(i)
-                    .ok()
-                    .filter(|i| *i < rows)
-                    .ok_or_else(|| CpuError::Shape {
-                        operand: "order".into(),
-                        detail: format!("point {i} of {rows}"),
-                    })?;
-                row.copy_from_slice(&m[i * width..(i + 1) * width]);
-            }
-            None => row.fill(fill),
+    let mut seen = vec![false; rows];
+    let mut order = Vec::with_capacity(rows);
+    for &i in listed {
+        let p = usize::try_from(i)
+            .ok()
+            .filter(|p| *p < rows)
+            .ok_or_else(|| CpuError::InvalidCsr {
+                operand: "selection".into(),
+                detail: format!("point {i} of {rows}"),
+            })?;
+        if std::mem::replace(&mut seen[p], true) {
+            return Err(CpuError::InvalidCsr {
+                operand: "selection".into(),
+                detail: format!("point {i} is listed twice"),
+            });
         }
+        order.push(p);
+    }
+    order.extend((0..rows).filter(|p| !seen[*p]));
+    if width == 0 {
+        return Ok(());
+    }
+    for (p, &i) in order.iter().enumerate() {
+        let (to, from) = if inverse { (i, p) } else { (p, i) };
+        out[to * width..(to + 1) * width].copy_from_slice(&m[from * width..(from + 1) * width]);
     }
     Ok(())
 }

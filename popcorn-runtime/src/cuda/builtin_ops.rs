@@ -55,11 +55,12 @@ enum Kind {
     LabelSums,
     SmallCounts,
     PermuteRows,
+    ClampLabels,
 }
 
 impl Kind {
     #[cfg(test)]
-    const ALL: [Kind; 11] = [
+    const ALL: [Kind; 12] = [
         Kind::Fill,
         Kind::Symmetrize,
         Kind::Diag,
@@ -71,6 +72,7 @@ impl Kind {
         Kind::LabelSums,
         Kind::SmallCounts,
         Kind::PermuteRows,
+        Kind::ClampLabels,
     ];
 
     /// The entry-point name (known without building the source, so launches allocate no
@@ -101,6 +103,7 @@ impl Kind {
             }
             Kind::Histogram => "pk_histogram",
             Kind::PermuteRows => "pk_permute_rows",
+            Kind::ClampLabels => "pk_clamp_labels",
             Kind::SelectionScan => "pk_selection_scan",
             Kind::SelectionChunkCounts => "pk_selection_chunk_counts",
             Kind::SelectionChunkOffsets => "pk_selection_chunk_offsets",
@@ -136,6 +139,7 @@ impl Kind {
             Kind::Diag => builtins::diag(dtype),
             Kind::Histogram => builtins::histogram(),
             Kind::PermuteRows => builtins::permute_rows(),
+            Kind::ClampLabels => builtins::clamp_labels(),
             Kind::SelectionScan => builtins::selection_scan(),
             Kind::SelectionChunkCounts => builtins::selection_chunk_counts(),
             Kind::SelectionChunkOffsets => builtins::selection_chunk_offsets(),
@@ -157,6 +161,8 @@ pub(crate) struct Builtins<'a> {
 pub(crate) struct CountScratch {
     counts: GrowBuffer,
     workspace: GrowBuffer,
+    /// The selection's clamped labels (`n` words).
+    labels: GrowBuffer,
 }
 
 impl Builtins<'_> {
@@ -251,23 +257,26 @@ impl Builtins<'_> {
         )
     }
 
-    /// Row `p` of `out` = row `col_idx[p]` of `src` for `p < row_ptr[k]`, else `fill` words:
-    /// `rows` rows of `words` 32-bit words each, contiguous.
+    /// Rows permuted by a selection's full order `col_idx[0..rows]` (a permutation of
+    /// `0..rows`): forward, row `p` of `dst` = row `col_idx[p]` of `src`; inverse, row
+    /// `col_idx[p]` of `dst` = row `p` of `src`. Rows of `words` 32-bit words, `ld` words apart
+    /// (`src_ld` and `dst_ld`).
     ///
     /// # Safety
     /// Every address is device memory of the current context usable on this stream, holding
-    /// what the kernel reads and writes at these sizes; the column indices are below `rows`.
+    /// what the kernel reads and writes at these sizes; `col_idx` holds `rows` entries, each
+    /// row index below `rows` once; `src` and `dst` do not overlap.
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn permute_rows(
         &self,
         rows: usize,
         words: usize,
-        row_ptr: u64,
         col_idx: u64,
-        k: usize,
         src: u64,
+        src_ld: usize,
         dst: u64,
-        fill: u32,
+        dst_ld: usize,
+        inverse: bool,
     ) -> Result<(), RuntimeError> {
         let total = rows.saturating_mul(words);
         if total == 0 {
@@ -276,14 +285,12 @@ impl Builtins<'_> {
         let mut args = [
             KernelArg::size(rows)?,
             KernelArg::size(words)?,
-            KernelArg::Ptr(row_ptr),
             KernelArg::Ptr(col_idx),
-            KernelArg::size(k)?,
             KernelArg::Ptr(src),
-            KernelArg::size(words)?,
+            KernelArg::size(src_ld)?,
             KernelArg::Ptr(dst),
-            KernelArg::size(words)?,
-            KernelArg::U32(fill),
+            KernelArg::size(dst_ld)?,
+            KernelArg::U32(u32::from(inverse)),
         ];
         self.run(
             Kind::PermuteRows,
@@ -440,11 +447,20 @@ impl Builtins<'_> {
 
     /// The selection matrix `V` (`k x n` CSR, `V[c, p] = 1/|c|` where `labels[p] == c`):
     /// row offsets, column indices in ascending order per row, values. Empty clusters have
-    /// empty rows.
+    /// empty rows. Labels `>= k` are in no row (`row_ptr[k]` counts the others); those points
+    /// follow in `col_idx[row_ptr[k]..n]`, ascending (values there `1 /` their number), so
+    /// `col_idx[..n]` is a permutation of `0..n`.
+    ///
+    /// The labels are clamped to `min(label, k)` into scratch, and the four steps of
+    /// [`builtins::selection_scatter`] run with `k + 1` clusters (the last one the points
+    /// outside), except the scan of row offsets, which runs over the first `k` sizes: it
+    /// writes `row_ptr`'s `k + 1` entries, the last being both `nnz` and where the extra
+    /// cluster starts.
     ///
     /// # Safety
     /// Every address is device memory of the current context usable on this stream, holding
-    /// what the kernel reads and writes at these sizes.
+    /// what the kernel reads and writes at these sizes: `labels` `n` labels, `row_ptr` `k + 1`
+    /// entries, `col_idx` and `values` `n` each.
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn selection(
         &self,
@@ -457,16 +473,20 @@ impl Builtins<'_> {
         col_idx: u64,
         values: u64,
     ) -> Result<(), RuntimeError> {
+        let too_many = || RuntimeError::InvalidData(format!("{k} clusters are too many"));
+        // Clusters of the builder: the k clusters and the points outside them.
+        let k1 = k.checked_add(1).ok_or_else(too_many)?;
+        let count_bytes = k1.checked_mul(4).ok_or_else(too_many)?;
         let counts = scratch
             .counts
-            .ensure(self.stream, k.max(1) * 4, "cluster counts")?;
+            .ensure(self.stream, count_bytes, "cluster counts")?;
         let scan = |counts: u64| -> Result<(), RuntimeError> {
             let mut args = [
                 KernelArg::size(k)?,
                 KernelArg::Ptr(counts),
                 KernelArg::Ptr(row_ptr),
             ];
-            // SAFETY: `counts` holds `k` sizes and `row_ptr` `k + 1` offsets, as this
+            // SAFETY: `counts` holds at least `k` sizes and `row_ptr` `k + 1` offsets, as this
             // function's contract says.
             unsafe {
                 self.run(
@@ -477,37 +497,59 @@ impl Builtins<'_> {
                 )
             }
         };
-        if n == 0 || k == 0 {
-            // SAFETY: `counts` holds `k` words (at least one).
+        if n == 0 {
+            // SAFETY: `counts` holds `k + 1` words.
             unsafe { self.memset32(counts, 0, k)? };
             return scan(counts);
         }
-        let layout = builtins::selection_layout(n as u64, k as u64);
+        let label_bytes = n
+            .checked_mul(4)
+            .ok_or_else(|| RuntimeError::InvalidData(format!("{n} labels are too many")))?;
+        let clamped = scratch
+            .labels
+            .ensure(self.stream, label_bytes, "clamped labels")?;
+        let layout = builtins::selection_layout(n as u64, k1 as u64);
         let ws_ints = usize::try_from(layout.workspace_ints).map_err(|_| {
+            RuntimeError::InvalidData("the selection workspace does not fit in memory".into())
+        })?;
+        let ws_bytes = ws_ints.checked_mul(4).ok_or_else(|| {
             RuntimeError::InvalidData("the selection workspace does not fit in memory".into())
         })?;
         let ws = scratch
             .workspace
-            .ensure(self.stream, ws_ints * 4, "selection workspace")?;
+            .ensure(self.stream, ws_bytes, "selection workspace")?;
         let chunk = i64::try_from(layout.chunk)
             .map_err(|_| RuntimeError::InvalidData("selection chunk too large".into()))?;
         let chunks = i64::try_from(layout.chunks)
             .map_err(|_| RuntimeError::InvalidData("too many selection chunks".into()))?;
-        let chunk_dims = builtins::selection_chunks_grid_block(layout.chunks, k as u64);
+        let chunk_dims = builtins::selection_chunks_grid_block(layout.chunks, k1 as u64);
 
-        // 1. Per-chunk counts; 2. positions within each cluster and the clusters' sizes;
-        // 3. row offsets; 4. columns and values.
+        // 0. Clamped labels; 1. per-chunk counts; 2. positions within each cluster and the
+        // clusters' sizes; 3. row offsets (of the k clusters); 4. columns and values.
         let mut args = [
             KernelArg::size(n)?,
-            KernelArg::size(k)?,
-            KernelArg::I64(chunk),
             KernelArg::Ptr(labels),
+            KernelArg::size(k)?,
+            KernelArg::Ptr(clamped),
+        ];
+        self.run(
+            Kind::ClampLabels,
+            dtype,
+            builtins::linear_grid_block(n as u64),
+            &mut args,
+        )?;
+
+        let mut args = [
+            KernelArg::size(n)?,
+            KernelArg::size(k1)?,
+            KernelArg::I64(chunk),
+            KernelArg::Ptr(clamped),
             KernelArg::Ptr(ws),
         ];
         self.run(Kind::SelectionChunkCounts, dtype, chunk_dims, &mut args)?;
 
         let mut args = [
-            KernelArg::size(k)?,
+            KernelArg::size(k1)?,
             KernelArg::I64(chunks),
             KernelArg::Ptr(counts),
             KernelArg::Ptr(ws),
@@ -515,16 +557,16 @@ impl Builtins<'_> {
         self.run(
             Kind::SelectionChunkOffsets,
             dtype,
-            builtins::selection_chunk_offsets_grid_block(k as u64),
+            builtins::selection_chunk_offsets_grid_block(k1 as u64),
             &mut args,
         )?;
         scan(counts)?;
 
         let mut args = [
             KernelArg::size(n)?,
-            KernelArg::size(k)?,
+            KernelArg::size(k1)?,
             KernelArg::I64(chunk),
-            KernelArg::Ptr(labels),
+            KernelArg::Ptr(clamped),
             KernelArg::Ptr(counts),
             KernelArg::Ptr(row_ptr),
             KernelArg::Ptr(ws),

@@ -9,7 +9,7 @@ use super::*;
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
 use crate::error::RuntimeError;
 use kernel_ir::{Access, BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction, UnaryOp};
-use popcorn_dsl::ops::{Builtin, Counts, Diag, LabelSums, PadCols, Selection};
+use popcorn_dsl::ops::{Builtin, Counts, Diag, LabelSums, PadCols, PermuteRows, Selection};
 use popcorn_dsl::plan::{FusedStep, GemmStep, Step, StepOp, StepPart};
 use popcorn_dsl::{DType, Dim, ScalarExpr};
 use std::path::PathBuf;
@@ -1000,6 +1000,219 @@ fn gpu_selection_matches_host_with_an_empty_cluster() {
                 &vals,
                 tolerance(dtype),
                 &format!("{what}: values"),
+            );
+        }
+    }
+}
+
+/// The full order of a selection on the host: the points of clusters `0..k` cluster by
+/// cluster (ascending within each), then the points with labels `>= k`, ascending.
+fn host_order(labels: &[u32], k: usize) -> Vec<i32> {
+    let (_, mut order, _) = host_selection(labels, k);
+    order.extend((0..labels.len() as i32).filter(|p| labels[*p as usize] as usize >= k));
+    order
+}
+
+/// Labels of `n` points below `k + 3`, so some (about 3 in k + 3) are past the clusters.
+fn labels_past_k(rng: &mut Rng, n: usize, k: usize) -> Vec<u32> {
+    (0..n).map(|_| rng.below(k + 3) as u32).collect()
+}
+
+/// Runs the selection step on `labels`; returns the device buffers (row offsets, column
+/// indices, values), each poisoned first.
+fn gpu_selection(
+    b: &CudaBackend,
+    dtype: DType,
+    labels: &[u32],
+    k: usize,
+) -> (CudaBuffer, CudaBuffer, CudaBuffer) {
+    let n = labels.len();
+    let lb = upload_u32(b, labels);
+    let rp = poisoned(b, ElemType::I32, k + 1);
+    let ci = poisoned(b, ElemType::I32, n.max(1));
+    let vb = poisoned(b, ElemType::float(dtype), n.max(1));
+    let out = Arg::Csr {
+        row_ptr: &rp,
+        col_idx: &ci,
+        values: &vb,
+        rows: k,
+        cols: n,
+        nnz: n,
+    };
+    b.run_step(
+        &step(StepOp::Builtin(Builtin::Selection(Selection {
+            k: Dim::Fixed(k),
+        }))),
+        &[Arg::Index { buf: &lb, len: n }],
+        &[out],
+        dtype,
+        1.0,
+    )
+    .expect("selection");
+    (rp, ci, vb)
+}
+
+#[test]
+fn gpu_selection_lists_points_past_k_after_the_clusters() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(41);
+    for dtype in DTYPES {
+        for (n, k) in [
+            (1, 1),
+            (1, 0),
+            (5, 0),
+            (7, 3),
+            (33, 2),
+            (3001, 7),
+            (2049, 40),
+            (5000, 1535),
+            (5000, 1536),
+        ] {
+            let mut labels = labels_past_k(&mut rng, n, k);
+            if n == 1 && k == 1 {
+                labels[0] = 1;
+            }
+            let what = format!("selection {dtype:?} n={n} k={k}");
+            let (row_ptr, cols, vals) = host_selection(&labels, k);
+            let (rp, ci, vb) = gpu_selection(b, dtype, &labels, k);
+            assert_eq!(
+                b.download(&rp).expect("download"),
+                HostVec::I32(row_ptr.clone()),
+                "{what}: row offsets"
+            );
+            let nnz = cols.len();
+            assert_eq!(row_ptr[k] as usize, nnz, "{what}: nnz");
+            let mut order = host_order(&labels, k);
+            let HostVec::I32(mut got) = b.download(&ci).expect("download") else {
+                panic!("{what}: column indices are not i32")
+            };
+            got.truncate(n);
+            assert_eq!(got, order, "{what}: column indices, then the points past k");
+            order.sort_unstable();
+            assert_eq!(
+                order,
+                (0..n as i32).collect::<Vec<_>>(),
+                "{what}: a permutation"
+            );
+            let got_vals = download(b, &vb);
+            assert_close(
+                &got_vals[..nnz],
+                &vals,
+                tolerance(dtype),
+                &format!("{what}: values"),
+            );
+            assert!(
+                got_vals[nnz..n].iter().all(|v| v.is_finite()),
+                "{what}: values past nnz are not finite"
+            );
+        }
+    }
+}
+
+/// Runs a permutation step (`inverse` or not) of `src` (an index vector when `width` is `None`,
+/// else `n x width` dense) by the selection `(rp, ci)` of `k` clusters; returns the output.
+#[allow(clippy::too_many_arguments)]
+fn gpu_permute(
+    b: &CudaBackend,
+    dtype: DType,
+    inverse: bool,
+    (rp, ci, vb): (&CudaBuffer, &CudaBuffer, &CudaBuffer),
+    k: usize,
+    src: &CudaBuffer,
+    n: usize,
+    width: Option<usize>,
+) -> CudaBuffer {
+    let s = Arg::Csr {
+        row_ptr: rp,
+        col_idx: ci,
+        values: vb,
+        rows: k,
+        cols: n,
+        nnz: n,
+    };
+    let (dst, a, o);
+    match width {
+        None => {
+            dst = poisoned(b, ElemType::U32, n.max(1));
+            a = Arg::Index { buf: src, len: n };
+            o = Arg::Index { buf: &dst, len: n };
+        }
+        Some(w) => {
+            dst = poisoned(b, ElemType::float(dtype), (n * w).max(1));
+            a = dense(src, n, w);
+            o = dense(&dst, n, w);
+        }
+    }
+    b.run_step(
+        &step(StepOp::Builtin(Builtin::PermuteRows(PermuteRows {
+            inverse,
+        }))),
+        &[a, s],
+        &[o],
+        dtype,
+        1.0,
+    )
+    .expect("permute rows");
+    dst
+}
+
+#[test]
+fn gpu_permute_rows_both_ways_with_points_past_k() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(43);
+    for dtype in DTYPES {
+        for (n, k, width) in [
+            (1, 1, 1),
+            (1, 0, 3),
+            (7, 3, 5),
+            (33, 2, 1),
+            (257, 5, 3),
+            (3001, 40, 7),
+        ] {
+            let labels = labels_past_k(&mut rng, n, k);
+            let what = format!("permute {dtype:?} n={n} k={k} width={width}");
+            let order: Vec<usize> = host_order(&labels, k).iter().map(|&p| p as usize).collect();
+            let (rp, ci, vb) = gpu_selection(b, dtype, &labels, k);
+            let sel = (&rp, &ci, &vb);
+            // Index vectors: forward sorts the labels by cluster, the points past k last.
+            let lb = upload_u32(b, &labels);
+            let sorted = gpu_permute(b, dtype, false, sel, k, &lb, n, None);
+            let want: Vec<u32> = order.iter().map(|&i| labels[i]).collect();
+            let HostVec::U32(mut got) = b.download(&sorted).expect("download") else {
+                panic!("{what}: not u32")
+            };
+            got.truncate(n);
+            assert_eq!(got, want, "{what}: labels by cluster");
+            let back = gpu_permute(b, dtype, true, sel, k, &sorted, n, None);
+            let HostVec::U32(mut got) = b.download(&back).expect("download") else {
+                panic!("{what}: not u32")
+            };
+            got.truncate(n);
+            assert_eq!(got, labels, "{what}: labels back");
+            // Dense: forward gathers rows, inverse scatters them; inverse(forward(M)) == M.
+            let m = rounded(dtype, &rng.values(n * width));
+            let mb = upload(b, dtype, &m);
+            let fwd = gpu_permute(b, dtype, false, sel, k, &mb, n, Some(width));
+            let want: Vec<f64> = order
+                .iter()
+                .flat_map(|&i| m[i * width..(i + 1) * width].to_vec())
+                .collect();
+            assert_eq!(
+                download(b, &fwd)[..n * width],
+                want[..],
+                "{what}: rows by cluster"
+            );
+            let back = gpu_permute(b, dtype, true, sel, k, &fwd, n, Some(width));
+            assert_eq!(download(b, &back)[..n * width], m[..], "{what}: rows back");
+            let inv = gpu_permute(b, dtype, true, sel, k, &mb, n, Some(width));
+            let mut want = vec![f64::NAN; n * width];
+            for (p, &i) in order.iter().enumerate() {
+                want[i * width..(i + 1) * width].copy_from_slice(&m[p * width..(p + 1) * width]);
+            }
+            assert_eq!(
+                download(b, &inv)[..n * width],
+                want[..],
+                "{what}: inverse alone"
             );
         }
     }

@@ -1,6 +1,6 @@
 //! Cluster counts and the selection matrix.
 
-use super::super::{counts, selection, spmm_dense_sparse, CpuError, CsrRef};
+use super::super::{counts, permute_rows, selection, spmm_dense_sparse, CpuError, CsrRef};
 
 #[test]
 fn counts_with_empty_clusters() {
@@ -96,5 +96,145 @@ fn selection_f32_and_errors() {
     assert!(
         matches!(&err, CpuError::Shape { operand, .. } if operand == "col_idx"),
         "{err}"
+    );
+}
+
+/// The rows of `m` (`width` values each) in the order `listed`, then the rest ascending.
+fn by_order(listed: &[usize], m: &[f64], width: usize) -> Vec<f64> {
+    let rows = m.len() / width;
+    let mut order = listed.to_vec();
+    order.extend((0..rows).filter(|p| !listed.contains(p)));
+    order
+        .iter()
+        .flat_map(|&i| m[i * width..(i + 1) * width].iter().copied())
+        .collect()
+}
+
+#[test]
+fn permute_rows_puts_unlisted_points_last_and_inverts() {
+    // Labels [2, 0, 2, 5, 0, 7, 2] with k = 3: the selection lists 1, 4, 0, 2, 6; points 3
+    // and 5 (labels >= k) follow, ascending.
+    let listed = [1i32, 4, 0, 2, 6];
+    let labels = [2u32, 0, 2, 5, 0, 7, 2];
+    let mut sorted = [u32::MAX; 7];
+    permute_rows(&listed, 7, &labels, 1, &mut sorted, false).unwrap();
+    assert_eq!(sorted, [0, 0, 2, 2, 2, 5, 7]);
+    let mut back = [u32::MAX; 7];
+    permute_rows(&listed, 7, &sorted, 1, &mut back, true).unwrap();
+    assert_eq!(back, labels);
+    // Dense, odd width: forward matches the order, the inverse scatters it back.
+    let width = 3;
+    let m: Vec<f64> = (0..7 * width).map(|x| x as f64 * 0.25).collect();
+    let mut fwd = vec![f64::NAN; m.len()];
+    permute_rows(&listed, 7, &m, width, &mut fwd, false).unwrap();
+    assert_eq!(fwd, by_order(&[1, 4, 0, 2, 6], &m, width));
+    let mut inv = vec![f64::NAN; m.len()];
+    permute_rows(&listed, 7, &fwd, width, &mut inv, true).unwrap();
+    assert_eq!(inv, m);
+    // The inverse of the original scatters row p to order[p] (order = 1, 4, 0, 2, 6, 3, 5).
+    let mut scattered = vec![f64::NAN; m.len()];
+    permute_rows(&listed, 7, &m, width, &mut scattered, true).unwrap();
+    let order = [1usize, 4, 0, 2, 6, 3, 5];
+    for (p, &i) in order.iter().enumerate() {
+        assert_eq!(
+            scattered[i * width..(i + 1) * width],
+            m[p * width..(p + 1) * width]
+        );
+    }
+}
+
+#[test]
+fn permute_rows_of_one_point_and_of_none_listed() {
+    for listed in [&[0i32][..], &[]] {
+        for inverse in [false, true] {
+            let mut out = [0u32];
+            permute_rows(listed, 1, &[9u32], 1, &mut out, inverse).unwrap();
+            assert_eq!(out, [9]);
+            let mut row = [0.0f32; 2];
+            permute_rows(listed, 1, &[1.5f32, -2.0], 2, &mut row, inverse).unwrap();
+            assert_eq!(row, [1.5, -2.0]);
+        }
+    }
+    // Nothing listed: the order is the identity.
+    let m = [1.0f64, 2.0, 3.0, 4.0, 5.0];
+    let mut out = [0.0; 5];
+    permute_rows(&[], 5, &m, 1, &mut out, false).unwrap();
+    assert_eq!(out, m);
+    let mut none: [f64; 0] = [];
+    permute_rows(&[], 0, &[], 4, &mut none, true).unwrap();
+}
+
+#[test]
+fn permute_rows_round_trips_a_selection_with_labels_past_k() {
+    // The CPU selection rejects labels >= k; build the order from the labels below k and check
+    // that forward then inverse gives the input back, for odd sizes.
+    for (n, k) in [(1usize, 1usize), (7, 3), (33, 4), (257, 5)] {
+        let labels: Vec<u32> = (0..n).map(|i| ((i * 7 + 3) % (k + 2)) as u32).collect();
+        let mut listed = vec![];
+        for c in 0..k as u32 {
+            listed.extend((0..n).filter(|&i| labels[i] == c).map(|i| i as i32));
+        }
+        let mut sorted = vec![0u32; n];
+        permute_rows(&listed, n, &labels, 1, &mut sorted, false).unwrap();
+        let below: Vec<u32> = sorted
+            .iter()
+            .copied()
+            .take_while(|&l| (l as usize) < k)
+            .collect();
+        assert_eq!(below.len(), listed.len(), "n={n} k={k}");
+        assert!(
+            below.windows(2).all(|w| w[0] <= w[1]),
+            "n={n} k={k}: {sorted:?}"
+        );
+        let outside: Vec<usize> = (0..n).filter(|&i| labels[i] as usize >= k).collect();
+        let tail: Vec<u32> = outside.iter().map(|&i| labels[i]).collect();
+        assert_eq!(sorted[listed.len()..], tail[..], "n={n} k={k}");
+        let mut back = vec![0u32; n];
+        permute_rows(&listed, n, &sorted, 1, &mut back, true).unwrap();
+        assert_eq!(back, labels, "n={n} k={k}");
+        let m: Vec<f32> = (0..n * 5).map(|x| x as f32 - 3.0).collect();
+        let mut fwd = vec![f32::NAN; m.len()];
+        permute_rows(&listed, n, &m, 5, &mut fwd, false).unwrap();
+        let mut inv = vec![f32::NAN; m.len()];
+        permute_rows(&listed, n, &fwd, 5, &mut inv, true).unwrap();
+        assert_eq!(inv, m, "n={n} k={k}");
+    }
+}
+
+#[test]
+fn permute_rows_rejects_bad_orders_and_shapes() {
+    let mut out = [7u32; 3];
+    let err = permute_rows(&[0, 3], 3, &[1u32, 2, 3], 1, &mut out, false).unwrap_err();
+    assert!(
+        matches!(&err, CpuError::InvalidCsr { detail, .. } if detail.contains("point 3 of 3")),
+        "{err}"
+    );
+    let err = permute_rows(&[-1], 3, &[1u32, 2, 3], 1, &mut out, true).unwrap_err();
+    assert!(matches!(&err, CpuError::InvalidCsr { .. }), "{err}");
+    let err = permute_rows(&[2, 0, 2], 3, &[1u32, 2, 3], 1, &mut out, false).unwrap_err();
+    assert!(
+        matches!(&err, CpuError::InvalidCsr { detail, .. } if detail.contains("twice")),
+        "{err}"
+    );
+    assert_eq!(out, [7, 7, 7], "nothing written on error");
+    let err = permute_rows(&[], 3, &[1u32, 2], 1, &mut out, false).unwrap_err();
+    assert!(matches!(&err, CpuError::Shape { .. }), "{err}");
+    let err = permute_rows(&[], 2, &[1.0f64; 4], 2, &mut [0.0; 3], false).unwrap_err();
+    assert!(matches!(&err, CpuError::Shape { .. }), "{err}");
+}
+
+#[test]
+fn selection_still_rejects_labels_past_k() {
+    let mut row_ptr = [0i32; 3];
+    let mut col_idx = [0i32; 3];
+    let mut values = [0.0f64; 3];
+    let err = selection(&[0, 1, 2], 2, &mut row_ptr, &mut col_idx, &mut values).unwrap_err();
+    assert_eq!(
+        err,
+        CpuError::LabelOutOfRange {
+            position: 2,
+            label: 2,
+            k: 2
+        }
     );
 }

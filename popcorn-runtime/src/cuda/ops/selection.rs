@@ -6,7 +6,9 @@ use crate::cuda::errors::invalid;
 use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
 
-/// Runs a selection step: input the labels, output the `k x n` CSR matrix.
+/// Runs a selection step: input the labels, output the `k x n` CSR matrix. Labels `>= k` are
+/// in no row; their points follow the clusters' in the column indices (`col_idx[nnz..n]`,
+/// ascending), so all `n` column indices are the order `Builtin::PermuteRows` uses.
 pub(crate) fn run(
     cx: &StepCx<'_>,
     k: usize,
@@ -23,8 +25,9 @@ pub(crate) fn run(
         )));
     }
     let mut scratch = cx.device.scratch.lock().map_err(|_| poisoned())?;
-    // SAFETY: `labels` holds `n` labels; `v` holds `k + 1` row offsets and `n` entries
-    // (checked above); the scratch is the device's, used on this stream.
+    // SAFETY: `labels` holds `n` labels; `v` holds `k + 1` row offsets and `n` column
+    // indices and values, all of which the step writes (checked above); the scratch is the
+    // device's, used on this stream.
     unsafe {
         cx.device.builtins(cx.stream).selection(
             cx.scalar(),
