@@ -50,16 +50,19 @@ impl KernelSpec {
                 a,
                 b,
                 precision,
+                symmetric,
                 stores,
                 reductions,
             } => {
+                // `,symmetric` only where set: the names of other kernels stay as they were.
                 let _ = write!(
                     s,
-                    "contraction(a{a},b{b},{})[",
+                    "contraction(a{a},b{b},{}{})[",
                     match precision {
                         Precision::Strict => "strict",
                         Precision::Tf32 => "tf32",
-                    }
+                    },
+                    if *symmetric { ",symmetric" } else { "" }
                 );
                 exprs(&mut s, stores);
                 s.push_str("][");

@@ -66,6 +66,7 @@ pub fn mixed_contraction(
             a: 0,
             b: 1,
             precision,
+            symmetric: false,
             stores: vec![Expr::Product, dist],
             reductions,
         },

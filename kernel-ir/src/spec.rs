@@ -274,6 +274,15 @@ pub enum Form {
         b: usize,
         /// How the product is computed.
         precision: Precision,
+        /// Whether the product is symmetric and so is what reduces it: `A` and `B` are the same
+        /// matrix (`P = A A^T`, its rows and columns the same points in the same order), every
+        /// reduction is a [`ReduceKind::ByLabel`] whose labels are also those of the rows, every
+        /// expression has the same value at `(i, j)` and `(j, i)`, and nothing is stored. A
+        /// backend may then compute only the tiles on and above the diagonal, adding each
+        /// one's sums to its rows (by the columns' labels) and to its columns (by the rows'
+        /// labels); computing every tile gives the same sums.
+        #[serde(default)]
+        symmetric: bool,
         /// Element-wise values written out in full.
         stores: Vec<Expr>,
         /// Row reductions.

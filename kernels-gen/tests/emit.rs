@@ -711,6 +711,7 @@ fn polynomial_by_label(exponent: Expr, with_argmin: bool) -> KernelSpec {
             a: 0,
             b: 1,
             precision: Precision::Tf32,
+            symmetric: false,
             stores: vec![],
             reductions,
         },
@@ -732,6 +733,38 @@ fn pipelined_contractions_specialise_a_scalar_exponent_per_tile() {
     let source = emit(&polynomial_by_label(c(2.0), false)).source;
     assert_contains(&source, "static constexpr int kVariants = 1;");
     assert!(!source.contains("pk_pow_f32_v<V>("), "{source}");
+}
+
+#[test]
+fn symmetric_sums_by_label_walk_one_triangle_on_hopper() {
+    let mut spec = polynomial_by_label(inp(4), false);
+    assert_contains(
+        &emit(&spec).source,
+        "static constexpr bool kSymmetric = false;",
+    );
+    if let Form::Contraction { symmetric, .. } = &mut spec.form {
+        *symmetric = true;
+    }
+    let kernel = emit(&spec);
+    assert_contains(&kernel.source, "static constexpr bool kSymmetric = true;");
+    // The mirror image goes to the columns' rows, in the bins of the rows' labels.
+    assert_contains(
+        &kernel.source,
+        "__device__ __forceinline__ void add_to(const long long i, const unsigned int c, const float v) const {",
+    );
+    assert_contains(&kernel.source, "tile_column_sums<4, 32>(");
+    // A symmetric kernel is another kernel (its name differs), and says so.
+    assert_ne!(kernel.name, emit(&polynomial_by_label(inp(4), false)).name);
+    assert_contains(&kernel.source, "symmetric");
+    // With an argmin beside the sum by label, the triangle cannot hold: not symmetric.
+    let mut with_argmin = polynomial_by_label(inp(4), true);
+    if let Form::Contraction { symmetric, .. } = &mut with_argmin.form {
+        *symmetric = true;
+    }
+    assert_contains(
+        &emit(&with_argmin).source,
+        "static constexpr bool kSymmetric = false;",
+    );
 }
 
 #[test]

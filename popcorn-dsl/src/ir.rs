@@ -50,6 +50,11 @@ pub struct ProductAttrs {
     pub trans_b: bool,
     /// Scalar factor.
     pub alpha: ScalarExpr,
+    /// A contraction whose product is `A A^T` of one matrix and whose consumers are symmetric
+    /// in the row and the column (see [`kernel_ir::Form::Contraction`]'s `symmetric`): the
+    /// kernel may compute one triangle of tiles. Always false for a library product.
+    #[serde(default)]
+    pub symmetric: bool,
 }
 
 /// A library operation chosen for a product.
@@ -163,9 +168,10 @@ impl Op {
             ),
             Op::Library(l) => l.name().into(),
             Op::Contraction(p) => format!(
-                "contraction{}{} alpha={}",
+                "contraction{}{}{} alpha={}",
                 if p.trans_a { " A^T" } else { "" },
                 if p.trans_b { " B^T" } else { "" },
+                if p.symmetric { " symmetric" } else { "" },
                 p.alpha
             ),
             Op::Unary(u) => u.name().into(),

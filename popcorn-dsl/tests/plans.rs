@@ -662,37 +662,102 @@ fn a_diagonal_of_a_fused_product_comes_from_its_operands() {
     assert!(fused.workspace_bytes() < 4 * 300 * 300, "{fused}");
 }
 
-/// The recompute iteration's contraction reads its columns in cluster order: the points and
-/// the labels go through a rows-by-cluster step first (the sums by label do not depend on the
-/// order), while the rows (and so every n x k result) stay in the user's order.
+/// The recompute iteration's contraction reads its columns in cluster order, and since its
+/// product is `X X^T` and its epilogue symmetric (`exp(-g (b + b^T - 2 B))`), its rows too: the
+/// points, the labels and rownorms(X) go through a rows-by-cluster step, the contraction is
+/// marked symmetric (one triangle of tiles), and its n x k sums come back to the points' order.
 #[test]
-fn sums_by_label_read_their_columns_in_cluster_order() {
-    let p = plan_from(
-        "kernel_kmeans.pop",
-        "kkmeans_recompute_gaussian",
-        &[("n", 5000), ("d", 8), ("k", 20)],
-        &PlannerConfig::default(),
-    );
-    let permuted = p
-        .steps
+fn symmetric_sums_by_label_read_rows_and_columns_in_cluster_order() {
+    for kernel in ["gaussian", "polynomial", "sigmoid"] {
+        let p = plan_from(
+            "kernel_kmeans.pop",
+            &format!("kkmeans_recompute_{kernel}"),
+            &[("n", 5000), ("d", 8), ("k", 20)],
+            &PlannerConfig::default(),
+        );
+        let contraction = p
+            .steps
+            .iter()
+            .find(|s| s.op_name() == "contraction")
+            .expect("a contraction");
+        let symmetric = matches!(
+            contraction.op,
+            StepOp::Fused(ref f) if matches!(f.spec.form, Form::Contraction { symmetric: true, .. })
+        );
+        assert!(symmetric, "{kernel}: {p}");
+        let sorted: Vec<_> = p
+            .steps
+            .iter()
+            .filter(|s| s.op_name() == "rows by cluster")
+            .flat_map(|s| s.outputs.clone())
+            .collect();
+        // X and the labels (and, for the gaussian kernel, rownorms(X)), each permuted once.
+        assert_eq!(
+            sorted.len(),
+            if kernel == "gaussian" { 3 } else { 2 },
+            "{kernel}: {p}"
+        );
+        assert!(
+            sorted.iter().all(|v| contraction.inputs.contains(v)),
+            "{kernel}: {p}"
+        );
+        // Neither operand is X in the points' order any more ...
+        let x = p.inputs.iter().find(|(n, _)| n == "X").map(|(_, v)| *v);
+        assert!(
+            x.is_some_and(|x| !contraction.inputs.contains(&x)),
+            "{kernel}: {p}"
+        );
+        // ... and the sums come back to that order before anything reads them.
+        let back = p
+            .steps
+            .iter()
+            .find(|s| s.op_name() == "rows back from cluster order")
+            .expect("an inverse permutation");
+        assert_eq!(back.inputs[0], contraction.outputs[0], "{kernel}: {p}");
+    }
+}
+
+/// An epilogue that is not symmetric (a column broadcast with no row broadcast to mirror it)
+/// has only its columns sorted: the rows, and so every n x k result, stay in the user's order.
+#[test]
+fn asymmetric_sums_by_label_sort_only_their_columns() {
+    let src = "fn f(X: Dense[n, d], g: Scalar, labels: Index[n]) -> (s: Dense[n, k]) {
+        b = rownorms(X);
+        K = exp(-g * (b^T - 2 * X * X^T));
+        s = K * selection(labels, k)^T;
+    }";
+    let p = Program::parse(src).unwrap_or_else(|e| panic!("{e}"));
+    let dims = [("n", 300usize), ("d", 7), ("k", 4)]
         .iter()
-        .filter(|s| s.op_name() == "rows by cluster")
-        .count();
-    // X, the labels, and rownorms(X) for the column broadcast b^T.
-    assert_eq!(permuted, 3, "{p}");
-    let contraction = p
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    let fused = plan(
+        &p,
+        &dims,
+        &contractions(popcorn_dsl::ContractionPolicy::Always),
+        &Target::reference_gpu(),
+        &BTreeMap::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let contraction = fused
         .steps
         .iter()
         .find(|s| s.op_name() == "contraction")
         .expect("a contraction");
-    let sorted: Vec<_> = p
-        .steps
-        .iter()
-        .filter(|s| s.op_name() == "rows by cluster")
-        .flat_map(|s| s.outputs.clone())
-        .collect();
-    assert!(sorted.iter().all(|v| contraction.inputs.contains(v)), "{p}");
-    // The left operand is still X itself.
-    let x = p.inputs.iter().find(|(n, _)| n == "X").map(|(_, v)| *v);
-    assert!(x.is_some_and(|x| contraction.inputs.contains(&x)), "{p}");
+    assert!(
+        matches!(contraction.op, StepOp::Fused(ref f) if matches!(f.spec.form, Form::Contraction { symmetric: false, .. })),
+        "{fused}"
+    );
+    let x = fused.inputs.iter().find(|(n, _)| n == "X").map(|(_, v)| *v);
+    assert!(
+        x.is_some_and(|x| contraction.inputs.contains(&x)),
+        "{fused}"
+    );
+    assert!(
+        !fused
+            .steps
+            .iter()
+            .any(|s| s.op_name() == "rows back from cluster order"),
+        "{fused}"
+    );
 }

@@ -90,6 +90,7 @@ pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
             precision,
             stores,
             reductions,
+            ..
         } => {
             let parts = contraction::parts(spec, (*a, *b), *precision, stores, reductions);
             (parts.preamble, parts.statements)
@@ -333,14 +334,16 @@ fn describe_form(form: &Form) -> String {
             a,
             b,
             precision,
+            symmetric,
             stores,
             reductions,
         } => format!(
-            "contraction (product in{a} * in{b}, {}; stores: {}; reductions over j: {})",
+            "contraction (product in{a} * in{b}, {}{}; stores: {}; reductions over j: {})",
             match precision {
                 kernel_ir::Precision::Strict => "strict",
                 kernel_ir::Precision::Tf32 => "tf32 tensor cores",
             },
+            if *symmetric { ", symmetric" } else { "" },
             stores.len(),
             kinds(reductions)
         ),

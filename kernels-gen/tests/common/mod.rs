@@ -229,6 +229,7 @@ pub fn contraction_transposed(dtype: ScalarType) -> KernelSpec {
             a: 0,
             b: 1,
             precision: Precision::Strict,
+            symmetric: false,
             stores: vec![un(UnaryOp::Tanh, Expr::Product)],
             reductions: vec![],
         },

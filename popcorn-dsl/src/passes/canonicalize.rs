@@ -116,6 +116,7 @@ fn rewrite(g: &mut Graph, n: NodeId) -> bool {
                         trans_a: !p.trans_b,
                         trans_b: !p.trans_a,
                         alpha: p.alpha,
+                        symmetric: false,
                     };
                     let ty = g.node(n).ty.clone();
                     let new = g.add(Op::Product(swapped), ty, &[pops[1], pops[0]]);
@@ -137,6 +138,7 @@ fn rewrite(g: &mut Graph, n: NodeId) -> bool {
                     trans_a: ta,
                     trans_b: tb,
                     alpha,
+                    symmetric: false,
                 }),
                 ty,
                 &[a, b],

@@ -137,6 +137,7 @@ fn reassociate(g: &mut Graph, ch: &Chain) {
             trans_a: false,
             trans_b: false,
             alpha: one(),
+            symmetric: false,
         };
         let ty = Type::dense(c_shape.rows, b_cols);
         (g.add(Op::Product(attrs), ty, &[ch.c, ch.b]), true)
@@ -146,6 +147,7 @@ fn reassociate(g: &mut Graph, ch: &Chain) {
             trans_a: true,
             trans_b: false,
             alpha: one(),
+            symmetric: false,
         };
         let ty = Type::dense(b_cols, c_shape.cols);
         (g.add(Op::Product(attrs), ty, &[ch.b, ch.c]), false)
@@ -158,6 +160,7 @@ fn reassociate(g: &mut Graph, ch: &Chain) {
             ch.inner_alpha.clone(),
             ch.outer_attrs.alpha.clone(),
         ),
+        symmetric: false,
     };
     let ty = g.node(ch.outer).ty.clone();
     let product = g.add(Op::Product(attrs), ty, &[ch.a, thin]);

@@ -143,6 +143,7 @@ fn product_of(g: &Graph, n: NodeId) -> Option<(ProductAttrs, Vec<NodeId>)> {
                 trans_a: *trans,
                 trans_b: !*trans,
                 alpha: alpha.clone(),
+                symmetric: false,
             },
             vec![ops[0], ops[0]],
         )),
@@ -300,18 +301,30 @@ impl GraphPass for Contractions {
                 }
             }
             let mut operands = operands;
+            let mut symmetric = false;
             if attrs.trans_b {
                 let region = label_order::Region {
                     product: n,
+                    a: operands[0],
                     b: operands[1],
+                    gram: !attrs.trans_a,
                     maps: &r.maps,
                     reductions: &r.reductions,
                 };
-                if let Some(sorted) = label_order::sort_columns_by_label(g, &region) {
-                    operands[1] = sorted;
+                if let Some(sorted) = label_order::sort_by_label(g, &region) {
+                    operands[1] = sorted.b;
+                    if let Some(a) = sorted.a {
+                        operands[0] = a;
+                    }
+                    symmetric = sorted.symmetric;
                     if log {
                         eprintln!(
-                            "[popcorn fusion]   its columns are sorted by label (B's rows, the labels and the column broadcasts in cluster order), so a tile meets few clusters"
+                            "[popcorn fusion]   its columns are sorted by label (B's rows, the labels and the column broadcasts in cluster order), so a tile meets few clusters{}",
+                            if symmetric {
+                                "; the product and its epilogue are symmetric, so its rows are too and its kernel may compute one triangle of tiles"
+                            } else {
+                                ""
+                            }
                         );
                     }
                 }
@@ -319,6 +332,7 @@ impl GraphPass for Contractions {
             let alpha = attrs.alpha.clone();
             g.node_mut(n).op = Op::Contraction(ProductAttrs {
                 alpha: ScalarExpr::Lit(1.0),
+                symmetric,
                 ..attrs
             });
             g.set_operands(n, &operands);

@@ -468,6 +468,7 @@ impl Fusion {
                 } else {
                     Precision::Strict
                 },
+                symmetric: p.symmetric && stores.is_empty(),
                 stores,
                 reductions,
             }
@@ -504,6 +505,7 @@ struct ProductInputs {
     a: usize,
     b: usize,
     depth: usize,
+    symmetric: bool,
 }
 
 struct SpecBuilder<'a> {
@@ -662,7 +664,12 @@ impl SpecBuilder<'_> {
                         pass: "fuse",
                         message: "unbound inner dimension".into(),
                     })?;
-                self.product = Some(ProductInputs { a, b, depth });
+                self.product = Some(ProductInputs {
+                    a,
+                    b,
+                    depth,
+                    symmetric: p.symmetric,
+                });
                 Expr::Product
             }
             other => {

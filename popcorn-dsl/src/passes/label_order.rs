@@ -4,18 +4,31 @@
 //! every column broadcast of the epilogue go through [`PermuteRows`] in the order of
 //! `selection(l, k)`. A tile of columns then meets one or two clusters, and the kernel adds
 //! each row's running sum to its bin once per cluster instead of once per element.
+//!
+//! Where the product is `X * X^T` and its epilogue symmetric in the row and the column (the
+//! kernel matrices of Kernel K-means: `pow(g * X X^T + c, r)`, `exp(-g * (n + n^T - 2 X X^T))`),
+//! the rows go in the same order too (`X`, the row broadcasts), the sums by label come back
+//! to the points' order through the inverse permutation, and the contraction is marked
+//! symmetric: its kernel may then compute one triangle of tiles and add each tile's mirror
+//! image to its columns (see [`kernel_ir::Form::Contraction`]).
 
 use crate::ir::{Graph, NodeId, Op};
 use crate::ops::{Builtin, PermuteRows, Selection};
 use crate::types::{Storage, Type};
+use kernel_ir::BinaryOp;
 use std::collections::{BTreeSet, HashMap};
 
 /// The region of a contraction, as the contractions pass found it.
 pub struct Region<'r> {
     /// The product node.
     pub product: NodeId,
+    /// Its left operand `A` (its rows are the rows).
+    pub a: NodeId,
     /// Its right operand `B` (read transposed: its rows are the columns).
     pub b: NodeId,
+    /// Whether the product is `A * B^T` with neither operand otherwise transposed, as a
+    /// symmetric product must be.
+    pub gram: bool,
     /// Element-wise nodes over the product's space computed in the kernel.
     pub maps: &'r BTreeSet<NodeId>,
     /// The reductions reading the region.
@@ -33,11 +46,23 @@ enum Column {
     Map(NodeId),
 }
 
+/// The operands of a contraction after [`sort_by_label`].
+pub struct Sorted {
+    /// The new left operand (the rows in cluster order), where they were sorted too.
+    pub a: Option<NodeId>,
+    /// The new right operand (the columns in cluster order).
+    pub b: NodeId,
+    /// Whether the contraction is symmetric (`A` and `B` the same matrix, the epilogue
+    /// symmetric, the rows' labels those of the columns).
+    pub symmetric: bool,
+}
+
 /// Reorders the region's columns by label where that leaves its results unchanged: every
 /// reduction a sum by label over the same labels, no element stored, every column-indexed
-/// operand a column broadcast `c^T` (or a map of such). Returns the new right operand, or
-/// `None` (nothing changed) where the region does not qualify.
-pub fn sort_columns_by_label(g: &mut Graph, region: &Region<'_>) -> Option<NodeId> {
+/// operand a column broadcast `c^T` (or a map of such). A symmetric region (see the module's
+/// documentation) has its rows reordered too. Returns the new operands, or `None` (nothing
+/// changed) where the region does not qualify.
+pub fn sort_by_label(g: &mut Graph, region: &Region<'_>) -> Option<Sorted> {
     let (labels, k) = common_labels(g, region.reductions)?;
     let mut plan: Vec<(NodeId, Vec<Column>)> = Vec::new();
     let mut outside: BTreeSet<NodeId> = BTreeSet::new();
@@ -83,6 +108,12 @@ pub fn sort_columns_by_label(g: &mut Graph, region: &Region<'_>) -> Option<NodeI
             &[x, order],
         )
     };
+    let symmetric = region.gram
+        && region.a == region.b
+        && region
+            .reductions
+            .iter()
+            .all(|r| is_symmetric(g, region, &outside, g.operands(*r)[0]));
     let sorted_labels = permute(g, labels);
     for &r in region.reductions {
         let mut ops = g.operands(r);
@@ -97,6 +128,7 @@ pub fn sort_columns_by_label(g: &mut Graph, region: &Region<'_>) -> Option<NodeI
         copies.insert(o, copy);
     }
     let mut broadcasts: HashMap<NodeId, NodeId> = HashMap::new();
+    let mut sorted_vectors: HashMap<NodeId, NodeId> = HashMap::new();
     for (m, columns) in plan {
         let target = copies.get(&m).copied().unwrap_or(m);
         let mut ops = g.operands(target);
@@ -108,7 +140,7 @@ pub fn sort_columns_by_label(g: &mut Graph, region: &Region<'_>) -> Option<NodeI
                     let t = match broadcasts.get(&c) {
                         Some(t) => *t,
                         None => {
-                            let sorted = permute(g, c);
+                            let sorted = *sorted_vectors.entry(c).or_insert_with(|| permute(g, c));
                             let ty = g.node(*slot).ty.clone();
                             let t = g.add(Op::Transpose, ty, &[sorted]);
                             broadcasts.insert(c, t);
@@ -119,9 +151,126 @@ pub fn sort_columns_by_label(g: &mut Graph, region: &Region<'_>) -> Option<NodeI
                 }
             }
         }
+        if symmetric {
+            // The rows in cluster order too: every row broadcast read in the new order.
+            for slot in ops.iter_mut() {
+                if is_row_vector(g, region, *slot) {
+                    let v = *slot;
+                    *slot = *sorted_vectors.entry(v).or_insert_with(|| permute(g, v));
+                }
+            }
+        }
         g.set_operands(target, &ops);
     }
-    Some(permute(g, region.b))
+    let b = permute(g, region.b);
+    if !symmetric {
+        return Some(Sorted {
+            a: None,
+            b,
+            symmetric: false,
+        });
+    }
+    // The sums come out in the rows' (cluster) order: back to the points' order.
+    for &r in region.reductions {
+        let ty = g.node(r).ty.clone();
+        let back = g.add(
+            Op::Builtin(Builtin::PermuteRows(PermuteRows { inverse: true })),
+            ty,
+            &[r, order],
+        );
+        g.replace_uses(r, back);
+        g.set_operands(back, &[r, order]);
+        g.node_mut(back).name = g.node_mut(r).name.take();
+    }
+    Some(Sorted {
+        a: Some(b),
+        b,
+        symmetric: true,
+    })
+}
+
+/// Whether `o`, an operand of a region map, is a vector indexed by the row (a row broadcast).
+fn is_row_vector(g: &Graph, region: &Region<'_>, o: NodeId) -> bool {
+    if o == region.product || region.maps.contains(&o) {
+        return false;
+    }
+    let space = &g.node(region.product).ty.shape;
+    let ty = &g.node(o).ty;
+    ty.storage == Storage::Dense
+        && ty.shape.cols.is_one()
+        && ty.shape.rows == space.rows
+        && !ty.shape.rows.is_one()
+}
+
+/// Whether the value of region node `n` is the same at `(i, j)` and `(j, i)`: its expression
+/// with every row broadcast `v` and column broadcast `v^T` swapped is the same expression, up
+/// to the order of the operands of commutative operations (exact in floating point).
+fn is_symmetric(g: &Graph, region: &Region<'_>, outside: &BTreeSet<NodeId>, n: NodeId) -> bool {
+    match (
+        term(g, region, outside, n, false),
+        term(g, region, outside, n, true),
+    ) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// A canonical text of the expression of `n` over the region and the element-wise nodes
+/// `outside` it that its maps read (`swap`: rows and columns exchanged); `None` for what the
+/// check does not know (it then says "not symmetric").
+fn term(
+    g: &Graph,
+    region: &Region<'_>,
+    outside: &BTreeSet<NodeId>,
+    n: NodeId,
+    swap: bool,
+) -> Option<String> {
+    if n == region.product {
+        return Some("P".into());
+    }
+    let node = g.node(n);
+    if !region.maps.contains(&n) && !outside.contains(&n) {
+        // A leaf: a scalar (the same everywhere), a row broadcast or a column broadcast.
+        let ty = &node.ty;
+        if ty.storage == Storage::Scalar || (ty.shape.rows.is_one() && ty.shape.cols.is_one()) {
+            return Some(format!("s{}", n.index()));
+        }
+        let (row, col) = if swap { ("c", "r") } else { ("r", "c") };
+        if is_row_vector(g, region, n) {
+            return Some(format!("{row}{}", n.index()));
+        }
+        if let (Op::Transpose, Some(v)) = (&node.op, g.operands(n).first()) {
+            if g.node(*v).ty.shape.cols.is_one() {
+                return Some(format!("{col}{}", v.index()));
+            }
+        }
+        return None;
+    }
+    let operands = g
+        .operands(n)
+        .into_iter()
+        .map(|o| term(g, region, outside, o, swap))
+        .collect::<Option<Vec<String>>>()?;
+    Some(match &node.op {
+        Op::Binary(op) => {
+            let mut ops = operands;
+            if matches!(
+                op,
+                BinaryOp::Add
+                    | BinaryOp::Mul
+                    | BinaryOp::Max
+                    | BinaryOp::Min
+                    | BinaryOp::Eq
+                    | BinaryOp::Ne
+            ) {
+                ops.sort();
+            }
+            format!("{op:?}({})", ops.join(","))
+        }
+        Op::Unary(op) => format!("{op:?}({})", operands.join(",")),
+        Op::Select => format!("select({})", operands.join(",")),
+        _ => return None,
+    })
 }
 
 /// The labels and clusters shared by every reduction, all sums by label.

@@ -77,8 +77,12 @@ fn detail(plan: &Plan, index: usize) -> String {
         }
         StepOp::SpMV { trans, alpha } => format!("op(S)={} alpha={alpha}", flag(*trans)),
         StepOp::Fused(f) => match &f.spec.form {
-            kernel_ir::Form::Contraction { precision, .. } => format!(
-                "{} over {} x {}, product of depth {}{}",
+            kernel_ir::Form::Contraction {
+                precision,
+                symmetric,
+                ..
+            } => format!(
+                "{} over {} x {}, product of depth {}{}{}",
                 f.name,
                 f.rows,
                 f.cols,
@@ -86,6 +90,11 @@ fn detail(plan: &Plan, index: usize) -> String {
                 match precision {
                     kernel_ir::Precision::Strict => "",
                     kernel_ir::Precision::Tf32 => " on tf32",
+                },
+                if *symmetric {
+                    ", symmetric (one triangle of tiles)"
+                } else {
+                    ""
                 }
             ),
             _ => format!("{} over {} x {}", f.name, f.rows, f.cols),

@@ -7,7 +7,8 @@
 // contiguous. A CTA of 256 threads (8 warps, 4 x 2, warp tiles of 64 x 64) owns 256 rows
 // at a time (a persistent grid strides over work units) and walks their column tiles of
 // 128: all of them, so every row's reductions finish inside one CTA, or, where the only
-// reductions are sums by label, a run of them (see Staging). The depth comes in chunks of
+// reductions are sums by label, a run of them (see Staging; for a symmetric sum by label on
+// Hopper, only the tiles on and above the diagonal block). The depth comes in chunks of
 // 32 floats staged by cp.async into a 3-slot ring (XOR-swizzled rows, no padding); the
 // producer runs two steps ahead across tile and unit boundaries. The inner product
 // is, for TF32 (operands rounded with cvt.rna, fp32 accumulation): on Hopper compiled for
@@ -277,6 +278,8 @@ constexpr long long UNITS_PER_CTA = 8;
 
 struct Cursor {
     long long u;  // work unit
+    long long rb; // its row block
+    long long ub; // the row block's first unit
     int jt;       // column tile
     int jt_begin; // the unit's first column tile
     int jt_end;   // one past its last
@@ -318,8 +321,11 @@ struct Staging {
     long long m, n, d;
     int KT;          // depth chunks
     int JT;          // column tiles
-    long long S;     // runs of column tiles per row block
-    long long U;     // work units: row blocks x S
+    long long R;     // row blocks
+    long long S;     // runs of column tiles per row block (not symmetric)
+    long long T;     // column tiles per run (symmetric: runs differ in number per row block)
+    long long U;     // work units
+    bool sym;        // one triangle of tiles (see Fold::kSymmetric)
     bool resident;
     int NA;          // A slots
     bool a_vec, b_vec;
@@ -331,20 +337,32 @@ struct Staging {
     // False when this CTA has no work unit (it leaves, as a whole).
     __device__ __forceinline__ bool init(const float* A_, long long lda_, const float* B_,
                                          long long ldb_, long long m_, long long n_, long long d_,
-                                         unsigned long long exchange, bool split_columns)
+                                         unsigned long long exchange, bool split_columns,
+                                         bool symmetric)
     {
         A = A_; lda = lda_; B = B_; ldb = ldb_; m = m_; n = n_; d = d_;
         if (m <= 0 || n <= 0) return false;
-        const long long row_blocks = (m + BM - 1) / BM;
+        R = (m + BM - 1) / BM;
         KT = d > 0 ? (int)((d + BK - 1) / BK) : 1;  // d == 0: one all-zero chunk
         JT = (int)((n + BN - 1) / BN);
+        // The triangle only where the product is that of one matrix with itself.
+        sym = symmetric && split_columns && A == B && lda == ldb && m == n;
         S = 1;
+        T = 1;
         const long long wanted = UNITS_PER_CTA * (long long)gridDim.x;
-        if (split_columns && row_blocks < wanted) {
-            S = (wanted + row_blocks - 1) / row_blocks;
-            if (S > JT) S = JT;  // every run keeps at least one tile
+        if (sym) {
+            long long tiles = 0;
+            for (long long rb = 0; rb < R; ++rb) tiles += JT - first_tile(rb);
+            T = (tiles + wanted - 1) / wanted;
+            U = 0;
+            for (long long rb = 0; rb < R; ++rb) U += runs(rb);
+        } else {
+            if (split_columns && R < wanted) {
+                S = (wanted + R - 1) / R;
+                if (S > JT) S = JT;  // every run keeps at least one tile
+            }
+            U = R * S;
         }
-        U = row_blocks * S;
         if ((long long)blockIdx.x >= U) return false;
 
         unsigned dyn_bytes;
@@ -366,19 +384,51 @@ struct Staging {
         return true;
     }
 
-    // Column tiles of unit u: run u % S of its row block's JT tiles (S <= JT: none empty).
-    __device__ __forceinline__ int tile_begin(long long u) const { return (int)((u % S) * JT / S); }
-    __device__ __forceinline__ int tile_end(long long u) const { return (int)((u % S + 1) * JT / S); }
+    // The first column tile of row block rb: 0, or for the triangle the first tile whose
+    // columns start at or after the block's first row (BM is a multiple of BN).
+    __device__ __forceinline__ int first_tile(long long rb) const
+    {
+        return sym ? (int)(rb * (BM / BN)) : 0;
+    }
+    // Runs of column tiles of row block rb (at least one each).
+    __device__ __forceinline__ long long runs(long long rb) const
+    {
+        if (!sym) return S;
+        const long long len = JT - first_tile(rb);
+        return len > T ? (len + T - 1) / T : 1;
+    }
+
+    // Points the cursor at unit p.u: its row block (walking forward from the cursor's) and
+    // its run of column tiles, run s of runs(rb) over the block's tiles (none empty).
+    __device__ __forceinline__ void locate(Cursor& p) const
+    {
+        if (!sym) {  // S runs in every row block
+            p.rb = p.u / S;
+            p.ub = p.rb * S;
+        }
+        while (p.rb < R && p.u >= p.ub + runs(p.rb)) {
+            p.ub += runs(p.rb);
+            ++p.rb;
+        }
+        if (p.rb >= R) {  // past the last unit
+            p.jt = p.jt_begin = p.jt_end = 0;
+            return;
+        }
+        const long long lo = first_tile(p.rb), len = JT - lo, r = runs(p.rb), s = p.u - p.ub;
+        p.jt = p.jt_begin = (int)(lo + s * len / r);
+        p.jt_end = (int)(lo + (s + 1) * len / r);
+    }
 
     // The cursor at this CTA's first step.
     __device__ __forceinline__ Cursor start() const
     {
-        const long long u = (long long)blockIdx.x;
-        return Cursor{u, tile_begin(u), tile_begin(u), tile_end(u), 0, 0, 0};
+        Cursor p{(long long)blockIdx.x, 0, 0, 0, 0, 0, 0, 0, 0};
+        locate(p);
+        return p;
     }
 
     // First row of the cursor's unit.
-    __device__ __forceinline__ long long row0(const Cursor& p) const { return (p.u / S) * BM; }
+    __device__ __forceinline__ long long row0(const Cursor& p) const { return p.rb * BM; }
 
     // The next step.
     __device__ __forceinline__ void advance(Cursor& p) const
@@ -388,8 +438,7 @@ struct Staging {
             p.kt = 0;
             if (++p.jt == p.jt_end) {
                 p.u += (long long)gridDim.x;
-                p.jt = p.jt_begin = tile_begin(p.u);
-                p.jt_end = tile_end(p.u);
+                locate(p);
                 if (resident) {
                     p.a_base += KT;  // a_base < NA and KT <= NA: one subtraction suffices
                     if (p.a_base >= NA) p.a_base -= NA;
@@ -550,7 +599,13 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 //                      may then be split over several CTAs, see Staging);
 //   kByLabel           whether there is a sum by label (at most one); then, per finished
 //                      tile, each element's by_label_value(x) is left in acc and summed by
-//                      tile_sums_by_label (label(j), add_by_label(s, i, c, v)).
+//                      tile_sums_by_label (label(j), add_by_label(s, i, c, v));
+//   kSymmetric         whether the spec is symmetric (kernel_ir's Form::Contraction): its only
+//                      reduction a sum by label whose labels are those of the rows too, the
+//                      product A A^T. Where A and B are then the same matrix (checked at run
+//                      time), the wgmma path walks one triangle of tiles (Staging) and adds
+//                      the mirror image of each tile above the diagonal block to the
+//                      columns' rows (tile_column_sums, add_to(j, c, v)).
 // ------------------------------------------------------------------------------------
 
 // How an epilogue treats the edges of the matrix: a tile wholly inside needs no check; a
@@ -730,6 +785,116 @@ __device__ __forceinline__ void finish_rows(typename Fold::State (&st)[MT][2], c
     }
 }
 
+// The smallest of the warp's values.
+__device__ __forceinline__ unsigned warp_min(unsigned v)
+{
+#pragma unroll
+    for (int mask = 16; mask > 0; mask >>= 1) {
+        const unsigned o = __shfl_xor_sync(0xffffffffu, v, mask);
+        v = o < v ? o : v;
+    }
+    return v;
+}
+
+// p ? a : b between two registers. (Written as a select of values: the compiler otherwise
+// may select between the two array elements' addresses, which moves the array to local
+// memory.)
+__device__ __forceinline__ float select_value(bool p, float a, float b)
+{
+    float r;
+    asm("{\n.reg .pred q;\nsetp.ne.u32 q, %3, 0;\nselp.f32 %0, %1, %2, q;\n}\n"
+        : "=f"(r)
+        : "f"(a), "f"(b), "r"((unsigned)p));
+    return r;
+}
+
+// Reduce-scatter over the 8 lanes that hold the same columns (lane bits 2-4, the rows g of the
+// accumulator layouts): each lane enters C partial column sums and leaves with the complete
+// sums of C / 8 of them in v[0 .. C / 8): v[x] is column x + (C / 2) b4 + (C / 4) b3 + (C / 8) b2
+// of its C, b4 b3 b2 being its lane bits 4, 3, 2 (see scattered_column).
+template <int C>
+__device__ __forceinline__ void reduce_scatter_columns(float (&v)[C], int lane)
+{
+    static_assert(C % 8 == 0, "eight lanes share a thread's columns");
+#pragma unroll
+    for (int step = 0; step < 3; ++step) {
+        const int mask = 16 >> step;
+        const int half = C >> (step + 1);
+        const bool upper = (lane & mask) != 0;
+#pragma unroll
+        for (int x = 0; x < half; ++x) {
+            const float keep = select_value(upper, v[x + half], v[x]);
+            const float send = select_value(upper, v[x], v[x + half]);
+            v[x] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
+        }
+    }
+}
+
+// Which of its C columns reduce_scatter_columns left in a lane's v[x].
+template <int C>
+__device__ __forceinline__ int scattered_column(int x, int lane)
+{
+    return x + (C / 2) * ((lane >> 4) & 1) + (C / 4) * ((lane >> 3) & 1) + (C / 8) * ((lane >> 2) & 1);
+}
+
+// The other half of a symmetric fold's tile (Fold::kSymmetric): a tile strictly above the
+// diagonal block stands for its mirror image too, whose rows are this tile's columns. Element
+// (i, j)'s by-label value is added to row j in the bin of row i's label. Per warp, for each
+// label L among its rows (ascending; rows past the matrix have none), 16 of its C columns at
+// a time: each thread sums its R rows of label L per column, the 8 lanes sharing those
+// columns reduce-scatter the 16 sums, and each lane adds its 2 to the output. rlab[r] is row(r)'s label, col(c) the c-th
+// column, value(r, c) the element's by-label value.
+template <int R, int C, class Fold, class ColOf, class ValueOf>
+__device__ __forceinline__ void tile_column_sums(const Fold& fold, long long n,
+                                                 const unsigned (&rlab)[R], ColOf col,
+                                                 ValueOf value, int lane)
+{
+    static_assert(C % 16 == 0, "columns go 16 at a time");
+    unsigned lowest = 0xffffffffu;
+#pragma unroll
+    for (int r = 0; r < R; ++r) lowest = rlab[r] < lowest ? rlab[r] : lowest;
+    unsigned L = warp_min(lowest);
+    while ((long long)L < fold.width) {  // warp-uniform; labels past the bins are skipped
+        bool all = true;
+#pragma unroll
+        for (int r = 0; r < R; ++r) all = all && rlab[r] == L;
+        // 16 columns at a time: fewer live registers beside the tile's accumulators.
+#pragma unroll
+        for (int h = 0; h < C / 16; ++h) {
+            float v[16];
+            if (all) {
+#pragma unroll
+                for (int c = 0; c < 16; ++c) {
+                    float sum = value(0, 16 * h + c);
+#pragma unroll
+                    for (int r = 1; r < R; ++r) sum += value(r, 16 * h + c);
+                    v[c] = sum;
+                }
+            } else {
+#pragma unroll
+                for (int c = 0; c < 16; ++c) v[c] = 0.0f;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    if (rlab[r] == L) {
+#pragma unroll
+                        for (int c = 0; c < 16; ++c) v[c] += value(r, 16 * h + c);
+                    }
+                }
+            }
+            reduce_scatter_columns<16>(v, lane);
+#pragma unroll
+            for (int x = 0; x < 2; ++x) {
+                const long long j = col(16 * h + scattered_column<16>(x, lane));
+                if (j < n) fold.add_to(j, L, v[x]);
+            }
+        }
+        unsigned next = 0xffffffffu;
+#pragma unroll
+        for (int r = 0; r < R; ++r) next = (rlab[r] > L && rlab[r] < next) ? rlab[r] : next;
+        L = warp_min(next);
+    }
+}
+
 #if defined(PK_WGMMA)
 // Epilogue of one finished column tile on the warpgroup layout: acc[mi][r] is element
 // (i_lane + 64 mi + 8 ((r >> 1) & 1), j_lane + 8 (r >> 2) + (r & 1)) with
@@ -797,7 +962,9 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
 {
     using State = typename Fold::State;
     Staging sg;
-    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>(), Fold::kSplitColumns)) return;
+    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>(), Fold::kSplitColumns,
+                 Fold::kSymmetric))
+        return;
 
     const int lane = sg.tid & 31;
     const int warp = sg.tid >> 5;
@@ -850,6 +1017,22 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
             const long long j_lane = (long long)cons.jt * BN + 2 * t;
             for_tile(fold, edge_of(i0, (long long)cons.jt * BN, m, n),
                      WgmmaTile<Fold>{acc, st, fold, i_lane, j_lane, m, n});
+            if constexpr (Fold::kSymmetric) {
+                // Above the diagonal block: the mirror image's sums too (acc now holds the
+                // by-label values).
+                if (sg.sym && (long long)cons.jt * BN >= i0 + BM) {
+                    unsigned rlab[4];
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        const long long i = i_lane + 64 * (r >> 1) + 8 * (r & 1);
+                        rlab[r] = i < m ? fold.label(i) : 0xffffffffu;
+                    }
+                    tile_column_sums<4, 32>(
+                        fold, n, rlab, [&](int c) { return j_lane + 8 * (c >> 1) + (c & 1); },
+                        [&](int r, int c) { return acc[r >> 1][4 * (c >> 1) + 2 * (r & 1) + (c & 1)]; },
+                        lane);
+                }
+            }
             if (cons.last_tile()) {
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi) {
@@ -888,7 +1071,8 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
 #endif
     using State = typename Fold::State;
     Staging sg;
-    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>(), Fold::kSplitColumns)) return;
+    // Every tile (a symmetric fold's triangle is taken only on the wgmma path).
+    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>(), Fold::kSplitColumns, false)) return;
 
     const int lane = sg.tid & 31;
     const int warp = sg.tid >> 5;

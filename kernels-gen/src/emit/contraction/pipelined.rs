@@ -331,8 +331,19 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         ));
     }
     s.push_str("    }\n");
+    // The triangle of tiles needs a symmetric spec whose only reduction is the sum by label.
+    let symmetric = matches!(
+        spec.form,
+        kernel_ir::Form::Contraction {
+            symmetric: true,
+            ..
+        }
+    ) && stores.is_empty()
+        && reductions.len() == 1
+        && by_label.is_some();
     s.push_str(&format!(
-        "    static constexpr bool kByLabel = {};\n    static constexpr bool kSplitColumns = {};\n",
+        "    static constexpr bool kByLabel = {};\n    static constexpr bool kSplitColumns = {};\n    \
+         static constexpr bool kSymmetric = {symmetric};\n",
         by_label.is_some(),
         split_columns(reductions)
     ));
@@ -341,7 +352,9 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
             "    __device__ __forceinline__ {t} by_label_value(const Values& x) const {{ return x.v{k}; }}\n    \
              __device__ __forceinline__ unsigned int label(const long long j) const {{ return in{labels}[j]; }}\n    \
              __device__ __forceinline__ void add_by_label(State& s, const long long i, const unsigned int c, const {t} v) const {{\n        \
-             if (c != s.r{k}_c) {{ {} s.r{k}_c = c; }}\n        s.r{k} += v;\n    }}\n",
+             if (c != s.r{k}_c) {{ {} s.r{k}_c = c; }}\n        s.r{k} += v;\n    }}\n    \
+             __device__ __forceinline__ void add_to(const long long i, const unsigned int c, const {t} v) const {{\n        \
+             if ((long long)c < width) {{ atomicAdd(&out{out}[i * width + c], v); }}\n    }}\n",
             flush_line(k, out, t)
         ));
     }

@@ -218,6 +218,7 @@ fn ties_go_to_the_lowest_column_across_blocks() {
             a: 0,
             b: 1,
             precision: Precision::Tf32,
+            symmetric: false,
             stores: vec![],
             reductions: vec![Reduction {
                 kind: ReduceKind::ArgMin,
@@ -272,6 +273,7 @@ fn bad_calls_are_errors_that_say_what_to_do() {
             a: 0,
             b: 1,
             precision: Precision::Strict,
+            symmetric: false,
             stores: vec![Expr::Product],
             reductions: vec![],
         },
