@@ -468,6 +468,20 @@ fn contractions(policy: popcorn_dsl::ContractionPolicy) -> PlannerConfig {
     }
 }
 
+/// The plan of the program `src` at `dims` on the reference GPU, contractions forced.
+fn plan_fused(src: &str, dims: &[(&str, usize)]) -> Plan {
+    let p = Program::parse(src).unwrap_or_else(|e| panic!("{e}"));
+    let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    plan(
+        &p,
+        &dims,
+        &contractions(popcorn_dsl::ContractionPolicy::Always),
+        &Target::reference_gpu(),
+        &BTreeMap::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 #[test]
 fn lloyd_distances_become_one_contraction_in_place_of_a_gemm_and_a_row_kernel() {
     use popcorn_dsl::ContractionPolicy::{Always, Never};
@@ -644,19 +658,7 @@ fn a_diagonal_of_a_fused_product_comes_from_its_operands() {
         s = K * selection(labels, k)^T;
         t = diag(K) + diag(B);
     }";
-    let p = Program::parse(src).unwrap_or_else(|e| panic!("{e}"));
-    let dims = [("n", 300usize), ("d", 7), ("k", 4)]
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
-        .collect();
-    let fused = plan(
-        &p,
-        &dims,
-        &contractions(popcorn_dsl::ContractionPolicy::Always),
-        &Target::reference_gpu(),
-        &BTreeMap::new(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let fused = plan_fused(src, &[("n", 300), ("d", 7), ("k", 4)]);
     assert_eq!(by_label_contractions(&fused), 1, "{fused}");
     assert!(!ops(&fused).contains(&"diag".to_string()), "{fused}");
     assert!(fused.workspace_bytes() < 4 * 300 * 300, "{fused}");
@@ -726,19 +728,7 @@ fn asymmetric_sums_by_label_sort_only_their_columns() {
         K = exp(-g * (b^T - 2 * X * X^T));
         s = K * selection(labels, k)^T;
     }";
-    let p = Program::parse(src).unwrap_or_else(|e| panic!("{e}"));
-    let dims = [("n", 300usize), ("d", 7), ("k", 4)]
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
-        .collect();
-    let fused = plan(
-        &p,
-        &dims,
-        &contractions(popcorn_dsl::ContractionPolicy::Always),
-        &Target::reference_gpu(),
-        &BTreeMap::new(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let fused = plan_fused(src, &[("n", 300), ("d", 7), ("k", 4)]);
     let contraction = fused
         .steps
         .iter()

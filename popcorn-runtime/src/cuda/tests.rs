@@ -955,28 +955,7 @@ fn gpu_selection_matches_host_with_an_empty_cluster() {
         for (n, k, empty) in [(1, 1, 9), (7, 3, 1), (3000, 7, 3), (2049, 40, 0)] {
             let labels = labels_with_empty_cluster(&mut rng, n, k, empty);
             let (row_ptr, cols, vals) = host_selection(&labels, k);
-            let lb = upload_u32(b, &labels);
-            let rp = poisoned(b, ElemType::I32, k + 1);
-            let ci = poisoned(b, ElemType::I32, n);
-            let vb = poisoned(b, ElemType::float(dtype), n);
-            let out = Arg::Csr {
-                row_ptr: &rp,
-                col_idx: &ci,
-                values: &vb,
-                rows: k,
-                cols: n,
-                nnz: n,
-            };
-            b.run_step(
-                &step(StepOp::Builtin(Builtin::Selection(Selection {
-                    k: Dim::Fixed(k),
-                }))),
-                &[Arg::Index { buf: &lb, len: n }],
-                &[out],
-                dtype,
-                1.0,
-            )
-            .expect("selection");
+            let (rp, ci, vb) = gpu_selection(b, dtype, &labels, k);
             let what = format!("selection {dtype:?} n={n} k={k}");
             assert_eq!(
                 b.download(&rp).expect("download"),
