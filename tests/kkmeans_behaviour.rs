@@ -1554,3 +1554,78 @@ fn forced_recompute_holds_at_a_large_depth() {
         scale,
     );
 }
+
+/// Recompute mode at n = 100,000 on the CPU, where K alone would take 37 GiB (more than the
+/// CI machine has): one iteration from the `i mod k` start, memory linear in n. The sums it
+/// computes are checked against direct f64 sums for a few points.
+#[test]
+fn cpu_recompute_clusters_a_hundred_thousand_points() {
+    use popcorn::kkmeans::Algorithm;
+    let (n, d, k) = (100_000, 2, 3);
+    let x = uniform_points(5, n, d);
+    let kernel = Kernel::Polynomial {
+        gamma: 1.0,
+        coef0: 1.0,
+        degree: 2.0,
+    };
+    let km = KernelKMeans::new(k)
+        .device(DeviceSpec::Cpu)
+        .dtype(DType::F32)
+        .kernel(kernel)
+        .max_iter(1)
+        .algorithm(Algorithm::Recompute);
+    let result = fit(&km, &x, d);
+    assert_eq!(result.algorithm.algorithm, Algorithm::Recompute);
+    assert_eq!(
+        result.algorithm.kernel_matrix_bytes,
+        4 * 100_000u64 * 100_000
+    );
+    assert_eq!(result.iterations, 1);
+    assert_eq!(result.labels.len(), n);
+    assert!(result.labels.iter().all(|&l| (l as usize) < k));
+    // The first iteration from labels i mod k: point i goes to the cluster c minimising
+    // -2 mean_j K(i, j in c) + mean_{j, l in c} K(j, l); check the first points against f64.
+    let kf = |a: &[f64], b: &[f64]| (a[0] * b[0] + a[1] * b[1] + 1.0).powi(2);
+    let point = |i: usize| &x[i * d..(i + 1) * d];
+    let sizes: Vec<f64> = (0..k).map(|c| ((n - c).div_ceil(k)) as f64).collect();
+    // Centroid norms: sum over pairs in a cluster, by the sums of the points' powers
+    // (K(a, b) = (1 + a.b)^2 = 1 + 2 a.b + (a.b)^2 has closed-form cluster sums).
+    let mut s1 = vec![[0.0f64; 2]; k];
+    let mut s2 = vec![[0.0f64; 3]; k];
+    for i in 0..n {
+        let c = i % k;
+        let p = point(i);
+        s1[c][0] += p[0];
+        s1[c][1] += p[1];
+        s2[c][0] += p[0] * p[0];
+        s2[c][1] += p[0] * p[1];
+        s2[c][2] += p[1] * p[1];
+    }
+    let pair_sum = |c: usize| {
+        let (a, b) = (s1[c][0], s1[c][1]);
+        let (xx, xy, yy) = (s2[c][0], s2[c][1], s2[c][2]);
+        sizes[c] * sizes[c] + 2.0 * (a * a + b * b) + (xx * xx + 2.0 * xy * xy + yy * yy)
+    };
+    let norms: Vec<f64> = (0..k)
+        .map(|c| pair_sum(c) / (sizes[c] * sizes[c]))
+        .collect();
+    let mut checked = 0;
+    for i in (0..n).step_by(9973).take(8) {
+        let p = point(i);
+        let dist: Vec<f64> = (0..k)
+            .map(|c| {
+                let row: f64 = (c..n).step_by(k).map(|j| kf(p, point(j))).sum();
+                -2.0 * row / sizes[c] + norms[c]
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..k).collect();
+        order.sort_by(|a, b| dist[*a].total_cmp(&dist[*b]));
+        // Skip near ties, which f32 may break either way.
+        let gap = dist[order[1]] - dist[order[0]];
+        if gap > 1e-4 * dist[order[0]].abs().max(1.0) {
+            assert_eq!(result.labels[i] as usize, order[0], "point {i}: {dist:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "only {checked} points away from ties");
+}

@@ -167,6 +167,9 @@ fn run_block<T: Real>(
         let block = &mut buffer[..nr * w];
         multiply(&job.product, (r_begin, nr), (j0, w), block)?;
         let block: &[T] = block;
+        // The chunk's columns as runs of one label (one run per cluster once the planner has
+        // put the columns in cluster order), for the sums by label.
+        let runs = label_runs(job, j0, w);
         let srcs = Sources {
             inputs: job.srcs,
             product: Some(Source::Block {
@@ -222,13 +225,14 @@ fn run_block<T: Real>(
                             }
                         }
                         ReduceKind::ByLabel { labels } => {
-                            if let (BlockOut::Wide(out), Some(Source::IndexRow(lab))) =
-                                (&mut bouts[n_stores + ri], job.srcs.get(labels))
-                            {
+                            if let (BlockOut::Wide(out), Some((_, runs))) = (
+                                &mut bouts[n_stores + ri],
+                                runs.iter().find(|(l, _)| *l == labels),
+                            ) {
                                 let bins = &mut out[row * job.width..(row + 1) * job.width];
-                                for (jj, &c) in lab[j0..j0 + w].iter().enumerate() {
-                                    if let Some(bin) = bins.get_mut(c as usize) {
-                                        *bin += value_at(seg, jj);
+                                for run in runs {
+                                    if let Some(bin) = bins.get_mut(run.label as usize) {
+                                        *bin += run_sum(seg, run.start, run.end);
                                     }
                                 }
                             }
@@ -287,6 +291,61 @@ fn multiply<T: Real>(
         T::zero(),
         (block, w),
     )
+}
+
+/// Columns `start..end` of a chunk (relative to its first column) share `label`.
+struct LabelRun {
+    start: usize,
+    end: usize,
+    label: u32,
+}
+
+/// For each labels input of the job's sums by label, the runs of equal labels among columns
+/// `j0..j0 + w`.
+fn label_runs<T: Real>(job: &Job<'_, '_, T>, j0: usize, w: usize) -> Vec<(usize, Vec<LabelRun>)> {
+    let mut all: Vec<(usize, Vec<LabelRun>)> = Vec::new();
+    for red in job.reductions {
+        let ReduceKind::ByLabel { labels } = red.kind else {
+            continue;
+        };
+        if all.iter().any(|(l, _)| *l == labels) {
+            continue;
+        }
+        let Some(Source::IndexRow(lab)) = job.srcs.get(labels) else {
+            continue;
+        };
+        let mut runs: Vec<LabelRun> = Vec::new();
+        for (jj, &c) in lab[j0..j0 + w].iter().enumerate() {
+            match runs.last_mut() {
+                Some(run) if run.label == c => run.end = jj + 1,
+                _ => runs.push(LabelRun {
+                    start: jj,
+                    end: jj + 1,
+                    label: c,
+                }),
+            }
+        }
+        all.push((labels, runs));
+    }
+    all
+}
+
+/// `sum_k seg[k]` over `start..end`, in order.
+fn run_sum<T: Real>(seg: Operand<'_, T>, start: usize, end: usize) -> T {
+    let mut acc = T::zero();
+    match seg {
+        Operand::Uniform(x) => {
+            for _ in start..end {
+                acc += x;
+            }
+        }
+        Operand::Slice(xs) => {
+            for &x in &xs[start..end] {
+                acc += x;
+            }
+        }
+    }
+    acc
 }
 
 /// Copies a row segment into `dst`.

@@ -462,7 +462,17 @@ fn map_binary<T: Real>(op: BinaryOp, a: Option<Operand<'_, T>>, b: Operand<'_, T
         BinaryOp::Sub => run(a, b, out, op_sub::<T>),
         BinaryOp::Mul => run(a, b, out, op_mul::<T>),
         BinaryOp::Div => run(a, b, out, op_div::<T>),
-        BinaryOp::Pow => run(a, b, out, op_pow::<T>),
+        // A uniform exponent of 2, 3 or 4 (the polynomial kernel's degree) by multiplication,
+        // as the GPU's kernels do: a pow per element costs more than the rest of the epilogue.
+        BinaryOp::Pow => match b {
+            Operand::Uniform(y) if y == T::from_f64(2.0) => run(a, b, out, |x: T, _| x * x),
+            Operand::Uniform(y) if y == T::from_f64(3.0) => run(a, b, out, |x: T, _| x * x * x),
+            Operand::Uniform(y) if y == T::from_f64(4.0) => run(a, b, out, |x: T, _| {
+                let x2 = x * x;
+                x2 * x2
+            }),
+            _ => run(a, b, out, op_pow::<T>),
+        },
         BinaryOp::Max => run(a, b, out, op_max::<T>),
         BinaryOp::Min => run(a, b, out, op_min::<T>),
         BinaryOp::Lt => run(a, b, out, op_lt::<T>),
