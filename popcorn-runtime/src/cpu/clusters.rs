@@ -128,14 +128,39 @@ pub fn cluster_sums<T: Real>(
         });
     }
     let labels = &labels[..cols];
+    if k == 0 {
+        return Ok(());
+    }
+    // Rows go ROWS at a time: each label is read once for the group, and the group's bins
+    // take independent additions (one row's additions to one bin would otherwise wait on each
+    // other when neighbouring columns share a label). Each row still adds its values to its
+    // bins in column order, so the sums are those of a row alone.
+    const ROWS: usize = 4;
     out[..rows * k]
-        .par_chunks_mut(k.max(1))
+        .par_chunks_mut(ROWS * k)
         .enumerate()
-        .for_each(|(i, acc)| {
+        .for_each(|(g, acc)| {
             acc.iter_mut().for_each(|a| *a = T::zero());
-            let row = &m[i * ldm..i * ldm + cols];
-            for (v, l) in row.iter().zip(labels) {
-                acc[*l as usize] += *v;
+            let i0 = g * ROWS;
+            let row = |r: usize| &m[(i0 + r) * ldm..(i0 + r) * ldm + cols];
+            if acc.len() == ROWS * k {
+                let (a01, a23) = acc.split_at_mut(2 * k);
+                let (a0, a1) = a01.split_at_mut(k);
+                let (a2, a3) = a23.split_at_mut(k);
+                let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+                for (j, l) in labels.iter().enumerate() {
+                    let l = *l as usize;
+                    a0[l] += r0[j];
+                    a1[l] += r1[j];
+                    a2[l] += r2[j];
+                    a3[l] += r3[j];
+                }
+            } else {
+                for (r, a) in acc.chunks_mut(k).enumerate() {
+                    for (v, l) in row(r).iter().zip(labels) {
+                        a[*l as usize] += *v;
+                    }
+                }
             }
         });
     Ok(())

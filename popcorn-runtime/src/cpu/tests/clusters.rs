@@ -1,6 +1,8 @@
 //! Cluster counts and the selection matrix.
 
-use super::super::{counts, permute_rows, selection, spmm_dense_sparse, CpuError, CsrRef};
+use super::super::{
+    cluster_sums, counts, permute_rows, selection, spmm_dense_sparse, CpuError, CsrRef,
+};
 
 #[test]
 fn counts_with_empty_clusters() {
@@ -237,4 +239,31 @@ fn selection_still_rejects_labels_past_k() {
             k: 2
         }
     );
+}
+
+/// Sums by label of every row, rows in groups and alone (1 to 9 rows: groups of four and the
+/// rest), a leading dimension past the columns, labels in any order: each row's bins equal a
+/// direct left-to-right sum, bit for bit, and the output past `rows * k` is left alone.
+#[test]
+fn cluster_sums_match_direct_sums_for_any_row_count() {
+    let (cols, ldm, k) = (37usize, 41usize, 5usize);
+    let labels: Vec<u32> = (0..cols).map(|j| ((j * 7 + j / 3) % k) as u32).collect();
+    for rows in 1..=9usize {
+        let m: Vec<f32> = (0..rows * ldm)
+            .map(|i| ((i * 2654435761usize) % 1000) as f32 / 997.0 - 0.4)
+            .collect();
+        let mut out = vec![f32::NAN; rows * k + 3];
+        cluster_sums(rows, cols, &m, ldm, &labels, k, &mut out).unwrap();
+        for i in 0..rows {
+            let mut want = vec![0.0f32; k];
+            for j in 0..cols {
+                want[labels[j] as usize] += m[i * ldm + j];
+            }
+            assert_eq!(&out[i * k..(i + 1) * k], &want[..], "rows {rows}, row {i}");
+        }
+        assert!(
+            out[rows * k..].iter().all(|v| v.is_nan()),
+            "rows {rows}: wrote past the end"
+        );
+    }
 }
