@@ -746,6 +746,88 @@ fn picked(X: Dense[n, d], C: Dense[k, d], labels: Index[n]) -> (p: Col[n], D: De
 }
 ";
 
+/// TF32 results against the f64 reference: values within 1e-2 of the largest reference
+/// value, indices below `k` and at least 97% of them equal (near-ties go either way at TF32's
+/// precision).
+fn compare_tf32(
+    what: &str,
+    got: &BTreeMap<String, Got>,
+    reference: &BTreeMap<String, Got>,
+    k: usize,
+) {
+    for (name, w) in reference {
+        match (&got[name], w) {
+            (Got::Values(g), Got::Values(w)) => {
+                let scale = w.iter().fold(1e-30f64, |a, v| a.max(v.abs()));
+                for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-2 * scale,
+                        "{what}: {name}[{i}] = {a}, CPU says {b}"
+                    );
+                }
+            }
+            (Got::Indices(g), Got::Indices(w)) => {
+                assert!(g.iter().all(|v| (*v as usize) < k), "{what}: {name}");
+                let agree = g.iter().zip(w).filter(|(a, b)| a == b).count();
+                assert!(
+                    agree as f64 >= 0.97 * w.len() as f64,
+                    "{what}: {name}: only {agree} of {} agree",
+                    w.len()
+                );
+            }
+            _ => panic!("{what}: {name}: output kinds differ"),
+        }
+    }
+}
+
+/// Kernel K-means recomputed from the points on TF32 tensor cores, where its contraction is
+/// symmetric (one triangle of tiles on Hopper, each tile's mirror image added to its columns'
+/// rows): every kernel against the f64 CPU reference, at sizes with several 256-row blocks
+/// (so that tiles past the diagonal block exist), odd n, non-multiples of the 128-column tile,
+/// row blocks of one and of many clusters (k from 1 to 256, random labels with an empty
+/// cluster), and the strict and f64 plans of the same programs alike.
+#[test]
+fn symmetric_recompute_matches_the_cpu() {
+    if gpu(DType::F32).is_none() {
+        return;
+    }
+    let mut rng = SplitMix64::new(seed());
+    let programs = common::example_programs();
+    for (n, k, d) in [(300, 1, 3), (1025, 7, 3), (3001, 100, 33), (4096, 256, 50)] {
+        let dims = BTreeMap::from([("n", n), ("k", k), ("d", d), ("m", 1)]);
+        for kernel in ["polynomial", "gaussian", "sigmoid"] {
+            let name = format!("kkmeans_recompute_{kernel}");
+            let p = &programs[name.as_str()];
+            let inputs = inputs_for(p, &mut rng, &dims);
+            let free = [("k", k)];
+            let reference = run(&common::cpu(DType::F64), p, &inputs, &free);
+            for (dtype, tf32) in [(DType::F32, true), (DType::F32, false), (DType::F64, false)] {
+                let Some(ctx) = gpu(dtype) else { return };
+                let ctx = ctx.with_config(PlannerConfig {
+                    dtype,
+                    tf32,
+                    contractions: popcorn::dsl::ContractionPolicy::Always,
+                    ..PlannerConfig::default()
+                });
+                let bound = dims.iter().map(|(a, b)| (a.to_string(), *b)).collect();
+                let plan = ctx.plan(p, &bound).unwrap();
+                assert!(
+                    plan.to_string()
+                        .contains("symmetric (one triangle of tiles)"),
+                    "{name} is not symmetric:\n{plan}"
+                );
+                let got = run(&ctx, p, &inputs, &free);
+                let what = format!("{name} n={n} k={k} d={d} {dtype} tf32={tf32}");
+                if tf32 {
+                    compare_tf32(&what, &got, &reference, k);
+                } else {
+                    compare(&what, &got, &reference, dtype, n.max(d));
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn contractions_match_the_cpu() {
     // Tolerances: strict f32 and f64 as the rest of the suite; TF32 (about 10 bits per
@@ -803,29 +885,7 @@ fn contractions_match_the_cpu() {
                     compare(&what, &got, &reference, dtype, d.max(m));
                     continue;
                 }
-                for (name, w) in &reference {
-                    match (&got[name], w) {
-                        (Got::Values(g), Got::Values(w)) => {
-                            let scale = w.iter().fold(1e-30f64, |a, v| a.max(v.abs()));
-                            for (i, (a, b)) in g.iter().zip(w).enumerate() {
-                                assert!(
-                                    (a - b).abs() <= 1e-2 * scale,
-                                    "{what}: {name}[{i}] = {a}, CPU says {b}"
-                                );
-                            }
-                        }
-                        (Got::Indices(g), Got::Indices(w)) => {
-                            assert!(g.iter().all(|v| (*v as usize) < k), "{what}: {name}");
-                            let agree = g.iter().zip(w).filter(|(a, b)| a == b).count();
-                            assert!(
-                                agree as f64 >= 0.97 * w.len() as f64,
-                                "{what}: {name}: only {agree} of {} agree",
-                                w.len()
-                            );
-                        }
-                        _ => panic!("{what}: {name}: output kinds differ"),
-                    }
-                }
+                compare_tf32(&what, &got, &reference, k);
             }
         }
     }
