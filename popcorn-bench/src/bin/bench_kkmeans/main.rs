@@ -138,9 +138,10 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
         let t = Instant::now();
         let c = measure::ceilings(&ctx, copy_bytes, dim, cli.reps, cli.seed)?;
         say!(
-            "ceilings: copy {:.0} GB/s (read + write, {} MiB buffer), SGEMM {:.1} TFLOP/s ({}^3, strict fp32)  [{:.1} s]",
+            "ceilings: copy {:.0} GB/s (read + write, {} MiB buffer), read {:.0} GB/s, SGEMM {:.1} TFLOP/s ({}^3, strict fp32)  [{:.1} s]",
             c.copy_gb_s,
             c.copy_bytes >> 20,
+            c.read_gb_s,
             c.sgemm_tflop_s,
             c.sgemm_dim,
             t.elapsed().as_secs_f64()

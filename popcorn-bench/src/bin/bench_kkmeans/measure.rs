@@ -57,6 +57,10 @@ pub struct Ceilings {
     pub copy_ms: Vec<f64>,
     /// Read plus written bytes over the median time, GB/s.
     pub copy_gb_s: f64,
+    /// Milliseconds per read of the same buffer, summed (every repetition).
+    pub read_ms: Vec<f64>,
+    /// Bytes read over the median time, GB/s.
+    pub read_gb_s: f64,
     /// Order of the square SGEMM.
     pub sgemm_dim: usize,
     /// Milliseconds per SGEMM (every repetition).
@@ -65,9 +69,10 @@ pub struct Ceilings {
     pub sgemm_tflop_s: f64,
 }
 
-/// Measures the copy bandwidth (`copy_bytes` per copy) and the SGEMM throughput (`dim`^3)
-/// through the runtime: a program `y = x` (a device-to-device copy) and `C = A * B` (cuBLAS
-/// in strict fp32 on a GPU), on random data.
+/// Measures the copy bandwidth (`copy_bytes` per copy), the read bandwidth (the same buffer
+/// summed) and the SGEMM throughput (`dim`^3) through the runtime: programs `y = x` (a
+/// device-to-device copy), `s = sum(x)` and `C = A * B` (cuBLAS in strict fp32 on a GPU, the
+/// gemm crate on the CPU), on random data.
 pub fn ceilings(
     ctx: &Context,
     copy_bytes: usize,
@@ -88,6 +93,12 @@ pub fn ceilings(
         ctx.run_into(copy, &Args::new().tensor("x", &x), &mut out)
     })?;
     drop(out);
+    let read = programs::program("read");
+    let mut out = Outputs::default();
+    let read_ms = timed(ctx, reps.max(5), || {
+        ctx.run_into(read, &Args::new().tensor("x", &x), &mut out)
+    })?;
+    drop(out);
     drop(x);
     let a = ctx.dense_f32(dim, dim, &super::data::uniform(dim, dim, seed ^ 0xa).x)?;
     let b = ctx.dense_f32(dim, dim, &super::data::uniform(dim, dim, seed ^ 0xb).x)?;
@@ -101,11 +112,14 @@ pub fn ceilings(
         )
     })?;
     let copy_gb_s = 2.0 * copy_bytes as f64 / (median(&copy_ms) * 1e-3) / 1e9;
+    let read_gb_s = copy_bytes as f64 / (median(&read_ms) * 1e-3) / 1e9;
     let sgemm_tflop_s = 2.0 * (dim as f64).powi(3) / (median(&sgemm_ms) * 1e-3) / 1e12;
     Ok(Ceilings {
         copy_bytes,
         copy_ms,
         copy_gb_s,
+        read_ms,
+        read_gb_s,
         sgemm_dim: dim,
         sgemm_ms,
         sgemm_tflop_s,

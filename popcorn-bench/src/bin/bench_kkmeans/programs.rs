@@ -31,6 +31,11 @@ fn copy(x: Dense[n, m]) -> (y: Dense[n, m]) {
     y = x;
 }
 
+// One read of a matrix, summed (the read bandwidth ceiling: what one read of K can take).
+fn read(x: Dense[n, m]) -> (s: Scalar) {
+    s = sum(x);
+}
+
 // A plain matrix product (the SGEMM ceiling).
 fn sgemm(A: Dense[m, p], B: Dense[p, q]) -> (C: Dense[m, q]) {
     C = A * B;

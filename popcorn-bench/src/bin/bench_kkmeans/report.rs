@@ -336,8 +336,8 @@ impl Report {
         println!("== Kernel K-means benchmark on {} ({}, {} iterations, medians of {} reps, K of {} reps) ==", self.device, self.dtype, self.iters, self.reps, self.kernel_reps);
         if let Some(c) = &self.ceilings {
             println!(
-                "ceilings: copy {:.0} GB/s (read + write), SGEMM {:.1} TFLOP/s ({}^3 fp32)",
-                c.copy_gb_s, c.sgemm_tflop_s, c.sgemm_dim
+                "ceilings: copy {:.0} GB/s (read + write), read {:.0} GB/s, SGEMM {:.1} TFLOP/s ({}^3 fp32)",
+                c.copy_gb_s, c.read_gb_s, c.sgemm_tflop_s, c.sgemm_dim
             );
         }
         for c in &self.checks {
