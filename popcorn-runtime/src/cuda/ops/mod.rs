@@ -154,7 +154,7 @@ fn run_builtin(cx: &StepCx<'_>, b: &Builtin, io: Io<'_, '_>) -> Result<(), Runti
         Builtin::ClusterSums(c) => cluster_sums::run(cx, k(&c.k)?, io),
         Builtin::LabelSums(l) => label_sums::run(cx, k(&l.k)?, io),
         Builtin::PadCols(p) => pad_cols::run(cx, p.cols, io),
-        Builtin::PermuteRows(p) => permute_rows::run(cx, p.inverse, io),
+        Builtin::PermuteRows(p) => permute_rows::run(cx, *p, io),
     }
 }
 

@@ -8,19 +8,18 @@ use crate::backend::Arg;
 use crate::cuda::args::{count, csr, dense, index};
 use crate::cuda::errors::invalid;
 use crate::error::RuntimeError;
+use popcorn_dsl::ops::{OpFacts, PermuteRows};
 
-/// Runs a permutation step: inputs `(M, S)`, output `M`'s rows in `S`'s order (`inverse`
-/// false: `out[p] = M[col_idx[p]]`) or back (`inverse` true: `out[col_idx[p]] = M[p]`).
+/// Runs a permutation step: inputs `(M, S)`, output `M`'s rows in `S`'s order (`op.inverse`
+/// false: `out[p] = M[col_idx[p]]`) or back (true: `out[col_idx[p]] = M[p]`), the step named
+/// by the op.
 pub(crate) fn run(
     cx: &StepCx<'_>,
-    inverse: bool,
+    op: PermuteRows,
     (inputs, outputs): Io<'_, '_>,
 ) -> Result<(), RuntimeError> {
-    let what = if inverse {
-        "rows back from cluster order"
-    } else {
-        "rows by cluster"
-    };
+    let inverse = op.inverse;
+    let what = op.step_name();
     count(what, inputs, outputs, 2, 1)?;
     let elem = cx.elem();
     let s = csr(&inputs[1], elem, &format!("{what}: the selection"))?;
