@@ -746,6 +746,25 @@ fn picked(X: Dense[n, d], C: Dense[k, d], labels: Index[n]) -> (p: Col[n], D: De
 }
 ";
 
+/// A GPU context of `dtype` (TF32 allowed or not) that fuses every product it can, and its
+/// plan of `p` at `dims`; `None` without a GPU.
+fn fused_plan(
+    p: &Program,
+    dims: &BTreeMap<&str, usize>,
+    dtype: DType,
+    tf32: bool,
+) -> Option<(Context, std::sync::Arc<popcorn::Plan>)> {
+    let ctx = gpu(dtype)?.with_config(PlannerConfig {
+        dtype,
+        tf32,
+        contractions: popcorn::dsl::ContractionPolicy::Always,
+        ..PlannerConfig::default()
+    });
+    let bound = dims.iter().map(|(a, b)| (a.to_string(), *b)).collect();
+    let plan = ctx.plan(p, &bound).unwrap();
+    Some((ctx, plan))
+}
+
 /// TF32 results against the f64 reference: values within 1e-2 of the largest reference
 /// value, indices below `k` and at least 97% of them equal (near-ties go either way at TF32's
 /// precision).
@@ -802,15 +821,9 @@ fn symmetric_recompute_matches_the_cpu() {
             let free = [("k", k)];
             let reference = run(&common::cpu(DType::F64), p, &inputs, &free);
             for (dtype, tf32) in [(DType::F32, true), (DType::F32, false), (DType::F64, false)] {
-                let Some(ctx) = gpu(dtype) else { return };
-                let ctx = ctx.with_config(PlannerConfig {
-                    dtype,
-                    tf32,
-                    contractions: popcorn::dsl::ContractionPolicy::Always,
-                    ..PlannerConfig::default()
-                });
-                let bound = dims.iter().map(|(a, b)| (a.to_string(), *b)).collect();
-                let plan = ctx.plan(p, &bound).unwrap();
+                let Some((ctx, plan)) = fused_plan(p, &dims, dtype, tf32) else {
+                    return;
+                };
                 assert!(
                     plan.to_string()
                         .contains("symmetric (one triangle of tiles)"),
@@ -862,15 +875,9 @@ fn contractions_match_the_cpu() {
                 .collect();
             let reference = run(&common::cpu(DType::F64), p, &inputs, &free);
             for (dtype, tf32) in [(DType::F32, false), (DType::F64, false), (DType::F32, true)] {
-                let Some(ctx) = gpu(dtype) else { return };
-                let ctx = ctx.with_config(PlannerConfig {
-                    dtype,
-                    tf32,
-                    contractions: popcorn::dsl::ContractionPolicy::Always,
-                    ..PlannerConfig::default()
-                });
-                let bound = dims.iter().map(|(a, b)| (a.to_string(), *b)).collect();
-                let plan = ctx.plan(p, &bound).unwrap();
+                let Some((ctx, plan)) = fused_plan(p, &dims, dtype, tf32) else {
+                    return;
+                };
                 let fused = plan.to_string().contains("contraction");
                 assert!(
                     // A product with one column is a matrix-vector product (k = 1), and sums
