@@ -85,7 +85,7 @@ fn iteration_is_spmm_spmv_and_fused_kernels() {
         .any(|r| matches!(r.kind, ReduceKind::Pick { .. })));
     assert_eq!((argmin.rows, argmin.cols), (60000, 10));
     // The SpMM streams K once: its cost is one read of K plus small terms.
-    let spmm = p.steps.iter().find(|s| s.op_name() == "spmm").unwrap();
+    let spmm = step_named(&p, "spmm");
     assert!(spmm.bytes >= 4.0 * 60000.0 * 60000.0 && spmm.bytes < 1.01 * 4.0 * 60000.0 * 60000.0);
 }
 
@@ -101,11 +101,7 @@ fn iteration_by_default_uses_cluster_sums_reading_k_once_without_sparse_indexing
         names.iter().any(|n| n == "cluster sums") && !names.iter().any(|n| n == "spmm"),
         "{p}"
     );
-    let sums = p
-        .steps
-        .iter()
-        .find(|s| s.op_name() == "cluster sums")
-        .unwrap();
+    let sums = step_named(&p, "cluster sums");
     let k_bytes = 4.0 * 60000.0 * 60000.0;
     assert!(sums.bytes >= k_bytes && sums.bytes < 1.001 * k_bytes, "{p}");
     // Everything else together moves well under 1% of K.
@@ -508,11 +504,7 @@ fn lloyd_distances_become_one_contraction_in_place_of_a_gemm_and_a_row_kernel() 
         1,
         "{fused}"
     );
-    let step = fused
-        .steps
-        .iter()
-        .find(|s| s.op_name() == "contraction")
-        .expect("contraction step");
+    let step = step_named(&fused, "contraction");
     let StepOp::Fused(f) = &step.op else {
         panic!("not a generated kernel")
     };
@@ -568,6 +560,14 @@ fn fused_prediction_sums_the_cross_kernel_by_label() {
     );
     assert_eq!(by_label_contractions(&p), 1, "{p}");
     assert!(p.workspace_bytes() < 4 * 10_000 * 50_000, "{p}");
+}
+
+/// The plan's first step named `name` (its `op_name`); panics, printing the plan, where none is.
+fn step_named<'p>(p: &'p Plan, name: &str) -> &'p popcorn_dsl::plan::Step {
+    p.steps
+        .iter()
+        .find(|s| s.op_name() == name)
+        .unwrap_or_else(|| panic!("no {name} step in\n{p}"))
 }
 
 /// How many of the plan's contraction steps sum by label.
@@ -677,11 +677,7 @@ fn symmetric_sums_by_label_read_rows_and_columns_in_cluster_order() {
             &[("n", 5000), ("d", 8), ("k", 20)],
             &PlannerConfig::default(),
         );
-        let contraction = p
-            .steps
-            .iter()
-            .find(|s| s.op_name() == "contraction")
-            .expect("a contraction");
+        let contraction = step_named(&p, "contraction");
         let symmetric = matches!(
             contraction.op,
             StepOp::Fused(ref f) if matches!(f.spec.form, Form::Contraction { symmetric: true, .. })
@@ -710,11 +706,7 @@ fn symmetric_sums_by_label_read_rows_and_columns_in_cluster_order() {
             "{kernel}: {p}"
         );
         // ... and the sums come back to that order before anything reads them.
-        let back = p
-            .steps
-            .iter()
-            .find(|s| s.op_name() == "rows back from cluster order")
-            .expect("an inverse permutation");
+        let back = step_named(&p, "rows back from cluster order");
         assert_eq!(back.inputs[0], contraction.outputs[0], "{kernel}: {p}");
     }
 }
@@ -729,11 +721,7 @@ fn asymmetric_sums_by_label_sort_only_their_columns() {
         s = K * selection(labels, k)^T;
     }";
     let fused = plan_fused(src, &[("n", 300), ("d", 7), ("k", 4)]);
-    let contraction = fused
-        .steps
-        .iter()
-        .find(|s| s.op_name() == "contraction")
-        .expect("a contraction");
+    let contraction = step_named(&fused, "contraction");
     assert!(
         matches!(contraction.op, StepOp::Fused(ref f) if matches!(f.spec.form, Form::Contraction { symmetric: false, .. })),
         "{fused}"
