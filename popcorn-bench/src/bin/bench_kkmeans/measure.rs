@@ -87,18 +87,16 @@ pub fn ceilings(
         let host = super::data::uniform(rows, cols, seed ^ 0xc0);
         ctx.dense_f32(rows, cols, &host.x)?
     };
-    let copy = programs::program("copy");
-    let mut out = Outputs::default();
-    let copy_ms = timed(ctx, reps.max(5), || {
-        ctx.run_into(copy, &Args::new().tensor("x", &x), &mut out)
-    })?;
-    drop(out);
-    let read = programs::program("read");
-    let mut out = Outputs::default();
-    let read_ms = timed(ctx, reps.max(5), || {
-        ctx.run_into(read, &Args::new().tensor("x", &x), &mut out)
-    })?;
-    drop(out);
+    // Milliseconds of the benchmark program `name` over x, its outputs reused.
+    let over_x = |name: &str| {
+        let program = programs::program(name);
+        let mut out = Outputs::default();
+        timed(ctx, reps.max(5), || {
+            ctx.run_into(program, &Args::new().tensor("x", &x), &mut out)
+        })
+    };
+    let copy_ms = over_x("copy")?;
+    let read_ms = over_x("read")?;
     drop(x);
     let a = ctx.dense_f32(dim, dim, &super::data::uniform(dim, dim, seed ^ 0xa).x)?;
     let b = ctx.dense_f32(dim, dim, &super::data::uniform(dim, dim, seed ^ 0xb).x)?;
