@@ -859,11 +859,11 @@ fn bad_precomputed_kernels_and_predictions_are_errors() {
         "{e}"
     );
 
-    // A precomputed fit has no model for points.
+    // A precomputed fit's model predicts from kernel values, not from points.
     let x = uniform_points(6, 5, 2);
     let kmat = kernel_matrix(&Kernel::Linear, &x, 2);
     let f = b.fit_precomputed(&kmat, 5).expect("precomputed fit");
-    assert!(f.model.is_none());
+    assert!(f.model.is_some());
     assert!(matches!(
         f.predict(Points::new(1, 2, &[0.0, 0.0]).unwrap()),
         Err(FitError::Parameter(_))

@@ -27,11 +27,12 @@ mod source;
 pub use algorithm::{Algorithm, AlgorithmChoice, EXPECTED_ITERATIONS};
 pub use init::SplitMix64;
 use model::KernelPrograms;
-pub use model::Model;
+pub use model::{Model, ModelParts, Scaling};
 use source::Source;
 
 use crate::{Args, Context, DType, DeviceSpec, Outputs, RuntimeError};
 use serde::Serialize;
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 /// The kernel function kappa(x, y).
@@ -172,6 +173,10 @@ pub enum FitError {
     /// The runtime failed (device, memory, a step).
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// The control callback of [`KernelKMeans::fit_with_control`] stopped the fit; the text
+    /// says where.
+    #[error("the fit was interrupted {0}")]
+    Interrupted(String),
 }
 
 impl From<std::convert::Infallible> for FitError {
@@ -214,6 +219,22 @@ pub enum Progress {
         /// Points whose label changed.
         changed: usize,
     },
+}
+
+/// A callback told of every [`Progress`] event that may stop the fit by breaking.
+pub type Control<'c> = dyn FnMut(&Progress) -> ControlFlow<()> + 'c;
+
+/// Tells `control` of `event`; a break becomes [`FitError::Interrupted`], naming the event.
+fn report(control: &mut Control<'_>, event: &Progress) -> Result<(), FitError> {
+    match control(event) {
+        ControlFlow::Continue(()) => Ok(()),
+        ControlFlow::Break(()) => Err(FitError::Interrupted(match event {
+            Progress::Phase(phase) => format!("before the phase `{phase}`"),
+            Progress::Iteration { run, iteration, .. } => {
+                format!("after iteration {iteration} of run {}", run + 1)
+            }
+        })),
+    }
 }
 
 /// The result of a fit.
@@ -486,6 +507,42 @@ impl KernelKMeans {
         P: TryInto<Points<'a>>,
         FitError: From<P::Error>,
     {
+        self.fit_with_control(points, &mut |p| {
+            progress(p);
+            ControlFlow::Continue(())
+        })
+    }
+
+    /// Clusters `points`, telling `control` of every phase and iteration as
+    /// [`fit_with_progress`](KernelKMeans::fit_with_progress) does; when `control` breaks, the
+    /// fit stops there (before the phase, or after the iteration) with
+    /// [`FitError::Interrupted`]. The Python package stops a fit on Ctrl-C this way.
+    ///
+    /// ```
+    /// use popcorn::kkmeans::{FitError, KernelKMeans, Points, Progress};
+    /// use popcorn::DeviceSpec;
+    /// use std::ops::ControlFlow;
+    ///
+    /// let x = [0.0, 0.1, 0.2, 5.0, 5.1, 5.2];
+    /// let err = KernelKMeans::new(2)
+    ///     .device(DeviceSpec::Cpu)
+    ///     .fit_with_control(Points::new(6, 1, &x).unwrap(), &mut |p| match p {
+    ///         Progress::Iteration { .. } => ControlFlow::Break(()),
+    ///         _ => ControlFlow::Continue(()),
+    ///     })
+    ///     .unwrap_err();
+    /// assert!(matches!(err, FitError::Interrupted(_)));
+    /// assert_eq!(err.to_string(), "the fit was interrupted after iteration 1 of run 1");
+    /// ```
+    pub fn fit_with_control<'a, P>(
+        &self,
+        points: P,
+        control: &mut Control<'_>,
+    ) -> Result<FitResult, FitError>
+    where
+        P: TryInto<Points<'a>>,
+        FitError: From<P::Error>,
+    {
         let points: Points<'a> = points.try_into()?;
         if self.kernel == Kernel::Precomputed {
             return Err(FitError::Parameter(
@@ -494,7 +551,7 @@ impl KernelKMeans {
         }
         self.validate(points.n)?;
         let start = Instant::now();
-        progress(&Progress::Phase("upload"));
+        report(control, &Progress::Phase("upload"))?;
         let ctx = self.context()?;
         let scaling = self.zscore.then(|| model::Scaling::fit(points));
         let x_host: Vec<f64> = match &scaling {
@@ -525,7 +582,7 @@ impl KernelKMeans {
         let kmat = match choice.algorithm {
             Algorithm::Recompute => None,
             _ => {
-                progress(&Progress::Phase("kernel matrix"));
+                report(control, &Progress::Phase("kernel matrix"))?;
                 let t = Instant::now();
                 let kmat = ctx
                     .run(
@@ -548,7 +605,7 @@ impl KernelKMeans {
                 programs: &kernel_programs,
             },
         };
-        let (mut result, norms) = self.iterate(&ctx, &source, points.n, choice, progress)?;
+        let (mut result, norms) = self.iterate(&ctx, &source, points.n, choice, control)?;
         let norms = match (norms, &kmat) {
             (Some(norms), _) => norms,
             (None, Some(kmat)) => model::centroid_norms(&ctx, kmat, &result.labels, self.k)?,
@@ -576,8 +633,20 @@ impl KernelKMeans {
         Ok(result)
     }
 
-    /// Clusters with a precomputed kernel matrix `kmat` (`n x n`, row-major, symmetric).
+    /// Clusters with a precomputed kernel matrix `kmat` (`n x n`, row-major, symmetric). The
+    /// result's model predicts from kernel values ([`Model::predict_precomputed`]).
     pub fn fit_precomputed(&self, kmat: &[f64], n: usize) -> Result<FitResult, FitError> {
+        self.fit_precomputed_with_control(kmat, n, &mut |_| ControlFlow::Continue(()))
+    }
+
+    /// [`fit_precomputed`](KernelKMeans::fit_precomputed), telling `control` of every phase
+    /// and iteration; when it breaks, the fit stops with [`FitError::Interrupted`].
+    pub fn fit_precomputed_with_control(
+        &self,
+        kmat: &[f64],
+        n: usize,
+        control: &mut Control<'_>,
+    ) -> Result<FitResult, FitError> {
         self.validate(n)?;
         if kmat.len() != n * n {
             return Err(FitError::Input(format!(
@@ -595,14 +664,27 @@ impl KernelKMeans {
             )));
         }
         let start = Instant::now();
+        report(control, &Progress::Phase("upload"))?;
         let ctx = self.context()?;
-        let k = ctx.dense(n, n, kmat)?;
+        let kmat = ctx.dense(n, n, kmat)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
         let choice = AlgorithmChoice::given(n, ctx.dtype());
-        let (mut result, _) = self.iterate(&ctx, &Source::Stored(&k), n, choice, &mut |_| {})?;
+        let (mut result, _) = self.iterate(&ctx, &Source::Stored(&kmat), n, choice, control)?;
+        let norms = model::centroid_norms(&ctx, &kmat, &result.labels, self.k)?;
+        drop(kmat);
         result.timings.upload_s = upload_s;
         result.timings.total_s = start.elapsed().as_secs_f64();
+        result.model = Some(Model::new(
+            ctx,
+            Kernel::Precomputed,
+            n,
+            Vec::new(),
+            None,
+            &result.labels,
+            self.k,
+            norms,
+        ));
         Ok(result)
     }
 
@@ -614,7 +696,7 @@ impl KernelKMeans {
         source: &Source<'_>,
         n: usize,
         algorithm: AlgorithmChoice,
-        progress: &mut dyn FnMut(&Progress),
+        control: &mut Control<'_>,
     ) -> Result<(FitResult, Option<Vec<f64>>), FitError> {
         let k = self.k;
         let runs = if matches!(self.init, Init::Mod | Init::Labels(_)) {
@@ -623,21 +705,21 @@ impl KernelKMeans {
             self.n_init
         };
         let t_init = Instant::now();
-        progress(&Progress::Phase("init"));
+        report(control, &Progress::Phase("init"))?;
         let diag = if matches!(self.init, Init::KMeansPlusPlus { .. }) {
             source.diagonal(ctx)?
         } else {
             Vec::new()
         };
         let mut init_s = t_init.elapsed().as_secs_f64();
-        progress(&Progress::Phase("iterations"));
+        report(control, &Progress::Phase("iterations"))?;
         let t_iter = Instant::now();
         let mut best: Option<(usize, RunResult)> = None;
         for run in 0..runs {
             let t = Instant::now();
             let labels0 = init::initial_labels(&self.init, n, k, run, ctx, source, &diag)?;
             init_s += t.elapsed().as_secs_f64();
-            let r = self.run_once(ctx, source, labels0, run, progress)?;
+            let r = self.run_once(ctx, source, labels0, run, control)?;
             if best.as_ref().is_none_or(|(_, b)| r.objective < b.objective) {
                 best = Some((run, r));
             }
@@ -679,7 +761,7 @@ impl KernelKMeans {
         source: &Source<'_>,
         labels0: Vec<u32>,
         run: usize,
-        progress: &mut dyn FnMut(&Progress),
+        control: &mut Control<'_>,
     ) -> Result<RunResult, FitError> {
         // The labels live on the device; each iteration reads back two numbers (the objective
         // and how many labels changed), and the final labels are read once at the end.
@@ -704,12 +786,15 @@ impl KernelKMeans {
             let changed = out.scalar("changed")?.round() as usize;
             per_iteration_s.push(t.elapsed().as_secs_f64());
             history.push(objective);
-            progress(&Progress::Iteration {
-                run,
-                iteration: it,
-                objective,
-                changed,
-            });
+            report(
+                control,
+                &Progress::Iteration {
+                    run,
+                    iteration: it,
+                    objective,
+                    changed,
+                },
+            )?;
             if changed == 0 {
                 converged = true;
                 break;

@@ -5,7 +5,7 @@ use super::{programs::program, FitError, Kernel, Points};
 use crate::{Args, Context, Tensor};
 
 /// Per-feature standardisation learned from the training points.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Scaling {
     mean: Vec<f64>,
     scale: Vec<f64>,
@@ -40,6 +40,41 @@ impl Scaling {
             })
             .collect();
         Scaling { mean, scale }
+    }
+
+    /// A scaling from its per-feature means and scales (as [`Scaling::mean`] and
+    /// [`Scaling::scale`] give them): equally long, finite, every scale positive.
+    pub fn new(mean: Vec<f64>, scale: Vec<f64>) -> Result<Scaling, FitError> {
+        if mean.len() != scale.len() {
+            return Err(FitError::Input(format!(
+                "a scaling needs as many scales as means, got {} and {}",
+                scale.len(),
+                mean.len()
+            )));
+        }
+        if let Some(f) = mean.iter().position(|m| !m.is_finite()) {
+            return Err(FitError::Input(format!(
+                "the mean of feature {f} is {}",
+                mean[f]
+            )));
+        }
+        if let Some(f) = scale.iter().position(|s| !(s.is_finite() && *s > 0.0)) {
+            return Err(FitError::Input(format!(
+                "the scale of feature {f} is {}; scales are finite and positive",
+                scale[f]
+            )));
+        }
+        Ok(Scaling { mean, scale })
+    }
+
+    /// The mean of every feature.
+    pub fn mean(&self) -> &[f64] {
+        &self.mean
+    }
+
+    /// The scale (standard deviation, 1 for a constant feature) of every feature.
+    pub fn scale(&self) -> &[f64] {
+        &self.scale
     }
 
     /// The standardised values of `p`.
@@ -110,6 +145,27 @@ impl KernelPrograms {
             .iter()
             .fold(args, |a, &(name, v)| a.scalar(name, v))
     }
+}
+
+/// What a [`Model`] holds, apart from its context: to store a model and build it again
+/// ([`Model::parts`], [`Model::from_parts`]; the Python package pickles models this way).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelParts {
+    /// The kernel ([`Kernel::Precomputed`] for a model that predicts from kernel values).
+    pub kernel: Kernel,
+    /// Features per point (for a precomputed kernel, the number of training points).
+    pub d: usize,
+    /// The training points as the kernel sees them (standardised where the fit was), `n x d`
+    /// row-major; empty for a precomputed kernel.
+    pub x: Vec<f64>,
+    /// The standardisation learned from the training points, if any.
+    pub scaling: Option<Scaling>,
+    /// The cluster of every training point.
+    pub labels: Vec<u32>,
+    /// Number of clusters.
+    pub k: usize,
+    /// Squared feature-space norms of the centroids (`+inf` for empty clusters).
+    pub centroid_norms: Vec<f64>,
 }
 
 /// A fitted clustering that can assign new points.
@@ -184,8 +240,98 @@ impl Model {
         &self.centroid_norms
     }
 
-    /// The nearest feature-space centroid of each new point.
+    /// What the model holds, to store it.
+    pub fn parts(&self) -> ModelParts {
+        ModelParts {
+            kernel: self.kernel,
+            d: self.d,
+            x: self.x.clone(),
+            scaling: self.scaling.clone(),
+            labels: self.labels.clone(),
+            k: self.k,
+            centroid_norms: self.centroid_norms.clone(),
+        }
+    }
+
+    /// A model from stored parts, predicting on `ctx`. The parts are checked against each
+    /// other (sizes, labels below `k`, finite points), never trusted.
+    ///
+    /// ```
+    /// use popcorn::kkmeans::{KernelKMeans, Model, Points};
+    /// use popcorn::{Context, DeviceSpec};
+    ///
+    /// let x = [0.0, 0.1, 0.2, 5.0, 5.1, 5.2];
+    /// let fit = KernelKMeans::new(2).device(DeviceSpec::Cpu).fit(Points::new(6, 1, &x).unwrap()).unwrap();
+    /// let parts = fit.model.as_ref().unwrap().parts();
+    /// let again = Model::from_parts(Context::new(DeviceSpec::Cpu).unwrap(), parts).unwrap();
+    /// let new = Points::new(2, 1, &[0.05, 4.9]).unwrap();
+    /// assert_eq!(again.predict(new).unwrap(), fit.predict(new).unwrap());
+    /// ```
+    pub fn from_parts(ctx: Context, parts: ModelParts) -> Result<Model, FitError> {
+        let ModelParts {
+            kernel,
+            d,
+            x,
+            scaling,
+            labels,
+            k,
+            centroid_norms,
+        } = parts;
+        let n = labels.len();
+        let bad = |m: String| Err(FitError::Input(format!("model parts: {m}")));
+        if n == 0 || k == 0 || d == 0 {
+            return bad(format!("{n} labels, k = {k}, d = {d}; none may be 0"));
+        }
+        if kernel == Kernel::Precomputed {
+            if !x.is_empty() || d != n {
+                return bad(format!(
+                    "a precomputed kernel over {n} points has no points and d = n, got {} values and d = {d}",
+                    x.len()
+                ));
+            }
+        } else {
+            // n x d finite values.
+            Points::new(n, d, &x)?;
+        }
+        if let Some(s) = &scaling {
+            if s.mean.len() != d {
+                return bad(format!("a scaling of {} features for {d}", s.mean.len()));
+            }
+        }
+        if let Some(p) = labels.iter().position(|l| *l as usize >= k) {
+            return bad(format!(
+                "label {} of point {p} is not below k = {k}",
+                labels[p]
+            ));
+        }
+        if centroid_norms.len() != k {
+            return bad(format!(
+                "{} centroid norms for k = {k}",
+                centroid_norms.len()
+            ));
+        }
+        Ok(Model {
+            ctx,
+            kernel,
+            d,
+            x,
+            scaling,
+            labels,
+            centroid_norms,
+            k,
+        })
+    }
+
+    /// The nearest feature-space centroid of each new point (not for a precomputed kernel:
+    /// see [`Model::predict_precomputed`]).
     pub fn predict(&self, points: Points<'_>) -> Result<Vec<u32>, FitError> {
+        if self.kernel == Kernel::Precomputed {
+            return Err(FitError::Parameter(
+                "this model's kernel is precomputed: it predicts from kernel values \
+                 (Model::predict_precomputed), not from points"
+                    .into(),
+            ));
+        }
         if points.d != self.d {
             return Err(FitError::Input(format!(
                 "the model was fitted on {} features, the new points have {}",
