@@ -147,34 +147,49 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const unsigned (&a)[4], 
 // ------------------------------------------------------------------------------------
 // Staging: one chunk (ROWS x BK) of a row-major matrix X into one shared slot, zeros
 // outside the matrix (rows >= rows, depth >= depth). Segment s of the chunk belongs to
-// thread s % THREADS; 8 consecutive threads copy one 128-byte row (coalesced).
+// thread s % THREADS; 8 consecutive threads copy one 128-byte row (coalesced). A thread's
+// segments are thus one column c = tid % 8 of rows tid / 8 + ROWS_PER_PASS i: the same
+// depth, the same swizzle (ROWS_PER_PASS is a multiple of 8), addresses a constant stride
+// apart, so everything but the row test is worked out once per chunk.
 // vec16: X is 16-byte aligned and ldx % 4 == 0, so every segment start is 16-byte aligned
 // and a segment straddling `depth` is a partial 16-byte copy; otherwise 4-byte copies.
 // ------------------------------------------------------------------------------------
+constexpr int ROWS_PER_PASS = THREADS / SEGS;
+static_assert(THREADS % SEGS == 0 && ROWS_PER_PASS % 8 == 0,
+              "a thread's segments share one column and one swizzle");
+
 template <int SEGS_PER_THREAD>
 __device__ __forceinline__ void stage_chunk(unsigned slot, const float* X, long long ldx,
                                             long long row0, long long rows, long long k0,
                                             long long depth, bool vec16, int tid)
 {
+    const int r = tid / SEGS;  // first row of this thread's segments
+    const int c = tid % SEGS;  // its segment in each row
+    const unsigned dst = slot + 4u * (unsigned)seg_offset(r, c);
+    constexpr unsigned DST_STEP = (unsigned)(ROWS_PER_PASS * ROW_BYTES);
+    const long long gk = k0 + 4 * c;
+    const long long left_ll = depth - gk;  // floats of each row from gk on
+    const int left = left_ll >= 4 ? 4 : (left_ll > 0 ? (int)left_ll : 0);
+    // Rows of the matrix at or after this thread's first row (at most every pass's).
+    const long long have_ll = rows - (row0 + r);
+    const int have = have_ll >= (long long)SEGS_PER_THREAD * ROWS_PER_PASS
+                         ? SEGS_PER_THREAD * ROWS_PER_PASS
+                         : (have_ll > 0 ? (int)have_ll : 0);
+    const float* src = X + (row0 + r) * ldx + gk;  // formed, not read, past the matrix
+    const long long src_step = (long long)ROWS_PER_PASS * ldx;
 #pragma unroll
     for (int i = 0; i < SEGS_PER_THREAD; ++i) {
-        const int s = tid + i * THREADS;
-        const int r = s / SEGS;
-        const int c = s % SEGS;
-        const unsigned dst = slot + 4u * (unsigned)seg_offset(r, c);
-        const long long gr = row0 + r;
-        const long long gk = k0 + 4 * c;
-        const long long left = gr < rows ? depth - gk : 0;  // floats of this row from gk on
+        const bool row_ok = i * ROWS_PER_PASS < have;
+        const unsigned d_i = dst + (unsigned)i * DST_STEP;
+        const float* s_i = src + i * src_step;
         if (vec16) {
-            const int nf = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
-            const float* src = nf > 0 ? X + gr * ldx + gk : X;  // never a wild address
-            cp_async16(dst, src, 4u * (unsigned)nf);
+            const unsigned nf = row_ok ? (unsigned)left : 0u;
+            cp_async16(d_i, nf > 0 ? s_i : X, 4u * nf);  // never a wild address
         } else {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const bool ok = e < left;
-                const float* src = ok ? X + gr * ldx + gk + e : X;
-                cp_async4(dst + 4u * e, src, ok ? 4u : 0u);
+                const bool ok = row_ok && e < left;
+                cp_async4(d_i + 4u * e, ok ? s_i + e : X, ok ? 4u : 0u);
             }
         }
     }
@@ -186,10 +201,10 @@ __device__ __forceinline__ void stage_chunk(unsigned slot, const float* X, long 
 template <int SEGS_PER_THREAD>
 __device__ __forceinline__ void round_chunk_tf32(float* slot, int tid)
 {
+    float* const first = slot + seg_offset(tid / SEGS, tid % SEGS);
 #pragma unroll
     for (int i = 0; i < SEGS_PER_THREAD; ++i) {
-        const int s = tid + i * THREADS;
-        float4* p = reinterpret_cast<float4*>(slot + seg_offset(s / SEGS, s % SEGS));
+        float4* p = reinterpret_cast<float4*>(first + i * ROWS_PER_PASS * BK);
         float4 v = *p;
         v.x = to_tf32(v.x);
         v.y = to_tf32(v.y);
@@ -808,6 +823,22 @@ __device__ __forceinline__ float select_value(bool p, float a, float b)
     return r;
 }
 
+// One exchange of reduce_scatter_columns: lanes whose bit `Mask` is clear keep the lower half
+// of their first 2 Half values and send the upper half; the others the reverse. Each step is
+// its own instantiation, so every index is a constant and v stays in registers (a loop over
+// the steps, whose bounds the compiler may leave rolled, moves v to local memory).
+template <int Mask, int Half, int C>
+__device__ __forceinline__ void exchange_half(float (&v)[C], int lane)
+{
+    const bool upper = (lane & Mask) != 0;
+#pragma unroll
+    for (int x = 0; x < Half; ++x) {
+        const float keep = select_value(upper, v[x + Half], v[x]);
+        const float send = select_value(upper, v[x], v[x + Half]);
+        v[x] = keep + __shfl_xor_sync(0xffffffffu, send, Mask);
+    }
+}
+
 // Reduce-scatter over the 8 lanes that hold the same columns (lane bits 2-4, the rows g of the
 // accumulator layouts): each lane enters C partial column sums and leaves with the complete
 // sums of C / 8 of them in v[0 .. C / 8): v[x] is column x + (C / 2) b4 + (C / 4) b3 + (C / 8) b2
@@ -816,18 +847,9 @@ template <int C>
 __device__ __forceinline__ void reduce_scatter_columns(float (&v)[C], int lane)
 {
     static_assert(C % 8 == 0, "eight lanes share a thread's columns");
-#pragma unroll
-    for (int step = 0; step < 3; ++step) {
-        const int mask = 16 >> step;
-        const int half = C >> (step + 1);
-        const bool upper = (lane & mask) != 0;
-#pragma unroll
-        for (int x = 0; x < half; ++x) {
-            const float keep = select_value(upper, v[x + half], v[x]);
-            const float send = select_value(upper, v[x], v[x + half]);
-            v[x] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
-        }
-    }
+    exchange_half<16, C / 2>(v, lane);
+    exchange_half<8, C / 4>(v, lane);
+    exchange_half<4, C / 8>(v, lane);
 }
 
 // Which of its C columns reduce_scatter_columns left in a lane's v[x].
@@ -1000,13 +1022,18 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
         const unsigned a_rows =
             sg.a_smem + (unsigned)(sg.a_slot(cons) * A_SLOT_BYTES) + (unsigned)(wg * 128 * ROW_BYTES);
         const unsigned b_rows = sg.b_smem + (unsigned)(cons.b_slot * B_SLOT_BYTES);
+        // The descriptors of the step's first operands; the others are constant offsets
+        // from them (in the address field, counted in 16 bytes; shared addresses stay below
+        // 2^18 bytes, so the field never carries).
+        const unsigned long long da = wgmma_desc(a_rows);
+        const unsigned long long db = wgmma_desc(b_rows);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < KSTEPS; ++ks) {
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi) {
-                wgmma_m64n128k8_tf32(acc[mi], wgmma_desc(a_rows + (unsigned)(mi * 64 * ROW_BYTES + ks * 32)),
-                                     wgmma_desc(b_rows + (unsigned)(ks * 32)), ks > 0 || cons.kt > 0);
+                wgmma_m64n128k8_tf32(acc[mi], da + (unsigned)((mi * 64 * ROW_BYTES + ks * 32) >> 4),
+                                     db + (unsigned)((ks * 32) >> 4), ks > 0 || cons.kt > 0);
             }
         }
         wgmma_commit();
