@@ -1,0 +1,207 @@
+"""The scikit-learn estimator: parameters and input checks follow scikit-learn's conventions;
+the fit and the predictions are popcorn's (``popcorn._native``)."""
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from . import _native
+
+try:  # scikit-learn >= 1.6
+    from sklearn.utils.validation import validate_data as _validate_data
+except ImportError:  # older: the estimator's own method
+
+    def _validate_data(estimator, X, **kwargs):
+        return estimator._validate_data(X, **kwargs)
+
+
+def _dtype_name(dtype):
+    """The numpy name of ``dtype`` (``"float32"`` for ``np.float32``, ``"float32"``...)."""
+    try:
+        return np.dtype(dtype).name
+    except TypeError as e:
+        raise ValueError(f"dtype={dtype!r} is not a numpy dtype; use 'float32' or 'float64'") from e
+
+
+class KernelKMeans(ClusterMixin, BaseEstimator):
+    """Kernel K-means: k-means in the feature space of a kernel, on a GPU or the CPU.
+
+    The kernel matrix ``K`` is built from the points (or given, with
+    ``kernel="precomputed"``); each iteration assigns every point to the nearest centroid in
+    feature space, ``||phi(x_i) - c_j||^2 = K_ii - 2 mean_{l in j} K_il + mean_{l,m in j} K_lm``,
+    until no label changes (or, with ``tol > 0``, until the objective improves by less than
+    ``tol`` relative to its value), or ``max_iter``. popcorn chooses between storing ``K`` and
+    recomputing its tiles every iteration by its cost model and the free memory.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters.
+    kernel : {"rbf", "linear", "poly", "sigmoid", "precomputed"}, default="rbf"
+        ``"gaussian"`` and ``"polynomial"`` are accepted too. With ``"precomputed"``, ``X`` in
+        ``fit`` is the ``n x n`` kernel matrix and ``X`` in ``predict`` the ``m x n`` kernel
+        values of new points against the training points.
+    gamma : float, default=None
+        Scale of the rbf, poly and sigmoid kernels; ``None`` means ``1 / n_features``.
+    coef0 : float, default=1.0
+        Offset of the poly and sigmoid kernels.
+    degree : float, default=2
+        Exponent of the poly kernel: ``(gamma <x, y> + coef0) ** degree``.
+    init : {"mod", "random", "k-means++"} or array of shape (n_samples,), default="mod"
+        First labels: point ``i`` in cluster ``i mod n_clusters``, uniformly random labels,
+        k-means++ in feature space, or the given labels.
+    n_init : int, default=1
+        Runs from different seeds for the random inits; the lowest objective wins.
+    max_iter : int, default=300
+        Iteration limit of a run.
+    tol : float, default=1e-4
+        Relative improvement of the objective under which a run stops; 0 runs until no label
+        changes (a fixed point always stops a run).
+    zscore : bool, default=False
+        Standardise every feature (learned on the training points) first.
+    device : str, default="auto"
+        ``"auto"`` (the first usable GPU, else the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    dtype : {"float32", "float64"}, default="float32"
+        Element type of the computation.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the random inits.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        Cluster of every training point.
+    n_iter_ : int
+        Iterations of the best run.
+    inertia_ : float
+        The objective of the final labels, ``sum_i ||phi(x_i) - c_{labels_i}||^2`` (``tr(K)``
+        included).
+    objective_history_ : ndarray
+        The objective at the start of every iteration of the best run.
+    converged_ : bool
+        Whether the best run stopped before ``max_iter``.
+    n_features_in_ : int
+        Features seen in ``fit``.
+    feature_names_in_ : ndarray of str
+        Column names seen in ``fit``, when ``X`` had string column names.
+    cluster_sizes_ : ndarray of shape (n_clusters,)
+        Points per cluster.
+    timings_ : dict
+        Seconds per phase: ``upload``, ``kernel_matrix``, ``init``, ``iterations``,
+        ``per_iteration`` (a list), ``total``.
+    device_ : str
+        The device the fit ran on, in words.
+    algorithm_ : str
+        ``"stored"`` or ``"recompute"``: how the kernel matrix was had.
+    """
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        kernel="rbf",
+        gamma=None,
+        coef0=1.0,
+        degree=2,
+        init="mod",
+        n_init=1,
+        max_iter=300,
+        tol=1e-4,
+        zscore=False,
+        device="auto",
+        dtype="float32",
+        random_state=None,
+    ):
+        self.n_clusters = n_clusters
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.zscore = zscore
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+
+    def _check_input(self, X, reset):
+        return _validate_data(self, X, reset=reset, dtype=np.float64, order="C")
+
+    def fit(self, X, y=None):
+        """Clusters ``X`` (array-like of shape (n_samples, n_features), or the kernel matrix
+        for ``kernel="precomputed"``). ``y`` is ignored. Returns the fitted estimator.
+
+        The GIL is released while popcorn works; Ctrl-C stops the fit between iterations
+        (``KeyboardInterrupt``)."""
+        X = self._check_input(X, reset=True)
+        n_samples = X.shape[0]
+        if isinstance(self.n_clusters, numbers.Integral) and self.n_clusters > n_samples:
+            raise ValueError(
+                f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
+            )
+        if self.kernel == "precomputed" and X.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"a precomputed kernel matrix is square: got shape {X.shape}"
+            )
+        init = self.init if isinstance(self.init, str) else np.asarray(self.init)
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        options = {
+            "n_clusters": self.n_clusters,
+            "kernel": self.kernel,
+            "gamma": self.gamma,
+            "coef0": self.coef0,
+            "degree": self.degree,
+            "init": init,
+            "seed": seed,
+            "n_init": self.n_init,
+            "max_iter": self.max_iter,
+            "tol": self.tol,
+            "zscore": self.zscore,
+            "device": self.device,
+            "dtype": _dtype_name(self.dtype),
+        }
+        result, model = _native.fit(X, options)
+        self._model = model
+        self.labels_ = result["labels"]
+        self.n_iter_ = result["n_iter"]
+        self.inertia_ = result["objective"]
+        self.objective_history_ = result["objective_history"]
+        self.converged_ = result["converged"]
+        self.cluster_sizes_ = np.bincount(self.labels_, minlength=self.n_clusters)
+        self.timings_ = result["timings"]
+        self.device_ = result["device"]
+        self.algorithm_ = result["algorithm"]
+        return self
+
+    def predict(self, X):
+        """The nearest centroid in feature space of every row of ``X`` (new points, or for
+        ``kernel="precomputed"`` their kernel values against the training points)."""
+        check_is_fitted(self)
+        X = self._check_input(X, reset=False)
+        return self._model.predict(X)
+
+    def __sklearn_tags__(self):  # scikit-learn >= 1.6
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.kernel == "precomputed"
+        return tags
+
+    def _more_tags(self):  # scikit-learn < 1.6
+        return {"pairwise": self.kernel == "precomputed"}
+
+    def __getstate__(self):
+        # The fitted model is Rust data: pickled as its parts (arrays and numbers).
+        state = super().__getstate__()
+        if isinstance(state.get("_model"), _native.NativeModel):
+            state = dict(state, _model=state["_model"].parts())
+        return state
+
+    def __setstate__(self, state):
+        parts = state.get("_model")
+        if isinstance(parts, dict):
+            device = state.get("device", "auto")
+            state = dict(state, _model=_native.NativeModel.from_parts(parts, device))
+        super().__setstate__(state)

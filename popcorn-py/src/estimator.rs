@@ -1,0 +1,336 @@
+//! Kernel K-means for the Python estimator: [`fit`] turns the estimator's parameters into a
+//! [`KernelKMeans`], runs it with the GIL released (stopping on Ctrl-C between iterations)
+//! and returns the results with a [`NativeModel`] that predicts and can be stored as parts.
+
+use crate::arrays::{dtype_name, dtype_named, float_array, floats, label_array, labels, shape};
+use crate::device::device_spec;
+use crate::errors::{fit_error, value_error};
+use crate::interrupt::SignalCheck;
+use popcorn::kkmeans::{
+    FitError, FitResult, Init, Kernel, KernelKMeans, Model, ModelParts, Points, Scaling,
+};
+use popcorn::{Context, DType};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// The estimator's parameters, as `popcorn.KernelKMeans.fit` passes them (a dict).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct FitOptions<'py> {
+    n_clusters: i64,
+    kernel: String,
+    gamma: Option<f64>,
+    coef0: f64,
+    degree: f64,
+    /// `"mod"`, `"random"`, `"k-means++"` or the initial labels.
+    init: Bound<'py, PyAny>,
+    /// The seed of random initialisations (drawn from `random_state`).
+    seed: u64,
+    n_init: i64,
+    max_iter: i64,
+    /// 0: iterate until no label changes.
+    tol: f64,
+    zscore: bool,
+    device: String,
+    dtype: String,
+}
+
+/// `value` of the parameter `name` as a count of at least 1.
+fn at_least_one(name: &str, value: i64) -> PyResult<usize> {
+    usize::try_from(value)
+        .ok()
+        .filter(|v| *v >= 1)
+        .ok_or_else(|| value_error(format!("{name} = {value}; it must be at least 1")))
+}
+
+/// The kernel named `name` (scikit-learn's names and popcorn's) with its parameters; `gamma`
+/// `None` is `1/d`.
+fn kernel_from(
+    name: &str,
+    gamma: Option<f64>,
+    coef0: f64,
+    degree: f64,
+    d: usize,
+) -> PyResult<Kernel> {
+    Ok(match name {
+        "linear" => Kernel::Linear,
+        "poly" | "polynomial" => Kernel::Polynomial {
+            gamma: gamma.unwrap_or(1.0 / d as f64),
+            coef0,
+            degree,
+        },
+        "rbf" | "gaussian" => Kernel::Gaussian { gamma },
+        "sigmoid" => Kernel::Sigmoid { gamma, coef0 },
+        "precomputed" => Kernel::Precomputed,
+        other => {
+            return Err(value_error(format!(
+            "kernel = {other:?}; use \"linear\", \"poly\", \"rbf\", \"sigmoid\" or \"precomputed\""
+        )))
+        }
+    })
+}
+
+/// A kernel's name and parameters, as [`kernel_from`] takes them.
+fn kernel_fields(kernel: &Kernel) -> (&'static str, Option<f64>, f64, f64) {
+    match *kernel {
+        Kernel::Polynomial {
+            gamma,
+            coef0,
+            degree,
+        } => ("polynomial", Some(gamma), coef0, degree),
+        Kernel::Gaussian { gamma } => ("gaussian", gamma, 0.0, 0.0),
+        Kernel::Sigmoid { gamma, coef0 } => ("sigmoid", gamma, coef0, 0.0),
+        Kernel::Linear | Kernel::Precomputed => (kernel.name(), None, 0.0, 0.0),
+    }
+}
+
+/// The initialisation: a name, or labels.
+fn init_from(init: &Bound<'_, PyAny>, seed: u64) -> PyResult<Init> {
+    if let Ok(name) = init.extract::<String>() {
+        return match name.as_str() {
+            "mod" => Ok(Init::Mod),
+            "random" => Ok(Init::Random { seed }),
+            "k-means++" | "kmeans++" => Ok(Init::KMeansPlusPlus { seed }),
+            other => Err(value_error(format!(
+                "init = {other:?}; use \"mod\", \"random\", \"k-means++\" or an array of labels"
+            ))),
+        };
+    }
+    Ok(Init::Labels(labels(init, "init")?))
+}
+
+/// The builder for `options` on points of `d` features.
+fn builder(o: &FitOptions<'_>, d: usize) -> PyResult<KernelKMeans> {
+    let km = KernelKMeans::new(at_least_one("n_clusters", o.n_clusters)?)
+        .kernel(kernel_from(&o.kernel, o.gamma, o.coef0, o.degree, d)?)
+        .init(init_from(&o.init, o.seed)?)
+        .n_init(at_least_one("n_init", o.n_init)?)
+        .max_iter(at_least_one("max_iter", o.max_iter)?)
+        .tol(o.tol)
+        .check_convergence(o.tol > 0.0)
+        .zscore(o.zscore)
+        .device(device_spec(&o.device)?)
+        .dtype(dtype_named(&o.dtype)?);
+    Ok(km)
+}
+
+/// Runs `work` (a fit) with the GIL released, stopping it if Ctrl-C (or any signal handler
+/// that raises) comes between its phases and iterations; the handler's exception is raised.
+fn detached_fit<T>(
+    py: Python<'_>,
+    work: impl FnOnce(&mut SignalCheck) -> Result<T, FitError> + Send,
+) -> PyResult<T>
+where
+    T: Send,
+{
+    let mut check = SignalCheck::default();
+    let result = py.detach(|| work(&mut check));
+    match (result, check.take()) {
+        (Err(_), Some(raised)) => Err(raised),
+        (result, _) => result.map_err(fit_error),
+    }
+}
+
+/// Fits Kernel K-means to `x` (`n x d` points, or an `n x n` kernel matrix for the
+/// precomputed kernel) with the estimator's parameters. Returns the results (a dict) and the
+/// model.
+#[pyfunction]
+pub fn fit<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    options: FitOptions<'py>,
+) -> PyResult<(Bound<'py, PyDict>, NativeModel)> {
+    let x = floats(x)?;
+    let (n, d) = match shape(&x)[..] {
+        [n, d] => (n, d),
+        ref other => {
+            return Err(value_error(format!(
+                "expected a 2-D array of points, got shape {other:?}"
+            )))
+        }
+    };
+    let km = builder(&options, d)?;
+    let values = x.as_slice()?;
+    let result = if km.kernel == Kernel::Precomputed {
+        if n != d {
+            return Err(value_error(format!(
+                "a precomputed kernel matrix is square, got {n} x {d}"
+            )));
+        }
+        detached_fit(py, |check| {
+            km.fit_precomputed_with_control(values, n, &mut check.control())
+        })?
+    } else {
+        detached_fit(py, |check| {
+            km.fit_with_control(Points::new(n, d, values)?, &mut check.control())
+        })?
+    };
+    results(py, result)
+}
+
+/// A fit's results as a dict, and its model.
+fn results(py: Python<'_>, mut r: FitResult) -> PyResult<(Bound<'_, PyDict>, NativeModel)> {
+    let model = r
+        .model
+        .take()
+        .ok_or_else(|| value_error("the fit returned no model"))?;
+    let out = PyDict::new(py);
+    out.set_item("labels", label_array(py, &r.labels)?)?;
+    out.set_item("objective", r.objective)?;
+    out.set_item(
+        "objective_history",
+        float_array(
+            py,
+            r.objective_history.clone(),
+            DType::F64,
+            &[r.objective_history.len()],
+        )?,
+    )?;
+    out.set_item("n_iter", r.iterations)?;
+    out.set_item("converged", r.converged)?;
+    out.set_item("empty_clusters", r.empty_clusters)?;
+    out.set_item("best_run", r.best_run)?;
+    out.set_item("device", &r.device)?;
+    out.set_item("dtype", dtype_name(r.dtype))?;
+    out.set_item("algorithm", r.algorithm.algorithm.name())?;
+    out.set_item("algorithm_reason", &r.algorithm.reason)?;
+    let t = &r.timings;
+    let timings = PyDict::new(py);
+    timings.set_item("upload", t.upload_s)?;
+    timings.set_item("kernel_matrix", t.kernel_matrix_s)?;
+    timings.set_item("init", t.init_s)?;
+    timings.set_item("iterations", t.iterations_s)?;
+    timings.set_item("per_iteration", t.per_iteration_s.clone())?;
+    timings.set_item("total", t.total_s)?;
+    out.set_item("timings", timings)?;
+    Ok((
+        out,
+        NativeModel {
+            model,
+            dtype: r.dtype,
+            precomputed: r.params.kernel == Kernel::Precomputed,
+        },
+    ))
+}
+
+/// A fitted model: predicts the nearest feature-space centroid of new points (or, for a
+/// precomputed kernel, of new kernel rows), and can be taken apart and rebuilt (pickling).
+#[pyclass(module = "popcorn._native", frozen)]
+pub struct NativeModel {
+    model: Model,
+    dtype: DType,
+    /// The kernel is precomputed: the model predicts from kernel values.
+    precomputed: bool,
+}
+
+#[pymethods]
+impl NativeModel {
+    /// The cluster of each row of `x`: `m x d` points, or for a precomputed kernel the
+    /// `m x n` kernel values against the training points. Runs with the GIL released.
+    fn predict<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let x = floats(x)?;
+        let (m, cols) = match shape(&x)[..] {
+            [m, cols] => (m, cols),
+            ref other => {
+                return Err(value_error(format!(
+                    "expected a 2-D array, got shape {other:?}"
+                )))
+            }
+        };
+        let values = x.as_slice()?;
+        let predicted = py
+            .detach(|| {
+                if self.precomputed {
+                    // A point's own similarity shifts its distances to every centroid alike.
+                    self.model.predict_precomputed(values, &vec![0.0; m])
+                } else {
+                    self.model.predict(Points::new(m, cols, values)?)
+                }
+            })
+            .map_err(fit_error)?;
+        label_array(py, &predicted)
+    }
+
+    /// Squared feature-space norms of the centroids (`inf` for an empty cluster).
+    #[getter]
+    fn centroid_norms<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let norms = self.model.centroid_norms().to_vec();
+        let k = norms.len();
+        float_array(py, norms, DType::F64, &[k])
+    }
+
+    /// What the model holds, as a dict of numbers and arrays ([`NativeModel::from_parts`]
+    /// builds it again).
+    fn parts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = self.model.parts();
+        let (name, gamma, coef0, degree) = kernel_fields(&p.kernel);
+        let out = PyDict::new(py);
+        out.set_item("kernel", name)?;
+        out.set_item("gamma", gamma)?;
+        out.set_item("coef0", coef0)?;
+        out.set_item("degree", degree)?;
+        out.set_item("d", p.d)?;
+        let rows = p.x.len() / p.d;
+        out.set_item("x", float_array(py, p.x, DType::F64, &[rows, p.d])?)?;
+        match &p.scaling {
+            Some(s) => {
+                out.set_item("mean", s.mean().to_vec())?;
+                out.set_item("scale", s.scale().to_vec())?;
+            }
+            None => {
+                out.set_item("mean", py.None())?;
+                out.set_item("scale", py.None())?;
+            }
+        }
+        out.set_item("labels", label_array(py, &p.labels)?)?;
+        out.set_item("k", p.k)?;
+        out.set_item("centroid_norms", p.centroid_norms)?;
+        out.set_item("dtype", dtype_name(self.dtype))?;
+        Ok(out)
+    }
+
+    /// A model from [`NativeModel::parts`], predicting on `device`. The parts are checked.
+    #[staticmethod]
+    fn from_parts(parts: &Bound<'_, PyDict>, device: &str) -> PyResult<NativeModel> {
+        let item = |name: &str| -> PyResult<Bound<'_, PyAny>> {
+            parts
+                .get_item(name)?
+                .ok_or_else(|| value_error(format!("model parts: no `{name}`")))
+        };
+        let d: usize = item("d")?.extract()?;
+        let kernel = kernel_from(
+            &item("kernel")?.extract::<String>()?,
+            item("gamma")?.extract()?,
+            item("coef0")?.extract()?,
+            item("degree")?.extract()?,
+            d,
+        )?;
+        let scaling = match (
+            item("mean")?.extract::<Option<Vec<f64>>>()?,
+            item("scale")?.extract::<Option<Vec<f64>>>()?,
+        ) {
+            (Some(mean), Some(scale)) => Some(Scaling::new(mean, scale).map_err(fit_error)?),
+            _ => None,
+        };
+        let x = floats(&item("x")?)?.as_slice()?.to_vec();
+        let dtype = dtype_named(&item("dtype")?.extract::<String>()?)?;
+        let ctx = Context::new(device_spec(device)?)
+            .map_err(|e| fit_error(e.into()))?
+            .with_dtype(dtype);
+        let precomputed = kernel == Kernel::Precomputed;
+        let parts = ModelParts {
+            kernel,
+            d,
+            x,
+            scaling,
+            labels: labels(&item("labels")?, "labels")?,
+            k: item("k")?.extract()?,
+            centroid_norms: item("centroid_norms")?.extract()?,
+        };
+        Ok(NativeModel {
+            model: Model::from_parts(ctx, parts).map_err(fit_error)?,
+            dtype,
+            precomputed,
+        })
+    }
+}
