@@ -7,8 +7,8 @@
 // contiguous. A CTA of 256 threads (8 warps, 4 x 2, warp tiles of 64 x 64) owns 256 rows
 // at a time (a persistent grid strides over work units) and walks their column tiles of
 // 128: all of them, so every row's reductions finish inside one CTA, or, where the only
-// reductions are sums by label, a run of them (see Staging; for a symmetric sum by label on
-// Hopper, only the tiles on and above the diagonal block). The depth comes in chunks of
+// reductions are sums by label, a run of them (see Staging; for a symmetric sum by label,
+// only the tiles on and above the diagonal block). The depth comes in chunks of
 // 32 floats staged by cp.async into a 3-slot ring (XOR-swizzled rows, no padding); the
 // producer runs two steps ahead across tile and unit boundaries. The inner product
 // is, for TF32 (operands rounded with cvt.rna, fp32 accumulation): on Hopper compiled for
@@ -462,6 +462,12 @@ struct Staging {
         }
     }
     __device__ __forceinline__ int a_slot(const Cursor& p) const { return p.a_slot(resident, NA); }
+    // Whether the cursor's tile stands for its mirror image too: one triangle is walked and
+    // the tile lies past the diagonal block (the diagonal block's tiles hold both halves).
+    __device__ __forceinline__ bool mirrors(const Cursor& p) const
+    {
+        return sym && (long long)p.jt * BN >= row0(p) + BM;
+    }
     // The row exchange, after the B slots.
     __device__ __forceinline__ void* exchange() const { return b_ptr + STAGES * B_SLOT_FLOATS; }
 
@@ -618,7 +624,7 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 //   kSymmetric         whether the spec is symmetric (kernel_ir's Form::Contraction): its only
 //                      reduction a sum by label whose labels are those of the rows too, the
 //                      product A A^T. Where A and B are then the same matrix (checked at run
-//                      time), the wgmma path walks one triangle of tiles (Staging) and adds
+//                      time), the kernel walks one triangle of tiles (Staging) and adds
 //                      the mirror image of each tile above the diagonal block to the
 //                      columns' rows (tile_column_sums, add_to(j, c, v)).
 // ------------------------------------------------------------------------------------
@@ -864,14 +870,21 @@ __device__ __forceinline__ int scattered_column(int x, int lane)
 // (i, j)'s by-label value is added to row j in the bin of row i's label. Per warp, for each
 // label L among its rows (ascending; rows past the matrix have none), 16 of its C columns at
 // a time: each thread sums its R rows of label L per column, the 8 lanes sharing those
-// columns reduce-scatter the 16 sums, and each lane adds its 2 to the output. rlab[r] is row(r)'s label, col(c) the c-th
-// column, value(r, c) the element's by-label value.
-template <int R, int C, class Fold, class ColOf, class ValueOf>
-__device__ __forceinline__ void tile_column_sums(const Fold& fold, long long n,
-                                                 const unsigned (&rlab)[R], ColOf col,
-                                                 ValueOf value, int lane)
+// columns reduce-scatter the 16 sums, and each lane adds its 2 to the output. row(r) is the
+// r-th row, col(c) the c-th column, value(r, c) the element's by-label value; in both
+// accumulator layouts (mma.sync's and wgmma's) the lanes that differ only in bits 2-4 hold
+// the same columns.
+template <int R, int C, class Fold, class RowOf, class ColOf, class ValueOf>
+__device__ __forceinline__ void tile_column_sums(const Fold& fold, long long m, long long n,
+                                                 RowOf row, ColOf col, ValueOf value, int lane)
 {
     static_assert(C % 16 == 0, "columns go 16 at a time");
+    unsigned rlab[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const long long i = row(r);
+        rlab[r] = i < m ? fold.label(i) : 0xffffffffu;
+    }
     unsigned lowest = 0xffffffffu;
 #pragma unroll
     for (int r = 0; r < R; ++r) lowest = rlab[r] < lowest ? rlab[r] : lowest;
@@ -1047,15 +1060,10 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
             if constexpr (Fold::kSymmetric) {
                 // Above the diagonal block: the mirror image's sums too (acc now holds the
                 // by-label values).
-                if (sg.sym && (long long)cons.jt * BN >= i0 + BM) {
-                    unsigned rlab[4];
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        const long long i = i_lane + 64 * (r >> 1) + 8 * (r & 1);
-                        rlab[r] = i < m ? fold.label(i) : 0xffffffffu;
-                    }
+                if (sg.mirrors(cons)) {
                     tile_column_sums<4, 32>(
-                        fold, n, rlab, [&](int c) { return j_lane + 8 * (c >> 1) + (c & 1); },
+                        fold, m, n, [&](int r) { return i_lane + 64 * (r >> 1) + 8 * (r & 1); },
+                        [&](int c) { return j_lane + 8 * (c >> 1) + (c & 1); },
                         [&](int r, int c) { return acc[r >> 1][4 * (c >> 1) + 2 * (r & 1) + (c & 1)]; },
                         lane);
                 }
@@ -1098,8 +1106,9 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
 #endif
     using State = typename Fold::State;
     Staging sg;
-    // Every tile (a symmetric fold's triangle is taken only on the wgmma path).
-    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>(), Fold::kSplitColumns, false)) return;
+    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>(), Fold::kSplitColumns,
+                 Fold::kSymmetric))
+        return;
 
     const int lane = sg.tid & 31;
     const int warp = sg.tid >> 5;
@@ -1164,6 +1173,17 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
             const long long j_lane = (long long)cons.jt * BN + wn * WN + 2 * t;
             for_tile(fold, edge_of(i0, (long long)cons.jt * BN, m, n),
                      MmaTile<Fold>{acc, st, fold, i_lane, j_lane, m, n});
+            if constexpr (Fold::kSymmetric) {
+                // Above the diagonal block: the mirror image's sums too (acc now holds the
+                // by-label values).
+                if (sg.mirrors(cons)) {
+                    tile_column_sums<2 * MT, 2 * NT>(
+                        fold, m, n, [&](int r) { return i_lane + 16 * (r >> 1) + 8 * (r & 1); },
+                        [&](int c) { return j_lane + 8 * (c >> 1) + (c & 1); },
+                        [&](int r, int c) { return acc[r >> 1][c >> 1][2 * (r & 1) + (c & 1)]; },
+                        lane);
+                }
+            }
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -17,8 +17,8 @@
 //! - `kSplitColumns`: whether the only row reductions are sums by label, so that a row's
 //!   column tiles may be split over several blocks for balance;
 //! - `kSymmetric` and `add_to(i, c, v)`: a symmetric spec whose only reduction is the sum by
-//!   label ([`kernel_ir::Form::Contraction`]'s `symmetric`); on Hopper's TF32 path the
-//!   template then walks one triangle of tiles and adds each tile's mirror image to the bins
+//!   label ([`kernel_ir::Form::Contraction`]'s `symmetric`); where its operands are one
+//!   matrix the template then walks one triangle of tiles and adds each tile's mirror image to the bins
 //!   of its columns' rows with `add_to`.
 //!
 //! The entry point is one call, `pk::contraction<TF32>(A, lda, B, ldb, rows, cols, depth,
