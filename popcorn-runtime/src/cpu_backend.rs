@@ -139,7 +139,13 @@ host_elem!(i32, I32);
 enum Held<'a> {
     Guard(RwLockReadGuard<'a, HostVec>),
     Copy(HostVec),
+    /// The step's output itself, which a fused map reads in place (nothing is held: the
+    /// output's write guard gives the values, see `reads_in_place`).
+    InPlace,
 }
+
+/// What an in-place input holds: nothing.
+static NOTHING: HostVec = HostVec::U32(Vec::new());
 
 impl Deref for Held<'_> {
     type Target = HostVec;
@@ -147,6 +153,7 @@ impl Deref for Held<'_> {
         match self {
             Held::Guard(g) => g,
             Held::Copy(v) => v,
+            Held::InPlace => &NOTHING,
         }
     }
 }
@@ -304,6 +311,22 @@ fn full_symmetric(spec: &kernel_ir::KernelSpec) -> std::borrow::Cow<'_, kernel_i
     std::borrow::Cow::Owned(full)
 }
 
+/// Whether input `i` (`a`) of `step`, which shares its buffer with an output, can be read in
+/// place instead of copied first: a fused map with one output that reads it at the element it
+/// writes (see `cpu::reads_in_place`; a lower-symmetric input counts, this backend's SYRK
+/// having completed it to the full matrix), over the same `rows x cols` as the output.
+fn reads_in_place(step: &Step, i: usize, a: &Arg<'_, CpuBuffer>) -> bool {
+    match &step.op {
+        StepOp::Fused(f) => {
+            !matches!(f.spec.form, kernel_ir::Form::Contraction { .. })
+                && cpu::reads_in_place(&full_symmetric(&f.spec), i)
+                && dims(a) == (f.rows, f.cols)
+                && matches!(a, Arg::Dense { .. })
+        }
+        _ => false,
+    }
+}
+
 /// Sizes of an argument, for building views.
 fn dims(a: &Arg<'_, CpuBuffer>) -> (usize, usize) {
     match a {
@@ -330,12 +353,17 @@ fn run_typed<T: Real + HostElem>(
     }
     let held: Vec<Vec<Held<'_>>> = inputs
         .iter()
-        .map(|a| {
+        .enumerate()
+        .map(|(i, a)| {
             parts(a)
                 .into_iter()
                 .map(|b| {
                     if out_bufs.iter().any(|o| std::ptr::eq(*o, b)) {
-                        Ok(Held::Copy(b.read()?.clone()))
+                        if reads_in_place(step, i, a) {
+                            Ok(Held::InPlace)
+                        } else {
+                            Ok(Held::Copy(b.read()?.clone()))
+                        }
                     } else {
                         Ok(Held::Guard(b.read()?))
                     }
@@ -563,6 +591,10 @@ fn run_typed<T: Real + HostElem>(
         StepOp::Fused(f) => {
             let mut args = Vec::with_capacity(inputs.len());
             for (i, inp) in inputs.iter().enumerate() {
+                if matches!(held[i].first(), Some(Held::InPlace)) {
+                    args.push(FusedArg::InPlace);
+                    continue;
+                }
                 args.push(match inp {
                     Arg::Scalar(v) => FusedArg::Scalar(T::from_f64(*v)),
                     Arg::Index { len, .. } => {

@@ -26,7 +26,7 @@ mod tests;
 pub use self::clusters::{cluster_sums, counts, permute_rows, selection};
 pub use self::csr::CsrRef;
 pub use self::error::CpuError;
-pub use self::fused::{run_contraction, run_fused, FusedArg, FusedOut};
+pub use self::fused::{reads_in_place, run_contraction, run_fused, FusedArg, FusedOut};
 pub use self::matmul::gemm;
 pub use self::matvec::{diag, gemv, pad_cols};
 pub use self::real::Real;

@@ -178,6 +178,7 @@ fn run_block<T: Real>(
                 r0: r_begin,
                 j0,
             }),
+            own: None,
         };
         let tile_rows = (TILE / w).max(1);
         let mut q0 = 0;

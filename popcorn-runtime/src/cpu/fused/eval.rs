@@ -49,6 +49,9 @@ pub(super) enum Source<'a, T> {
     Index(&'a [u32]),
     /// An index vector with one entry per column, read as a value `v[j]`.
     IndexRow(&'a [u32]),
+    /// The output's own buffer (a map computing in place): element `(i, j)` is read from the
+    /// block of the output under evaluation ([`Sources::own`]) before the tile is written.
+    InPlace,
     /// A contraction's product operand: read only by the product, never by an expression
     /// (validation rejects that).
     Operand,
@@ -117,6 +120,10 @@ pub(super) struct Sources<'s, 'a, T> {
     pub(super) inputs: &'s [Source<'a, T>],
     /// The product block (a [`Source::Block`]).
     pub(super) product: Option<Source<'a, T>>,
+    /// For [`Source::InPlace`]: the rows of the output under evaluation, the first of them and
+    /// their stride. Only copied from, never borrowed into a value, so a tile's value never
+    /// holds on to the output it is about to be written to.
+    pub(super) own: Option<(&'s [T], usize, usize)>,
 }
 
 impl<'s, 'a, T> Sources<'s, 'a, T> {
@@ -125,7 +132,13 @@ impl<'s, 'a, T> Sources<'s, 'a, T> {
         Sources {
             inputs,
             product: None,
+            own: None,
         }
+    }
+
+    /// The inputs, with `own` (`rows`, their first row, their stride) for an in-place input.
+    pub(super) fn reading_own(self, own: Option<(&'s [T], usize, usize)>) -> Self {
+        Sources { own, ..self }
     }
 }
 
@@ -146,6 +159,18 @@ pub(super) fn eval<'a, T: Real>(
             None => Val::Uniform(T::nan()),
         },
         Expr::Input(k) => match srcs.inputs.get(*k) {
+            Some(Source::InPlace) => {
+                let out = &mut scratch[s * TILE..s * TILE + len];
+                match srcs.own {
+                    Some((rows, r_begin, ld)) => {
+                        let start = (tile.r0 - r_begin) * ld + tile.j0;
+                        copy_rows(rows, start, ld, tile, out);
+                        Val::Slot
+                    }
+                    // run_fused only passes InPlace with the output's rows; stay total anyway.
+                    None => Val::Uniform(T::nan()),
+                }
+            }
             Some(src) => load(*src, tile, &mut scratch[s * TILE..s * TILE + len]),
             // Validation rejects out-of-range inputs; stay total anyway.
             None => Val::Uniform(T::nan()),
@@ -262,7 +287,7 @@ fn load<'a, T: Real>(src: Source<'a, T>, t: Tile, out: &mut [T]) -> Val<'a, T> {
             }
             Val::Slot
         }
-        Source::Operand => Val::Uniform(T::nan()),
+        Source::Operand | Source::InPlace => Val::Uniform(T::nan()),
         Source::Block { data, ld, r0, j0 } => {
             rows_of(data, (t.r0 - r0) * ld + (t.j0 - j0), ld, t, out)
         }
@@ -292,10 +317,16 @@ fn rows_of<'a, T: Real>(
     if t.nr == 1 || ld == t.w {
         Val::Borrowed(&data[start..start + t.len()])
     } else {
-        for (q, row) in out.chunks_exact_mut(t.w).enumerate() {
-            row.copy_from_slice(&data[start + q * ld..start + q * ld + t.w]);
-        }
+        copy_rows(data, start, ld, t, out);
         Val::Slot
+    }
+}
+
+/// Copies the tile's rows of a row-major matrix whose element for the tile's first one is
+/// `data[start]` into `out`.
+fn copy_rows<T: Real>(data: &[T], start: usize, ld: usize, t: Tile, out: &mut [T]) {
+    for (q, row) in out[..t.len()].chunks_exact_mut(t.w).enumerate() {
+        row.copy_from_slice(&data[start + q * ld..start + q * ld + t.w]);
     }
 }
 

@@ -35,6 +35,28 @@ pub enum FusedArg<'a, T> {
     /// For [`Access::IndexCol`]: one index per row, read by `Pick` reductions or as a value;
     /// for [`Access::IndexRow`]: one index per column (the labels of a `ByLabel` reduction).
     Index(&'a [u32]),
+    /// For [`Access::Matrix`] (not transposed) in a [`Form::Map`] with one output: the output's
+    /// own buffer, `rows x cols` with leading dimension `cols`, read element by element
+    /// before the element is written (the map computes in place; see [`reads_in_place`]).
+    InPlace,
+}
+
+/// Whether input `input` of `spec` may be its output's own buffer ([`FusedArg::InPlace`]):
+/// the spec is a [`Form::Map`] with one output written in full, and the input is read as a
+/// matrix at the element being written (not transposed). Each element is then read before it
+/// is written and by no other element, so no copy of the input is needed.
+pub fn reads_in_place(spec: &KernelSpec, input: usize) -> bool {
+    let one_full_output = match &spec.form {
+        Form::Map { outputs } => {
+            outputs.len() == 1 && matches!(spec.outputs().first(), Some(OutputShape::Full))
+        }
+        _ => false,
+    };
+    one_full_output
+        && matches!(
+            spec.inputs.get(input).map(|i| i.access),
+            Some(Access::Matrix { transposed: false })
+        )
 }
 
 /// One output of a fused kernel, matching one entry of [`KernelSpec::outputs`] in order.
@@ -98,15 +120,25 @@ pub fn run_fused<T: Real>(
     check_outputs(spec, (rows, cols, 0), outs)?;
     check_picks(spec, &srcs, rows, cols)?;
 
+    let in_place = args.iter().any(|a| matches!(a, FusedArg::InPlace));
+    for k in (0..args.len()).filter(|&k| matches!(args[k], FusedArg::InPlace)) {
+        if !reads_in_place(spec, k) {
+            return Err(CpuError::Fused(format!(
+                "input {k} (`{}`) is passed as the output's own buffer, which only a map with \
+                 one output reading it untransposed allows; pass a copy",
+                spec.inputs[k].name
+            )));
+        }
+    }
     match &spec.form {
         Form::Map { outputs } => {
             if cols > 0 {
-                rows::run_rows(&srcs, outputs, &[], rows, cols, outs, slots);
+                rows::run_rows(&srcs, outputs, &[], rows, cols, outs, slots, in_place);
             }
         }
         Form::Rows { stores, reductions } => {
             if cols > 0 {
-                rows::run_rows(&srcs, stores, reductions, rows, cols, outs, slots);
+                rows::run_rows(&srcs, stores, reductions, rows, cols, outs, slots, false);
             } else {
                 empty_rows(reductions, rows, &mut outs[stores.len()..]);
             }
@@ -271,6 +303,10 @@ fn resolve_inputs<'a, T: Real>(
                 check_vector(&name, v.len(), cols)?;
                 Source::IndexRow(v)
             }
+            (Access::Matrix { transposed: false }, FusedArg::InPlace) => {
+                // The output's own buffer: check_outputs checks its extent.
+                Source::InPlace
+            }
             (Access::Left { transposed }, FusedArg::Matrix { data, ld }) => {
                 let (r, c) = if transposed {
                     (depth, rows)
@@ -309,6 +345,7 @@ fn arg_kind<T>(arg: &FusedArg<'_, T>) -> &'static str {
         FusedArg::Vector(_) => "a Vector",
         FusedArg::Scalar(_) => "a Scalar",
         FusedArg::Index(_) => "an Index",
+        FusedArg::InPlace => "the output's own buffer (InPlace)",
     }
 }
 

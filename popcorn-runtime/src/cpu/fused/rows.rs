@@ -41,11 +41,15 @@ struct Job<'j, 'a, T> {
     stores: &'j [Expr],
     reductions: &'j [Reduction],
     cols: usize,
+    /// Whether an input is the (one) output itself ([`Source::InPlace`]).
+    in_place: bool,
 }
 
 /// Runs stores and row reductions over `rows x cols` (`cols > 0`). `outs` holds the store outputs
 /// then one output per reduction, all validated; `slots` scratch slots suffice for every
-/// expression.
+/// expression. With `in_place`, an input is the one store output's own buffer (a map
+/// computing in place, see `reads_in_place`): each tile reads it before writing it.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run_rows<T: Real>(
     srcs: &[Source<'_, T>],
     stores: &[Expr],
@@ -54,6 +58,7 @@ pub(super) fn run_rows<T: Real>(
     cols: usize,
     outs: &mut [FusedOut<'_, T>],
     slots: usize,
+    in_place: bool,
 ) {
     if rows == 0 {
         return;
@@ -93,6 +98,7 @@ pub(super) fn run_rows<T: Real>(
         stores,
         reductions,
         cols,
+        in_place,
     };
     blocks.into_par_iter().enumerate().for_each_init(
         || {
@@ -147,7 +153,18 @@ fn run_tile<T: Real>(
     mut per_row: impl FnMut(usize, usize, Operand<'_, T>),
 ) {
     for (s, e) in job.stores.iter().enumerate() {
-        let v = eval(e, Sources::inputs(job.srcs), tile, scratch, 0);
+        // An in-place input reads the block's rows of the output it is about to overwrite.
+        let own = match bouts.get(s) {
+            Some(BlockOut::Full(rows)) if job.in_place => Some((&**rows, r_begin, job.cols)),
+            _ => None,
+        };
+        let v = eval(
+            e,
+            Sources::inputs(job.srcs).reading_own(own),
+            tile,
+            scratch,
+            0,
+        );
         if let BlockOut::Full(out) = &mut bouts[s] {
             store_tile(out, r_begin, job.cols, tile, &v, scratch);
         }

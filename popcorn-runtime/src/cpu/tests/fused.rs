@@ -983,3 +983,133 @@ fn fused_errors_are_reported_before_writing() {
     .unwrap_err();
     assert!(err.to_string().contains("only Sum, Min and Max"), "{err}");
 }
+
+/// `K = exp(-g * max(b + b^T - 2 B, 0))` (the gaussian kernel's map) with `B` read in place
+/// from the output's own buffer gives exactly what it gives from a separate copy, over
+/// shapes with short rows (whole rows per tile), long rows (chunks of one row), one row and
+/// odd sizes.
+#[test]
+fn maps_read_their_output_in_place_as_from_a_copy() {
+    let mut rng = Rng::new(23);
+    let g = b(
+        BinaryOp::Sub,
+        b(BinaryOp::Add, inp(1), inp(2)),
+        b(BinaryOp::Mul, c(2.0), inp(0)),
+    );
+    let map = u(
+        UnaryOp::Exp,
+        b(
+            BinaryOp::Mul,
+            u(UnaryOp::Neg, inp(3)),
+            b(BinaryOp::Max, g, c(0.0)),
+        ),
+    );
+    let s = spec(
+        ScalarType::F64,
+        &[
+            Access::Matrix { transposed: false },
+            Access::Col,
+            Access::Row,
+            Access::Scalar,
+        ],
+        Form::Map {
+            outputs: vec![map],
+        },
+    );
+    for (rows, cols) in [(1, 1), (7, 33), (40, 1500), (3, 1025), (129, 8)] {
+        let m: Vec<f64> = (0..rows * cols).map(|_| rng.uniform() * 4.0 - 2.0).collect();
+        let col: Vec<f64> = (0..rows).map(|_| rng.uniform()).collect();
+        let row: Vec<f64> = (0..cols).map(|_| rng.uniform()).collect();
+        let mut copied = vec![f64::NAN; rows * cols];
+        run_fused(
+            &s,
+            rows,
+            cols,
+            &[
+                FusedArg::Matrix { data: &m, ld: cols },
+                FusedArg::Vector(&col),
+                FusedArg::Vector(&row),
+                FusedArg::Scalar(0.7),
+            ],
+            &mut [FusedOut::Values(&mut copied)],
+        )
+        .unwrap();
+        let mut own = m.clone();
+        run_fused(
+            &s,
+            rows,
+            cols,
+            &[
+                FusedArg::InPlace,
+                FusedArg::Vector(&col),
+                FusedArg::Vector(&row),
+                FusedArg::Scalar(0.7),
+            ],
+            &mut [FusedOut::Values(&mut own)],
+        )
+        .unwrap();
+        assert_eq!(own, copied, "{rows} x {cols}");
+    }
+}
+
+/// Only a map with one output may read it in place: a kernel with a reduction, or two
+/// outputs, or a transposed read, is refused before anything is written.
+#[test]
+fn in_place_reads_are_refused_where_they_would_not_be_safe() {
+    let rows_form = spec(
+        ScalarType::F64,
+        &[Access::Matrix { transposed: false }],
+        Form::Rows {
+            stores: vec![inp(0)],
+            reductions: vec![Reduction {
+                kind: ReduceKind::Sum,
+                expr: inp(0),
+            }],
+        },
+    );
+    let mut st = [5.0; 6];
+    let mut sums = [9.0; 2];
+    let err = run_fused(
+        &rows_form,
+        2,
+        3,
+        &[FusedArg::InPlace],
+        &mut [FusedOut::Values(&mut st), FusedOut::Values(&mut sums)],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("own buffer"), "{err}");
+    assert_eq!((st, sums), ([5.0; 6], [9.0; 2]));
+    let two = spec(
+        ScalarType::F64,
+        &[Access::Matrix { transposed: false }],
+        Form::Map {
+            outputs: vec![inp(0), inp(0)],
+        },
+    );
+    let (mut a, mut b2) = ([5.0; 6], [5.0; 6]);
+    let err = run_fused(
+        &two,
+        2,
+        3,
+        &[FusedArg::InPlace],
+        &mut [FusedOut::Values(&mut a), FusedOut::Values(&mut b2)],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("own buffer"), "{err}");
+    let transposed = spec(
+        ScalarType::F64,
+        &[Access::Matrix { transposed: true }],
+        Form::Map {
+            outputs: vec![inp(0)],
+        },
+    );
+    let err = run_fused(
+        &transposed,
+        3,
+        3,
+        &[FusedArg::InPlace],
+        &mut [FusedOut::Values(&mut [5.0; 9])],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("own buffer"), "{err}");
+}
