@@ -1012,12 +1012,12 @@ fn maps_read_their_output_in_place_as_from_a_copy() {
             Access::Row,
             Access::Scalar,
         ],
-        Form::Map {
-            outputs: vec![map],
-        },
+        Form::Map { outputs: vec![map] },
     );
     for (rows, cols) in [(1, 1), (7, 33), (40, 1500), (3, 1025), (129, 8)] {
-        let m: Vec<f64> = (0..rows * cols).map(|_| rng.uniform() * 4.0 - 2.0).collect();
+        let m: Vec<f64> = (0..rows * cols)
+            .map(|_| rng.uniform() * 4.0 - 2.0)
+            .collect();
         let col: Vec<f64> = (0..rows).map(|_| rng.uniform()).collect();
         let row: Vec<f64> = (0..cols).map(|_| rng.uniform()).collect();
         let mut copied = vec![f64::NAN; rows * cols];
