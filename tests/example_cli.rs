@@ -681,3 +681,37 @@ fn a_requested_gpu_that_is_not_there_is_an_error_not_a_fallback() {
     );
     assert!(r.stdout.is_empty(), "nothing ran: {}", r.stdout);
 }
+
+#[test]
+fn plot_flag_draws_png_and_svg() {
+    let dir = scratch("plot");
+    // The rings (2-D, two fits: one row each) and uniform 5-D data (principal components).
+    for (args, file) in [
+        (vec!["-n", "200", "--device", "cpu"], "rings.png"),
+        (
+            vec!["-n", "120", "-d", "5", "-k", "3", "--device", "cpu"],
+            "uniform.svg",
+        ),
+    ] {
+        let path = dir.join(file);
+        let mut args = args.clone();
+        args.extend(["--plot", path_str(&path)]);
+        let r = run_cli(&args);
+        assert_eq!(r.code, 0, "{file}: {}", r.stderr);
+        assert!(
+            r.stdout.contains(&format!("wrote {}", path.display())),
+            "{}",
+            r.stdout
+        );
+        let bytes = std::fs::read(&path).expect("the picture");
+        if file.ends_with(".png") {
+            assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        } else {
+            let text = String::from_utf8(bytes).expect("SVG is text");
+            assert!(text.contains("<svg") && text.contains("principal component 1"));
+        }
+    }
+    let r = run_cli(&["-n", "50", "--device", "cpu", "--plot", "rings.pdf"]);
+    assert_eq!(r.code, 2);
+    assert_one_error_line(&r, ".png or .svg");
+}

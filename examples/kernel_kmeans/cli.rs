@@ -146,6 +146,12 @@ pub struct Cli {
     /// Print the plans of the programs the run uses, then run
     #[arg(long)]
     pub plan: bool,
+
+    /// Draw every fit into FILE (.png or .svg): the points coloured by cluster (2-D data as
+    /// it is, other data on its first two principal components) and the objective per
+    /// iteration
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 /// The kernel named on the command line (its parameters come from other flags).

@@ -31,6 +31,14 @@ pub enum CliError {
         /// Why.
         source: std::io::Error,
     },
+    /// The picture of `--plot` could not be drawn.
+    #[error("cannot draw `{}`: {message}", path.display())]
+    Plot {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
     /// Standard output could not be written.
     #[error("cannot write to standard output: {0}")]
     Stdout(#[from] std::io::Error),

@@ -5,7 +5,9 @@ mod data;
 mod error;
 mod naive;
 mod plans;
+mod plot;
 mod progress;
+mod projection;
 mod report;
 mod setup;
 
@@ -82,6 +84,11 @@ fn execute(
     }
     if precomputed && cli.zscore {
         return Err(CliError::Usage("--zscore standardises features, and a precomputed kernel matrix has none; drop --zscore".into()));
+    }
+    if let Some(path) = &cli.plot {
+        // Before the fits: a picture that cannot be drawn should not cost a clustering.
+        plot::Format::of(path)?;
+        plot::load_font()?;
     }
     // Resolved once, so that the CPU fallback notice of `auto` shows once for all fits.
     let device = cli
@@ -195,6 +202,10 @@ fn execute(
     }
     if let Some(path) = &cli.json {
         report::write_json(path, &report::json(&data, data_s, &outcomes)?)?;
+        wrote.push(path);
+    }
+    if let Some(path) = &cli.plot {
+        plot::write(path, &data, &outcomes)?;
         wrote.push(path);
     }
     report::print_summary(&data, cli.seed, data_s, &outcomes, out)?;
