@@ -48,6 +48,21 @@ pub fn shape(a: &PyReadonlyArrayDyn<'_, f64>) -> Vec<usize> {
     a.shape().to_vec()
 }
 
+/// `obj` as a matrix of `float64` values, with its rows and columns; `what` names its rows in
+/// the error for an array of another dimension.
+pub fn matrix<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<(PyReadonlyArrayDyn<'py, f64>, usize, usize)> {
+    let values = floats(obj)?;
+    match *values.shape() {
+        [rows, cols] => Ok((values, rows, cols)),
+        ref other => Err(value_error(format!(
+            "expected a 2-D array of {what}, got shape {other:?}"
+        ))),
+    }
+}
+
 /// `obj` as labels (`what` names them in errors): a 1-D array of integers from 0 to 2^32 - 1.
 pub fn labels(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u32>> {
     let py = obj.py();

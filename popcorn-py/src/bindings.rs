@@ -5,6 +5,7 @@
 //! labels `int64`), scalar outputs as floats.
 
 use crate::arrays::{float_array, floats, ints32, labels, shape};
+use crate::dsl::dim_size;
 use crate::errors::value_error;
 use numpy::PyReadonlyArrayDyn;
 use popcorn::dsl::{ParamSig, Program, Storage};
@@ -95,7 +96,7 @@ impl<'py> Inputs<'py> {
                     }
                 }
                 None if dims.contains(&name) => Input::Dim {
-                    size: value.extract()?,
+                    size: dim_size(&name, &value)?,
                     name,
                 },
                 None => {

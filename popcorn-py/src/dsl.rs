@@ -39,17 +39,20 @@ impl PyProgram {
                     list(&known)
                 )));
             }
-            let size: i64 = size.extract()?;
-            let size = usize::try_from(size)
-                .ok()
-                .filter(|s| *s >= 1)
-                .ok_or_else(|| {
-                    value_error(format!("dimension `{name}` = {size}; sizes are at least 1"))
-                })?;
+            let size = dim_size(&name, &size)?;
             out.insert(name, size);
         }
         Ok(out)
     }
+}
+
+/// The size given for dimension `name`: an integer of at least 1.
+pub(crate) fn dim_size(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let size: i64 = value.extract()?;
+    usize::try_from(size)
+        .ok()
+        .filter(|s| *s >= 1)
+        .ok_or_else(|| value_error(format!("dimension `{name}` = {size}; sizes are at least 1")))
 }
 
 /// Names separated by commas.

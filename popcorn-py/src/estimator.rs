@@ -2,7 +2,7 @@
 //! [`KernelKMeans`], runs it with the GIL released (stopping on Ctrl-C between iterations)
 //! and returns the results with a [`NativeModel`] that predicts and can be stored as parts.
 
-use crate::arrays::{dtype_name, dtype_named, float_array, floats, label_array, labels, shape};
+use crate::arrays::{dtype_name, dtype_named, float_array, floats, label_array, labels, matrix};
 use crate::device::device_spec;
 use crate::errors::{fit_error, value_error};
 use crate::interrupt::SignalCheck;
@@ -10,6 +10,7 @@ use popcorn::kkmeans::{
     FitError, FitResult, Init, Kernel, KernelKMeans, Model, ModelParts, Points, Scaling,
 };
 use popcorn::{Context, DType};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -140,15 +141,7 @@ pub fn fit<'py>(
     x: &Bound<'py, PyAny>,
     options: FitOptions<'py>,
 ) -> PyResult<(Bound<'py, PyDict>, NativeModel)> {
-    let x = floats(x)?;
-    let (n, d) = match shape(&x)[..] {
-        [n, d] => (n, d),
-        ref other => {
-            return Err(value_error(format!(
-                "expected a 2-D array of points, got shape {other:?}"
-            )))
-        }
-    };
+    let (x, n, d) = matrix(x, "points")?;
     let km = builder(&options, d)?;
     let values = x.as_slice()?;
     let result = if km.kernel == Kernel::Precomputed {
@@ -173,7 +166,7 @@ fn results(py: Python<'_>, mut r: FitResult) -> PyResult<(Bound<'_, PyDict>, Nat
     let model = r
         .model
         .take()
-        .ok_or_else(|| value_error("the fit returned no model"))?;
+        .ok_or_else(|| PyRuntimeError::new_err("the fit returned no model (a bug in popcorn)"))?;
     let out = PyDict::new(py);
     out.set_item("labels", label_array(py, &r.labels)?)?;
     out.set_item("objective", r.objective)?;
@@ -228,15 +221,7 @@ impl NativeModel {
     /// The cluster of each row of `x`: `m x d` points, or for a precomputed kernel the
     /// `m x n` kernel values against the training points. Runs with the GIL released.
     fn predict<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let x = floats(x)?;
-        let (m, cols) = match shape(&x)[..] {
-            [m, cols] => (m, cols),
-            ref other => {
-                return Err(value_error(format!(
-                    "expected a 2-D array, got shape {other:?}"
-                )))
-            }
-        };
+        let (x, m, cols) = matrix(x, "points (or kernel rows)")?;
         let values = x.as_slice()?;
         let predicted = py
             .detach(|| {

@@ -125,6 +125,9 @@ def test_run_and_plan_errors_are_value_errors():
         p.plan(n=1, d=1, q=3)
     with pytest.raises(ValueError, match="sizes are at least 1"):
         p.plan(n=0, d=1)
+    sizes = Program("fn sizes(labels: Index[n]) -> (c: Col[k]) { c = counts(labels, k); }")
+    with pytest.raises(ValueError, match="dimension `k` = -2; sizes are at least 1"):
+        ctx.run(sizes, labels=[0, 1], k=-2)
     with pytest.raises(ValueError, match='target = "tpu"'):
         p.plan(n=1, d=1, target="tpu")
     spmv = Program("fn s(A: Csr[m, n], x: Col[n]) -> (y: Col[m]) { y = A * x; }")
