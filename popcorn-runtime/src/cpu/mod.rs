@@ -10,6 +10,7 @@
 //!
 //! Element types are `f32` and `f64` ([`Real`]).
 
+mod by_label_simd;
 mod clusters;
 mod csr;
 mod error;

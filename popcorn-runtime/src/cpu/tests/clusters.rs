@@ -1,7 +1,7 @@
 //! Cluster counts and the selection matrix.
 
 use super::super::{
-    cluster_sums, counts, permute_rows, selection, spmm_dense_sparse, CpuError, CsrRef,
+    cluster_sums, counts, permute_rows, selection, spmm_dense_sparse, CpuError, CsrRef, Real,
 };
 
 #[test]
@@ -241,29 +241,39 @@ fn selection_still_rejects_labels_past_k() {
     );
 }
 
-/// Sums by label of every row, rows in groups and alone (1 to 9 rows: groups of four and the
-/// rest), a leading dimension past the columns, labels in any order: each row's bins equal a
-/// direct left-to-right sum, bit for bit, and the output past `rows * k` is left alone.
+/// Sums by label of every row, rows in groups and alone (1 to 20 rows: groups of eight (f32
+/// with AVX) or four and the rest), a leading dimension past the columns, columns not a
+/// multiple of eight, labels in any order: each row's bins equal a direct left-to-right sum,
+/// bit for bit, in f32 and f64, and the output past `rows * k` is left alone.
 #[test]
 fn cluster_sums_match_direct_sums_for_any_row_count() {
-    let (cols, ldm, k) = (37usize, 41usize, 5usize);
-    let labels: Vec<u32> = (0..cols).map(|j| ((j * 7 + j / 3) % k) as u32).collect();
-    for rows in 1..=9usize {
-        let m: Vec<f32> = (0..rows * ldm)
-            .map(|i| ((i * 2654435761usize) % 1000) as f32 / 997.0 - 0.4)
+    fn case<T: Real>(rows: usize, cols: usize, ldm: usize, k: usize) {
+        let labels: Vec<u32> = (0..cols).map(|j| ((j * 7 + j / 3) % k) as u32).collect();
+        let m: Vec<T> = (0..rows * ldm)
+            .map(|i| T::from_f64(((i * 2654435761usize) % 1000) as f64 / 997.0 - 0.4))
             .collect();
-        let mut out = vec![f32::NAN; rows * k + 3];
+        let mut out = vec![T::nan(); rows * k + 3];
         cluster_sums(rows, cols, &m, ldm, &labels, k, &mut out).unwrap();
         for i in 0..rows {
-            let mut want = vec![0.0f32; k];
+            let mut want = vec![T::zero(); k];
             for j in 0..cols {
                 want[labels[j] as usize] += m[i * ldm + j];
             }
-            assert_eq!(&out[i * k..(i + 1) * k], &want[..], "rows {rows}, row {i}");
+            assert_eq!(
+                &out[i * k..(i + 1) * k],
+                &want[..],
+                "rows {rows}, cols {cols}, row {i}"
+            );
         }
         assert!(
             out[rows * k..].iter().all(|v| v.is_nan()),
             "rows {rows}: wrote past the end"
         );
+    }
+    for rows in 1..=20usize {
+        for (cols, ldm, k) in [(37, 41, 5), (64, 64, 3), (7, 9, 26), (1, 1, 1)] {
+            case::<f32>(rows, cols, ldm, k);
+            case::<f64>(rows, cols, ldm, k);
+        }
     }
 }
