@@ -825,7 +825,7 @@ fn compare_tf32(
 /// symmetric (one triangle of tiles on Hopper, each tile's mirror image added to its columns'
 /// rows): every kernel against the f64 CPU reference, at sizes with several 256-row blocks
 /// (so that tiles past the diagonal block exist), odd n, non-multiples of the 128-column tile,
-/// row blocks of one and of many clusters (k from 1 to 256, random labels with an empty
+/// row blocks of one and of many clusters (k from 1 to 1024, random labels with an empty
 /// cluster), and the strict and f64 plans of the same programs alike.
 #[test]
 fn symmetric_recompute_matches_the_cpu() {
@@ -834,7 +834,13 @@ fn symmetric_recompute_matches_the_cpu() {
     }
     let mut rng = SplitMix64::new(seed());
     let programs = common::example_programs();
-    for (n, k, d) in [(300, 1, 3), (1025, 7, 3), (3001, 100, 33), (4096, 256, 50)] {
+    for (n, k, d) in [
+        (300, 1, 3),
+        (1025, 7, 3),
+        (3001, 100, 33),
+        (4096, 256, 50),
+        (2500, 1024, 20),
+    ] {
         let dims = BTreeMap::from([("n", n), ("k", k), ("d", d), ("m", 1)]);
         for kernel in ["polynomial", "gaussian", "sigmoid"] {
             let name = format!("kkmeans_recompute_{kernel}");
@@ -846,10 +852,14 @@ fn symmetric_recompute_matches_the_cpu() {
                 let Some((ctx, plan)) = fused_plan(p, &dims, dtype, tf32) else {
                     return;
                 };
-                assert!(
+                // In f64 the (tiled) contraction keeps its bins on chip, 256 at most: beyond,
+                // the plan stores K (and still has to agree).
+                let fused = dtype == DType::F32 || k <= 256;
+                assert_eq!(
                     plan.to_string()
                         .contains("symmetric (one triangle of tiles)"),
-                    "{name} is not symmetric:\n{plan}"
+                    fused,
+                    "{name} k = {k} {dtype}:\n{plan}"
                 );
                 let got = run(&ctx, p, &inputs, &free);
                 let what = format!("{name} n={n} k={k} d={d} {dtype} tf32={tf32}");

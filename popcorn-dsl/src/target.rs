@@ -148,8 +148,10 @@ pub struct ContractionTarget {
     /// TF32 rate of other contractions.
     #[serde(default = "default_tf32_efficiency")]
     pub general_tf32_efficiency: f64,
-    /// The most clusters of a by-label reduction a contraction kernel takes (its bins live in
-    /// fast on-chip memory).
+    /// The most clusters of a by-label reduction the tiled contraction kernel takes (its bins
+    /// live in fast on-chip memory: `double` values, or operands not stored as rows of the
+    /// depth). The pipelined kernel (`float`, `A * B^T` of row-major operands) adds running
+    /// sums to the output and takes any number.
     pub max_labels: usize,
     /// Elements (entries of the product) per second a contraction with a by-label reduction
     /// gets through at best, whatever its depth: its epilogue and its sums by label bound it

@@ -611,6 +611,40 @@ fn kernel_kmeans_from_the_points_never_holds_an_n_by_n_value() {
     }
 }
 
+/// Kernel K-means from the points with more clusters than the tiled kernel's on-chip bins
+/// hold (the reference GPU's `max_labels`, 256), up to its `cluster_sums_max_k` (1024): in f32
+/// the pipelined kernel adds running sums to the output, so the product still fuses (no n x n
+/// value); in f64 the tiled kernel would need the bins, so K is stored.
+#[test]
+fn kernel_kmeans_from_the_points_takes_any_k_in_f32() {
+    let n = 100_000;
+    for k in [257, 1024] {
+        let dims = [("n", n), ("d", 50), ("k", k)];
+        let f32_plan = plan_from(
+            "kernel_kmeans.pop",
+            "kkmeans_recompute_polynomial",
+            &dims,
+            &contractions(popcorn_dsl::ContractionPolicy::Always),
+        );
+        assert_eq!(by_label_contractions(&f32_plan), 1, "k = {k}\n{f32_plan}");
+        let largest = f32_plan.values.iter().map(|v| v.len()).max().unwrap_or(0);
+        assert!(
+            largest <= n * k.max(50),
+            "k = {k}: {largest} elements\n{f32_plan}"
+        );
+        let f64_plan = plan_from(
+            "kernel_kmeans.pop",
+            "kkmeans_recompute_polynomial",
+            &dims,
+            &PlannerConfig {
+                dtype: popcorn_dsl::DType::F64,
+                ..contractions(popcorn_dsl::ContractionPolicy::Always)
+            },
+        );
+        assert_eq!(by_label_contractions(&f64_plan), 0, "k = {k}\n{f64_plan}");
+    }
+}
+
 /// With the linear kernel, `E = -2 * (X * X^T) * V^T` is computed as `-2 * X * (V * X)^T` (the
 /// chains pass): the iteration is Lloyd's, `n d k` multiply-adds, where the left-to-right order
 /// costs `n^2 (d + k)`; `diag(K)` still comes from the points.

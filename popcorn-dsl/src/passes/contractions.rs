@@ -39,6 +39,8 @@ struct Region {
     stored: usize,
     /// Clusters of by-label reductions, the largest.
     labels: Option<usize>,
+    /// Number of by-label reductions.
+    by_label: usize,
     /// Why the product cannot be fused, if it cannot.
     refusal: Option<String>,
     /// A map of the region that reads one of its reductions (as softmax reads the row max),
@@ -96,6 +98,7 @@ fn region(g: &Graph, p: NodeId, cx: &PassContext<'_>) -> Region {
                 if let Op::Builtin(Builtin::ClusterSums(c)) = &node.op {
                     let k = c.k.resolve(cx.dims).unwrap_or(usize::MAX);
                     r.labels = Some(r.labels.map_or(k, |l| l.max(k)));
+                    r.by_label += 1;
                 }
             } else {
                 needed_whole = true;
@@ -178,6 +181,18 @@ fn scale_after(g: &mut Graph, n: NodeId, alpha: ScalarExpr) {
     g.node_mut(scaled).name = g.node_mut(n).name.take();
 }
 
+/// Whether the region's kernel will be the pipelined one (kernels-gen: `float` values,
+/// `A * B^T` of operands stored as rows of the depth, at most one sum by label), which adds
+/// each row's running sums by label to the output and so takes any number of clusters; the
+/// other contraction kernel keeps its bins on chip ([`crate::target::ContractionTarget`]'s
+/// `max_labels`).
+fn pipelined(cx: &PassContext<'_>, attrs: &ProductAttrs, r: &Region) -> bool {
+    cx.config.dtype == crate::types::DType::F32
+        && !attrs.trans_a
+        && attrs.trans_b
+        && r.by_label <= 1
+}
+
 /// Estimated seconds of the product stored (library rate, then its result written and read
 /// once more) and fused (the contraction kernel's rate), for a `rows x cols` product of
 /// inner dimension `depth`.
@@ -220,7 +235,8 @@ impl GraphPass for Contractions {
             let r = region(g, n, cx);
             let why_not = if let Some(refusal) = r.refusal {
                 Some(refusal)
-            } else if r.labels.is_some_and(|k| k > target.max_labels) {
+            } else if !pipelined(cx, &attrs, &r) && r.labels.is_some_and(|k| k > target.max_labels)
+            {
                 Some(format!(
                     "its sums by label have {} clusters; the target's contraction kernels take at most {}",
                     r.labels.unwrap_or(0),
