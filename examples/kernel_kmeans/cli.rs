@@ -152,6 +152,11 @@ pub struct Cli {
     /// iteration
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+
+    /// The TrueType font of --plot's text (default: one found under the system's font
+    /// folders)
+    #[arg(long, value_name = "FILE.ttf", requires = "plot")]
+    pub plot_font: Option<PathBuf>,
 }
 
 /// The kernel named on the command line (its parameters come from other flags).

@@ -88,7 +88,7 @@ fn execute(
     if let Some(path) = &cli.plot {
         // Before the fits: a picture that cannot be drawn should not cost a clustering.
         plot::Format::of(path)?;
-        plot::load_font()?;
+        plot::load_font(cli.plot_font.as_deref())?;
     }
     // Resolved once, so that the CPU fallback notice of `auto` shows once for all fits.
     let device = cli

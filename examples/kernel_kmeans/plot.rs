@@ -56,26 +56,40 @@ const FONT_DIRS: [&str; 4] = [
 /// Font files preferred where present.
 const PREFERRED_FONTS: [&str; 3] = ["DejaVuSans.ttf", "LiberationSans-Regular.ttf", "Arial.ttf"];
 
-/// Makes a TrueType font of the system plotters' `sans-serif` (once per process); an error
-/// names where it looked.
-pub fn load_font() -> Result<(), CliError> {
-    static FONT: OnceLock<Result<(), String>> = OnceLock::new();
-    FONT.get_or_init(|| {
-        let path = find_font().ok_or_else(|| {
-            format!(
-                "--plot needs a TrueType font for its text and found none under {}",
+/// Makes `font`, or else a TrueType font of the system, plotters' `sans-serif` (once per
+/// process: after one has been registered, later calls keep it, though a `font` they name is
+/// still checked); an error names where it looked and what helps.
+pub fn load_font(font: Option<&Path>) -> Result<(), CliError> {
+    static REGISTERED: OnceLock<()> = OnceLock::new();
+    // A font named on the command line is always checked, even where one is registered.
+    if font.is_none() && REGISTERED.get().is_some() {
+        return Ok(());
+    }
+    let path = font
+        .map(Path::to_path_buf)
+        .or_else(find_font)
+        .ok_or_else(|| {
+            CliError::Data(format!(
+                "--plot needs a TrueType font for its text and found none under {}; install one \
+             (for example Debian's fonts-dejavu-core) or name one with --plot-font FILE.ttf",
                 FONT_DIRS.join(", ")
-            )
+            ))
         })?;
-        let bytes = std::fs::read(&path)
-            .map_err(|e| format!("cannot read the font {}: {e}", path.display()))?;
-        // plotters keeps fonts for the life of the process.
-        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-            .map_err(|_| format!("{} is not a usable TrueType font", path.display()))
-    })
-    .clone()
-    .map_err(CliError::Data)
+    let unusable = || CliError::Data(format!("{} is not a usable TrueType font", path.display()));
+    let bytes = std::fs::read(&path)
+        .map_err(|e| CliError::Data(format!("cannot read the font {}: {e}", path.display())))?;
+    // plotters takes any bytes and would draw without text: parse them first.
+    ab_glyph::FontRef::try_from_slice(&bytes).map_err(|_| unusable())?;
+    if REGISTERED.get().is_some() {
+        return Ok(());
+    }
+    // plotters keeps fonts for the life of the process.
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+        .map_err(|_| unusable())?;
+    // Two threads may both register a font: either serves.
+    let _ = REGISTERED.set(());
+    Ok(())
 }
 
 /// A preferred font if there is one, else the first `.ttf` in [`FONT_DIRS`].
@@ -114,7 +128,7 @@ fn collect_ttf(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 /// Draws the fits of `outcomes` on `data` into `path`.
 pub fn write(path: &Path, data: &Data, outcomes: &[Outcome]) -> Result<(), CliError> {
     let format = Format::of(path)?;
-    load_font()?;
+    load_font(None)?;
     let plane = project(&data.x, data.n, data.d);
     let size = (WIDTH, ROW_HEIGHT * outcomes.len().max(1) as u32);
     let drawn = match format {
