@@ -318,8 +318,7 @@ fn full_symmetric(spec: &kernel_ir::KernelSpec) -> std::borrow::Cow<'_, kernel_i
 fn reads_in_place(step: &Step, i: usize, a: &Arg<'_, CpuBuffer>) -> bool {
     match &step.op {
         StepOp::Fused(f) => {
-            !matches!(f.spec.form, kernel_ir::Form::Contraction { .. })
-                && cpu::reads_in_place(&full_symmetric(&f.spec), i)
+            cpu::reads_in_place(&full_symmetric(&f.spec), i)
                 && dims(a) == (f.rows, f.cols)
                 && matches!(a, Arg::Dense { .. })
         }
@@ -646,18 +645,8 @@ fn run_typed<T: Real + HostElem>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_steps::step;
     use popcorn_dsl::ops::{PermuteRows, Selection};
-
-    fn step(op: StepOp) -> Step {
-        Step {
-            op,
-            inputs: vec![],
-            outputs: vec![],
-            provenance: vec!["test".into()],
-            flops: 0.0,
-            bytes: 0.0,
-        }
-    }
 
     fn permute(inverse: bool) -> Step {
         step(StepOp::Builtin(Builtin::PermuteRows(PermuteRows {

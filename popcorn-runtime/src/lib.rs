@@ -20,6 +20,8 @@ pub mod error;
 pub mod executor;
 pub mod host_memory;
 pub mod tensor;
+#[cfg(test)]
+mod test_steps;
 
 pub use args::{Args, Outputs};
 pub use backend::{ElemType, HostVec};

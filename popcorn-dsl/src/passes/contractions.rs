@@ -249,10 +249,7 @@ impl GraphPass for Contractions {
                 let depth = depth.resolve(cx.dims).unwrap_or(0);
                 // The common shape: `float` values, A * B^T of row-major operands, no sums by
                 // label (see ContractionTarget).
-                let common = cx.config.dtype == crate::types::DType::F32
-                    && !attrs.trans_a
-                    && attrs.trans_b
-                    && r.labels.is_none();
+                let common = pipelined(cx, &attrs, &r) && r.labels.is_none();
                 let tf32 = cx.config.tf32 && cx.config.dtype == crate::types::DType::F32;
                 let (stored, fused) = times(
                     cx,

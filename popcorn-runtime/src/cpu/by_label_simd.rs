@@ -27,12 +27,17 @@ pub(super) struct Labels<'a> {
 }
 
 impl<'a> Labels<'a> {
-    /// `labels`, if every one is below `k`.
-    pub(super) fn new(labels: &'a [u32], k: usize) -> Option<Self> {
-        labels
-            .iter()
-            .all(|&l| (l as usize) < k)
-            .then_some(Labels { labels, k })
+    /// `labels`, if every one is below `k`; else the position of the first that is not.
+    pub(super) fn new(labels: &'a [u32], k: usize) -> Result<Self, usize> {
+        match labels.iter().position(|&l| l as usize >= k) {
+            Some(p) => Err(p),
+            None => Ok(Labels { labels, k }),
+        }
+    }
+
+    /// The labels.
+    pub(super) fn as_slice(&self) -> &'a [u32] {
+        self.labels
     }
 }
 

@@ -110,13 +110,13 @@ pub fn cluster_sums<T: Real>(
             detail: format!("{} labels for {cols} columns", labels.len()),
         });
     }
-    if let Some(p) = labels[..cols].iter().position(|l| *l as usize >= k) {
-        return Err(CpuError::LabelOutOfRange {
+    // Checked once: the eight-row path takes the checked labels as they are.
+    let checked =
+        by_label_simd::Labels::new(&labels[..cols], k).map_err(|p| CpuError::LabelOutOfRange {
             position: p,
             label: labels[p],
             k,
-        });
-    }
+        })?;
     if rows > 0 && (ldm < cols || m.len() < (rows - 1) * ldm + cols) {
         return Err(CpuError::Shape {
             operand: "M".into(),
@@ -129,7 +129,7 @@ pub fn cluster_sums<T: Real>(
             detail: format!("{} values for {rows} x {k}", out.len()),
         });
     }
-    let labels = &labels[..cols];
+    let labels = checked.as_slice();
     if k == 0 {
         return Ok(());
     }
@@ -139,10 +139,9 @@ pub fn cluster_sums<T: Real>(
     // groups are of eight rows, transposed in registers (see `by_label_simd`); else of four.
     // Each row still adds its values to its bins in column order, so the sums are those of a
     // row alone.
-    let simd = match (as_f32(m), by_label_simd::Labels::new(labels, k)) {
-        (Some(m32), Some(checked)) if by_label_simd::available() => Some((m32, checked)),
-        _ => None,
-    };
+    let simd = as_f32(m)
+        .filter(|_| by_label_simd::available())
+        .map(|m32| (m32, checked));
     let group = if simd.is_some() { 8 } else { 4 };
     out[..rows * k]
         .par_chunks_mut(group * k)
@@ -177,8 +176,7 @@ pub fn cluster_sums<T: Real>(
                     );
                     r += 4;
                 }
-                let rest = acc.len() / k - r;
-                for a in acc[r * k..].chunks_mut(k).take(rest) {
+                for a in acc[r * k..].chunks_mut(k) {
                     for (v, l) in row(r).iter().zip(labels) {
                         a[*l as usize] += *v;
                     }

@@ -8,6 +8,7 @@
 use super::*;
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
 use crate::error::RuntimeError;
+use crate::test_steps::step;
 use kernel_ir::{Access, BinaryOp, Expr, Form, Input, KernelSpec, ReduceKind, Reduction, UnaryOp};
 use popcorn_dsl::ops::{Builtin, Counts, Diag, LabelSums, PadCols, PermuteRows, Selection};
 use popcorn_dsl::plan::{FusedStep, GemmStep, Step, StepOp, StepPart};
@@ -123,17 +124,6 @@ fn poisoned(b: &CudaBackend, elem: ElemType, len: usize) -> CudaBuffer {
 
 fn download(b: &CudaBackend, buf: &CudaBuffer) -> Vec<f64> {
     b.download(buf).expect("download").to_f64()
-}
-
-fn step(op: StepOp) -> Step {
-    Step {
-        op,
-        inputs: vec![],
-        outputs: vec![],
-        provenance: vec!["test".into()],
-        flops: 0.0,
-        bytes: 0.0,
-    }
 }
 
 fn dense(buf: &CudaBuffer, rows: usize, cols: usize) -> Arg<'_, CudaBuffer> {
