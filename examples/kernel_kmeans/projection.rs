@@ -40,10 +40,11 @@ fn principal_plane(x: &[f64], n: usize, d: usize) -> Projection {
             .for_each(|(m, v)| *m += v / n as f64);
     }
     let stride = n.div_ceil(SAMPLE_ROWS).max(1);
-    let sample: Vec<Vec<f64>> = x
+    // Row-major, like `x`.
+    let sample: Vec<f64> = x
         .chunks_exact(d)
         .step_by(stride)
-        .map(|row| row.iter().zip(&mean).map(|(v, m)| v - m).collect())
+        .flat_map(|row| row.iter().zip(&mean).map(|(v, m)| v - m))
         .collect();
     let first = component(&sample, d, None);
     let second = component(&sample, d, Some(&first));
@@ -66,14 +67,15 @@ fn principal_plane(x: &[f64], n: usize, d: usize) -> Projection {
     }
 }
 
-/// The leading eigenvector of `sum_r r r^T` over the centred `rows`, orthogonal to `other`.
-fn component(rows: &[Vec<f64>], d: usize, other: Option<&[f64]>) -> Vec<f64> {
+/// The leading eigenvector of `sum_r r r^T` over the centred `rows` (row-major, `d` values
+/// each), orthogonal to `other`.
+fn component(rows: &[f64], d: usize, other: Option<&[f64]>) -> Vec<f64> {
     // A fixed start with weight on every feature, so runs are reproducible.
     let mut v: Vec<f64> = (0..d).map(|j| 1.0 + (j % 7) as f64 / 7.0).collect();
     orthonormalise(&mut v, other);
     for _ in 0..MAX_ITERATIONS {
         let mut w = vec![0.0; d];
-        for r in rows {
+        for r in rows.chunks_exact(d) {
             let s: f64 = r.iter().zip(&v).map(|(a, b)| a * b).sum();
             w.iter_mut().zip(r).for_each(|(wi, ri)| *wi += s * ri);
         }

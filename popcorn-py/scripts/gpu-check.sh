@@ -12,8 +12,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 wheels="${1:-popcorn-py/dist}"
-log="${OUT:-popcorn-py}/pytest-gpu.log"
-[ -n "${OUT:-}" ] || log=popcorn-py/gpu-check.log
+log="${OUT:+$OUT/pytest-gpu.log}"
+log="${log:-popcorn-py/gpu-check.log}"
 python="${PYTHON:-python3}"
 
 {

@@ -43,11 +43,6 @@ pub fn floats<'py>(obj: &Bound<'py, PyAny>) -> PyResult<PyReadonlyArrayDyn<'py, 
         .readonly())
 }
 
-/// The shape of an array.
-pub fn shape(a: &PyReadonlyArrayDyn<'_, f64>) -> Vec<usize> {
-    a.shape().to_vec()
-}
-
 /// `obj` as a matrix of `float64` values, with its rows and columns; `what` names its rows in
 /// the error for an array of another dimension.
 pub fn matrix<'py>(

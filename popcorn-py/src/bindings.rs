@@ -4,10 +4,10 @@
 //! integers. Outputs come back as numpy arrays of the context's element type (vectors 1-D,
 //! labels `int64`), scalar outputs as floats.
 
-use crate::arrays::{float_array, floats, ints32, labels, shape};
-use crate::dsl::dim_size;
+use crate::arrays::{float_array, floats, ints32, labels};
+use crate::dsl::{dim_size, list};
 use crate::errors::value_error;
-use numpy::PyReadonlyArrayDyn;
+use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use popcorn::dsl::{ParamSig, Program, Storage};
 use popcorn::{Args, Context, DType, Outputs, RuntimeError, Tensor};
 use pyo3::prelude::*;
@@ -86,7 +86,7 @@ impl<'py> Inputs<'py> {
                 Some(p) if p.ty.storage == Storage::Csr => out.csr(name, &value)?,
                 Some(p) => {
                     let values = floats(&value)?;
-                    let (rows, cols) = dense_shape(p, &shape(&values))?;
+                    let (rows, cols) = dense_shape(p, values.shape())?;
                     out.arrays.push(values);
                     Input::Dense {
                         name,
@@ -103,13 +103,13 @@ impl<'py> Inputs<'py> {
                     return Err(value_error(format!(
                         "`{}` has no parameter or dimension `{name}`; it takes {}",
                         program.name,
-                        program
-                            .params
-                            .iter()
-                            .map(|p| p.name.clone())
-                            .chain(program.free_dims())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        list(
+                            program
+                                .params
+                                .iter()
+                                .map(|p| &p.name)
+                                .chain(&program.free_dims())
+                        )
                     )))
                 }
             };
@@ -169,22 +169,28 @@ fn run_host(
     let tensors = inputs
         .iter()
         .filter_map(|input| {
-            let t = match input {
+            let (name, t) = match input {
                 Input::Dense {
-                    rows, cols, array, ..
-                } => ctx.dense(*rows, *cols, arrays[*array]),
+                    name,
+                    rows,
+                    cols,
+                    array,
+                } => (name, ctx.dense(*rows, *cols, arrays[*array])),
                 Input::Csr {
+                    name,
                     rows,
                     cols,
                     row_ptr,
                     col_idx,
                     array,
-                    ..
-                } => ctx.csr(*rows, *cols, row_ptr, col_idx, arrays[*array]),
-                Input::Index { values, .. } => ctx.index(values),
+                } => (
+                    name,
+                    ctx.csr(*rows, *cols, row_ptr, col_idx, arrays[*array]),
+                ),
+                Input::Index { name, values } => (name, ctx.index(values)),
                 Input::Scalar { .. } | Input::Dim { .. } => return None,
             };
-            Some(t.map(|t| (input_name(input), t)))
+            Some(t.map(|t| (name.as_str(), t)))
         })
         .collect::<Result<Vec<(&str, Tensor)>, _>>()?;
     let mut args = Args::new();
@@ -204,17 +210,6 @@ fn run_host(
         .iter()
         .map(|o| Ok((o.name.clone(), HostOutput::read(ctx, &out, o)?)))
         .collect()
-}
-
-/// The name of an argument.
-fn input_name(input: &Input) -> &str {
-    match input {
-        Input::Dense { name, .. }
-        | Input::Csr { name, .. }
-        | Input::Index { name, .. }
-        | Input::Scalar { name, .. }
-        | Input::Dim { name, .. } => name,
-    }
 }
 
 /// An output read back to the host.

@@ -52,8 +52,8 @@ impl PyContext {
     fn __repr__(&self) -> String {
         format!(
             "Context(device={:?}, dtype={:?})",
-            self.ctx.describe(),
-            dtype_name(self.ctx.dtype())
+            self.device(),
+            self.dtype()
         )
     }
 

@@ -1,6 +1,9 @@
 //! Devices by name (`"auto"`, `"cpu"`, `"cuda"`, `"cuda:N"`) and what popcorn finds of the GPU.
 
 use crate::errors::{runtime_error, value_error};
+use popcorn::dsl::Target;
+use popcorn::runtime::backend::Backend;
+use popcorn::runtime::cpu_backend::CpuBackend;
 use popcorn::runtime::cuda::cuda_available;
 use popcorn::{Context, DeviceSpec};
 use pyo3::prelude::*;
@@ -24,6 +27,11 @@ pub fn device_spec(name: &str) -> PyResult<DeviceSpec> {
     }
 }
 
+/// What the CPU backend plans for: its threads and rates.
+pub fn cpu_target() -> Target {
+    CpuBackend::new().target()
+}
+
 /// What popcorn finds: a dict with `cuda_available`, `devices` (for each GPU its `device`
 /// name to pass as `device=`, `description` and `free_memory`/`total_memory` in bytes), the
 /// CUDA `libraries` loaded, `reason` (why no GPU is usable, else `None`), `default_device`
@@ -40,7 +48,7 @@ pub fn device_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
                     .detach(|| Context::new(DeviceSpec::Cuda(ordinal)))
                     .map_err(runtime_error)?;
                 let gpu = PyDict::new(py);
-                gpu.set_item("device", format!("cuda:{ordinal}"))?;
+                gpu.set_item("device", DeviceSpec::Cuda(ordinal).to_string())?;
                 gpu.set_item("description", ctx.describe())?;
                 if let Some((free, total)) = ctx.memory_info() {
                     gpu.set_item("free_memory", free)?;
@@ -54,19 +62,16 @@ pub fn device_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
                 ["CUDA driver", "cuBLAS", "cuSPARSE", "NVRTC"].to_vec(),
             )?;
             info.set_item("reason", py.None())?;
-            info.set_item("default_device", "cuda:0")?;
+            info.set_item("default_device", DeviceSpec::Cuda(0).to_string())?;
         }
         Err(why) => {
             info.set_item("cuda_available", false)?;
             info.set_item("libraries", PyList::empty(py))?;
             info.set_item("reason", why)?;
-            info.set_item("default_device", "cpu")?;
+            info.set_item("default_device", DeviceSpec::Cpu.to_string())?;
         }
     }
     info.set_item("devices", devices)?;
-    info.set_item(
-        "cpu_threads",
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-    )?;
+    info.set_item("cpu_threads", cpu_target().parallelism)?;
     Ok(info)
 }

@@ -4,6 +4,7 @@
 //! DOT and shows its generated CUDA C.
 
 use crate::arrays::dtype_named;
+use crate::device::cpu_target;
 use crate::errors::{located_error, runtime_error, value_error};
 use popcorn::dsl::{DimBindings, PlannerConfig, Program, Target};
 use popcorn::Plan;
@@ -56,7 +57,7 @@ pub(crate) fn dim_size(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> 
 }
 
 /// Names separated by commas.
-fn list<'a>(names: impl IntoIterator<Item = &'a String>) -> String {
+pub(crate) fn list<'a>(names: impl IntoIterator<Item = &'a String>) -> String {
     names
         .into_iter()
         .map(String::as_str)
@@ -79,12 +80,12 @@ impl PyProgram {
     #[pyo3(signature = (source, name = None))]
     fn new(source: &str, name: Option<&str>) -> PyResult<PyProgram> {
         let mut all = Program::parse_all(source).map_err(|e| located_error(&e))?;
-        let names: Vec<String> = all.iter().map(|p| p.name.clone()).collect();
+        let names = |all: &[Program]| list(all.iter().map(|p| &p.name));
         let index = match name {
             Some(name) => all.iter().position(|p| p.name == name).ok_or_else(|| {
                 value_error(format!(
                     "the source has no program `{name}`; it has {}",
-                    list(&names)
+                    names(&all)
                 ))
             })?,
             None if all.len() == 1 => 0,
@@ -92,7 +93,7 @@ impl PyProgram {
                 return Err(value_error(format!(
                     "the source holds {} programs ({}); pass name= to pick one, or use Program.parse_all",
                     all.len(),
-                    list(&names)
+                    names(&all)
                 )))
             }
         };
@@ -174,7 +175,7 @@ impl PyProgram {
         }
         let target = match target {
             "gpu" => Target::reference_gpu(),
-            "cpu" => Target::cpu(std::thread::available_parallelism().map_or(1, |n| n.get())),
+            "cpu" => cpu_target(),
             other => {
                 return Err(value_error(format!(
                     "target = {other:?}; use \"gpu\" (the reference GPU) or \"cpu\""

@@ -4,8 +4,9 @@
 
 use crate::arrays::{dtype_name, dtype_named, float_array, floats, label_array, labels, matrix};
 use crate::device::device_spec;
-use crate::errors::{fit_error, value_error};
+use crate::errors::{fit_error, runtime_error, value_error};
 use crate::interrupt::SignalCheck;
+use numpy::PyArray1;
 use popcorn::kkmeans::{
     FitError, FitResult, Init, Kernel, KernelKMeans, Model, ModelParts, Points, Scaling,
 };
@@ -142,14 +143,16 @@ pub fn fit<'py>(
     options: FitOptions<'py>,
 ) -> PyResult<(Bound<'py, PyDict>, NativeModel)> {
     let (x, n, d) = matrix(x, "points")?;
+    // Checked here for the estimator and direct callers alike; the library sees only `n`.
+    let precomputed = options.kernel == "precomputed";
+    if precomputed && n != d {
+        return Err(value_error(format!(
+            "a precomputed kernel matrix is square, got {n} x {d}"
+        )));
+    }
     let km = builder(&options, d)?;
     let values = x.as_slice()?;
-    let result = if km.kernel == Kernel::Precomputed {
-        if n != d {
-            return Err(value_error(format!(
-                "a precomputed kernel matrix is square, got {n} x {d}"
-            )));
-        }
+    let result = if precomputed {
         detached_fit(py, |check| {
             km.fit_precomputed_with_control(values, n, &mut check.control())
         })?
@@ -172,12 +175,7 @@ fn results(py: Python<'_>, mut r: FitResult) -> PyResult<(Bound<'_, PyDict>, Nat
     out.set_item("objective", r.objective)?;
     out.set_item(
         "objective_history",
-        float_array(
-            py,
-            r.objective_history.clone(),
-            DType::F64,
-            &[r.objective_history.len()],
-        )?,
+        PyArray1::from_slice(py, &r.objective_history),
     )?;
     out.set_item("n_iter", r.iterations)?;
     out.set_item("converged", r.converged)?;
@@ -193,7 +191,7 @@ fn results(py: Python<'_>, mut r: FitResult) -> PyResult<(Bound<'_, PyDict>, Nat
     timings.set_item("kernel_matrix", t.kernel_matrix_s)?;
     timings.set_item("init", t.init_s)?;
     timings.set_item("iterations", t.iterations_s)?;
-    timings.set_item("per_iteration", t.per_iteration_s.clone())?;
+    timings.set_item("per_iteration", &t.per_iteration_s)?;
     timings.set_item("total", t.total_s)?;
     out.set_item("timings", timings)?;
     Ok((
@@ -238,10 +236,8 @@ impl NativeModel {
 
     /// Squared feature-space norms of the centroids (`inf` for an empty cluster).
     #[getter]
-    fn centroid_norms<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let norms = self.model.centroid_norms().to_vec();
-        let k = norms.len();
-        float_array(py, norms, DType::F64, &[k])
+    fn centroid_norms<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
+        PyArray1::from_slice(py, self.model.centroid_norms())
     }
 
     /// What the model holds, as a dict of numbers and arrays ([`NativeModel::from_parts`]
@@ -300,7 +296,7 @@ impl NativeModel {
         let x = floats(&item("x")?)?.as_slice()?.to_vec();
         let dtype = dtype_named(&item("dtype")?.extract::<String>()?)?;
         let ctx = Context::new(device_spec(device)?)
-            .map_err(|e| fit_error(e.into()))?
+            .map_err(runtime_error)?
             .with_dtype(dtype);
         let precomputed = kernel == Kernel::Precomputed;
         let parts = ModelParts {

@@ -138,16 +138,13 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         The GIL is released while popcorn works; Ctrl-C stops the fit between iterations
         (``KeyboardInterrupt``)."""
         X = self._check_input(X, reset=True)
+        # scikit-learn's message (its checks look for it); the library checks the rest,
+        # a precomputed kernel matrix being square included.
         n_samples = X.shape[0]
         if isinstance(self.n_clusters, numbers.Integral) and self.n_clusters > n_samples:
             raise ValueError(
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
             )
-        if self.kernel == "precomputed" and X.shape[0] != X.shape[1]:
-            raise ValueError(
-                f"a precomputed kernel matrix is square: got shape {X.shape}"
-            )
-        init = self.init if isinstance(self.init, str) else np.asarray(self.init)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         options = {
             "n_clusters": self.n_clusters,
@@ -155,7 +152,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
             "gamma": self.gamma,
             "coef0": self.coef0,
             "degree": self.degree,
-            "init": init,
+            "init": self.init,
             "seed": seed,
             "n_init": self.n_init,
             "max_iter": self.max_iter,
