@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use popcorn_dsl::{DType, PlannerConfig, Program};
+use popcorn_dsl::{ContractionPolicy, DType, PlannerConfig, Program};
 use popcorn_runtime::{Args, Context};
 use std::collections::BTreeMap;
 
@@ -211,27 +211,55 @@ fn gaussian_kernel_has_an_exact_unit_diagonal_and_no_negative_distances() {
 /// Kernel k-means distances from the definition:
 /// `D_ic = K_ii - 2/|c| sum_{j in c} K_ij + 1/|c|^2 sum_{j,l in c} K_jl`, `+inf` when c is empty.
 fn kkmeans_distances(kmat: &[f64], labels: &[u32], k: usize) -> Vec<f64> {
+    weighted_distances(kmat, labels, &vec![1.0; labels.len()], k)
+}
+
+/// Weighted Kernel K-means distances from the definition (Dhillon, Guan and Kulis):
+/// `D_ic = K_ii - 2/W_c sum_{j in c} w_j K_ij + 1/W_c^2 sum_{j,l in c} w_j w_l K_jl` with
+/// `W_c = sum_{j in c} w_j`, `+inf` when `W_c` is 0.
+fn weighted_distances(kmat: &[f64], labels: &[u32], w: &[f64], k: usize) -> Vec<f64> {
     let n = labels.len();
     let mut d = vec![0.0; n * k];
     for c in 0..k {
         let members: Vec<usize> = (0..n).filter(|&j| labels[j] as usize == c).collect();
-        let size = members.len() as f64;
+        let total: f64 = members.iter().map(|&j| w[j]).sum();
         let mut within = 0.0;
         for &j in &members {
             for &l in &members {
-                within += kmat[j * n + l];
+                within += w[j] * w[l] * kmat[j * n + l];
             }
         }
         for i in 0..n {
-            d[i * k + c] = if members.is_empty() {
+            d[i * k + c] = if total == 0.0 {
                 f64::INFINITY
             } else {
-                let to_members: f64 = members.iter().map(|&j| kmat[i * n + j]).sum();
-                kmat[i * n + i] - 2.0 * to_members / size + within / (size * size)
+                let to_members: f64 = members.iter().map(|&j| w[j] * kmat[i * n + j]).sum();
+                kmat[i * n + i] - 2.0 * to_members / total + within / (total * total)
             };
         }
     }
     d
+}
+
+/// `sum_i w_i D[i, labels_i]` over the points of positive weight.
+fn weighted_objective(d: &[f64], labels: &[u32], w: &[f64], k: usize) -> f64 {
+    (0..labels.len())
+        .filter(|&i| w[i] > 0.0)
+        .map(|i| w[i] * d[i * k + labels[i] as usize])
+        .sum()
+}
+
+/// Weights for `n` points from `rng`: integers 0 to 3 (zeros included), or positive reals.
+fn random_weights(rng: &mut SplitMix64, n: usize, integers: bool) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            if integers {
+                rng.below(4) as f64
+            } else {
+                rng.uniform(0.25, 2.0)
+            }
+        })
+        .collect()
 }
 
 struct KkmeansCase {
@@ -242,18 +270,30 @@ struct KkmeansCase {
 }
 
 fn run_kkmeans(ctx: &Context, p: &Program, case: &KkmeansCase) -> (Vec<u32>, f64) {
+    run_kkmeans_weighted(ctx, p, case, None)
+}
+
+/// One iteration of `p` on the case, with the weights `w` where given (the weighted program).
+fn run_kkmeans_weighted(
+    ctx: &Context,
+    p: &Program,
+    case: &KkmeansCase,
+    w: Option<&[f64]>,
+) -> (Vec<u32>, f64) {
     let n = case.labels.len();
     let kt = ctx.dense(n, n, &case.kmat).expect("K uploads");
     let lt = ctx.index(&case.labels).expect("labels upload");
+    let wt = w.map(|w| ctx.col(w).expect("weights upload"));
+    let mut args = Args::new()
+        .tensor("K", &kt)
+        .tensor("labels", &lt)
+        .dim("k", case.k);
+    if let Some(wt) = &wt {
+        args = args.tensor("w", wt);
+    }
     let out = ctx
-        .run(
-            p,
-            &Args::new()
-                .tensor("K", &kt)
-                .tensor("labels", &lt)
-                .dim("k", case.k),
-        )
-        .unwrap_or_else(|e| panic!("kkmeans_iteration ({}) fails: {e}", case.what));
+        .run(p, &args)
+        .unwrap_or_else(|e| panic!("{} ({}) fails: {e}", p.name, case.what));
     let labels = ctx
         .to_u32(out.tensor("new_labels").expect("output new_labels"))
         .expect("labels download");
@@ -350,11 +390,78 @@ fn kkmeans_iteration_matches_the_definition() {
     }
 }
 
+/// Weights for a case of `n` points: integers 0 to 3 (at least one positive) or positive reals.
+fn case_weights(rng: &mut SplitMix64, n: usize, integers: bool) -> Vec<f64> {
+    let mut w = random_weights(rng, n, integers);
+    if w.iter().all(|v| *v == 0.0) {
+        w[0] = 1.0;
+    }
+    w
+}
+
+/// The weighted iteration on a stored K agrees with the weighted definition: labels (up to
+/// near-ties; zero-weight points too), no point in a cluster of weight 0, and the weighted
+/// objective (zero-weight points left out).
+#[test]
+fn kkmeans_weighted_iteration_matches_the_definition() {
+    let all = programs();
+    let p = program(&all, "kkmeans_iteration_weighted");
+    for (dtype, fusion) in CONFIGS {
+        let (ctx, label) = context(dtype, fusion);
+        for (c, case) in kkmeans_cases().into_iter().enumerate() {
+            let n = case.labels.len();
+            let mut rng = SplitMix64::new(4000 + c as u64);
+            for integers in [true, false] {
+                let w = case_weights(&mut rng, n, integers);
+                let d = weighted_distances(&case.kmat, &case.labels, &w, case.k);
+                let want_labels = argmin_rows(&d, case.k);
+                let want_objective = weighted_objective(&d, &case.labels, &w, case.k);
+                let (labels, objective) = run_kkmeans_weighted(&ctx, p, &case, Some(&w));
+                let tol = rtol(dtype) * 4.0 * scale_of(&case.kmat);
+                let what = format!("{} w={w:?} in {label}", case.what);
+                check_labels(
+                    &format!("new_labels, {what}"),
+                    &labels,
+                    &want_labels,
+                    &d,
+                    case.k,
+                    tol,
+                )
+                .unwrap();
+                for (i, &l) in labels.iter().enumerate() {
+                    assert!(
+                        d[i * case.k + l as usize].is_finite(),
+                        "{what}: point {i} chose the weightless cluster {l}"
+                    );
+                }
+                check_close_scaled(
+                    &format!("objective, {what}"),
+                    &[objective],
+                    &[want_objective],
+                    tol * w.iter().sum::<f64>(),
+                )
+                .unwrap();
+            }
+        }
+    }
+}
+
 /// The iteration from the points (K recomputed inside the contraction, never stored) agrees
 /// with the definition on K by hand, for every kernel: new labels (up to near-ties), the
 /// objective, and the centroid norms of the input labels (`+inf` for empty clusters).
 #[test]
 fn kkmeans_recompute_iteration_matches_the_definition() {
+    check_recompute_iterations(false);
+}
+
+/// The same for the weighted recompute programs (the weights a column broadcast inside the
+/// contraction), with integer weights (zeros included) and positive real ones.
+#[test]
+fn kkmeans_weighted_recompute_iteration_matches_the_definition() {
+    check_recompute_iterations(true);
+}
+
+fn check_recompute_iterations(weighted: bool) {
     let all = programs();
     // (n, d, k, labels): None draws labels in 0..k.
     let specs: Vec<(usize, usize, usize, Option<Vec<u32>>)> = vec![
@@ -366,10 +473,27 @@ fn kkmeans_recompute_iteration_matches_the_definition() {
         (33, 5, 7, None),
         (67, 3, 10, None),
     ];
-    for (dtype, fusion) in CONFIGS {
-        let (ctx, label) = context(dtype, fusion);
+    // The configurations, and the contraction (K never stored, the weights a column
+    // broadcast of its epilogue) forced on, as a fit's recompute plans have it.
+    let mut contexts: Vec<(Context, String)> =
+        CONFIGS.iter().map(|&(t, f)| context(t, f)).collect();
+    for dtype in [DType::F64, DType::F32] {
+        let config = PlannerConfig {
+            dtype,
+            contractions: ContractionPolicy::Always,
+            ..PlannerConfig::default()
+        };
+        contexts.push((cpu_with(config), format!("{dtype}, contractions always")));
+    }
+    for (ctx, label) in contexts {
+        let dtype = ctx.dtype();
         for kernel in KERNELS {
-            let p = program(&all, &kernel.recompute_program());
+            let name = kernel.recompute_program();
+            let p = if weighted {
+                program(&all, &format!("{name}_weighted"))
+            } else {
+                program(&all, &name)
+            };
             for (s, (n, d, k, labels)) in specs.iter().enumerate() {
                 let (n, d, k) = (*n, *d, *k);
                 let mut rng = SplitMix64::new(7000 + s as u64);
@@ -377,35 +501,44 @@ fn kkmeans_recompute_iteration_matches_the_definition() {
                 let labels = labels
                     .clone()
                     .unwrap_or_else(|| random_labels(&mut rng, n, k));
+                let w = if weighted {
+                    case_weights(&mut rng, n, s % 2 == 0)
+                } else {
+                    vec![1.0; n]
+                };
                 let kmat = kernel.by_hand(&x, n, d);
-                let dist = kkmeans_distances(&kmat, &labels, k);
+                let dist = weighted_distances(&kmat, &labels, &w, k);
                 let want_labels = argmin_rows(&dist, k);
-                let want_objective: f64 = (0..n).map(|i| dist[i * k + labels[i] as usize]).sum();
+                let want_objective = weighted_objective(&dist, &labels, &w, k);
                 let want_norms: Vec<f64> = (0..k)
                     .map(|c| {
                         let members: Vec<usize> =
                             (0..n).filter(|&j| labels[j] as usize == c).collect();
-                        if members.is_empty() {
+                        let total: f64 = members.iter().map(|&j| w[j]).sum();
+                        if total == 0.0 {
                             return f64::INFINITY;
                         }
                         let within: f64 = members
                             .iter()
                             .flat_map(|&j| members.iter().map(move |&l| (j, l)))
-                            .map(|(j, l)| kmat[j * n + l])
+                            .map(|(j, l)| w[j] * w[l] * kmat[j * n + l])
                             .sum();
-                        within / (members.len() * members.len()) as f64
+                        within / (total * total)
                     })
                     .collect();
 
                 let xt = ctx.dense(n, d, &x).expect("X uploads");
                 let lt = ctx.index(&labels).expect("labels upload");
-                let args = kernel.scalars(
-                    Args::new()
-                        .tensor("X", &xt)
-                        .tensor("labels", &lt)
-                        .dim("k", k),
-                );
-                let what = format!("{kernel:?} n={n} d={d} k={k} in {label}");
+                let wt = ctx.col(&w).expect("weights upload");
+                let mut args = Args::new()
+                    .tensor("X", &xt)
+                    .tensor("labels", &lt)
+                    .dim("k", k);
+                if weighted {
+                    args = args.tensor("w", &wt);
+                }
+                let args = kernel.scalars(args);
+                let what = format!("{kernel:?} n={n} d={d} k={k} w={w:?} in {label}");
                 let out = ctx.run(p, &args).unwrap_or_else(|e| panic!("{what}: {e}"));
                 let got_labels = ctx
                     .to_u32(out.tensor("new_labels").expect("new_labels"))
@@ -425,7 +558,7 @@ fn kkmeans_recompute_iteration_matches_the_definition() {
                     &format!("objective, {what}"),
                     &[objective],
                     &[want_objective],
-                    tol * n as f64,
+                    tol * w.iter().sum::<f64>(),
                 )
                 .unwrap();
                 let norms = ctx.to_f64(out.tensor("cn").expect("cn")).expect("download");

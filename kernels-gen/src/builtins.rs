@@ -770,6 +770,60 @@ pub fn selection_scatter(dtype: ScalarType) -> BuiltinKernel {
     typed("selection_scatter", dtype, &template)
 }
 
+const SELECTION_WEIGH: &str = r#"// popcorn builtin kernel {NAME}: weighted selection values.
+// Warp w takes rows w, w + warps, ... of the k rows: its lanes add the weights of the row's
+// points (lane l the entries l, l + 32, ... in double), the warp adds the 32 partial sums in a
+// fixed butterfly (the same total every run, on every lane), then each entry becomes
+// weight / total, or 0 where the total is 0.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long k,
+    const int* __restrict__ row_ptr,
+    const int* __restrict__ col_idx,
+    const {T}* __restrict__ weights,
+    {T}* __restrict__ values)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+    const long long warps = (long long)gridDim.x * (long long)(blockDim.x >> 5);
+    for (long long c = (long long)blockIdx.x * (long long)(blockDim.x >> 5) + (long long)(threadIdx.x >> 5);
+         c < k; c += warps) {
+        const long long start = (long long)row_ptr[c];
+        const long long end = (long long)row_ptr[c + 1];
+        double total = 0.0;
+        for (long long p = start + lane; p < end; p += 32) {
+            total += (double)weights[col_idx[p]];
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            total += __shfl_xor_sync(0xffffffffu, total, off);
+        }
+        for (long long p = start + lane; p < end; p += 32) {
+            values[p] = (total != 0.0) ? ({T})((double)weights[col_idx[p]] / total) : ({T})0;
+        }
+    }
+}
+"#;
+
+/// Selection step 5, for `selection(labels, k, w)`: rewrites the values of a selection matrix
+/// the four steps of [`selection_scatter`] built, `values[p] = weights[col_idx[p]] / W_c` for
+/// the entries `p` of row `c < k`, `W_c` the sum of the row's weights (in double; 0 where `W_c`
+/// is 0). Deterministic: one warp per row, a fixed order of additions.
+///
+/// Parameters: `(const long long k, const int* row_ptr, const int* col_idx, const T* weights,
+/// T* values)`; entry point `pk_selection_weigh_{f32|f64}`. Launch:
+/// [`selection_weigh_grid_block`]`(k)`.
+pub fn selection_weigh(dtype: ScalarType) -> BuiltinKernel {
+    typed("selection_weigh", dtype, SELECTION_WEIGH)
+}
+
+/// Launch dimensions of [`selection_weigh`] for `k` rows: blocks of 8 warps, one warp per row
+/// (grid-stride beyond [`MAX_GRID_BLOCKS`](crate::emit::MAX_GRID_BLOCKS)).
+pub fn selection_weigh_grid_block(k: u64) -> LaunchDims {
+    (
+        (blocks_for(k, u64::from(SELECTION_WARPS_PER_BLOCK)), 1, 1),
+        (SELECTION_WARPS_PER_BLOCK * 32, 1, 1),
+        0,
+    )
+}
+
 /// Every builtin kernel for `dtype` (and the untyped ones), e.g. to compile them all up front.
 pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
     vec![
@@ -784,6 +838,7 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
         selection_chunk_counts(),
         selection_chunk_offsets(),
         selection_scatter(dtype),
+        selection_weigh(dtype),
     ]
 }
 
@@ -931,6 +986,38 @@ mod tests {
         assert_eq!(symmetrize_grid_block(1), ((1, 1, 1), (32, 8, 1), 0));
         assert_eq!(symmetrize_grid_block(33), ((2, 2, 1), (32, 8, 1), 0));
         assert_eq!(symmetrize_grid_block(64), ((2, 2, 1), (32, 8, 1), 0));
+    }
+
+    #[test]
+    fn selection_weigh_divides_each_weight_by_its_rows_total() {
+        let k = selection_weigh(ScalarType::F32);
+        assert_eq!(k.name, "pk_selection_weigh_f32");
+        assert!(in_order(
+            &k.source,
+            &[
+                "const long long k",
+                "const int* __restrict__ row_ptr",
+                "const int* __restrict__ col_idx",
+                "const float* __restrict__ weights",
+                "float* __restrict__ values)",
+            ]
+        ));
+        // Rows below k only (a runtime's extra row of labels >= k is left alone), the total
+        // in double over the row's entries, a fixed butterfly, 0 for a zero total.
+        assert!(k.source.contains("c < k; c += warps"));
+        assert!(k.source.contains("total += (double)weights[col_idx[p]];"));
+        assert!(k
+            .source
+            .contains("total += __shfl_xor_sync(0xffffffffu, total, off);"));
+        assert!(k.source.contains(
+            "values[p] = (total != 0.0) ? (float)((double)weights[col_idx[p]] / total) : (float)0;"
+        ));
+        assert!(!k.source.contains("atomic"));
+        let d = selection_weigh(ScalarType::F64);
+        assert!(d.source.contains("const double* __restrict__ weights"));
+        assert!(all(ScalarType::F64).iter().any(|b| b.name == d.name));
+        assert_eq!(selection_weigh_grid_block(1), ((1, 1, 1), (256, 1, 1), 0));
+        assert_eq!(selection_weigh_grid_block(17), ((3, 1, 1), (256, 1, 1), 0));
     }
 
     #[test]

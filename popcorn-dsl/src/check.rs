@@ -5,7 +5,7 @@
 use crate::ast::{self, BinOp, ExprKind, SpanRange, TypeKind};
 use crate::diag::Diagnostic;
 use crate::ir::{Graph, NodeId, Op, Reduce};
-use crate::ops::{Builtin, Counts, Diag, Selection};
+use crate::ops::{check_weights, Builtin, Counts, Diag, LabelSums, Selection};
 use crate::program::{ParamSig, Program};
 use crate::scalar::ScalarExpr;
 use crate::types::TypeError;
@@ -15,29 +15,29 @@ use kernel_ir::{BinaryOp, UnaryOp};
 use std::collections::{BTreeSet, HashMap};
 
 /// Functions of the language with their arity, for error messages.
-pub const FUNCTIONS: &[(&str, usize)] = &[
-    ("pow", 2),
-    ("exp", 1),
-    ("log", 1),
-    ("sqrt", 1),
-    ("abs", 1),
-    ("tanh", 1),
-    ("max", 2),
-    ("min", 2),
-    ("where", 3),
-    ("diag", 1),
-    ("sum", 1),
-    ("sum_rows", 1),
-    ("sum_cols", 1),
-    ("min_rows", 1),
-    ("min_cols", 1),
-    ("max_rows", 1),
-    ("max_cols", 1),
-    ("argmin_rows", 1),
-    ("rownorms", 1),
-    ("gather", 2),
-    ("counts", 2),
-    ("selection", 2),
+pub const FUNCTIONS: &[(&str, usize, usize)] = &[
+    ("pow", 2, 2),
+    ("exp", 1, 1),
+    ("log", 1, 1),
+    ("sqrt", 1, 1),
+    ("abs", 1, 1),
+    ("tanh", 1, 1),
+    ("max", 2, 2),
+    ("min", 2, 2),
+    ("where", 3, 3),
+    ("diag", 1, 1),
+    ("sum", 1, 1),
+    ("sum_rows", 1, 1),
+    ("sum_cols", 1, 1),
+    ("min_rows", 1, 1),
+    ("min_cols", 1, 1),
+    ("max_rows", 1, 1),
+    ("max_cols", 1, 1),
+    ("argmin_rows", 1, 1),
+    ("rownorms", 1, 1),
+    ("gather", 2, 2),
+    ("counts", 2, 3),
+    ("selection", 2, 3),
 ];
 
 /// Checks every program of a module; `source` is the text the programs are kept with (for a
@@ -183,7 +183,7 @@ fn check_program(p: &ast::ProgramAst, source: &str) -> Result<Program, Diagnosti
     for stmt in &p.body {
         let target = &stmt.target;
         if ck.env.contains_key(&target.name)
-            || FUNCTIONS.iter().any(|(f, _)| *f == target.name)
+            || FUNCTIONS.iter().any(|(f, ..)| *f == target.name)
             || target.name == "inf"
         {
             let what = match ck.env.get(&target.name) {
@@ -276,7 +276,7 @@ fn check_new_name(id: &ast::Ident, seen: &HashMap<String, ()>) -> Result<(), Dia
             format!("`{}` is declared twice in the signature", id.name),
         ));
     }
-    if id.name == "inf" || FUNCTIONS.iter().any(|(f, _)| *f == id.name) {
+    if id.name == "inf" || FUNCTIONS.iter().any(|(f, ..)| *f == id.name) {
         return Err(Diagnostic::new(
             SpanRange::single(id.span),
             format!("`{}` is a built-in name and cannot be a parameter", id.name),
@@ -466,46 +466,39 @@ impl Checker {
         whole: SpanRange,
     ) -> Result<Binding, Diagnostic> {
         let name = func.name.as_str();
-        let Some((_, arity)) = FUNCTIONS.iter().find(|(f, _)| *f == name) else {
+        let Some(&(_, least, most)) = FUNCTIONS.iter().find(|(f, ..)| *f == name) else {
             let mut d = Diagnostic::new(
                 SpanRange::single(func.span),
                 format!("unknown function `{name}`"),
             );
-            d = match closest(name, FUNCTIONS.iter().map(|(f, _)| *f)) {
+            d = match closest(name, FUNCTIONS.iter().map(|(f, ..)| *f)) {
                 Some(c) => d.with_help(format!("did you mean `{c}`?")),
                 None => d.with_help(format!(
                     "the functions are: {}",
                     FUNCTIONS
                         .iter()
-                        .map(|(f, _)| *f)
+                        .map(|(f, ..)| *f)
                         .collect::<Vec<_>>()
                         .join(", ")
                 )),
             };
             return Err(d);
         };
-        if args.len() != *arity {
+        if !(least..=most).contains(&args.len()) {
+            let takes = if least == most {
+                format!("{least}")
+            } else {
+                format!("{least} or {most}")
+            };
             return Err(Diagnostic::new(
                 whole,
-                format!("`{name}` takes {arity} argument(s), found {}", args.len()),
+                format!("`{name}` takes {takes} argument(s), found {}", args.len()),
             ));
         }
-        // counts and selection take a dimension as their second argument.
+        // counts and selection take a dimension as their second argument, and optionally
+        // the points' weights as their third.
         if name == "counts" || name == "selection" {
-            let k = self.dim_argument(&args[1])?;
-            let labels = self.lower(&args[0])?;
-            let labels = self.value(labels);
-            let op = Op::Builtin(if name == "counts" {
-                Builtin::Counts(Counts { k })
-            } else {
-                Builtin::Selection(Selection { k })
-            });
-            return Ok(Binding::Value(self.node(
-                op,
-                &[labels],
-                whole,
-                &[args[0].span],
-            )?));
+            return self.by_label(name, args, whole).map(Binding::Value);
         }
         let mut vals = Vec::with_capacity(args.len());
         for a in args {
@@ -573,6 +566,49 @@ impl Checker {
             other => unreachable!("function `{other}` is listed but not lowered"),
         };
         Ok(Binding::Value(node))
+    }
+
+    /// `counts(labels, k)`, `selection(labels, k)` and their weighted forms (a third
+    /// argument, the weights): `counts(labels, k, w)` is the weights summed by label
+    /// ([`LabelSums`]), `selection(labels, k, w)` the weighted selection matrix.
+    fn by_label(
+        &mut self,
+        name: &str,
+        args: &[ast::Expr],
+        whole: SpanRange,
+    ) -> Result<NodeId, Diagnostic> {
+        let k = self.dim_argument(&args[1])?;
+        let labels = self.lower(&args[0])?;
+        let labels = self.value(labels);
+        let Some(w) = args.get(2) else {
+            let op = Op::Builtin(if name == "counts" {
+                Builtin::Counts(Counts { k })
+            } else {
+                Builtin::Selection(Selection::plain(k))
+            });
+            return self.node(op, &[labels], whole, &[args[0].span]);
+        };
+        let weights = self.lower(w)?;
+        let weights = self.value(weights);
+        if name == "counts" {
+            let (lt, wt) = (&self.graph.node(labels).ty, &self.graph.node(weights).ty);
+            check_weights(lt, wt, "counts")
+                .map_err(|e| type_error(e, whole, &[args[0].span, w.span]))?;
+            // LabelSums takes (x, labels): its operand spans in that order.
+            self.node(
+                Op::Builtin(Builtin::LabelSums(LabelSums { k })),
+                &[weights, labels],
+                whole,
+                &[w.span, args[0].span],
+            )
+        } else {
+            self.node(
+                Op::Builtin(Builtin::Selection(Selection::weighted(k))),
+                &[labels, weights],
+                whole,
+                &[args[0].span, w.span],
+            )
+        }
     }
 
     /// The `k` of `counts(labels, k)`: a dimension name or an integer literal. A name not

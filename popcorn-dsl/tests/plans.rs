@@ -773,3 +773,95 @@ fn asymmetric_sums_by_label_sort_only_their_columns() {
         "{fused}"
     );
 }
+
+/// The weighted iteration from the points: the weights are a column broadcast of the
+/// contraction's epilogue (`K .* w^T`, permuted into cluster order with the columns), so K is
+/// still never stored and no weighted selection matrix is built; the epilogue is no longer
+/// symmetric in the row and the column, so the contraction computes every tile.
+#[test]
+fn weighted_recompute_weighs_the_columns_inside_the_contraction() {
+    let n = 5000;
+    for kernel in ["gaussian", "polynomial", "sigmoid"] {
+        let p = plan_from(
+            "kernel_kmeans.pop",
+            &format!("kkmeans_recompute_{kernel}_weighted"),
+            &[("n", n), ("d", 8), ("k", 20)],
+            &PlannerConfig::default(),
+        );
+        assert_eq!(by_label_contractions(&p), 1, "{kernel}: {p}");
+        let names = ops(&p);
+        for absent in ["weighted selection", "spmm", "gemm", "syrk", "diag"] {
+            assert!(
+                !names.iter().any(|s| s == absent),
+                "{kernel}: {absent}\n{p}"
+            );
+        }
+        let largest = p.values.iter().map(|v| v.len()).max().unwrap_or(0);
+        assert!(largest <= n * 20, "{kernel}: {largest} elements\n{p}");
+        let contraction = step_named(&p, "contraction");
+        assert!(
+            matches!(contraction.op, StepOp::Fused(ref f) if matches!(f.spec.form, Form::Contraction { symmetric: false, .. })),
+            "{kernel}: {p}"
+        );
+        // The weights reach the contraction in cluster order.
+        let w = p.inputs.iter().find(|(n, _)| n == "w").map(|(_, v)| *v);
+        let sorted_w = p
+            .steps
+            .iter()
+            .find(|s| s.op_name() == "rows by cluster" && Some(s.inputs[0]) == w)
+            .unwrap_or_else(|| panic!("{kernel}: w is not sorted\n{p}"));
+        assert!(
+            contraction.inputs.contains(&sorted_w.outputs[0]),
+            "{kernel}: {p}"
+        );
+        assert_eq!(p.validate(), Ok(()));
+    }
+}
+
+/// The weighted iteration on a stored K: K is an input, and weighting its columns would copy
+/// it, so the product is an SpMM by the weighted selection matrix (the plain iteration's sums
+/// by label need no matrix); the centroid norms still sum by label (`w .* z`).
+#[test]
+fn weighted_stored_iteration_multiplies_k_by_the_weighted_selection() {
+    let p = plan_of(
+        "kkmeans_iteration_weighted",
+        ITER_DIMS,
+        &PlannerConfig::default(),
+    );
+    let names = ops(&p);
+    for want in ["weighted selection", "spmm", "label sums", "diag"] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "no {want} in {names:?}\n{p}"
+        );
+    }
+    assert!(!names.iter().any(|n| n == "cluster sums"), "{p}");
+    let selection = step_named(&p, "weighted selection");
+    let w = p.inputs.iter().find(|(n, _)| n == "w").map(|(_, v)| *v);
+    assert_eq!(selection.inputs.get(1).copied(), w, "{p}");
+    assert_eq!(p.validate(), Ok(()));
+    // Forced to the general path, the SpMV of the centroid norms reads the same matrix.
+    let general = plan_of("kkmeans_iteration_weighted", ITER_DIMS, &spmm_config());
+    let names = ops(&general);
+    assert!(names.iter().any(|n| n == "spmv"), "{general}");
+    assert_eq!(
+        names.iter().filter(|n| *n == "weighted selection").count(),
+        1,
+        "{general}"
+    );
+}
+
+/// A weighted selection times a computed matrix that is also an output cannot weigh its
+/// columns in place: it stays an SpMM, and the plain program's plan is unchanged.
+#[test]
+fn a_weighted_product_with_an_output_keeps_the_sparse_product() {
+    let src = "fn f(X: Dense[n, d], l: Index[n], w: Col[n]) -> (K: Dense[n, n], E: Dense[n, k]) {
+        K = X * X^T;
+        E = K * selection(l, k, w)^T;
+    }";
+    let p = plan_fused(src, &[("n", 300), ("d", 7), ("k", 4)]);
+    let names = ops(&p);
+    assert!(names.iter().any(|n| n == "spmm"), "{p}");
+    assert!(names.iter().any(|n| n == "weighted selection"), "{p}");
+    assert_eq!(by_label_contractions(&p), 0, "{p}");
+}

@@ -526,15 +526,21 @@ fn run_typed<T: Real + HostElem>(
                 }
                 Builtin::Selection(s) => {
                     let labels = labels_at(0)?;
+                    let k = k(&s.k)?;
                     let (rp, rest) = guards.split_at_mut(1);
                     let (ci, vals) = rest.split_at_mut(1);
-                    cpu::selection(
-                        labels,
-                        k(&s.k)?,
-                        i32::slice_mut(&mut rp[0]).ok_or_else(|| wrong("row offsets"))?,
-                        i32::slice_mut(&mut ci[0]).ok_or_else(|| wrong("column indices"))?,
-                        T::slice_mut(&mut vals[0]).ok_or_else(|| wrong("selection values"))?,
-                    )?;
+                    let row_ptr = i32::slice_mut(&mut rp[0]).ok_or_else(|| wrong("row offsets"))?;
+                    let col_idx =
+                        i32::slice_mut(&mut ci[0]).ok_or_else(|| wrong("column indices"))?;
+                    let values =
+                        T::slice_mut(&mut vals[0]).ok_or_else(|| wrong("selection values"))?;
+                    cpu::selection(labels, k, row_ptr, col_idx, values)?;
+                    if s.weighted {
+                        let weights = dense(1)?.get(..labels.len()).ok_or_else(|| {
+                            RuntimeError::Internal("fewer weights than labels".into())
+                        })?;
+                        cpu::weigh_selection(k, row_ptr, col_idx, weights, values)?;
+                    }
                 }
                 Builtin::PermuteRows(perm) => {
                     let s = csr(1)?;
@@ -744,7 +750,7 @@ mod tests {
                 cols: n,
                 nnz: n,
             };
-            let op = StepOp::Builtin(Builtin::Selection(Selection { k: Dim::Fixed(k) }));
+            let op = StepOp::Builtin(Builtin::Selection(Selection::plain(Dim::Fixed(k))));
             b.run_step(
                 &step(op),
                 &[Arg::Index { buf: &lb, len: n }],

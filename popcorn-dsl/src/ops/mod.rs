@@ -23,7 +23,7 @@ pub use diag::Diag;
 pub use label_sums::LabelSums;
 pub use pad_cols::PadCols;
 pub use permute_rows::PermuteRows;
-pub use selection::Selection;
+pub use selection::{check_weights, Selection};
 
 use crate::types::{Dim, DimBindings, Type, TypeError};
 use crate::value::RefValue;
@@ -86,7 +86,7 @@ pub enum Builtin {
     Diag(Diag),
     /// `counts(labels, k)`.
     Counts(Counts),
-    /// `selection(labels, k)`.
+    /// `selection(labels, k)` and `selection(labels, k, w)`.
     Selection(Selection),
     /// Sums of each row of a matrix by the label of the column.
     ClusterSums(ClusterSums),
@@ -149,7 +149,10 @@ impl Builtin {
         };
         Ok(match self {
             Builtin::Counts(c) => Builtin::Counts(Counts { k: fix(&c.k)? }),
-            Builtin::Selection(s) => Builtin::Selection(Selection { k: fix(&s.k)? }),
+            Builtin::Selection(s) => Builtin::Selection(Selection {
+                k: fix(&s.k)?,
+                weighted: s.weighted,
+            }),
             Builtin::ClusterSums(c) => Builtin::ClusterSums(ClusterSums { k: fix(&c.k)? }),
             Builtin::LabelSums(l) => Builtin::LabelSums(LabelSums { k: fix(&l.k)? }),
             other => other.clone(),
@@ -207,7 +210,7 @@ mod tests {
             label_sums.eval(&[&x, &labels], &dims),
             Ok(RefValue::dense(3, 1, vec![2.0, 0.0, 8.0]))
         );
-        let sel = Builtin::Selection(Selection { k });
+        let sel = Builtin::Selection(Selection::plain(k));
         let v = crate::value::densify(&sel.eval(&[&labels], &dims).unwrap()).unwrap();
         assert_eq!(v.at(0, 1), 1.0);
         assert_eq!(v.at(2, 0), 1.0 / 3.0);

@@ -11,10 +11,25 @@
 //! indexing, where a general SpMM reads the CSR structure as well ([`ClusterSumsPattern`], for
 //! `k` up to the target's [`cluster_sums_max_k`](crate::target::Target::cluster_sums_max_k)).
 //!
+//! A weighted selection `V = selection(labels, k, w)` (`w_j / W_c` in row `c = labels_j`) gives
+//!
+//! ```text
+//! (alpha * M * V^T)[i, c] = alpha / W_c * sum_{j: labels_j = c} w_j M[i, j]
+//! ```
+//!
+//! the cluster sums of `M .* w^T` (a column broadcast in the epilogue of the contraction that
+//! computes `M`, permuted with the columns by [`super::label_order`]) scaled by
+//! `where(W != 0, alpha / W, 0)`, `W = counts(labels, k, w)` (a cluster whose weights sum to 0
+//! gives 0, as the weighted matrix's zero row does). Only where `M` is computed in the program
+//! and nothing else reads it whole (a `diag` may): an input or a stored `M` would be copied
+//! into a weighted `n x n` temporary, so such a product stays an SpMM by the weighted
+//! selection matrix (`POPCORN_LOG=fusion` says so).
+//!
 //! Likewise `alpha * V * x` for a column vector `x` is `(alpha / |c|) * sum_{i: labels_i = c}
 //! x[i]`: [`LabelSums`] and the same scaling ([`LabelSumsPattern`], where `n k` is at most the
 //! target's [`label_sums_max_work`](crate::target::Target::label_sums_max_work): its kernel
-//! reads the labels once per cluster). Kernel K-means' centroid norms are such a product, and
+//! reads the labels once per cluster); weighted, the label sums of `w .* x` and the weighted
+//! scaling. Kernel K-means' centroid norms are such a product, and
 //! then nothing needs the selection matrix itself (building it is a histogram, a scan and a
 //! scatter).
 
@@ -34,17 +49,63 @@ pub struct LabelSumsPattern;
 
 /// `selection(labels, k)`, binding `V` and `labels`.
 fn selection() -> Pattern {
-    op(|o| matches!(o, Op::Builtin(Builtin::Selection(_))))
+    op(|o| matches!(o, Op::Builtin(Builtin::Selection(s)) if !s.weighted))
         .bind("V")
         .args([any().bind("labels")])
+}
+
+/// `selection(labels, k, w)`, binding `V`, `labels` and `w`.
+fn weighted_selection() -> Pattern {
+    op(|o| matches!(o, Op::Builtin(Builtin::Selection(s)) if s.weighted))
+        .bind("V")
+        .args([any().bind("labels"), any().bind("w")])
 }
 
 /// The number of clusters of the selection node `v`.
 fn clusters_of(g: &Graph, v: NodeId) -> Option<Dim> {
     match &g.node(v).op {
-        Op::Builtin(Builtin::Selection(Selection { k })) => Some(k.clone()),
+        Op::Builtin(Builtin::Selection(Selection { k, .. })) => Some(k.clone()),
         _ => None,
     }
+}
+
+/// The scaling of a weighted selection's sums: `where(W != 0, alpha / W, 0)` with
+/// `W = counts(labels, k, w)`, a `k`-vector.
+fn weighted_scale(g: &mut Graph, labels: NodeId, w: NodeId, k: &Dim, alpha: ScalarExpr) -> NodeId {
+    let col = Type::col(k.clone());
+    let totals = g.add(
+        Op::Builtin(Builtin::LabelSums(LabelSums { k: k.clone() })),
+        col.clone(),
+        &[w, labels],
+    );
+    let zero = g.add(Op::Scalar(ScalarExpr::Lit(0.0)), Type::scalar(), &[]);
+    let some = g.add(Op::Binary(BinaryOp::Ne), col.clone(), &[totals, zero]);
+    let a = g.add(Op::Scalar(alpha), Type::scalar(), &[]);
+    let scaled = g.add(Op::Binary(BinaryOp::Div), col.clone(), &[a, totals]);
+    g.add(Op::Select, col, &[some, scaled, zero])
+}
+
+/// Whether the columns of `m` may be weighted inside the kernel that computes it: `m` is a
+/// product or an element-wise map of the program, no output, and read only by `product` (and
+/// `diag`s, which a contraction derives from its operands). Otherwise the weighted copy would
+/// be a second matrix of `m`'s size; the reason is returned.
+fn weights_fold_into(g: &Graph, m: NodeId, product: NodeId) -> Result<(), &'static str> {
+    let node = g.node(m);
+    if !(node.op.is_elementwise()
+        || matches!(node.op, Op::Library(LibOp::Gemm(_) | LibOp::Syrk { .. })))
+    {
+        return Err("the matrix is not computed by the program (an input or a builtin's result)");
+    }
+    if g.is_output(m) {
+        return Err("the matrix is an output");
+    }
+    if g.users(m)
+        .iter()
+        .any(|&u| u != product && !matches!(g.node(u).op, Op::Builtin(Builtin::Diag(_))))
+    {
+        return Err("the matrix is read by other steps too");
+    }
+    Ok(())
 }
 
 /// The scalar factor of library node `n`.
@@ -94,27 +155,36 @@ fn replace(g: &mut Graph, old: NodeId, new: NodeId) {
     g.replace_uses(old, new);
 }
 
+/// The SpMM `M * V^T` with `V` a selection, as select leaves it.
+fn is_spmm_by_selection(o: &Op) -> bool {
+    matches!(
+        o,
+        Op::Library(LibOp::SpMM {
+            sparse_left: false,
+            trans_sparse: true,
+            trans_dense: false,
+            ..
+        })
+    )
+}
+
+/// The SpMV `V * x` with `V` a selection.
+fn is_spmv_by_selection(o: &Op) -> bool {
+    matches!(o, Op::Library(LibOp::SpMV { trans: false, .. }))
+}
+
 impl GraphPass for ClusterSumsPattern {
     fn name(&self) -> &'static str {
         "cluster-sums"
     }
 
     fn run(&self, g: &mut Graph, cx: &PassContext<'_>) -> Result<bool, PlanError> {
-        let pattern = op(|o| {
-            matches!(
-                o,
-                Op::Library(LibOp::SpMM {
-                    sparse_left: false,
-                    trans_sparse: true,
-                    trans_dense: false,
-                    ..
-                })
-            )
-        })
-        .args([any().bind("M"), selection()]);
+        let plain = op(is_spmm_by_selection).args([any().bind("M"), selection()]);
+        let weighted = op(is_spmm_by_selection).args([any().bind("M"), weighted_selection()]);
+        let log = crate::log::enabled("fusion");
         let mut changed = false;
         for n in g.topo_order() {
-            let Some(m) = pattern.matches(g, n) else {
+            let Some(m) = plain.matches(g, n).or_else(|| weighted.matches(g, n)) else {
                 continue;
             };
             let (Some(k), Some(alpha)) = (clusters_of(g, m["V"]), alpha_of(g, n)) else {
@@ -131,14 +201,40 @@ impl GraphPass for ClusterSumsPattern {
                 continue;
             }
             let rows = g.node(m["M"]).ty.shape.rows.clone();
+            let summed = match m.get("w") {
+                None => m["M"],
+                Some(w) => {
+                    if let Err(why) = weights_fold_into(g, m["M"], n) {
+                        if log {
+                            eprintln!(
+                                "[popcorn fusion] {} stays an SpMM by the weighted selection matrix ({}): {why}",
+                                g.describe(n),
+                                g.describe(m["M"])
+                            );
+                        }
+                        continue;
+                    }
+                    // M .* w^T: each column weighted by its point's weight.
+                    let w_t = g.add(
+                        Op::Transpose,
+                        Type::row(g.node(w).ty.shape.rows.clone()),
+                        &[w],
+                    );
+                    let ty = g.node(m["M"]).ty.clone();
+                    g.add(Op::Binary(BinaryOp::Mul), ty, &[m["M"], w_t])
+                }
+            };
             // S = cluster_sums(M, labels)
             let sums = g.add(
                 Op::Builtin(Builtin::ClusterSums(ClusterSums { k: k.clone() })),
                 Type::dense(rows.clone(), k.clone()),
-                &[m["M"], m["labels"]],
+                &[summed, m["labels"]],
             );
-            // E = S .* (alpha / max(counts(labels, k), 1))^T
-            let scale = selection_scale(g, m["labels"], &k, alpha);
+            // E = S .* scale^T: alpha / max(counts(labels, k), 1), or the weighted scale.
+            let scale = match m.get("w") {
+                None => selection_scale(g, m["labels"], &k, alpha),
+                Some(w) => weighted_scale(g, m["labels"], w, &k, alpha),
+            };
             let scale_t = g.add(Op::Transpose, Type::row(k.clone()), &[scale]);
             let e = g.add(
                 Op::Binary(BinaryOp::Mul),
@@ -161,15 +257,16 @@ impl GraphPass for LabelSumsPattern {
     }
 
     fn run(&self, g: &mut Graph, cx: &PassContext<'_>) -> Result<bool, PlanError> {
-        let pattern = op(|o| matches!(o, Op::Library(LibOp::SpMV { trans: false, .. }))).args([
-            selection(),
+        let column = || {
             any()
                 .bind("x")
-                .when(|g, x| g.node(x).ty.shape.cols.is_one()),
-        ]);
+                .when(|g, x| g.node(x).ty.shape.cols.is_one())
+        };
+        let plain = op(is_spmv_by_selection).args([selection(), column()]);
+        let weighted = op(is_spmv_by_selection).args([weighted_selection(), column()]);
         let mut changed = false;
         for n in g.topo_order() {
-            let Some(m) = pattern.matches(g, n) else {
+            let Some(m) = plain.matches(g, n).or_else(|| weighted.matches(g, n)) else {
                 continue;
             };
             let (Some(k), Some(alpha)) = (clusters_of(g, m["V"]), alpha_of(g, n)) else {
@@ -190,12 +287,23 @@ impl GraphPass for LabelSumsPattern {
             if !fits {
                 continue;
             }
+            // Weighted: the sums of w .* x.
+            let summed = match m.get("w") {
+                None => m["x"],
+                Some(w) => {
+                    let ty = g.node(m["x"]).ty.clone();
+                    g.add(Op::Binary(BinaryOp::Mul), ty, &[m["x"], w])
+                }
+            };
             let sums = g.add(
                 Op::Builtin(Builtin::LabelSums(LabelSums { k: k.clone() })),
                 Type::col(k.clone()),
-                &[m["x"], m["labels"]],
+                &[summed, m["labels"]],
             );
-            let scale = selection_scale(g, m["labels"], &k, alpha);
+            let scale = match m.get("w") {
+                None => selection_scale(g, m["labels"], &k, alpha),
+                Some(w) => weighted_scale(g, m["labels"], w, &k, alpha),
+            };
             let y = g.add(Op::Binary(BinaryOp::Mul), Type::col(k), &[sums, scale]);
             replace(g, n, y);
             changed = true;

@@ -35,7 +35,7 @@ impl GraphPass for Infer {
             if let Op::Builtin(b) = &node.op {
                 b.resolved(cx.dims).map_err(|_| match b {
                     Builtin::Counts(Counts { k })
-                    | Builtin::Selection(Selection { k })
+                    | Builtin::Selection(Selection { k, .. })
                     | Builtin::ClusterSums(ClusterSums { k })
                     | Builtin::LabelSums(LabelSums { k }) => PlanError::UnboundDim(k.to_string()),
                     _ => PlanError::Internal {

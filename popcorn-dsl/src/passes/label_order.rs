@@ -96,7 +96,7 @@ pub fn sort_by_label(g: &mut Graph, region: &Region<'_>) -> Option<Sorted> {
 
     let n = g.node(region.b).ty.shape.rows.clone();
     let order = g.add(
-        Op::Builtin(Builtin::Selection(Selection { k: k.clone() })),
+        Op::Builtin(Builtin::Selection(Selection::plain(k.clone()))),
         Type::csr(k, n),
         &[labels],
     );

@@ -140,6 +140,7 @@ impl Plan {
                 StepOp::Builtin(
                     Builtin::ClusterSums(_) | Builtin::LabelSums(_) | Builtin::PermuteRows(_),
                 ) => Some((2, 1)),
+                StepOp::Builtin(Builtin::Selection(sel)) => Some((sel.operands(), 1)),
                 StepOp::Builtin(_) => Some((1, 1)),
                 StepOp::Fused(f) => {
                     if f.name != f.spec.name() {

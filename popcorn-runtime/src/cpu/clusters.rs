@@ -1,4 +1,5 @@
-//! Cluster bookkeeping from a label vector: cluster sizes and the normalised selection matrix.
+//! Cluster bookkeeping from a label vector: cluster sizes and the normalised selection matrix
+//! (plain or weighted).
 
 use super::by_label_simd;
 use super::error::{check_vector, CpuError};
@@ -81,6 +82,62 @@ pub fn selection<T: Real>(
         let size = row_ptr[c + 1] - row_ptr[c];
         values[slot] = T::one() / T::from_f64(f64::from(size));
         cursor[c] += 1;
+    }
+    Ok(())
+}
+
+/// Weighs a selection matrix that [`selection`] built: each row `c`'s values become
+/// `weights[i] / W_c` for its points `i`, `W_c` the sum of their weights (added in the row's
+/// order, ascending points, in f64), or 0 where `W_c` is 0 (the row keeps its entries).
+/// `row_ptr` holds `k + 1` offsets, `col_idx` and `values` the entries; `weights` one weight
+/// per column of the matrix.
+///
+/// # Errors
+/// [`CpuError::Shape`] naming a short slice or an entry's column beyond the weights.
+pub fn weigh_selection<T: Real>(
+    k: usize,
+    row_ptr: &[i32],
+    col_idx: &[i32],
+    weights: &[T],
+    values: &mut [T],
+) -> Result<(), CpuError> {
+    check_vector("row_ptr", row_ptr.len(), k.saturating_add(1))?;
+    let nnz = usize::try_from(row_ptr[k]).unwrap_or(usize::MAX);
+    check_vector("col_idx", col_idx.len(), nnz)?;
+    check_vector("values", values.len(), nnz)?;
+    let weight = |p: usize| -> Result<f64, CpuError> {
+        usize::try_from(col_idx[p])
+            .ok()
+            .and_then(|i| weights.get(i))
+            .map(|w| w.to_f64())
+            .ok_or_else(|| CpuError::Shape {
+                operand: "weights".into(),
+                detail: format!(
+                    "entry {p} is in column {} but there are {} weights",
+                    col_idx[p],
+                    weights.len()
+                ),
+            })
+    };
+    for c in 0..k {
+        let (start, end) = (row_ptr[c].max(0) as usize, row_ptr[c + 1].max(0) as usize);
+        if start > end || end > nnz {
+            return Err(CpuError::Shape {
+                operand: "row_ptr".into(),
+                detail: format!("row {c} runs from {start} to {end} of {nnz} entries"),
+            });
+        }
+        let mut total = 0.0;
+        for p in start..end {
+            total += weight(p)?;
+        }
+        for (p, v) in values[start..end].iter_mut().enumerate() {
+            *v = T::from_f64(if total != 0.0 {
+                weight(start + p)? / total
+            } else {
+                0.0
+            });
+        }
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The non-library, non-fused steps and helpers, on kernels-gen's builtin kernels: fill,
-//! symmetrize, diagonal, cluster counts and the CSR selection matrix. One small kernel of our
+//! symmetrize, diagonal, cluster counts and the CSR selection matrix (plain or weighted). One small kernel of our
 //! own converts `u32` counts to floats (kernels-gen has none).
 
 use crate::cuda::driver::{self, KernelArg};
@@ -52,6 +52,7 @@ enum Kind {
     SelectionChunkCounts,
     SelectionChunkOffsets,
     SelectionScatter,
+    SelectionWeigh,
     LabelSums,
     SmallCounts,
     PermuteRows,
@@ -60,7 +61,7 @@ enum Kind {
 
 impl Kind {
     #[cfg(test)]
-    const ALL: [Kind; 12] = [
+    const ALL: [Kind; 13] = [
         Kind::Fill,
         Kind::Symmetrize,
         Kind::Diag,
@@ -69,6 +70,7 @@ impl Kind {
         Kind::SelectionChunkCounts,
         Kind::SelectionChunkOffsets,
         Kind::SelectionScatter,
+        Kind::SelectionWeigh,
         Kind::LabelSums,
         Kind::SmallCounts,
         Kind::PermuteRows,
@@ -114,6 +116,13 @@ impl Kind {
                     "pk_selection_scatter_f64"
                 }
             }
+            Kind::SelectionWeigh => {
+                if f32 {
+                    "pk_selection_weigh_f32"
+                } else {
+                    "pk_selection_weigh_f64"
+                }
+            }
             Kind::LabelSums => {
                 if f32 {
                     "pk_label_sums_f32"
@@ -144,6 +153,7 @@ impl Kind {
             Kind::SelectionChunkCounts => builtins::selection_chunk_counts(),
             Kind::SelectionChunkOffsets => builtins::selection_chunk_offsets(),
             Kind::SelectionScatter => builtins::selection_scatter(dtype),
+            Kind::SelectionWeigh => builtins::selection_weigh(dtype),
             Kind::LabelSums => builtins::label_sums(dtype),
             Kind::SmallCounts => builtins::small_counts(dtype),
         }
@@ -328,6 +338,41 @@ impl Builtins<'_> {
             Kind::LabelSums,
             dtype,
             builtins::label_sums_grid_block(k as u64),
+            &mut args,
+        )
+    }
+
+    /// Weighs the first `k` rows of a selection matrix [`Builtins::selection`] built:
+    /// `values[p] = weights[col_idx[p]] / W_c` for the entries of row `c`, `W_c` their weights'
+    /// sum (0 where it is 0).
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream:
+    /// `row_ptr` `k + 1` offsets of a selection matrix, `col_idx` and `values` its entries,
+    /// `weights` one weight per column.
+    pub(crate) unsafe fn selection_weigh(
+        &self,
+        dtype: ScalarType,
+        k: usize,
+        row_ptr: u64,
+        col_idx: u64,
+        weights: u64,
+        values: u64,
+    ) -> Result<(), RuntimeError> {
+        if k == 0 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(k)?,
+            KernelArg::Ptr(row_ptr),
+            KernelArg::Ptr(col_idx),
+            KernelArg::Ptr(weights),
+            KernelArg::Ptr(values),
+        ];
+        self.run(
+            Kind::SelectionWeigh,
+            dtype,
+            builtins::selection_weigh_grid_block(k as u64),
             &mut args,
         )
     }

@@ -995,8 +995,20 @@ fn gpu_selection(
     labels: &[u32],
     k: usize,
 ) -> (CudaBuffer, CudaBuffer, CudaBuffer) {
+    gpu_weighted_selection(b, dtype, labels, None, k)
+}
+
+/// [`gpu_selection`], weighted by `weights` where given.
+fn gpu_weighted_selection(
+    b: &CudaBackend,
+    dtype: DType,
+    labels: &[u32],
+    weights: Option<&[f64]>,
+    k: usize,
+) -> (CudaBuffer, CudaBuffer, CudaBuffer) {
     let n = labels.len();
     let lb = upload_u32(b, labels);
+    let wb = weights.map(|w| upload(b, dtype, w));
     let rp = poisoned(b, ElemType::I32, k + 1);
     let ci = poisoned(b, ElemType::I32, n.max(1));
     let vb = poisoned(b, ElemType::float(dtype), n.max(1));
@@ -1008,17 +1020,80 @@ fn gpu_selection(
         cols: n,
         nnz: n,
     };
+    let (op, inputs) = match &wb {
+        Some(wb) => (
+            Selection::weighted(Dim::Fixed(k)),
+            vec![Arg::Index { buf: &lb, len: n }, dense(wb, n, 1)],
+        ),
+        None => (
+            Selection::plain(Dim::Fixed(k)),
+            vec![Arg::Index { buf: &lb, len: n }],
+        ),
+    };
     b.run_step(
-        &step(StepOp::Builtin(Builtin::Selection(Selection {
-            k: Dim::Fixed(k),
-        }))),
-        &[Arg::Index { buf: &lb, len: n }],
+        &step(StepOp::Builtin(Builtin::Selection(op))),
+        &inputs,
         &[out],
         dtype,
         1.0,
     )
     .expect("selection");
     (rp, ci, vb)
+}
+
+/// The weighted selection: the plain one's structure (points past `k` after the clusters),
+/// each value its weight over the cluster's total, 0 in a cluster of weight 0; repeatable bit
+/// for bit (one warp per row, no atomics).
+#[test]
+fn gpu_weighted_selection_divides_weights_by_their_cluster_total() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(43);
+    for dtype in DTYPES {
+        for (n, k) in [(1, 1), (5, 0), (7, 3), (33, 2), (3001, 7), (5000, 1536)] {
+            let labels = labels_past_k(&mut rng, n, k);
+            // Integer weights 0..3: some clusters weigh 0.
+            let weights: Vec<f64> = (0..n).map(|_| rng.below(4) as f64).collect();
+            let what = format!("weighted selection {dtype:?} n={n} k={k}");
+            let (row_ptr, cols, _) = host_selection(&labels, k);
+            let mut want = Vec::with_capacity(cols.len());
+            for c in 0..k {
+                let row = &cols[row_ptr[c] as usize..row_ptr[c + 1] as usize];
+                let total: f64 = row.iter().map(|&p| weights[p as usize]).sum();
+                want.extend(row.iter().map(|&p| {
+                    if total != 0.0 {
+                        weights[p as usize] / total
+                    } else {
+                        0.0
+                    }
+                }));
+            }
+            let (rp, ci, vb) = gpu_weighted_selection(b, dtype, &labels, Some(&weights), k);
+            assert_eq!(
+                b.download(&rp).expect("download"),
+                HostVec::I32(row_ptr.clone()),
+                "{what}: row offsets"
+            );
+            let HostVec::I32(mut got) = b.download(&ci).expect("download") else {
+                panic!("{what}: column indices are not i32")
+            };
+            got.truncate(n);
+            assert_eq!(got, host_order(&labels, k), "{what}: column indices");
+            let nnz = cols.len();
+            let values = download(b, &vb);
+            assert_close(
+                &values[..nnz],
+                &want,
+                tolerance(dtype),
+                &format!("{what}: values"),
+            );
+            let (_, _, again) = gpu_weighted_selection(b, dtype, &labels, Some(&weights), k);
+            assert_eq!(
+                download(b, &again)[..nnz],
+                values[..nnz],
+                "{what}: repeatable"
+            );
+        }
+    }
 }
 
 #[test]

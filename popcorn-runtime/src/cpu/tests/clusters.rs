@@ -1,7 +1,8 @@
 //! Cluster counts and the selection matrix.
 
 use super::super::{
-    cluster_sums, counts, permute_rows, selection, spmm_dense_sparse, CpuError, CsrRef, Real,
+    cluster_sums, counts, permute_rows, selection, spmm_dense_sparse, weigh_selection, CpuError,
+    CsrRef, Real,
 };
 
 #[test]
@@ -276,4 +277,44 @@ fn cluster_sums_match_direct_sums_for_any_row_count() {
             case::<f64>(rows, cols, ldm, k);
         }
     }
+}
+
+#[test]
+fn weighed_selection_rows_are_weights_over_their_totals() {
+    // Cluster 0: points 1 (w 1) and 5 (w 3); cluster 1 empty; cluster 2: points 0, 2, 3
+    // (w 0, 0, 0: a zero total keeps its entries at 0); cluster 3: point 4 (w 0.5).
+    let labels = [2u32, 0, 2, 2, 3, 0];
+    let weights = [0.0, 1.0, 0.0, 0.0, 0.5, 3.0];
+    let k = 4;
+    let mut row_ptr = [-1i32; 5];
+    let mut col_idx = [-1i32; 6];
+    let mut values = [f64::NAN; 6];
+    selection(&labels, k, &mut row_ptr, &mut col_idx, &mut values).unwrap();
+    weigh_selection(k, &row_ptr, &col_idx, &weights, &mut values).unwrap();
+    assert_eq!(row_ptr, [0, 2, 2, 5, 6]);
+    assert_eq!(col_idx, [1, 5, 0, 2, 3, 4]);
+    assert_eq!(values, [0.25, 0.75, 0.0, 0.0, 0.0, 1.0]);
+    // f32 values, the totals in f64.
+    let mut v32 = [0.0f32; 6];
+    let w32: Vec<f32> = weights.iter().map(|w| *w as f32).collect();
+    weigh_selection(k, &row_ptr, &col_idx, &w32, &mut v32).unwrap();
+    assert_eq!(v32, [0.25, 0.75, 0.0, 0.0, 0.0, 1.0]);
+}
+
+#[test]
+fn weighing_rejects_short_weights_and_bad_offsets() {
+    let (row_ptr, col_idx) = ([0i32, 2], [0i32, 3]);
+    let mut values = [0.0f64; 2];
+    let err = weigh_selection(1, &row_ptr, &col_idx, &[1.0, 1.0], &mut values).unwrap_err();
+    assert!(
+        matches!(&err, CpuError::Shape { operand, detail } if operand == "weights" && detail.contains("column 3")),
+        "{err}"
+    );
+    let err = weigh_selection(1, &[0, 5], &col_idx, &[1.0; 4], &mut values).unwrap_err();
+    assert!(matches!(&err, CpuError::Shape { .. }), "{err}");
+    let err = weigh_selection(2, &[0, 2, 1], &col_idx, &[1.0; 4], &mut values).unwrap_err();
+    assert!(
+        matches!(&err, CpuError::Shape { operand, .. } if operand == "row_ptr"),
+        "{err}"
+    );
 }
