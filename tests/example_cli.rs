@@ -481,6 +481,7 @@ fn help_lists_the_flags_and_exits_zero() {
         "--labels-out",
         "--json",
         "--plan",
+        "--weights <FILE>",
         "concentric rings",
     ] {
         assert!(
@@ -770,4 +771,149 @@ fn plot_flag_draws_png_and_svg() {
     let r = run_cli(&["-n", "50", "--device", "cpu", "--plot", "rings.pdf"]);
     assert_eq!(r.code, 2);
     assert_one_error_line(&r, ".png or .svg");
+}
+
+/// `--weights FILE`: the fit is weighted (its objective is the weighted k-means objective of
+/// its labels, by hand), the summary and the JSON say so; one weight a line and a one-column
+/// CSV read alike; a zero weight leaves a point out of the objective.
+#[test]
+fn weights_file_weighs_the_points() {
+    let dir = scratch("weights");
+    let points = blobs();
+    let csv = dir.join("blobs.csv");
+    write_blobs_csv(&csv, &points);
+    let n = points.len();
+    let w: Vec<f64> = (0..n).map(|i| [1.0, 2.0, 0.0, 3.5][i % 4]).collect();
+    let lines: String = w.iter().map(|v| format!("{v}\n")).collect();
+    let txt = dir.join("w.txt");
+    std::fs::write(&txt, &lines).expect("write the weights");
+    let one_column = dir.join("w.csv");
+    std::fs::write(&one_column, &lines).expect("write the weights");
+    let mut objectives = Vec::new();
+    for file in [&txt, &one_column] {
+        let labels = dir.join("labels.txt");
+        let json = dir.join("fit.json");
+        let r = run_cli(&[
+            "-i",
+            path_str(&csv),
+            "--device",
+            "cpu",
+            "--dtype",
+            "f64",
+            "--weights",
+            path_str(file),
+            "--labels-out",
+            path_str(&labels),
+            "--json",
+            path_str(&json),
+        ]);
+        assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+        let got = read_labels(&labels);
+        let truth: Vec<i64> = points.iter().map(|p| p.0).collect();
+        assert_same_partition(&truth, &got);
+        let total: f64 = w.iter().sum();
+        let zero = w.iter().filter(|v| **v == 0.0).count();
+        assert_eq!(
+            summary_row(&r.stdout, "weights"),
+            [
+                "total",
+                &format!("{total},"),
+                "from",
+                "0",
+                "to",
+                "3.5,",
+                &zero.to_string(),
+                "zero"
+            ]
+        );
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON")).unwrap();
+        assert_eq!(doc["weights"]["total"].as_f64(), Some(total), "{doc}");
+        assert_eq!(doc["weights"]["zero"].as_u64(), Some(zero as u64), "{doc}");
+        // The weighted objective of the labels, by hand: weighted means, weighted squares.
+        let k = 3;
+        let mut sums = vec![(0.0, 0.0, 0.0); k];
+        for ((p, &l), wi) in points.iter().zip(&got).zip(&w) {
+            let s = &mut sums[l as usize];
+            s.0 += wi * p.1;
+            s.1 += wi * p.2;
+            s.2 += wi;
+        }
+        let want: f64 = points
+            .iter()
+            .zip(&got)
+            .zip(&w)
+            .map(|((p, &l), wi)| {
+                let (sx, sy, sw) = sums[l as usize];
+                wi * ((p.1 - sx / sw).powi(2) + (p.2 - sy / sw).powi(2))
+            })
+            .sum();
+        let objective = doc["objective"].as_f64().expect("an objective");
+        assert!(
+            (objective - want).abs() <= 1e-9 * want.max(1.0),
+            "{objective} against {want}"
+        );
+        objectives.push(objective);
+    }
+    assert_eq!(objectives[0], objectives[1]);
+}
+
+/// Bad weights files: one error line naming the file and the line or the count.
+#[test]
+fn bad_weights_files_are_one_error_line() {
+    let dir = scratch("bad-weights");
+    let csv = dir.join("blobs.csv");
+    let points = blobs();
+    write_blobs_csv(&csv, &points);
+    let n = points.len();
+    let write = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write");
+        p
+    };
+    let ones = |count: usize| "1\n".repeat(count);
+    let cases = [
+        (
+            write("short.txt", ones(n - 1)),
+            format!("holds {} weights for {n} points", n - 1),
+        ),
+        (
+            write("negative.txt", format!("1\n1\n-0.5\n{}", ones(n - 3))),
+            "weight 3 (line 3 of a file of one weight per line) is -0.5".to_string(),
+        ),
+        (
+            write("word.txt", format!("1\nheavy\n{}", ones(n - 2))),
+            "line 2".to_string(),
+        ),
+        (
+            write("two.csv", "1,2\n".repeat(n)),
+            "has 2 columns; a weights file holds one weight per line".to_string(),
+        ),
+        (
+            write("zero.txt", "0\n".repeat(n)),
+            "every sample weight is 0".to_string(),
+        ),
+    ];
+    for (file, needle) in cases {
+        let r = run_cli(&[
+            "-i",
+            path_str(&csv),
+            "--device",
+            "cpu",
+            "--weights",
+            path_str(&file),
+        ]);
+        assert_eq!(r.code, 1, "{}: {}", file.display(), r.stderr);
+        assert_one_error_line(&r, &needle);
+    }
+    let r = run_cli(&[
+        "-i",
+        path_str(&csv),
+        "--device",
+        "cpu",
+        "--weights",
+        "/nonexistent/w.txt",
+    ]);
+    assert_eq!(r.code, 1);
+    assert_one_error_line(&r, "/nonexistent/w.txt");
 }

@@ -1629,3 +1629,306 @@ fn cpu_recompute_clusters_a_hundred_thousand_points() {
     }
     assert!(checked >= 4, "only {checked} points away from ties");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Point weights (weighted Kernel K-means).
+// ---------------------------------------------------------------------------------------------
+
+/// The weighted objective `sum_i w_i D[i, label_i]` of `labels` from the weighted definition
+/// (`V[c, i] = w_i / W_c`), zero-weight points left out.
+fn hand_weighted_objective(kmat: &[f64], labels: &[u32], w: &[f64], k: usize) -> f64 {
+    let n = labels.len();
+    let mut total = 0.0;
+    for c in 0..k {
+        let members: Vec<usize> = (0..n).filter(|&i| labels[i] as usize == c).collect();
+        let wc: f64 = members.iter().map(|&j| w[j]).sum();
+        if wc == 0.0 {
+            continue;
+        }
+        let within: f64 = members
+            .iter()
+            .flat_map(|&j| members.iter().map(move |&l| w[j] * w[l] * kmat[j * n + l]))
+            .sum::<f64>()
+            / (wc * wc);
+        for &i in members.iter().filter(|&&i| w[i] > 0.0) {
+            let s: f64 = members.iter().map(|&j| w[j] * kmat[i * n + j]).sum();
+            total += w[i] * (kmat[i * n + i] - 2.0 * s / wc + within);
+        }
+    }
+    total
+}
+
+/// Every row of `x` (`d` features) and entry of `labels` repeated `times[i]` times.
+fn repeat_points(x: &[f64], labels: &[u32], times: &[usize], d: usize) -> (Vec<f64>, Vec<u32>) {
+    let mut rx = Vec::new();
+    let mut rl = Vec::new();
+    for (i, &t) in times.iter().enumerate() {
+        for _ in 0..t {
+            rx.extend_from_slice(&x[i * d..(i + 1) * d]);
+            rl.push(labels[i]);
+        }
+    }
+    (rx, rl)
+}
+
+/// The repetition property: integer weights give the labels and the objective of repeating
+/// each point that many times, from corresponding starts, for every kernel, with K stored
+/// and recomputed, and with a precomputed K.
+#[test]
+fn integer_weights_equal_repeating_each_point() {
+    use popcorn::kkmeans::Algorithm;
+    let (x, _) = blobs(41, &[&[0.0, 0.0], &[2.5, 0.5], &[0.5, 3.0]], 9, 1.1);
+    let d = 2;
+    let n = x.len() / d;
+    let k = 3;
+    let mut rng = SplitMix64::new(9);
+    let times: Vec<usize> = (0..n).map(|_| 1 + rng.below(3)).collect();
+    let w: Vec<f64> = times.iter().map(|&t| t as f64).collect();
+    let labels0: Vec<u32> = (0..n).map(|_| rng.below(k) as u32).collect();
+    let (rx, rlabels0) = repeat_points(&x, &labels0, &times, d);
+    // The first copy of each point in the repeated data.
+    let first: Vec<usize> = times
+        .iter()
+        .scan(0, |at, &t| {
+            let i = *at;
+            *at += t;
+            Some(i)
+        })
+        .collect();
+    for kernel in all_kernels() {
+        for algorithm in [Algorithm::Stored, Algorithm::Recompute] {
+            let what = format!("{kernel:?}, {algorithm:?}");
+            let builder = cpu64(k).kernel(kernel).algorithm(algorithm).max_iter(50);
+            let weighted = fit(
+                &builder
+                    .clone()
+                    .init(Init::Labels(labels0.clone()))
+                    .sample_weight(&w),
+                &x,
+                d,
+            );
+            let repeated = fit(&builder.init(Init::Labels(rlabels0.clone())), &rx, d);
+            let rlabels: Vec<u32> = first.iter().map(|&i| repeated.labels[i]).collect();
+            assert_eq!(weighted.labels, rlabels, "{what}");
+            assert_eq!(weighted.iterations, repeated.iterations, "{what}");
+            let scale = repeated.objective.abs().max(1.0);
+            assert_rel_close(&what, weighted.objective, repeated.objective, 1e-10, scale);
+            for (a, b) in weighted
+                .objective_history
+                .iter()
+                .zip(&repeated.objective_history)
+            {
+                assert_rel_close(&what, *a, *b, 1e-10, scale);
+            }
+            // And the weighted objective is the weighted definition's.
+            let kmat = kernel_matrix(&kernel, &x, d);
+            let want = hand_weighted_objective(&kmat, &weighted.labels, &w, k);
+            assert_rel_close(&what, weighted.objective, want, 1e-10, scale);
+            let summary = weighted.weights.as_ref().expect("a weighted fit says so");
+            assert_eq!(summary.total, w.iter().sum::<f64>(), "{what}");
+            assert!(repeated.weights.is_none(), "{what}");
+        }
+        if kernel == Kernel::Linear {
+            continue;
+        }
+        // A precomputed K: the same with K's rows and columns repeated.
+        let kmat = kernel_matrix(&kernel, &x, d);
+        let rkmat = kernel_matrix(&kernel, &rx, d);
+        let builder = cpu64(k).kernel(Kernel::Precomputed).max_iter(50);
+        let weighted = builder
+            .clone()
+            .init(Init::Labels(labels0.clone()))
+            .sample_weight(&w)
+            .fit_precomputed(&kmat, n)
+            .expect("weighted precomputed fit");
+        let repeated = builder
+            .init(Init::Labels(rlabels0.clone()))
+            .fit_precomputed(&rkmat, rx.len() / d)
+            .expect("repeated precomputed fit");
+        let rlabels: Vec<u32> = first.iter().map(|&i| repeated.labels[i]).collect();
+        assert_eq!(weighted.labels, rlabels, "precomputed {kernel:?}");
+        let scale = repeated.objective.abs().max(1.0);
+        assert_rel_close(
+            "precomputed",
+            weighted.objective,
+            repeated.objective,
+            1e-10,
+            scale,
+        );
+    }
+}
+
+/// A point of weight 0 moves no centroid and adds nothing to the objective: the other points'
+/// labels and the objective are those of the fit without it, and it takes the nearest
+/// centroid of that fit (by the plain definition on the other points).
+#[test]
+fn zero_weights_leave_points_out_of_the_centroids() {
+    use popcorn::kkmeans::Algorithm;
+    let (x, _) = blobs(43, &[&[0.0, 0.0], &[3.0, 0.0], &[0.0, 3.0]], 8, 0.8);
+    let d = 2;
+    let n = x.len() / d;
+    let k = 3;
+    let zero = [2usize, 7, 11, 20];
+    let w: Vec<f64> = (0..n)
+        .map(|i| if zero.contains(&i) { 0.0 } else { 1.0 })
+        .collect();
+    let kept: Vec<usize> = (0..n).filter(|i| !zero.contains(i)).collect();
+    let labels0: Vec<u32> = (0..n).map(|i| (i % k) as u32).collect();
+    let kx: Vec<f64> = kept
+        .iter()
+        .flat_map(|&i| x[i * d..(i + 1) * d].to_vec())
+        .collect();
+    let klabels0: Vec<u32> = kept.iter().map(|&i| labels0[i]).collect();
+    for kernel in psd_kernels() {
+        for algorithm in [Algorithm::Stored, Algorithm::Recompute] {
+            let what = format!("{kernel:?}, {algorithm:?}");
+            let builder = cpu64(k).kernel(kernel).algorithm(algorithm);
+            let weighted = fit(
+                &builder
+                    .clone()
+                    .init(Init::Labels(labels0.clone()))
+                    .sample_weight(&w),
+                &x,
+                d,
+            );
+            let without = fit(&builder.init(Init::Labels(klabels0.clone())), &kx, d);
+            assert!(weighted.converged && without.converged, "{what}");
+            let kept_labels: Vec<u32> = kept.iter().map(|&i| weighted.labels[i]).collect();
+            assert_eq!(kept_labels, without.labels, "{what}");
+            let scale = without.objective.abs().max(1.0);
+            assert_rel_close(&what, weighted.objective, without.objective, 1e-10, scale);
+            assert_eq!(weighted.weights.as_ref().map(|s| s.zero), Some(zero.len()));
+            // Each zero-weight point sits in the nearest centroid of the other points.
+            let kmat = kernel_matrix(&kernel, &x, d);
+            let kmat = &kmat;
+            for &z in &zero {
+                let dist: Vec<f64> = (0..k)
+                    .map(|c| {
+                        let m: Vec<usize> = kept
+                            .iter()
+                            .copied()
+                            .filter(|&j| weighted.labels[j] as usize == c)
+                            .collect();
+                        if m.is_empty() {
+                            return f64::INFINITY;
+                        }
+                        let s: f64 = m.iter().map(|&j| kmat[z * n + j]).sum();
+                        let within: f64 = m
+                            .iter()
+                            .flat_map(|&j| m.iter().map(move |&l| kmat[j * n + l]))
+                            .sum();
+                        let size = m.len() as f64;
+                        kmat[z * n + z] - 2.0 * s / size + within / (size * size)
+                    })
+                    .collect();
+                assert_labels_are_argmin(
+                    &format!("{what}, point {z}"),
+                    &dist,
+                    &[weighted.labels[z]],
+                    k,
+                    1e-9,
+                );
+            }
+            // Prediction uses the weighted centroids: the training points of positive
+            // weight predict their own labels at convergence, the others their nearest.
+            let points = Points::new(n, d, &x).unwrap();
+            assert_eq!(weighted.predict(points).unwrap(), weighted.labels, "{what}");
+        }
+    }
+}
+
+/// Equal weights c give the unweighted labels and c times the objective.
+#[test]
+fn equal_weights_scale_the_objective() {
+    let (x, _) = blobs(47, &[&[0.0, 0.0], &[2.0, 1.0]], 13, 1.0);
+    let d = 2;
+    let n = x.len() / d;
+    for kernel in all_kernels() {
+        let builder = cpu64(2).kernel(kernel).init(Init::Random { seed: 4 });
+        let plain = fit(&builder, &x, d);
+        let c = 2.5;
+        let weighted = fit(&builder.sample_weight(&vec![c; n]), &x, d);
+        let what = format!("{kernel:?}");
+        assert_eq!(weighted.labels, plain.labels, "{what}");
+        assert_eq!(weighted.iterations, plain.iterations, "{what}");
+        let scale = c * plain.objective.abs().max(1.0);
+        assert_rel_close(&what, weighted.objective, c * plain.objective, 1e-12, scale);
+    }
+}
+
+/// Negative, NaN, infinite, missing and all-zero weights are input errors naming the first
+/// bad position, before any work; a model's parts with bad weights too.
+#[test]
+fn invalid_weights_are_errors() {
+    let x = uniform_points(3, 6, 2);
+    let points = Points::new(6, 2, &x).unwrap();
+    let cases: [(Vec<f64>, &str); 5] = [
+        (
+            vec![1.0, 1.0, -2.0, 1.0, f64::NAN, 1.0],
+            "sample weight 2 is -2; weights must be finite and >= 0",
+        ),
+        (
+            vec![1.0, f64::NAN, 1.0, 1.0, 1.0, 1.0],
+            "sample weight 1 is NaN",
+        ),
+        (
+            vec![1.0, 1.0, 1.0, 1.0, 1.0, f64::INFINITY],
+            "sample weight 5 is inf",
+        ),
+        (
+            vec![1.0; 5],
+            "5 sample weights for 6 points; give one weight per point",
+        ),
+        (vec![0.0; 6], "every sample weight is 0"),
+    ];
+    for (w, want) in cases {
+        let builder = cpu64(2).sample_weight(&w);
+        let err = expect_err(want, builder.fit(points));
+        assert!(matches!(err, FitError::Input(_)), "{err:?}");
+        assert!(err.to_string().contains(want), "{err} lacks `{want}`");
+        let kmat = kernel_matrix(&Kernel::Linear, &x, 2);
+        let err = builder
+            .kernel(Kernel::Precomputed)
+            .fit_precomputed(&kmat, 6)
+            .unwrap_err();
+        assert!(err.to_string().contains(want), "precomputed: {err}");
+    }
+    // Model parts carrying bad weights.
+    let fit = fit(&cpu64(2).sample_weight(&[1.0; 6]), &x, 2);
+    let mut parts = fit.model.as_ref().unwrap().parts();
+    assert_eq!(parts.weights.as_deref(), Some(&[1.0; 6][..]));
+    parts.weights = Some(vec![1.0, -1.0, 1.0, 1.0, 1.0, 1.0]);
+    let ctx = popcorn::Context::new(DeviceSpec::Cpu).unwrap();
+    let err = popcorn::kkmeans::Model::from_parts(ctx, parts).unwrap_err();
+    assert!(err.to_string().contains("sample weight 1 is -1"), "{err}");
+}
+
+/// k-means++ draws by weight: with as many clusters as points of positive weight, far apart,
+/// every center is one of them (a zero-weight point never is), so each is alone in its cluster
+/// and the weighted objective is 0, whatever the seed.
+#[test]
+fn weighted_kmeans_plus_plus_never_centers_a_zero_weight_point() {
+    let (x, _) = blobs(53, &[&[0.0, 0.0], &[10.0, 0.0], &[0.0, 10.0]], 6, 2.0);
+    let d = 2;
+    let n = x.len() / d;
+    let heavy = [0usize, 7, 14];
+    let w: Vec<f64> = (0..n)
+        .map(|i| if heavy.contains(&i) { 1.0 } else { 0.0 })
+        .collect();
+    for seed in 0..5 {
+        let f = fit(
+            &cpu64(3)
+                .kernel(Kernel::Gaussian { gamma: Some(0.1) })
+                .init(Init::KMeansPlusPlus { seed })
+                .max_iter(1)
+                .sample_weight(&w),
+            &x,
+            d,
+        );
+        let mut own: Vec<u32> = heavy.iter().map(|&i| f.labels[i]).collect();
+        own.sort_unstable();
+        own.dedup();
+        assert_eq!(own.len(), 3, "seed {seed}: {:?}", f.labels);
+        assert!(f.objective_history[0].abs() < 1e-12, "seed {seed}: {f:?}");
+    }
+}

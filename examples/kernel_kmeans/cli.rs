@@ -32,6 +32,11 @@ DEFAULTS:
   --gamma          polynomial 1; gaussian and sigmoid 1/d (4 in the rings demo).
   --coef0, --degree  1 and 2 (the reference's polynomial kernel is (1, 1, 2)).
 
+WEIGHTS:
+  --weights FILE   point i weighs w_i: centroids are weighted means in feature space and the
+                   objective is sum_i w_i ||phi(x_i) - c||^2 (integer weights act as repeating
+                   each point). A zero-weight point is labelled but moves no centroid.
+
 When the data has true labels, the ARI and NMI of the clustering are printed.
 Exit status: 0 done, 1 bad data or a failed run, 2 bad usage."
 )]
@@ -78,6 +83,11 @@ pub struct Cli {
     /// Input file (see DATA below)
     #[arg(short = 'i', value_name = "FILE")]
     pub input: Option<PathBuf>,
+
+    /// Point weights (weighted Kernel K-means): one weight per line, or a one-column .csv or
+    /// .npy; as many as points (with -n N, the first N). Finite, >= 0, not all 0
+    #[arg(long, value_name = "FILE")]
+    pub weights: Option<PathBuf>,
 
     /// Output CSV: the label, then the coordinates, one point a line
     #[arg(short = 'o', value_name = "FILE")]

@@ -1,7 +1,7 @@
 //! The data to cluster: a file, the concentric-rings demo, or uniform random points.
 
 use super::error::CliError;
-use popcorn::io::{self, CsvOptions, LabelColumn, LoadOptions};
+use popcorn::io::{self, CsvOptions, Header, LabelColumn, LoadOptions};
 use popcorn::kkmeans::{FitError, Points, SplitMix64};
 use std::path::{Path, PathBuf};
 
@@ -189,6 +189,49 @@ fn read_data(path: &Path, label_column: LabelColumn) -> Result<Data, CliError> {
         x: ds.x,
         labels: ds.labels,
     })
+}
+
+/// Reads the points' weights from `path`: one number per line (no header), or a one-column
+/// `.csv` or `.npy`. There must be `n` of them, or with `limit` (`-n`) at least `n`, the
+/// first `n` kept. A malformed line is named by the reader; a negative weight by its
+/// position, which is its line in a file of one weight per line.
+pub fn load_weights(path: &Path, n: usize, limit: Option<usize>) -> Result<Vec<f64>, CliError> {
+    let options = LoadOptions {
+        csv: CsvOptions {
+            label_column: LabelColumn::None,
+            header: Header::Absent,
+            ..CsvOptions::default()
+        },
+        ..LoadOptions::default()
+    };
+    let ds = io::load(path, &options)?;
+    let file = path.display();
+    if ds.d != 1 {
+        return Err(CliError::Data(format!(
+            "`{file}` has {} columns; a weights file holds one weight per line (one column)",
+            ds.d
+        )));
+    }
+    let mut w = ds.x;
+    if limit.is_some() && w.len() > n {
+        w.truncate(n);
+    }
+    if w.len() != n {
+        return Err(CliError::Data(format!(
+            "`{file}` holds {} weights for {n} points; give one weight per point",
+            w.len()
+        )));
+    }
+    if let Some(i) = w.iter().position(|v| *v < 0.0) {
+        return Err(CliError::Data(format!(
+            "`{file}`: weight {} (line {} of a file of one weight per line) is {}; weights \
+             must be >= 0",
+            i + 1,
+            i + 1,
+            w[i]
+        )));
+    }
+    Ok(w)
 }
 
 /// Reads an `n x n` kernel matrix from `path` (any label column is kept as true labels); with

@@ -161,14 +161,22 @@ fn execute(
     });
     let demo_gamma = is_rings.then_some(data::RING_GAMMA);
     let kernel = setup::kernel_from_flags(cli, kernel_name, demo_gamma, &mut warnings);
+    let weights = match &cli.weights {
+        Some(path) => Some(data::load_weights(path, data.n, cli.n)?),
+        None => None,
+    };
+    let weigh = |b: popcorn::kkmeans::KernelKMeans| match &weights {
+        Some(w) => b.sample_weight(w),
+        None => b,
+    };
     let mut specs = vec![FitSpec {
         name: kernel.name().to_string(),
-        params: setup::builder(cli, kernel, k, device),
+        params: weigh(setup::builder(cli, kernel, k, device)),
     }];
     if is_rings && kernel != Kernel::Linear {
         specs.push(FitSpec {
             name: "linear".into(),
-            params: setup::builder(cli, Kernel::Linear, k, device),
+            params: weigh(setup::builder(cli, Kernel::Linear, k, device)),
         });
     }
     if cli.runs > 1 && cli.init == cli::InitName::Mod {

@@ -28,6 +28,11 @@ pub fn check_flags(cli: &Cli, device: DeviceSpec) -> Result<(), CliError> {
             "-l naive does not standardise features; drop --zscore or use -l popcorn".into(),
         ));
     }
+    if cli.weights.is_some() {
+        return Err(CliError::Usage(
+            "-l naive does not weigh points; drop --weights or use -l popcorn".into(),
+        ));
+    }
     Ok(())
 }
 
@@ -134,6 +139,7 @@ pub fn fit(params: &KernelKMeans, data: &Data) -> Result<FitResult, CliError> {
         device: format!("{} (naive baseline)", ctx.describe()),
         dtype: ctx.dtype(),
         params: params.clone(),
+        weights: None,
         algorithm: AlgorithmChoice {
             reason: "the naive baseline stores K".into(),
             summary: "stored (naive baseline)".into(),

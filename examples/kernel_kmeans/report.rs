@@ -112,6 +112,17 @@ pub fn print_summary(
         cols(&|o| describe_kernel(&o.spec.params.kernel, data.d)),
     );
     row("init", cols(&init_text));
+    if let Some(w) = outcomes.first().and_then(|o| o.fit.weights.as_ref()) {
+        row(
+            "weights",
+            cols(&|_| {
+                format!(
+                    "total {}, from {} to {}, {} zero",
+                    w.total, w.min, w.max, w.zero
+                )
+            }),
+        );
+    }
     if outcomes.iter().any(|o| o.spec.params.zscore) {
         row(
             "zscore",

@@ -6,7 +6,7 @@ use crate::arrays::{dtype_name, dtype_named, float_array, floats, label_array, l
 use crate::device::device_spec;
 use crate::errors::{fit_error, runtime_error, value_error};
 use crate::interrupt::SignalCheck;
-use numpy::PyArray1;
+use numpy::{PyArray1, PyUntypedArrayMethods};
 use popcorn::kkmeans::{
     FitError, FitResult, Init, Kernel, KernelKMeans, Model, ModelParts, Points, Scaling,
 };
@@ -133,14 +133,28 @@ where
     }
 }
 
+/// `obj` as the weights of `n` points: a 1-D array of `n` floats (the library checks that
+/// they are finite and non-negative).
+fn point_weights(obj: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<f64>> {
+    let w = floats(obj)?;
+    match *w.shape() {
+        [len] if len == n => Ok(w.as_slice()?.to_vec()),
+        ref other => Err(value_error(format!(
+            "sample_weight has shape {other:?}; expected ({n},), one weight per point"
+        ))),
+    }
+}
+
 /// Fits Kernel K-means to `x` (`n x d` points, or an `n x n` kernel matrix for the
-/// precomputed kernel) with the estimator's parameters. Returns the results (a dict) and the
-/// model.
+/// precomputed kernel) with the estimator's parameters, the points weighted by
+/// `sample_weight` where given. Returns the results (a dict) and the model.
 #[pyfunction]
+#[pyo3(signature = (x, options, sample_weight = None))]
 pub fn fit<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     options: FitOptions<'py>,
+    sample_weight: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyDict>, NativeModel)> {
     let (x, n, d) = matrix(x, "points")?;
     // Checked here for the estimator and direct callers alike; the library sees only `n`.
@@ -150,7 +164,10 @@ pub fn fit<'py>(
             "a precomputed kernel matrix is square, got {n} x {d}"
         )));
     }
-    let km = builder(&options, d)?;
+    let mut km = builder(&options, d)?;
+    if let Some(w) = sample_weight {
+        km = km.sample_weight(&point_weights(w, n)?);
+    }
     let values = x.as_slice()?;
     let result = if precomputed {
         detached_fit(py, |check| {
@@ -185,6 +202,7 @@ fn results(py: Python<'_>, mut r: FitResult) -> PyResult<(Bound<'_, PyDict>, Nat
     out.set_item("dtype", dtype_name(r.dtype))?;
     out.set_item("algorithm", r.algorithm.algorithm.name())?;
     out.set_item("algorithm_reason", &r.algorithm.reason)?;
+    out.set_item("weighted", r.weights.is_some())?;
     let t = &r.timings;
     let timings = PyDict::new(py);
     timings.set_item("upload", t.upload_s)?;
@@ -266,6 +284,10 @@ impl NativeModel {
         out.set_item("labels", label_array(py, &p.labels)?)?;
         out.set_item("k", p.k)?;
         out.set_item("centroid_norms", p.centroid_norms)?;
+        match &p.weights {
+            Some(w) => out.set_item("weights", PyArray1::from_slice(py, w))?,
+            None => out.set_item("weights", py.None())?,
+        }
         out.set_item("dtype", dtype_name(self.dtype))?;
         Ok(out)
     }
@@ -307,6 +329,11 @@ impl NativeModel {
             labels: labels(&item("labels")?, "labels")?,
             k: item("k")?.extract()?,
             centroid_norms: item("centroid_norms")?.extract()?,
+            // Absent from the parts of models pickled before weights existed.
+            weights: match parts.get_item("weights")? {
+                Some(w) if !w.is_none() => Some(floats(&w)?.as_slice()?.to_vec()),
+                _ => None,
+            },
         };
         Ok(NativeModel {
             model: Model::from_parts(ctx, parts).map_err(fit_error)?,

@@ -4,7 +4,7 @@
 //! the planner's cost model ([`Plan::estimated_seconds`](crate::Plan::estimated_seconds)) which
 //! is faster for the expected number of iterations, among the choices that fit in memory.
 
-use super::model::KernelPrograms;
+use super::model::{weighted_name, KernelPrograms};
 use super::{programs, FitError};
 use crate::{Context, DType, Plan, PlannerConfig};
 use popcorn_dsl::plan::StepOp;
@@ -126,13 +126,15 @@ fn plan_of(
     Ok(plan)
 }
 
-/// Chooses for `requested` on `n x d` points, `k` clusters, up to `max_iter` iterations.
+/// Chooses for `requested` on `n x d` points, `k` clusters, up to `max_iter` iterations, by
+/// the plans of the weighted iterations where `weighted`.
 pub(crate) fn choose(
     requested: Algorithm,
     ctx: &Context,
     kernel: &KernelPrograms,
     (n, d, k): (usize, usize, usize),
     max_iter: usize,
+    weighted: bool,
 ) -> Result<AlgorithmChoice, FitError> {
     let size = ctx.dtype().size_bytes() as u64;
     let kernel_matrix_bytes = (n as u64).saturating_mul(n as u64).saturating_mul(size);
@@ -140,12 +142,17 @@ pub(crate) fn choose(
     let config = ctx.config();
     let build =
         plan_of(ctx, config, &kernel.name("kernel"), &[("n", n), ("d", d)])?.estimated_seconds();
-    let stored_iteration =
-        plan_of(ctx, config, "kkmeans_iteration", &[("n", n), ("k", k)])?.estimated_seconds();
+    let stored_iteration = plan_of(
+        ctx,
+        config,
+        &weighted_name("kkmeans_iteration", weighted),
+        &[("n", n), ("k", k)],
+    )?
+    .estimated_seconds();
     let recompute = plan_of(
         ctx,
         &recompute_config(config),
-        &kernel.name("kkmeans_recompute"),
+        &weighted_name(&kernel.name("kkmeans_recompute"), weighted),
         &[("n", n), ("d", d), ("k", k)],
     )?;
     let recompute_iteration = recompute.estimated_seconds();

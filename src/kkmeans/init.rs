@@ -2,7 +2,7 @@
 //! space, or given.
 
 use super::source::Source;
-use super::{FitError, Init};
+use super::{weights, FitError, Init};
 use crate::Context;
 
 /// A small deterministic PRNG (splitmix64), so seeds give the same labels everywhere.
@@ -35,7 +35,9 @@ impl SplitMix64 {
     }
 }
 
-/// Initial labels for run number `run` (seeds are offset by the run).
+/// Initial labels for run number `run` (seeds are offset by the run); k-means++ draws by the
+/// points' `weights` where given.
+#[allow(clippy::too_many_arguments)]
 pub fn initial_labels(
     init: &Init,
     n: usize,
@@ -44,6 +46,7 @@ pub fn initial_labels(
     ctx: &Context,
     source: &Source<'_>,
     diag: &[f64],
+    weights: Option<&[f64]>,
 ) -> Result<Vec<u32>, FitError> {
     Ok(match init {
         Init::Mod => (0..n).map(|i| (i % k) as u32).collect(),
@@ -67,7 +70,8 @@ pub fn initial_labels(
             given.clone()
         }
         Init::KMeansPlusPlus { seed } => {
-            kmeans_plus_plus(n, k, seed.wrapping_add(run as u64), ctx, source, diag)?
+            let seed = seed.wrapping_add(run as u64);
+            kmeans_plus_plus(n, k, seed, ctx, source, diag, weights)?
         }
     })
 }
@@ -76,7 +80,9 @@ pub fn initial_labels(
 /// probability proportional to the squared feature-space distance to the nearest chosen
 /// center, `K_ii - 2 K_ic + K_cc`; each point then takes its nearest center. One column of K
 /// per center: read from the stored K (a one-hot product, `kernel_column`) or computed from the
-/// points (the cross kernel against the center).
+/// points (the cross kernel against the center). With `weights`, as scikit-learn does: the
+/// first center with probability proportional to the weight, the next ones to the weight
+/// times the distance (a zero-weight point is never a center).
 fn kmeans_plus_plus(
     n: usize,
     k: usize,
@@ -84,11 +90,18 @@ fn kmeans_plus_plus(
     ctx: &Context,
     source: &Source<'_>,
     diag: &[f64],
+    weights: Option<&[f64]>,
 ) -> Result<Vec<u32>, FitError> {
     let mut rng = SplitMix64::new(seed);
+    let weight = |i: usize| weights.map_or(1.0, |w| w[i]);
+    // A point by weight alone (uniform without weights).
+    let by_weight = |rng: &mut SplitMix64| match weights {
+        Some(w) => weights::draw(w.iter().copied(), rng.next_f64() * w.iter().sum::<f64>()),
+        None => rng.below(n),
+    };
     let mut best = vec![f64::INFINITY; n];
     let mut labels = vec![0u32; n];
-    let mut center = rng.below(n);
+    let mut center = by_weight(&mut rng);
     for c in 0..k {
         let column = source.column(ctx, center, n)?;
         for i in 0..n {
@@ -101,21 +114,13 @@ fn kmeans_plus_plus(
         if c + 1 == k {
             break;
         }
-        let total: f64 = best.iter().sum();
+        let total: f64 = (0..n).map(|i| weight(i) * best[i]).sum();
         center = if total > 0.0 && total.is_finite() {
-            let mut r = rng.next_f64() * total;
-            let mut pick = n - 1;
-            for (i, d) in best.iter().enumerate() {
-                r -= d;
-                if r < 0.0 {
-                    pick = i;
-                    break;
-                }
-            }
-            pick
+            let r = rng.next_f64() * total;
+            weights::draw((0..n).map(|i| weight(i) * best[i]), r)
         } else {
-            // Every point coincides with a center: any unused point will do.
-            rng.below(n)
+            // Every point (of positive weight) coincides with a center: any will do.
+            by_weight(&mut rng)
         };
     }
     Ok(labels)

@@ -23,14 +23,16 @@ mod init;
 mod model;
 pub mod programs;
 mod source;
+mod weights;
 
 pub use algorithm::{Algorithm, AlgorithmChoice, EXPECTED_ITERATIONS};
 pub use init::SplitMix64;
 use model::KernelPrograms;
 pub use model::{Model, ModelParts, Scaling};
 use source::Source;
+pub use weights::WeightSummary;
 
-use crate::{Args, Context, DType, DeviceSpec, Outputs, RuntimeError};
+use crate::{Args, Context, DType, DeviceSpec, Outputs, RuntimeError, Tensor};
 use serde::Serialize;
 use std::ops::ControlFlow;
 use std::time::Instant;
@@ -242,7 +244,8 @@ fn report(control: &mut Control<'_>, event: &Progress) -> Result<(), FitError> {
 pub struct FitResult {
     /// Cluster of each point.
     pub labels: Vec<u32>,
-    /// The objective of the final labels, `sum_i ||phi(x_i) - c_{label_i}||^2` (tr(K) included).
+    /// The objective of the final labels, `sum_i ||phi(x_i) - c_{label_i}||^2` (tr(K) included);
+    /// in a weighted fit `sum_i w_i ||phi(x_i) - c_{label_i}||^2`.
     pub objective: f64,
     /// The objective of the labels at the start of each iteration (best run).
     pub objective_history: Vec<f64>,
@@ -250,7 +253,7 @@ pub struct FitResult {
     pub iterations: usize,
     /// Whether the best run stopped at a fixed point or under the tolerance, not at max_iter.
     pub converged: bool,
-    /// Clusters without points at the end.
+    /// Clusters without points at the end (in a weighted fit, of total weight 0).
     pub empty_clusters: usize,
     /// Which of the `n_init` runs won.
     pub best_run: usize,
@@ -264,6 +267,8 @@ pub struct FitResult {
     pub params: KernelKMeans,
     /// Stored or recomputed K, and why (a precomputed K is stored).
     pub algorithm: AlgorithmChoice,
+    /// The points' weights, where the fit was weighted ([`KernelKMeans::sample_weight`]).
+    pub weights: Option<WeightSummary>,
     /// What [`FitResult::predict`] needs.
     #[serde(skip)]
     pub model: Option<Model>,
@@ -312,6 +317,10 @@ pub struct KernelKMeans {
     pub tf32: bool,
     /// Stored or recomputed kernel matrix.
     pub algorithm: Algorithm,
+    /// The points' weights (weighted Kernel K-means), one per point; `None`: every point
+    /// weighs 1. Reported as [`FitResult::weights`], not with the parameters.
+    #[serde(skip)]
+    pub sample_weight: Option<Vec<f64>>,
 }
 
 impl KernelKMeans {
@@ -331,7 +340,37 @@ impl KernelKMeans {
             dtype: DType::F32,
             tf32: false,
             algorithm: Algorithm::Auto,
+            sample_weight: None,
         }
+    }
+
+    /// Weighs the points (weighted Kernel K-means, Dhillon, Guan and Kulis 2004): point `i`
+    /// weighs `weights[i]`, a centroid is the weighted mean of its points in feature space and
+    /// the objective `sum_i w_i ||phi(x_i) - c_{label_i}||^2`, so integer weights give what
+    /// repeating each point that many times gives. Weights are finite and `>= 0`, one per
+    /// point, not all 0 (checked by the fit, which names the first bad one). A zero-weight
+    /// point still gets a label (the nearest centroid) but moves no centroid and adds nothing
+    /// to the objective; a cluster whose weights sum to 0 counts as empty (as scikit-learn's
+    /// `KMeans` treats `sample_weight`). k-means++ draws by weight too.
+    ///
+    /// ```
+    /// use popcorn::kkmeans::{KernelKMeans, Points};
+    /// use popcorn::DeviceSpec;
+    ///
+    /// let x = [0.0, 1.0, 10.0];
+    /// let fit = KernelKMeans::new(1)
+    ///     .sample_weight(&[1.0, 3.0, 0.0])
+    ///     .device(DeviceSpec::Cpu)
+    ///     .dtype(popcorn::DType::F64)
+    ///     .fit(Points::new(3, 1, &x).unwrap())
+    ///     .unwrap();
+    /// // The centroid is 0.75; the objective 1 * 0.75^2 + 3 * 0.25^2 (the last point weighs 0).
+    /// assert!((fit.objective - 0.75).abs() < 1e-12);
+    /// assert_eq!(fit.weights.unwrap().zero, 1);
+    /// ```
+    pub fn sample_weight(mut self, weights: &[f64]) -> Self {
+        self.sample_weight = Some(weights.to_vec());
+        self
     }
 
     /// Sets how the kernel matrix is had: stored once, recomputed every iteration, or the
@@ -460,6 +499,9 @@ impl KernelKMeans {
             }
             _ => {}
         }
+        if let Some(w) = &self.sample_weight {
+            weights::check(w, n)?;
+        }
         Ok(())
     }
 
@@ -485,6 +527,7 @@ impl KernelKMeans {
             &KernelPrograms::new(&self.kernel, d),
             (n, d, self.k),
             self.max_iter,
+            self.sample_weight.is_some(),
         )
     }
 
@@ -559,6 +602,7 @@ impl KernelKMeans {
             None => points.data.to_vec(),
         };
         let x = ctx.dense(points.n, points.d, &x_host)?;
+        let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
         let kernel_programs = KernelPrograms::new(&self.kernel, points.d);
@@ -568,6 +612,7 @@ impl KernelKMeans {
             &kernel_programs,
             (points.n, points.d, self.k),
             self.max_iter,
+            w.is_some(),
         )?;
         // The recompute plans fuse every kernel product (prediction's cross kernel included:
         // the model keeps this context).
@@ -605,10 +650,13 @@ impl KernelKMeans {
                 programs: &kernel_programs,
             },
         };
-        let (mut result, norms) = self.iterate(&ctx, &source, points.n, choice, control)?;
+        let (mut result, norms) =
+            self.iterate(&ctx, &source, w.as_ref(), points.n, choice, control)?;
         let norms = match (norms, &kmat) {
             (Some(norms), _) => norms,
-            (None, Some(kmat)) => model::centroid_norms(&ctx, kmat, &result.labels, self.k)?,
+            (None, Some(kmat)) => {
+                model::centroid_norms(&ctx, kmat, &result.labels, w.as_ref(), self.k)?
+            }
             (None, None) => {
                 return Err(FitError::Parameter(
                     "no centroid norms from the recompute iterations (a bug in popcorn)".into(),
@@ -622,13 +670,16 @@ impl KernelKMeans {
         result.timings.total_s = start.elapsed().as_secs_f64();
         result.model = Some(Model::new(
             ctx,
-            self.kernel,
-            points.d,
-            x_host,
-            scaling,
-            &result.labels,
-            self.k,
-            norms,
+            ModelParts {
+                kernel: self.kernel,
+                d: points.d,
+                x: x_host,
+                scaling,
+                labels: result.labels.clone(),
+                k: self.k,
+                centroid_norms: norms,
+                weights: self.sample_weight.clone(),
+            },
         ));
         Ok(result)
     }
@@ -667,33 +718,48 @@ impl KernelKMeans {
         report(control, &Progress::Phase("upload"))?;
         let ctx = self.context()?;
         let kmat = ctx.dense(n, n, kmat)?;
+        let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
         let choice = AlgorithmChoice::given(n, ctx.dtype());
-        let (mut result, _) = self.iterate(&ctx, &Source::Stored(&kmat), n, choice, control)?;
-        let norms = model::centroid_norms(&ctx, &kmat, &result.labels, self.k)?;
+        let source = Source::Stored(&kmat);
+        let (mut result, _) = self.iterate(&ctx, &source, w.as_ref(), n, choice, control)?;
+        let norms = model::centroid_norms(&ctx, &kmat, &result.labels, w.as_ref(), self.k)?;
         drop(kmat);
         result.timings.upload_s = upload_s;
         result.timings.total_s = start.elapsed().as_secs_f64();
         result.model = Some(Model::new(
             ctx,
-            Kernel::Precomputed,
-            n,
-            Vec::new(),
-            None,
-            &result.labels,
-            self.k,
-            norms,
+            ModelParts {
+                kernel: Kernel::Precomputed,
+                d: n,
+                x: Vec::new(),
+                scaling: None,
+                labels: result.labels.clone(),
+                k: self.k,
+                centroid_norms: norms,
+                weights: self.sample_weight.clone(),
+            },
         ));
         Ok(result)
     }
 
-    /// The iterations of every run on the kernel of `source`; the best run wins. Also returns
-    /// the centroid norms of its labels where the iterations computed them.
+    /// The weights on the device, for a weighted fit.
+    fn weights_on(&self, ctx: &Context) -> Result<Option<Tensor>, FitError> {
+        Ok(match &self.sample_weight {
+            Some(w) => Some(ctx.col(w)?),
+            None => None,
+        })
+    }
+
+    /// The iterations of every run on the kernel of `source` (weighted by `w` where given);
+    /// the best run wins. Also returns the centroid norms of its labels where the iterations
+    /// computed them.
     fn iterate(
         &self,
         ctx: &Context,
         source: &Source<'_>,
+        w: Option<&Tensor>,
         n: usize,
         algorithm: AlgorithmChoice,
         control: &mut Control<'_>,
@@ -717,25 +783,27 @@ impl KernelKMeans {
         let mut best: Option<(usize, RunResult)> = None;
         for run in 0..runs {
             let t = Instant::now();
-            let labels0 = init::initial_labels(&self.init, n, k, run, ctx, source, &diag)?;
+            let weights = self.sample_weight.as_deref();
+            let labels0 = init::initial_labels(&self.init, n, k, run, ctx, source, &diag, weights)?;
             init_s += t.elapsed().as_secs_f64();
-            let r = self.run_once(ctx, source, labels0, run, control)?;
+            let r = self.run_once(ctx, source, w, labels0, run, control)?;
             if best.as_ref().is_none_or(|(_, b)| r.objective < b.objective) {
                 best = Some((run, r));
             }
         }
         let iterations_s = t_iter.elapsed().as_secs_f64();
         let (best_run, r) = best.ok_or_else(|| FitError::Parameter("no run".into()))?;
-        let mut sizes = vec![0usize; k];
-        for l in &r.labels {
-            sizes[*l as usize] += 1;
+        // Points per cluster, or weight per cluster in a weighted fit.
+        let mut sizes = vec![0.0; k];
+        for (i, l) in r.labels.iter().enumerate() {
+            sizes[*l as usize] += self.sample_weight.as_ref().map_or(1.0, |w| w[i]);
         }
         let result = FitResult {
             objective: r.objective,
             objective_history: r.history,
             iterations: r.iterations,
             converged: r.converged,
-            empty_clusters: sizes.iter().filter(|s| **s == 0).count(),
+            empty_clusters: sizes.iter().filter(|s| **s == 0.0).count(),
             labels: r.labels,
             best_run,
             timings: Timings {
@@ -748,6 +816,7 @@ impl KernelKMeans {
             dtype: ctx.dtype(),
             params: self.clone(),
             algorithm,
+            weights: self.sample_weight.as_deref().map(WeightSummary::of),
             model: None,
         };
         Ok((result, r.centroid_norms))
@@ -759,6 +828,7 @@ impl KernelKMeans {
         &self,
         ctx: &Context,
         source: &Source<'_>,
+        w: Option<&Tensor>,
         labels0: Vec<u32>,
         run: usize,
         control: &mut Control<'_>,
@@ -771,10 +841,10 @@ impl KernelKMeans {
         let mut per_iteration_s = Vec::new();
         let mut converged = false;
         let k = self.k;
-        let iteration = source.iteration();
+        let iteration = source.iteration(w.is_some());
         for it in 1..=self.max_iter {
             let t = Instant::now();
-            ctx.run_into(iteration, &source.iteration_args(&labels, k), &mut out)?;
+            ctx.run_into(iteration, &source.iteration_args(&labels, w, k), &mut out)?;
             let objective = out.scalar("objective")?;
             if !objective.is_finite() {
                 return Err(FitError::Input(format!(
@@ -815,7 +885,7 @@ impl KernelKMeans {
         let mut objective = *history.last().unwrap_or(&f64::NAN);
         if !converged {
             // Stopped by max_iter: the labels changed after the last objective was measured.
-            ctx.run_into(iteration, &source.iteration_args(&labels, k), &mut out)?;
+            ctx.run_into(iteration, &source.iteration_args(&labels, w, k), &mut out)?;
             objective = out.scalar("objective")?;
         }
         // The last iteration ran on the final labels: its centroid norms are theirs.

@@ -139,11 +139,30 @@ impl KernelPrograms {
         program(&self.name(family))
     }
 
+    /// The family's program for this kernel, its weighted form (`{family}_{kernel}_weighted`)
+    /// where `weighted`.
+    pub(crate) fn program_weighted(
+        &self,
+        family: &str,
+        weighted: bool,
+    ) -> &'static popcorn_dsl::Program {
+        program(&weighted_name(&self.name(family), weighted))
+    }
+
     /// `args` with the kernel's scalar arguments.
     pub(crate) fn bind<'a>(&self, args: Args<'a>) -> Args<'a> {
         self.scalars
             .iter()
             .fold(args, |a, &(name, v)| a.scalar(name, v))
+    }
+}
+
+/// The name of a program's weighted form (`{name}_weighted`) where `weighted`.
+pub(crate) fn weighted_name(name: &str, weighted: bool) -> String {
+    if weighted {
+        format!("{name}_weighted")
+    } else {
+        name.to_string()
     }
 }
 
@@ -166,18 +185,14 @@ pub struct ModelParts {
     pub k: usize,
     /// Squared feature-space norms of the centroids (`+inf` for empty clusters).
     pub centroid_norms: Vec<f64>,
+    /// The training points' weights, for a weighted fit (the centroids are weighted means).
+    pub weights: Option<Vec<f64>>,
 }
 
 /// A fitted clustering that can assign new points.
 pub struct Model {
     ctx: Context,
-    kernel: Kernel,
-    d: usize,
-    x: Vec<f64>,
-    scaling: Option<Scaling>,
-    labels: Vec<u32>,
-    centroid_norms: Vec<f64>,
-    k: usize,
+    parts: ModelParts,
 }
 
 impl std::fmt::Debug for Model {
@@ -185,76 +200,58 @@ impl std::fmt::Debug for Model {
         write!(
             f,
             "Model({} kernel, {} points, k = {})",
-            self.kernel.name(),
-            self.labels.len(),
-            self.k
+            self.parts.kernel.name(),
+            self.parts.labels.len(),
+            self.parts.k
         )
     }
 }
 
-/// Squared feature-space norms of the centroids of `labels` from the stored kernel matrix
-/// (`+inf` for empty clusters).
+/// Squared feature-space norms of the centroids of `labels` (weighted by `weights` where
+/// given) from the stored kernel matrix (`+inf` for empty clusters).
 pub(crate) fn centroid_norms(
     ctx: &Context,
     kmat: &Tensor,
     labels: &[u32],
+    weights: Option<&Tensor>,
     k: usize,
 ) -> Result<Vec<f64>, FitError> {
     let l = ctx.index(labels)?;
-    let out = ctx.run(
-        program("kkmeans_centroid_norms"),
-        &Args::new()
-            .tensor("K", kmat)
-            .tensor("labels", &l)
-            .dim("k", k),
-    )?;
+    let mut args = Args::new()
+        .tensor("K", kmat)
+        .tensor("labels", &l)
+        .dim("k", k);
+    if let Some(w) = weights {
+        args = args.tensor("w", w);
+    }
+    let name = weighted_name("kkmeans_centroid_norms", weights.is_some());
+    let out = ctx.run(program(&name), &args)?;
     Ok(ctx.to_f64(out.tensor("cn")?)?)
 }
 
 impl Model {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        ctx: Context,
-        kernel: Kernel,
-        d: usize,
-        x: Vec<f64>,
-        scaling: Option<Scaling>,
-        labels: &[u32],
-        k: usize,
-        centroid_norms: Vec<f64>,
-    ) -> Model {
-        Model {
-            ctx,
-            kernel,
-            d,
-            x,
-            scaling,
-            labels: labels.to_vec(),
-            centroid_norms,
-            k,
-        }
+    /// A model of checked parts, predicting on `ctx`.
+    pub(crate) fn new(ctx: Context, parts: ModelParts) -> Model {
+        Model { ctx, parts }
     }
 
     /// Squared feature-space norms of the centroids (`+inf` for empty clusters).
     pub fn centroid_norms(&self) -> &[f64] {
-        &self.centroid_norms
+        &self.parts.centroid_norms
+    }
+
+    /// The training points' weights, for a weighted fit.
+    pub fn weights(&self) -> Option<&[f64]> {
+        self.parts.weights.as_deref()
     }
 
     /// What the model holds, to store it.
     pub fn parts(&self) -> ModelParts {
-        ModelParts {
-            kernel: self.kernel,
-            d: self.d,
-            x: self.x.clone(),
-            scaling: self.scaling.clone(),
-            labels: self.labels.clone(),
-            k: self.k,
-            centroid_norms: self.centroid_norms.clone(),
-        }
+        self.parts.clone()
     }
 
     /// A model from stored parts, predicting on `ctx`. The parts are checked against each
-    /// other (sizes, labels below `k`, finite points), never trusted.
+    /// other (sizes, labels below `k`, finite points, weights), never trusted.
     ///
     /// ```
     /// use popcorn::kkmeans::{KernelKMeans, Model, Points};
@@ -276,13 +273,15 @@ impl Model {
             labels,
             k,
             centroid_norms,
-        } = parts;
+            weights,
+        } = &parts;
+        let (d, k) = (*d, *k);
         let n = labels.len();
         let bad = |m: String| Err(FitError::Input(format!("model parts: {m}")));
         if n == 0 || k == 0 || d == 0 {
             return bad(format!("{n} labels, k = {k}, d = {d}; none may be 0"));
         }
-        if kernel == Kernel::Precomputed {
+        if *kernel == Kernel::Precomputed {
             if !x.is_empty() || d != n {
                 return bad(format!(
                     "a precomputed kernel over {n} points has no points and d = n, got {} values and d = {d}",
@@ -291,9 +290,9 @@ impl Model {
             }
         } else {
             // n x d finite values.
-            Points::new(n, d, &x)?;
+            Points::new(n, d, x)?;
         }
-        if let Some(s) = &scaling {
+        if let Some(s) = scaling {
             if s.mean.len() != d {
                 return bad(format!("a scaling of {} features for {d}", s.mean.len()));
             }
@@ -310,55 +309,65 @@ impl Model {
                 centroid_norms.len()
             ));
         }
-        Ok(Model {
-            ctx,
-            kernel,
-            d,
-            x,
-            scaling,
-            labels,
-            centroid_norms,
-            k,
+        if let Some(w) = weights {
+            if let Err(e) = super::weights::check(w, n) {
+                return bad(e.to_string());
+            }
+        }
+        Ok(Model { ctx, parts })
+    }
+
+    /// The weights on the device, for a weighted model.
+    fn weights_tensor(&self) -> Result<Option<Tensor>, FitError> {
+        Ok(match &self.parts.weights {
+            Some(w) => Some(self.ctx.col(w)?),
+            None => None,
         })
     }
 
     /// The nearest feature-space centroid of each new point (not for a precomputed kernel:
     /// see [`Model::predict_precomputed`]).
     pub fn predict(&self, points: Points<'_>) -> Result<Vec<u32>, FitError> {
-        if self.kernel == Kernel::Precomputed {
+        let p = &self.parts;
+        if p.kernel == Kernel::Precomputed {
             return Err(FitError::Parameter(
                 "this model's kernel is precomputed: it predicts from kernel values \
                  (Model::predict_precomputed), not from points"
                     .into(),
             ));
         }
-        if points.d != self.d {
+        if points.d != p.d {
             return Err(FitError::Input(format!(
                 "the model was fitted on {} features, the new points have {}",
-                self.d, points.d
+                p.d, points.d
             )));
         }
-        let y_host = match &self.scaling {
+        let y_host = match &p.scaling {
             Some(s) => s.apply(points),
             None => points.data.to_vec(),
         };
-        let n = self.labels.len();
+        let n = p.labels.len();
         let ctx = &self.ctx;
-        let y = ctx.dense(points.n, self.d, &y_host)?;
-        let x = ctx.dense(n, self.d, &self.x)?;
-        let labels = ctx.index(&self.labels)?;
-        let cn = ctx.col(&self.centroid_norms)?;
+        let y = ctx.dense(points.n, p.d, &y_host)?;
+        let x = ctx.dense(n, p.d, &p.x)?;
+        let labels = ctx.index(&p.labels)?;
+        let cn = ctx.col(&p.centroid_norms)?;
+        let w = self.weights_tensor()?;
         // One program from the points: the cross kernel is summed by cluster tile by tile
         // inside its contraction, never stored (m x n values).
-        let programs = KernelPrograms::new(&self.kernel, self.d);
-        let args = programs.bind(
-            Args::new()
-                .tensor("Y", &y)
-                .tensor("X", &x)
-                .tensor("labels", &labels)
-                .tensor("cn", &cn),
-        );
-        let out = ctx.run(programs.program("kkmeans_predict"), &args)?;
+        let programs = KernelPrograms::new(&p.kernel, p.d);
+        let mut args = Args::new()
+            .tensor("Y", &y)
+            .tensor("X", &x)
+            .tensor("labels", &labels)
+            .tensor("cn", &cn);
+        if let Some(w) = &w {
+            args = args.tensor("w", w);
+        }
+        let out = ctx.run(
+            programs.program_weighted("kkmeans_predict", w.is_some()),
+            &programs.bind(args),
+        )?;
         Ok(ctx.to_u32(out.tensor("predicted")?)?)
     }
 
@@ -370,7 +379,7 @@ impl Model {
         cross: &[f64],
         self_similarity: &[f64],
     ) -> Result<Vec<u32>, FitError> {
-        let n = self.labels.len();
+        let n = self.parts.labels.len();
         let m = self_similarity.len();
         if cross.len() != m * n {
             return Err(FitError::Input(format!(
@@ -386,14 +395,19 @@ impl Model {
 
     fn assign(&self, kc: &Tensor, s: &Tensor) -> Result<Vec<u32>, FitError> {
         let ctx = &self.ctx;
-        let labels = ctx.index(&self.labels)?;
-        let cn = ctx.col(&self.centroid_norms)?;
-        let args = Args::new()
+        let labels = ctx.index(&self.parts.labels)?;
+        let cn = ctx.col(&self.parts.centroid_norms)?;
+        let w = self.weights_tensor()?;
+        let mut args = Args::new()
             .tensor("Kc", kc)
             .tensor("s", s)
             .tensor("labels", &labels)
             .tensor("cn", &cn);
-        let out = ctx.run(program("kkmeans_assign"), &args)?;
+        if let Some(w) = &w {
+            args = args.tensor("w", w);
+        }
+        let name = weighted_name("kkmeans_assign", w.is_some());
+        let out = ctx.run(program(&name), &args)?;
         Ok(ctx.to_u32(out.tensor("predicted")?)?)
     }
 }

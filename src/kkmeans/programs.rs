@@ -39,6 +39,17 @@ mod tests {
             "cross_sigmoid",
             "kkmeans_assign",
             "kernel_column",
+            "kkmeans_iteration_weighted",
+            "kkmeans_recompute_linear_weighted",
+            "kkmeans_recompute_polynomial_weighted",
+            "kkmeans_recompute_gaussian_weighted",
+            "kkmeans_recompute_sigmoid_weighted",
+            "kkmeans_centroid_norms_weighted",
+            "kkmeans_assign_weighted",
+            "kkmeans_predict_linear_weighted",
+            "kkmeans_predict_polynomial_weighted",
+            "kkmeans_predict_gaussian_weighted",
+            "kkmeans_predict_sigmoid_weighted",
         ] {
             assert_eq!(super::program(name).name, name);
         }

@@ -25,17 +25,29 @@ pub(crate) enum Source<'a> {
 }
 
 impl Source<'_> {
-    /// The program of one iteration.
-    pub fn iteration(&self) -> &'static Program {
-        match self {
-            Source::Stored(_) => program("kkmeans_iteration"),
-            Source::Points { programs, .. } => programs.program("kkmeans_recompute"),
+    /// The program of one iteration, weighted or not.
+    pub fn iteration(&self, weighted: bool) -> &'static Program {
+        match (self, weighted) {
+            (Source::Stored(_), false) => program("kkmeans_iteration"),
+            (Source::Stored(_), true) => program("kkmeans_iteration_weighted"),
+            (Source::Points { programs, .. }, _) => {
+                programs.program_weighted("kkmeans_recompute", weighted)
+            }
         }
     }
 
-    /// The arguments of one iteration from `labels`.
-    pub fn iteration_args<'b>(&'b self, labels: &'b Tensor, k: usize) -> Args<'b> {
-        let args = Args::new().tensor("labels", labels).dim("k", k);
+    /// The arguments of one iteration from `labels`, with the points' weights `w` where the
+    /// fit is weighted.
+    pub fn iteration_args<'b>(
+        &'b self,
+        labels: &'b Tensor,
+        w: Option<&'b Tensor>,
+        k: usize,
+    ) -> Args<'b> {
+        let mut args = Args::new().tensor("labels", labels).dim("k", k);
+        if let Some(w) = w {
+            args = args.tensor("w", w);
+        }
         match self {
             Source::Stored(kmat) => args.tensor("K", kmat),
             Source::Points { x, programs, .. } => programs.bind(args.tensor("X", x)),
