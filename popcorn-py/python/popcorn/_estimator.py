@@ -1,12 +1,13 @@
 """The scikit-learn estimator: parameters and input checks follow scikit-learn's conventions;
 the fit and the predictions are popcorn's (``popcorn._native``)."""
 
+import inspect
 import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from . import _native
 
@@ -16,6 +17,15 @@ except ImportError:  # older: the estimator's own method
 
     def _validate_data(estimator, X, **kwargs):
         return estimator._validate_data(X, **kwargs)
+
+
+# scikit-learn >= 1.6 names the non-negativity switch ensure_non_negative, older ones
+# only_non_negative.
+_NON_NEGATIVE = (
+    "ensure_non_negative"
+    if "ensure_non_negative" in inspect.signature(_check_sample_weight).parameters
+    else "only_non_negative"
+)
 
 
 def _dtype_name(dtype):
@@ -131,13 +141,26 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
     def _check_input(self, X, reset):
         return _validate_data(self, X, reset=reset, dtype=np.float64, order="C")
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Clusters ``X`` (array-like of shape (n_samples, n_features), or the kernel matrix
         for ``kernel="precomputed"``). ``y`` is ignored. Returns the fitted estimator.
+
+        ``sample_weight`` (array-like of shape (n_samples,), a number, or ``None`` for all
+        ones) weighs the points: a centroid is the weighted mean of its points in feature
+        space and ``inertia_`` is ``sum_i w_i ||phi(x_i) - c_{label_i}||^2``, so integer
+        weights act as repeating each point that many times. Weights are finite and
+        non-negative, not all zero; a zero-weight point is labelled (nearest centroid) but
+        moves no centroid. k-means++ draws centers by weight.
 
         The GIL is released while popcorn works; Ctrl-C stops the fit between iterations
         (``KeyboardInterrupt``)."""
         X = self._check_input(X, reset=True)
+        if sample_weight is not None:
+            # scikit-learn's rules: a number is every point's weight, an array needs one
+            # weight per point; negative weights are rejected (the library checks the rest).
+            sample_weight = _check_sample_weight(
+                sample_weight, X, dtype=np.float64, **{_NON_NEGATIVE: True}
+            )
         # scikit-learn's message (its checks look for it); the library checks the rest,
         # a precomputed kernel matrix being square included.
         n_samples = X.shape[0]
@@ -161,7 +184,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
             "device": self.device,
             "dtype": _dtype_name(self.dtype),
         }
-        result, model = _native.fit(X, options)
+        result, model = _native.fit(X, options, sample_weight)
         self._model = model
         self.labels_ = result["labels"]
         self.n_iter_ = result["n_iter"]
@@ -173,6 +196,10 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         self.device_ = result["device"]
         self.algorithm_ = result["algorithm"]
         return self
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fits ``X`` (weighted by ``sample_weight``, as ``fit``) and returns ``labels_``."""
+        return self.fit(X, sample_weight=sample_weight).labels_
 
     def predict(self, X):
         """The nearest centroid in feature space of every row of ``X`` (new points, or for
