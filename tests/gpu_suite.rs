@@ -549,6 +549,21 @@ fn inputs_for(
                 }
                 Host::Dense(r, c, v)
             }
+            popcorn::dsl::Storage::Dense if name == "w" => {
+                // Point weights: non-negative, about one in five 0 (clusters of weight 0
+                // where k is large).
+                let w = (0..r * c)
+                    .map(|_| {
+                        let u = rng.uniform(-0.5, 2.0);
+                        if u < 0.0 {
+                            0.0
+                        } else {
+                            u + 0.25
+                        }
+                    })
+                    .collect();
+                Host::Dense(r, c, w)
+            }
             popcorn::dsl::Storage::Dense => dense(rng, r, c),
         };
         out.insert(name, h);
@@ -869,6 +884,78 @@ fn symmetric_recompute_matches_the_cpu() {
                     compare(&what, &got, &reference, dtype, n.max(d));
                 }
             }
+        }
+    }
+}
+
+/// The weighted iterations from the points: the weights a column broadcast of the (not
+/// symmetric) contraction that sums K by label, against the CPU in f64.
+#[test]
+fn weighted_recompute_matches_the_cpu() {
+    if gpu(DType::F32).is_none() {
+        return;
+    }
+    let mut rng = SplitMix64::new(seed());
+    let programs = common::example_programs();
+    for (n, k, d) in [(300, 1, 3), (1025, 7, 3), (3001, 100, 33), (2500, 1024, 20)] {
+        let dims = BTreeMap::from([("n", n), ("k", k), ("d", d), ("m", 1)]);
+        for kernel in ["linear", "polynomial", "gaussian", "sigmoid"] {
+            let name = format!("kkmeans_recompute_{kernel}_weighted");
+            let p = &programs[name.as_str()];
+            let inputs = inputs_for(p, &mut rng, &dims);
+            let free = [("k", k)];
+            let reference = run(&common::cpu(DType::F64), p, &inputs, &free);
+            for (dtype, tf32) in [(DType::F32, true), (DType::F32, false), (DType::F64, false)] {
+                let Some((ctx, plan)) = fused_plan(p, &dims, dtype, tf32) else {
+                    return;
+                };
+                let text = plan.to_string();
+                assert!(!text.contains("symmetric"), "{name}:\n{plan}");
+                if kernel != "linear" && (dtype == DType::F32 || k <= 256) {
+                    assert!(text.contains("contraction"), "{name} k = {k}:\n{plan}");
+                }
+                let got = run(&ctx, p, &inputs, &free);
+                let what = format!("{name} n={n} k={k} d={d} {dtype} tf32={tf32}");
+                if tf32 {
+                    compare_tf32(&what, &got, &reference, k);
+                } else {
+                    compare(&what, &got, &reference, dtype, n.max(d));
+                }
+            }
+        }
+    }
+}
+
+/// Weighted selections built on the GPU (the selection's scatter, then one warp per row
+/// weighing it): products with a stored matrix (SpMM), with a vector (label sums, or the SpMV
+/// where n k is large), the weights by label, from one point to a million, 1 to 2000
+/// clusters (clusters of weight 0 among them).
+#[test]
+fn weighted_selections_match_the_cpu() {
+    if gpu(DType::F32).is_none() {
+        return;
+    }
+    let mut rng = SplitMix64::new(seed());
+    let src =
+        "fn weighted(A: Dense[n, d], B: Dense[m, n], z: Col[n], labels: Index[n], w: Col[n]) ->
+        (W: Dense[k, d], E: Dense[m, k], c: Col[k], cw: Col[k]) {
+        V  = selection(labels, k, w);
+        W  = V * A;
+        E  = -2 * B * V^T;
+        c  = where(counts(labels, k, w) > 0, -0.5 * V * z, inf);
+        cw = counts(labels, k, w);
+    }";
+    let p = Program::parse(src).unwrap_or_else(|e| panic!("{e}"));
+    for (n, d, m, k) in [
+        (1, 1, 1, 1),
+        (1000, 3, 7, 5),
+        (70_001, 2, 3, 2000),
+        (1_000_003, 1, 1, 7),
+    ] {
+        let dims = BTreeMap::from([("n", n), ("d", d), ("m", m), ("k", k)]);
+        let inputs = inputs_for(&p, &mut rng, &dims);
+        if !check(src, &inputs, &[("k", k)], n) {
+            return;
         }
     }
 }

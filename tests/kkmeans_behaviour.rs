@@ -1932,3 +1932,40 @@ fn weighted_kmeans_plus_plus_never_centers_a_zero_weight_point() {
         assert!(f.objective_history[0].abs() < 1e-12, "seed {seed}: {f:?}");
     }
 }
+
+/// Weighted fits on the GPU (f64) agree with the CPU's: labels, the objective and the
+/// predictions, with K stored and recomputed (a GPU run; skipped without one).
+#[test]
+fn weighted_fits_on_the_gpu_match_the_cpu() {
+    use popcorn::kkmeans::Algorithm;
+    if common::gpu_or_skip(DType::F64).is_none() {
+        return;
+    }
+    let (x, _) = blobs(59, &[&[0.0, 0.0], &[3.0, 0.5], &[1.0, 4.0]], 40, 0.9);
+    let d = 2;
+    let n = x.len() / d;
+    let mut rng = SplitMix64::new(2);
+    let w: Vec<f64> = (0..n).map(|_| rng.below(4) as f64 * 0.5).collect();
+    let new_points = uniform_points(6, 31, d);
+    for kernel in all_kernels() {
+        for algorithm in [Algorithm::Stored, Algorithm::Recompute] {
+            let builder = cpu64(3)
+                .kernel(kernel)
+                .algorithm(algorithm)
+                .init(Init::KMeansPlusPlus { seed: 5 })
+                .sample_weight(&w);
+            let cpu = fit(&builder, &x, d);
+            let gpu = fit(&builder.device(DeviceSpec::Cuda(0)), &x, d);
+            let what = format!("{kernel:?}, {algorithm:?}");
+            assert_eq!(gpu.labels, cpu.labels, "{what}");
+            let scale = cpu.objective.abs().max(1.0);
+            assert_rel_close(&what, gpu.objective, cpu.objective, 1e-9, scale);
+            let points = Points::new(31, d, &new_points).unwrap();
+            assert_eq!(
+                gpu.predict(points).unwrap(),
+                cpu.predict(points).unwrap(),
+                "{what}"
+            );
+        }
+    }
+}
