@@ -16,7 +16,11 @@
 //! target's [`label_sums_max_work`](crate::target::Target::label_sums_max_work): its kernel
 //! reads the labels once per cluster). Kernel K-means' centroid norms are such a product, and
 //! then nothing needs the selection matrix itself (building it is a histogram, a scan and a
-//! scatter).
+//! scatter). The same holds row by row for `alpha * V * X` with `X` an `n x d` matrix (Lloyd's
+//! centroids): [`LabelSums`] of the rows, one pass over `X` whatever `k`, scaled per cluster,
+//! where `k` is at most the target's
+//! [`label_row_sums_max_k`](crate::target::Target::label_row_sums_max_k) (its kernel keeps `k`
+//! partial rows per warp in shared memory).
 
 use super::pattern::{any, op, Pattern};
 use super::{GraphPass, PassContext, PlanError};
@@ -29,7 +33,8 @@ use kernel_ir::BinaryOp;
 /// `M * selection(labels, k)^T` becomes cluster sums and a scaling.
 pub struct ClusterSumsPattern;
 
-/// `selection(labels, k) * x` becomes label sums and a scaling.
+/// `selection(labels, k) * x` (a vector) or `selection(labels, k) * X` (a matrix) becomes label
+/// sums and a scaling.
 pub struct LabelSumsPattern;
 
 /// `selection(labels, k)`, binding `V` and `labels`.
@@ -161,42 +166,70 @@ impl GraphPass for LabelSumsPattern {
     }
 
     fn run(&self, g: &mut Graph, cx: &PassContext<'_>) -> Result<bool, PlanError> {
-        let pattern = op(|o| matches!(o, Op::Library(LibOp::SpMV { trans: false, .. }))).args([
+        // `V * x`, x a column vector: an SpMV.
+        let vector = op(|o| matches!(o, Op::Library(LibOp::SpMV { trans: false, .. }))).args([
             selection(),
             any()
                 .bind("x")
                 .when(|g, x| g.node(x).ty.shape.cols.is_one()),
         ]);
+        // `V * X`, X a matrix: an SpMM with the selection on the left, neither transposed
+        // (Lloyd's centroids).
+        let matrix = op(|o| {
+            matches!(
+                o,
+                Op::Library(LibOp::SpMM {
+                    sparse_left: true,
+                    trans_sparse: false,
+                    trans_dense: false,
+                    ..
+                })
+            )
+        })
+        .args([selection(), any().bind("x")]);
         let mut changed = false;
         for n in g.topo_order() {
-            let Some(m) = pattern.matches(g, n) else {
-                continue;
+            let (m, is_vector) = match vector.matches(g, n) {
+                Some(m) => (m, true),
+                None => match matrix.matches(g, n) {
+                    Some(m) => (m, false),
+                    None => continue,
+                },
             };
             let (Some(k), Some(alpha)) = (clusters_of(g, m["V"]), alpha_of(g, n)) else {
                 continue;
             };
-            // One label per entry of x, as the types say.
+            // One label per row of x, as the types say.
             if g.node(m["labels"]).ty.shape.rows != g.node(m["x"]).ty.shape.rows {
                 continue;
             }
             let points = g.node(m["labels"]).ty.shape.rows.resolve(cx.dims);
             let fits = match (k.resolve(cx.dims), points) {
-                (Some(kk), Some(nn)) => {
+                (Some(kk), Some(nn)) if is_vector => {
                     kk <= cx.cluster_sums_max_k()
                         && nn.saturating_mul(kk) <= cx.target.label_sums_max_work
+                }
+                (Some(kk), Some(_)) => {
+                    kk <= cx.cluster_sums_max_k() && kk <= cx.target.label_row_sums_max_k
                 }
                 _ => false,
             };
             if !fits {
                 continue;
             }
+            let ty = if is_vector {
+                Type::col(k.clone())
+            } else {
+                Type::dense(k.clone(), g.node(m["x"]).ty.shape.cols.clone())
+            };
             let sums = g.add(
                 Op::Builtin(Builtin::LabelSums(LabelSums { k: k.clone() })),
-                Type::col(k.clone()),
+                ty.clone(),
                 &[m["x"], m["labels"]],
             );
+            // Each row c scaled by alpha / |c|: a column broadcast over the matrix's columns.
             let scale = selection_scale(g, m["labels"], &k, alpha);
-            let y = g.add(Op::Binary(BinaryOp::Mul), Type::col(k), &[sums, scale]);
+            let y = g.add(Op::Binary(BinaryOp::Mul), ty, &[sums, scale]);
             replace(g, n, y);
             changed = true;
         }
@@ -273,6 +306,48 @@ mod tests {
         assert!(
             step_names(&by_target).contains(&"spmm".to_string()),
             "{by_target}"
+        );
+    }
+
+    #[test]
+    fn centroids_become_label_sums_of_rows_up_to_the_targets_k() {
+        // Lloyd's centroids V * X: no selection matrix, no SpMM, the rows scaled by 1/|c|.
+        let p = Program::parse(
+            "fn f(X: Dense[n, d], l: Index[n]) -> (C: Dense[k, d]) { C = selection(l, k) * X; }",
+        )
+        .unwrap();
+        let dims = |k: usize| -> BTreeMap<String, usize> {
+            [("n", 1000), ("d", 32), ("k", k)]
+                .into_iter()
+                .map(|(s, v)| (s.to_string(), v))
+                .collect()
+        };
+        let target = Target::reference_gpu();
+        let planned = |k: usize, config: &PlannerConfig| {
+            plan(&p, &dims(k), config, &target, &BTreeMap::new()).unwrap()
+        };
+        let small = planned(100, &PlannerConfig::default());
+        let names = step_names(&small);
+        assert!(names.contains(&"label sums".to_string()), "{small}");
+        assert!(
+            !names.contains(&"spmm".to_string()) && !names.contains(&"selection".to_string()),
+            "{small}"
+        );
+        assert!(small
+            .steps
+            .iter()
+            .any(|s| s.op == StepOp::Builtin(Builtin::Counts(Counts { k: Dim::Fixed(100) }))));
+        // Past the target's limit, and with cluster sums turned off, the SpMM stays.
+        let large = planned(target.label_row_sums_max_k + 1, &PlannerConfig::default());
+        assert!(step_names(&large).contains(&"spmm".to_string()), "{large}");
+        let off = PlannerConfig {
+            cluster_sums_max_k: Some(0),
+            ..PlannerConfig::default()
+        };
+        let forced = planned(100, &off);
+        assert!(
+            step_names(&forced).contains(&"spmm".to_string()),
+            "{forced}"
         );
     }
 
