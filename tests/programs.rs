@@ -608,22 +608,44 @@ fn kkmeans_iteration_breaks_exact_ties_to_the_lowest_cluster() {
 #[test]
 fn lloyd_step_matches_centroids_and_distances_by_hand() {
     let all = programs();
-    let p = program(&all, "lloyd_step");
     for (dtype, fusion) in CONFIGS {
         let (ctx, label) = context(dtype, fusion);
         for (s, &(n, d)) in POINT_SIZES.iter().enumerate() {
-            for k in [1usize, 2, 3, 5] {
+            for (k, weighted) in [1usize, 2, 3, 5]
+                .into_iter()
+                .flat_map(|k| [(k, false), (k, true)])
+            {
+                let p = program(
+                    &all,
+                    if weighted {
+                        "lloyd_step_weighted"
+                    } else {
+                        "lloyd_step"
+                    },
+                );
                 let mut rng = SplitMix64::new(2000 + 10 * s as u64 + k as u64);
                 let x = random_values(&mut rng, n * d);
                 let labels = random_labels(&mut rng, n, k);
-                // Centroids: means of the members, 0 for an empty cluster.
+                // Weights in [0, 2), about one in four 0; all 1 unweighted.
+                let w: Vec<f64> = (0..n)
+                    .map(|_| match (weighted, rng.below(4)) {
+                        (false, _) => 1.0,
+                        (true, 0) => 0.0,
+                        (true, _) => rng.uniform(0.0, 2.0),
+                    })
+                    .collect();
+                // Centroids: weighted means of the members, 0 for a cluster of weight 0.
                 let mut c = vec![0.0; k * d];
                 for cl in 0..k {
                     let members: Vec<usize> =
                         (0..n).filter(|&i| labels[i] as usize == cl).collect();
+                    let total: f64 = members.iter().map(|&i| w[i]).sum();
+                    if total == 0.0 {
+                        continue;
+                    }
                     for &i in &members {
                         for l in 0..d {
-                            c[cl * d + l] += x[i * d + l] / members.len() as f64;
+                            c[cl * d + l] += w[i] * x[i * d + l] / total;
                         }
                     }
                 }
@@ -637,16 +659,18 @@ fn lloyd_step_matches_centroids_and_distances_by_hand() {
                 let want_labels = argmin_rows(&dist, k);
                 let xt = ctx.dense(n, d, &x).expect("X uploads");
                 let lt = ctx.index(&labels).expect("labels upload");
+                let wt = ctx.col(&w).expect("weights upload");
+                let mut args = Args::new()
+                    .tensor("X", &xt)
+                    .tensor("labels", &lt)
+                    .dim("k", k);
+                if weighted {
+                    args = args.tensor("w", &wt);
+                }
+                let what = format!("n={n} d={d} k={k} weighted={weighted} in {label}");
                 let out = ctx
-                    .run(
-                        p,
-                        &Args::new()
-                            .tensor("X", &xt)
-                            .tensor("labels", &lt)
-                            .dim("k", k),
-                    )
-                    .unwrap_or_else(|e| panic!("lloyd_step n={n} d={d} k={k} fails: {e}"));
-                let what = format!("n={n} d={d} k={k} in {label}");
+                    .run(p, &args)
+                    .unwrap_or_else(|e| panic!("lloyd_step {what} fails: {e}"));
                 let got_c = ctx
                     .to_f64(out.tensor("C").expect("output C"))
                     .expect("C downloads");

@@ -43,7 +43,7 @@ fn suffix(dtype: ScalarType) -> &'static str {
 
 /// Instantiates `template`: `{T}` becomes the C type, `{NAME}` the entry point
 /// `pk_{base}_{f32|f64}`.
-fn typed(base: &str, dtype: ScalarType, template: &str) -> BuiltinKernel {
+pub(crate) fn typed(base: &str, dtype: ScalarType, template: &str) -> BuiltinKernel {
     let name = format!("pk_{base}_{}", suffix(dtype));
     untyped(&name, &template.replace("{T}", dtype.c_name()))
 }

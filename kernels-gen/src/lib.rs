@@ -46,6 +46,7 @@
 pub mod builtins;
 pub mod cluster_sums;
 pub mod emit;
+pub mod label_row_sums;
 mod params;
 
 pub use emit::{

@@ -116,6 +116,11 @@ pub struct Target {
     /// The largest `n k` for which `V * x` (V a selection matrix of `n` points, `k` clusters)
     /// becomes label sums: its kernel reads the labels once per cluster.
     pub label_sums_max_work: usize,
+    /// The largest `k` for which `V * X` (V a selection matrix of `k` clusters, X a matrix)
+    /// becomes label sums of X's rows: its kernel keeps `k` partial rows per warp in shared
+    /// memory; beyond it the selection matrix and an SpMM.
+    #[serde(default = "default_label_row_sums_max_k")]
+    pub label_row_sums_max_k: usize,
     /// Where the backend can run a map beside the product it reads, band by band on a second
     /// queue of work: band boundaries fall on multiples of this many rows. `None`: steps run
     /// one after the other.
@@ -189,6 +194,14 @@ fn default_general_efficiency() -> f64 {
 }
 
 /// SGEMM rate of the reference H100 (BENCHMARKS.md, run 6: 51.2 TFLOP/s).
+/// Clusters up to which `V * X` becomes label sums of rows on both targets: at 256 the CUDA
+/// kernel still keeps six warps of `k x 32` f32 partials in an H100's shared memory.
+const DEFAULT_LABEL_ROW_SUMS_MAX_K: usize = 256;
+
+fn default_label_row_sums_max_k() -> usize {
+    DEFAULT_LABEL_ROW_SUMS_MAX_K
+}
+
 const H100_FP32_FLOPS: f64 = 51.2e12;
 /// Copy bandwidth of the reference H100 (BENCHMARKS.md, run 6: 2990 GB/s).
 const H100_COPY_BYTES: f64 = 2.99e12;
@@ -214,6 +227,7 @@ impl Target {
             syrk_blocking: None,
             cluster_sums_max_k: 1024,
             label_sums_max_work: 1 << 25,
+            label_row_sums_max_k: DEFAULT_LABEL_ROW_SUMS_MAX_K,
             band_rows_multiple: None,
             tf32_row_padding: None,
             contractions: Some(ContractionTarget {
@@ -254,6 +268,7 @@ impl Target {
             }),
             cluster_sums_max_k: 1024,
             label_sums_max_work: 1 << 25,
+            label_row_sums_max_k: DEFAULT_LABEL_ROW_SUMS_MAX_K,
             band_rows_multiple: Some(64),
             tf32_row_padding: Some(RowPadding {
                 multiple: 16,

@@ -509,11 +509,15 @@ fn run_typed<T: Real + HostElem>(
                     cpu::cluster_sums(rows, cols, dense(0)?, cols, labels_at(1)?, k(&c.k)?, out)?;
                 }
                 Builtin::LabelSums(l) => {
-                    // x as a 1 x n matrix: its cluster sums are the label sums.
-                    let (n, _) = in_dims(0);
+                    let (n, d) = in_dims(0);
                     let out =
                         T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the label sums"))?;
-                    cpu::cluster_sums(1, n, dense(0)?, n, labels_at(1)?, k(&l.k)?, out)?;
+                    if d == 1 {
+                        // x as a 1 x n matrix: its cluster sums are the label sums.
+                        cpu::cluster_sums(1, n, dense(0)?, n, labels_at(1)?, k(&l.k)?, out)?;
+                    } else {
+                        cpu::label_row_sums(n, d, dense(0)?, labels_at(1)?, k(&l.k)?, out)?;
+                    }
                 }
                 Builtin::Diag(_) => {
                     let (n, lda) = in_dims(0);

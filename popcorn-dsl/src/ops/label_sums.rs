@@ -1,13 +1,16 @@
-//! Label sums: a vector's entries summed by label. Not in the language: the planner introduces
-//! it for a selection matrix times a vector where `n k` is small, instead of building the
-//! matrix ([`crate::passes::cluster_sums`]).
+//! Label sums: the rows of a vector or a matrix summed by label. Not in the language: the
+//! planner introduces it for a selection matrix times a vector (where `n k` is small) or times a
+//! matrix (where `k` is small), instead of building the matrix
+//! ([`crate::passes::cluster_sums`]).
 
 use super::{arity, clusters, type_arity, Cost, Extent, OpFacts};
 use crate::types::{require_dense, require_index, Dim, DimBindings, Type, TypeError};
 use crate::value::{densify, sums_by_label, RefValue};
 use serde::{Deserialize, Serialize};
 
-/// `s[c] = sum over i with labels[i] == c of x[i]`; operands `(x, labels)`.
+/// `S[c, :] = sum over i with labels[i] == c of X[i, :]`; operands `(X, labels)`: `X` an
+/// `n x d` matrix (a column vector where `d = 1`), the result `k x d` (a column vector where
+/// `d = 1`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LabelSums {
     /// Number of clusters.
@@ -32,14 +35,17 @@ impl OpFacts for LabelSums {
         let (x, labels) = (operands[0], operands[1]);
         require_dense(x, 0, "label_sums")?;
         require_index(labels, 1, "label_sums")?;
-        if !x.shape.cols.is_one() || labels.shape.rows != x.shape.rows {
+        if labels.shape.rows != x.shape.rows {
             return Err(TypeError::new(format!(
-                "label_sums needs a column vector with one label per entry, found {x} and \
-                 {labels}"
+                "label_sums needs one label per row, found {x} and {labels}"
             ))
             .at(1));
         }
-        Ok(Type::col(self.k.clone()))
+        if x.shape.cols.is_one() {
+            Ok(Type::col(self.k.clone()))
+        } else {
+            Ok(Type::dense(self.k.clone(), x.shape.cols.clone()))
+        }
     }
 
     fn cost(&self, inputs: &[Extent], outputs: &[Extent], elem: f64) -> Cost {
@@ -57,7 +63,7 @@ impl OpFacts for LabelSums {
         let k = clusters(&self.k, dims)?;
         let x = densify(operands[0])?;
         let labels = operands[1].as_index("label_sums")?;
-        if labels.len() != x.rows || x.cols != 1 {
+        if labels.len() != x.rows {
             return Err(format!(
                 "label_sums: {} labels for a {} x {} value",
                 labels.len(),
@@ -65,7 +71,13 @@ impl OpFacts for LabelSums {
                 x.cols
             ));
         }
-        let s = sums_by_label(labels, k, "label_sums", |i| x.at(i, 0))?;
-        Ok(RefValue::dense(k, 1, s))
+        let mut s = vec![0.0; k * x.cols];
+        for col in 0..x.cols {
+            let sums = sums_by_label(labels, k, "label_sums", |i| x.at(i, col))?;
+            for (c, v) in sums.into_iter().enumerate() {
+                s[c * x.cols + col] = v;
+            }
+        }
+        Ok(RefValue::dense(k, x.cols, s))
     }
 }

@@ -31,7 +31,11 @@
 //! reads the labels once per cluster); weighted, the label sums of `w .* x` and the weighted
 //! scaling. Kernel K-means' centroid norms are such a product, and
 //! then nothing needs the selection matrix itself (building it is a histogram, a scan and a
-//! scatter).
+//! scatter). The same holds row by row for `alpha * V * X` with `X` an `n x d` matrix (Lloyd's
+//! centroids): [`LabelSums`] of the rows, one pass over `X` whatever `k`, scaled per cluster,
+//! where `k` is at most the target's
+//! [`label_row_sums_max_k`](crate::target::Target::label_row_sums_max_k) (its kernel keeps `k`
+//! partial rows per warp in shared memory).
 
 use super::pattern::{any, op, Pattern};
 use super::{GraphPass, PassContext, PlanError};
@@ -44,7 +48,8 @@ use kernel_ir::BinaryOp;
 /// `M * selection(labels, k)^T` becomes cluster sums and a scaling.
 pub struct ClusterSumsPattern;
 
-/// `selection(labels, k) * x` becomes label sums and a scaling.
+/// `selection(labels, k) * x` (a vector) or `selection(labels, k) * X` (a matrix) becomes label
+/// sums and a scaling.
 pub struct LabelSumsPattern;
 
 /// `selection(labels, k)`, binding `V` and `labels`.
@@ -173,6 +178,19 @@ fn is_spmv_by_selection(o: &Op) -> bool {
     matches!(o, Op::Library(LibOp::SpMV { trans: false, .. }))
 }
 
+/// An SpMM `V * X` of a selection matrix on the left, neither operand transposed.
+fn is_selection_times_dense(o: &Op) -> bool {
+    matches!(
+        o,
+        Op::Library(LibOp::SpMM {
+            sparse_left: true,
+            trans_sparse: false,
+            trans_dense: false,
+            ..
+        })
+    )
+}
+
 impl GraphPass for ClusterSumsPattern {
     fn name(&self) -> &'static str {
         "cluster-sums"
@@ -262,32 +280,53 @@ impl GraphPass for LabelSumsPattern {
                 .bind("x")
                 .when(|g, x| g.node(x).ty.shape.cols.is_one())
         };
+        // `V * x`, x a column vector: an SpMV.
         let plain = op(is_spmv_by_selection).args([selection(), column()]);
         let weighted = op(is_spmv_by_selection).args([weighted_selection(), column()]);
+        // `V * X`, X a matrix: an SpMM with the selection on the left, neither transposed
+        // (Lloyd's centroids).
+        let plain_rows = op(is_selection_times_dense).args([selection(), any().bind("x")]);
+        let weighted_rows =
+            op(is_selection_times_dense).args([weighted_selection(), any().bind("x")]);
         let mut changed = false;
         for n in g.topo_order() {
-            let Some(m) = plain.matches(g, n).or_else(|| weighted.matches(g, n)) else {
-                continue;
+            let (m, is_vector) = match plain.matches(g, n).or_else(|| weighted.matches(g, n)) {
+                Some(m) => (m, true),
+                None => match plain_rows
+                    .matches(g, n)
+                    .or_else(|| weighted_rows.matches(g, n))
+                {
+                    Some(m) => (m, false),
+                    None => continue,
+                },
             };
             let (Some(k), Some(alpha)) = (clusters_of(g, m["V"]), alpha_of(g, n)) else {
                 continue;
             };
-            // One label per entry of x, as the types say.
+            // One label per row of x, as the types say.
             if g.node(m["labels"]).ty.shape.rows != g.node(m["x"]).ty.shape.rows {
                 continue;
             }
             let points = g.node(m["labels"]).ty.shape.rows.resolve(cx.dims);
             let fits = match (k.resolve(cx.dims), points) {
-                (Some(kk), Some(nn)) => {
+                (Some(kk), Some(nn)) if is_vector => {
                     kk <= cx.cluster_sums_max_k()
                         && nn.saturating_mul(kk) <= cx.target.label_sums_max_work
+                }
+                (Some(kk), Some(_)) => {
+                    kk <= cx.cluster_sums_max_k() && kk <= cx.target.label_row_sums_max_k
                 }
                 _ => false,
             };
             if !fits {
                 continue;
             }
-            // Weighted: the sums of w .* x.
+            let ty = if is_vector {
+                Type::col(k.clone())
+            } else {
+                Type::dense(k.clone(), g.node(m["x"]).ty.shape.cols.clone())
+            };
+            // Weighted: the sums of w .* x (a column broadcast over a matrix's columns).
             let summed = match m.get("w") {
                 None => m["x"],
                 Some(w) => {
@@ -297,14 +336,16 @@ impl GraphPass for LabelSumsPattern {
             };
             let sums = g.add(
                 Op::Builtin(Builtin::LabelSums(LabelSums { k: k.clone() })),
-                Type::col(k.clone()),
+                ty.clone(),
                 &[summed, m["labels"]],
             );
+            // Each row c scaled by alpha / |c| (alpha / W_c weighted): a column broadcast over
+            // a matrix's columns.
             let scale = match m.get("w") {
                 None => selection_scale(g, m["labels"], &k, alpha),
                 Some(w) => weighted_scale(g, m["labels"], w, &k, alpha),
             };
-            let y = g.add(Op::Binary(BinaryOp::Mul), Type::col(k), &[sums, scale]);
+            let y = g.add(Op::Binary(BinaryOp::Mul), ty, &[sums, scale]);
             replace(g, n, y);
             changed = true;
         }
@@ -381,6 +422,67 @@ mod tests {
         assert!(
             step_names(&by_target).contains(&"spmm".to_string()),
             "{by_target}"
+        );
+    }
+
+    #[test]
+    fn centroids_become_label_sums_of_rows_up_to_the_targets_k() {
+        // Lloyd's centroids V * X: no selection matrix, no SpMM, the rows scaled by 1/|c|.
+        let p = Program::parse(
+            "fn f(X: Dense[n, d], l: Index[n]) -> (C: Dense[k, d]) { C = selection(l, k) * X; }",
+        )
+        .unwrap();
+        let dims = |k: usize| -> BTreeMap<String, usize> {
+            [("n", 1000), ("d", 32), ("k", k)]
+                .into_iter()
+                .map(|(s, v)| (s.to_string(), v))
+                .collect()
+        };
+        let target = Target::reference_gpu();
+        let planned = |k: usize, config: &PlannerConfig| {
+            plan(&p, &dims(k), config, &target, &BTreeMap::new()).unwrap()
+        };
+        let small = planned(100, &PlannerConfig::default());
+        let names = step_names(&small);
+        assert!(names.contains(&"label sums".to_string()), "{small}");
+        assert!(
+            !names.contains(&"spmm".to_string()) && !names.contains(&"selection".to_string()),
+            "{small}"
+        );
+        assert!(small
+            .steps
+            .iter()
+            .any(|s| s.op == StepOp::Builtin(Builtin::Counts(Counts { k: Dim::Fixed(100) }))));
+        // Past the target's limit, and with cluster sums turned off, the SpMM stays.
+        let large = planned(target.label_row_sums_max_k + 1, &PlannerConfig::default());
+        assert!(step_names(&large).contains(&"spmm".to_string()), "{large}");
+        let off = PlannerConfig {
+            cluster_sums_max_k: Some(0),
+            ..PlannerConfig::default()
+        };
+        let forced = planned(100, &off);
+        assert!(
+            step_names(&forced).contains(&"spmm".to_string()),
+            "{forced}"
+        );
+        // Weighted: the label sums of w .* X, no weighted selection matrix.
+        let pw = Program::parse(
+            "fn f(X: Dense[n, d], l: Index[n], w: Col[n]) -> (C: Dense[k, d]) { C = selection(l, k, w) * X; }",
+        )
+        .unwrap();
+        let weighted = plan(
+            &pw,
+            &dims(100),
+            &PlannerConfig::default(),
+            &target,
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        let names = step_names(&weighted);
+        assert!(names.contains(&"label sums".to_string()), "{weighted}");
+        assert!(
+            !names.iter().any(|s| s == "spmm" || s.contains("selection")),
+            "{weighted}"
         );
     }
 

@@ -244,6 +244,64 @@ pub fn cluster_sums<T: Real>(
     Ok(())
 }
 
+/// Rows of `x` (`n x d`, row-major, contiguous) summed by label: `out[c * d + f]` = the sum of
+/// `x[i * d + f]` over the `i` with `labels[i] == c` (`out` is `k x d`; an empty cluster's row
+/// is 0). The rows go in fixed blocks of consecutive points (their number depends on `n`, `k`
+/// and `d` only), each summed in point order, and the blocks' sums are added in block order:
+/// the result does not depend on the thread count.
+///
+/// # Errors
+/// [`CpuError::LabelOutOfRange`] for a label `>= k` (before anything is written);
+/// [`CpuError::Shape`] for slices too short.
+pub fn label_row_sums<T: Real>(
+    n: usize,
+    d: usize,
+    x: &[T],
+    labels: &[u32],
+    k: usize,
+    out: &mut [T],
+) -> Result<(), CpuError> {
+    use rayon::prelude::*;
+    check_vector("labels", labels.len(), n)?;
+    check_vector("X", x.len(), n * d)?;
+    check_vector("S", out.len(), k * d)?;
+    let labels = &labels[..n];
+    check_labels(labels, k)?;
+    let out = &mut out[..k * d];
+    out.iter_mut().for_each(|v| *v = T::zero());
+    if n == 0 || k * d == 0 {
+        return Ok(());
+    }
+    // Blocks of at least LABEL_ROW_BLOCK points, few enough that their partial sums stay
+    // within LABEL_ROW_PARTIALS values.
+    const LABEL_ROW_BLOCK: usize = 4096;
+    const LABEL_ROW_PARTIALS: usize = 1 << 22;
+    let blocks = n
+        .div_ceil(LABEL_ROW_BLOCK)
+        .min((LABEL_ROW_PARTIALS / (k * d)).max(1));
+    let per_block = n.div_ceil(blocks);
+    let partials: Vec<Vec<T>> = (0..blocks)
+        .into_par_iter()
+        .map(|b| {
+            let mut s = vec![T::zero(); k * d];
+            let rows = b * per_block..((b + 1) * per_block).min(n);
+            for i in rows {
+                let c = labels[i] as usize;
+                for (acc, v) in s[c * d..(c + 1) * d].iter_mut().zip(&x[i * d..(i + 1) * d]) {
+                    *acc += *v;
+                }
+            }
+            s
+        })
+        .collect();
+    for s in &partials {
+        for (o, v) in out.iter_mut().zip(s) {
+            *o += *v;
+        }
+    }
+    Ok(())
+}
+
 /// Sums by label of four rows into `acc` (`4 x k`, zeroed), one label read per column for the
 /// four.
 fn sum_four_rows<T: Real>(rows: [&[T]; 4], labels: &[u32], acc: &mut [T], k: usize) {

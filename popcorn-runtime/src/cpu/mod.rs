@@ -24,7 +24,9 @@ mod syrk;
 #[cfg(test)]
 mod tests;
 
-pub use self::clusters::{cluster_sums, counts, permute_rows, selection, weigh_selection};
+pub use self::clusters::{
+    cluster_sums, counts, label_row_sums, permute_rows, selection, weigh_selection,
+};
 pub use self::csr::CsrRef;
 pub use self::error::CpuError;
 pub use self::fused::{reads_in_place, run_contraction, run_fused, FusedArg, FusedOut};

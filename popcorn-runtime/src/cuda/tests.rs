@@ -938,6 +938,65 @@ fn gpu_label_sums_match_host_and_repeat_exactly() {
 }
 
 #[test]
+fn gpu_label_row_sums_match_host_and_repeat_exactly() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(10);
+    for dtype in DTYPES {
+        // One point; widths around the 32-column chunks; blocks of 512 rows and their
+        // remainders; Lloyd's k = 100 at d = 32; the planner's largest k (256); an empty
+        // cluster and labels >= k (ignored, as the vector case does).
+        for (n, d, k) in [
+            (1, 2, 1),
+            (5, 31, 3),
+            (513, 33, 7),
+            (4099, 64, 256),
+            (100_003, 32, 100),
+            (20_000, 70, 5),
+        ] {
+            let mut labels = labels_with_empty_cluster(&mut rng, n, k, 2);
+            if n > 10 {
+                labels[3] = k as u32;
+                labels[n - 1] = u32::MAX;
+            }
+            let x = rounded(dtype, &rng.values(n * d));
+            let mut want = vec![0.0; k * d];
+            for (i, &l) in labels.iter().enumerate() {
+                if (l as usize) < k {
+                    for f in 0..d {
+                        want[l as usize * d + f] += x[i * d + f];
+                    }
+                }
+            }
+            let (xb, lb) = (upload(b, dtype, &x), upload_u32(b, &labels));
+            let out = poisoned(b, ElemType::float(dtype), k * d);
+            let mut runs = Vec::new();
+            for _ in 0..2 {
+                b.run_step(
+                    &step(StepOp::Builtin(Builtin::LabelSums(LabelSums {
+                        k: Dim::Fixed(k),
+                    }))),
+                    &[dense(&xb, n, d), Arg::Index { buf: &lb, len: n }],
+                    &[dense(&out, k, d)],
+                    dtype,
+                    1.0,
+                )
+                .expect("label row sums");
+                runs.push(download(b, &out));
+            }
+            let what = format!("label row sums {dtype:?} n={n} d={d} k={k}");
+            assert_close(&runs[0], &want, tolerance(dtype), &what);
+            if k > 2 {
+                assert!(
+                    runs[0][2 * d..3 * d].iter().all(|&v| v == 0.0),
+                    "{what}: the empty cluster"
+                );
+            }
+            assert_eq!(runs[0], runs[1], "{what}: not deterministic");
+        }
+    }
+}
+
+#[test]
 fn gpu_selection_matches_host_with_an_empty_cluster() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(9);

@@ -1,8 +1,8 @@
 //! Cluster counts and the selection matrix.
 
 use super::super::{
-    cluster_sums, counts, permute_rows, selection, spmm_dense_sparse, weigh_selection, CpuError,
-    CsrRef, Real,
+    cluster_sums, counts, label_row_sums, permute_rows, selection, spmm_dense_sparse,
+    weigh_selection, CpuError, CsrRef, Real,
 };
 
 #[test]
@@ -315,6 +315,88 @@ fn weighing_rejects_short_weights_and_bad_offsets() {
     let err = weigh_selection(2, &[0, 2, 1], &col_idx, &[1.0; 4], &mut values).unwrap_err();
     assert!(
         matches!(&err, CpuError::Shape { operand, .. } if operand == "row_ptr"),
+        "{err}"
+    );
+}
+
+/// Hand-computed: three points of two features in clusters 1, 0, 1 of three.
+#[test]
+fn label_row_sums_by_hand() {
+    let x = [1.0, 2.0, 10.0, 20.0, 100.0, 200.0];
+    let mut out = [f64::NAN; 7];
+    label_row_sums(3, 2, &x, &[1, 0, 1], 3, &mut out).unwrap();
+    assert_eq!(&out[..6], &[10.0, 20.0, 101.0, 202.0, 0.0, 0.0]);
+    assert!(out[6].is_nan(), "element past k x d written");
+}
+
+/// Against sums in point order over many blocks of points, and the same bits whatever the
+/// number of threads.
+#[test]
+fn label_row_sums_match_direct_sums_whatever_the_threads() {
+    let (n, d, k) = (20_011, 3, 7);
+    let mut state = 7u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as u32
+    };
+    let labels: Vec<u32> = (0..n).map(|_| next() % (k as u32 - 1)).collect(); // k - 1 empty
+    let x: Vec<f32> = (0..n * d)
+        .map(|_| (next() % 1000) as f32 / 250.0 - 2.0)
+        .collect();
+    let mut want = vec![0.0f64; k * d];
+    for (i, &l) in labels.iter().enumerate() {
+        for f in 0..d {
+            want[l as usize * d + f] += f64::from(x[i * d + f]);
+        }
+    }
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut out = vec![f32::NAN; k * d];
+        pool.install(|| label_row_sums(n, d, &x, &labels, k, &mut out).unwrap());
+        out
+    };
+    let one = run(1);
+    assert_eq!(one, run(3), "the sums depend on the thread count");
+    for (i, (g, w)) in one.iter().zip(&want).enumerate() {
+        assert!(
+            (f64::from(*g) - w).abs() <= 1e-5 * (1.0 + w.abs()),
+            "element {i}: {g} against {w}"
+        );
+    }
+    assert!(
+        one[(k - 1) * d..].iter().all(|&v| v == 0.0),
+        "the empty cluster"
+    );
+}
+
+#[test]
+fn label_row_sums_edges_and_errors() {
+    // No points: zero sums.
+    let mut out = [f64::NAN; 4];
+    label_row_sums(0, 2, &[], &[], 2, &mut out).unwrap();
+    assert_eq!(out, [0.0; 4]);
+    let err = label_row_sums(2, 2, &[1.0, 2.0, 3.0, 4.0], &[0, 5], 2, &mut out).unwrap_err();
+    assert_eq!(
+        err,
+        CpuError::LabelOutOfRange {
+            position: 1,
+            label: 5,
+            k: 2
+        }
+    );
+    let err = label_row_sums(2, 2, &[1.0, 2.0, 3.0], &[0, 1], 2, &mut out).unwrap_err();
+    assert!(
+        matches!(&err, CpuError::Shape { operand, .. } if operand == "X"),
+        "{err}"
+    );
+    let err = label_row_sums(2, 2, &[1.0; 4], &[0, 1], 3, &mut out).unwrap_err();
+    assert!(
+        matches!(&err, CpuError::Shape { operand, .. } if operand == "S"),
         "{err}"
     );
 }
