@@ -285,6 +285,14 @@ pub enum IoError {
         problem: String,
     },
 
+    /// A CSR matrix's arrays break a rule (offsets, lengths, index order or range, a value
+    /// that is not finite); see [`super::CsrMatrix::new`].
+    #[error("invalid CSR matrix: {problem}")]
+    InvalidCsr {
+        /// What is wrong, with the row and the entry's position.
+        problem: String,
+    },
+
     /// An invalid number of clusters for the data set (see [`super::check_k`]).
     #[error("invalid number of clusters: {problem}")]
     InvalidK {

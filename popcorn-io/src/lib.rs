@@ -4,7 +4,8 @@
 //!
 //! Formats (each may be gzip-compressed, detected by the `1f 8b` magic):
 //! - delimited text ([`load_csv`]): header and label column detected, see [`LabelColumn`];
-//! - libsvm ([`load_libsvm`]): sparse `label index:value ...` lines made dense;
+//! - libsvm ([`load_libsvm_sparse`]): sparse `label index:value ...` lines kept as a CSR
+//!   matrix ([`SparseDataset`]), or made dense ([`load_libsvm`]);
 //! - NumPy `.npy` ([`load_npy`]): `<f8`, `<f4`, `|u1`, C order;
 //! - IDX ([`load_idx`]): MNIST / Fashion-MNIST images and labels.
 //!
@@ -22,6 +23,7 @@ mod input;
 mod libsvm;
 mod load;
 mod npy;
+mod sparse;
 mod text;
 mod write;
 
@@ -35,7 +37,8 @@ pub use self::dataset::{check_k, Dataset};
 pub use self::error::IoError;
 pub use self::idx::{find_idx_labels, load_idx, load_idx_labels};
 pub use self::input::{set_memory_limit, system_memory};
-pub use self::libsvm::load_libsvm;
+pub use self::libsvm::{load_libsvm, load_libsvm_sparse};
 pub use self::load::{detect_format, load, Format, IdxLabels, LoadOptions};
 pub use self::npy::load_npy;
+pub use self::sparse::{CsrMatrix, SparseDataset};
 pub use self::write::{write_labeled_csv, write_labels};

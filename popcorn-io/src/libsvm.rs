@@ -14,20 +14,35 @@ use std::path::Path;
 
 use super::dataset::Dataset;
 use super::error::IoError;
-use super::input::{alloc_points, open_input};
+use super::input::open_input;
+use super::sparse::{CsrMatrix, SparseDataset};
 use super::text::{parse_label, parse_value, LineReader};
 
-/// Loads a libsvm file (gzip-compressed or not) as dense points with labels.
+/// Loads a libsvm file (gzip-compressed or not) as dense points with labels (see
+/// [`load_libsvm_sparse`] for the rules; the dense view is checked against the memory budget).
 ///
 /// `dim` fixes the number of features (files of a train/test split may not both use the
 /// largest index); `None` infers it as the largest index present.
 pub fn load_libsvm(path: impl AsRef<Path>, dim: Option<usize>) -> Result<Dataset, IoError> {
+    load_libsvm_sparse(path, dim)?.to_dense()
+}
+
+/// Loads a libsvm file (gzip-compressed or not) as a CSR matrix with labels, never densified:
+/// memory grows with the stored entries, not with `n x d`. Feature `j` (1-based in the file)
+/// is column `j - 1`.
+///
+/// `dim` fixes the number of features; `None` infers it as the largest index present.
+pub fn load_libsvm_sparse(
+    path: impl AsRef<Path>,
+    dim: Option<usize>,
+) -> Result<SparseDataset, IoError> {
     let path = path.as_ref();
     let mut lines = LineReader::new(open_input(path)?, path);
     let mut labels = Vec::new();
-    // Sparse rows: the entries of row i are entries[row_ends[i - 1]..row_ends[i]].
-    let mut entries: Vec<(usize, f64)> = Vec::new();
-    let mut row_ends = Vec::new();
+    // Sparse rows: the entries of row i are col_idx/values[row_ptr[i]..row_ptr[i + 1]].
+    let mut col_idx: Vec<usize> = Vec::new();
+    let mut values: Vec<f64> = Vec::new();
+    let mut row_ptr = vec![0usize];
     let mut max_index = 0usize;
     while let Some((line_no, text)) = lines.next_line()? {
         let content = text.split('#').next().unwrap_or("");
@@ -78,11 +93,12 @@ pub fn load_libsvm(path: impl AsRef<Path>, dim: Option<usize>) -> Result<Dataset
                 )));
             }
             let value = parse_value(value_text, path, line_no, index)?;
-            entries.push((index, value));
+            col_idx.push(index - 1);
+            values.push(value);
             previous = index;
         }
         max_index = max_index.max(previous);
-        row_ends.push(entries.len());
+        row_ptr.push(values.len());
     }
     let n = labels.len();
     let empty = |problem: &str| IoError::Empty {
@@ -96,19 +112,8 @@ pub fn load_libsvm(path: impl AsRef<Path>, dim: Option<usize>) -> Result<Dataset
     if d == 0 {
         return Err(empty("no line has an `index:value` pair and no dimension was given, so there are no features"));
     }
-    let mut x = alloc_points(path, n, d)?;
-    x.resize(n * d, 0.0);
-    let mut start = 0;
-    for (row, &end) in row_ends.iter().enumerate() {
-        for &(index, value) in &entries[start..end] {
-            x[row * d + index - 1] = value;
-        }
-        start = end;
-    }
-    Ok(Dataset {
-        n,
-        d,
-        x,
+    Ok(SparseDataset {
+        x: CsrMatrix::new(n, d, row_ptr, col_idx, values)?,
         labels: Some(labels),
         source: path.to_path_buf(),
     })
