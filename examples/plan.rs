@@ -45,6 +45,11 @@ struct Cli {
     /// Let dense products use TF32 tensor cores.
     #[arg(long)]
     tf32: bool,
+    /// The density of a CSR parameter, `name=fraction` (repeatable): its stored entries are
+    /// that fraction of its shape (the sparse products' cost model reads them). Without it a
+    /// CSR parameter counts as dense.
+    #[arg(long = "density", value_name = "NAME=FRACTION")]
+    densities: Vec<String>,
     /// The machine to plan for: `gpu` (the reference GPU, an H100, whose figures the defaults
     /// were measured on) or `cpu` (the CPU backend, with this machine's threads).
     #[arg(long, default_value = "gpu", value_parser = ["gpu", "cpu"])]
@@ -67,6 +72,36 @@ fn parse_dims(items: &[String]) -> Result<DimBindings, String> {
         dims.insert(name.trim().to_string(), v);
     }
     Ok(dims)
+}
+
+/// The stored entries of `program`'s CSR parameters from `--density NAME=FRACTION` items.
+fn stored_entries(
+    program: &Program,
+    dims: &DimBindings,
+    items: &[String],
+) -> Result<BTreeMap<String, usize>, String> {
+    let mut nnz = BTreeMap::new();
+    for item in items {
+        let (name, value) = item.split_once('=').ok_or_else(|| {
+            format!("--density {item}: expected NAME=FRACTION, for example --density X=0.005")
+        })?;
+        let fraction: f64 = value
+            .trim()
+            .parse()
+            .ok()
+            .filter(|f: &f64| (0.0..=1.0).contains(f))
+            .ok_or_else(|| format!("--density {item}: `{value}` is not a fraction in [0, 1]"))?;
+        let Some(param) = program.params.iter().find(|p| p.name == name.trim()) else {
+            continue;
+        };
+        if let Some((r, c)) = param.ty.shape.resolve(dims) {
+            nnz.insert(
+                param.name.clone(),
+                (fraction * r as f64 * c as f64).round() as usize,
+            );
+        }
+    }
+    Ok(nnz)
 }
 
 fn main() -> ExitCode {
@@ -129,7 +164,14 @@ fn main() -> ExitCode {
             .into_iter()
             .map(|d| (d.clone(), dims[&d]))
             .collect();
-        match popcorn::dsl::plan(program, &used, &config, &target, &BTreeMap::new()) {
+        let nnz = match stored_entries(program, &used, &cli.densities) {
+            Ok(nnz) => nnz,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match popcorn::dsl::plan(program, &used, &config, &target, &nnz) {
             Ok(plan) => {
                 println!("{plan}\n");
                 if cli.dot {

@@ -88,6 +88,94 @@ pub fn diag(dtype: ScalarType) -> BuiltinKernel {
     typed("diag", dtype, DIAG)
 }
 
+const CSR_SCATTER: &str = r#"// popcorn builtin kernel {NAME}: a CSR matrix written into a zeroed dense one.
+// Row r's entries (c, v) add v at out[r * ld + c], or at out[c * ld + r] (transposed). One
+// thread per row: every address is written by one thread only (duplicates by the same one).
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long rows,
+    const int* __restrict__ row_ptr,
+    const int* __restrict__ col_idx,
+    const {T}* __restrict__ values,
+    const unsigned int transpose,
+    {T}* __restrict__ out,
+    const long long ld)
+{
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long r = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         r < rows; r += stride) {
+        for (int p = row_ptr[r]; p < row_ptr[r + 1]; ++p) {
+            const long long c = (long long)col_idx[p];
+            const long long at = transpose ? c * ld + r : r * ld + c;
+            out[at] += values[p];
+        }
+    }
+}
+"#;
+
+/// A CSR matrix (`rows` rows) scattered into a zeroed dense row-major matrix of leading
+/// dimension `ld`, or into its transpose (`transpose != 0`); duplicates add up.
+///
+/// Parameters: `(const long long rows, const int* row_ptr, const int* col_idx, const T*
+/// values, const unsigned int transpose, T* out, const long long ld)`.
+/// Launch: [`linear_grid_block`]`(rows)`.
+pub fn csr_scatter(dtype: ScalarType) -> BuiltinKernel {
+    typed("csr_scatter", dtype, CSR_SCATTER)
+}
+
+const CSR_ROW_NORMS: &str = r#"// popcorn builtin kernel {NAME}: out[r] = the squared norm of CSR row r.
+// Rows with strictly increasing columns sum v * v; others add each column's duplicates first.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long rows,
+    const int* __restrict__ row_ptr,
+    const int* __restrict__ col_idx,
+    const {T}* __restrict__ values,
+    {T}* __restrict__ out)
+{
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long r = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         r < rows; r += stride) {
+        const int lo = row_ptr[r];
+        const int hi = row_ptr[r + 1];
+        bool sorted = true;
+        for (int p = lo + 1; p < hi; ++p) {
+            sorted = sorted && col_idx[p - 1] < col_idx[p];
+        }
+        {T} total = ({T})0;
+        for (int p = lo; p < hi; ++p) {
+            if (sorted) {
+                total += values[p] * values[p];
+                continue;
+            }
+            bool first = true;
+            for (int q = lo; q < p; ++q) {
+                first = first && col_idx[q] != col_idx[p];
+            }
+            if (!first) {
+                continue;
+            }
+            {T} v = ({T})0;
+            for (int q = p; q < hi; ++q) {
+                if (col_idx[q] == col_idx[p]) {
+                    v += values[q];
+                }
+            }
+            total += v * v;
+        }
+        out[r] = total;
+    }
+}
+"#;
+
+/// The squared norm of each row of a CSR matrix (`rows` rows): `out[r] = sum of v * v` over
+/// the row's columns, duplicates of a column added first.
+///
+/// Parameters: `(const long long rows, const int* row_ptr, const int* col_idx, const T*
+/// values, T* out)`.
+/// Launch: [`linear_grid_block`]`(rows)`.
+pub fn csr_row_norms(dtype: ScalarType) -> BuiltinKernel {
+    typed("csr_row_norms", dtype, CSR_ROW_NORMS)
+}
+
 const FILL: &str = r#"// popcorn builtin kernel {NAME}: out[i] = value for 0 <= i < len.
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long len,
@@ -839,6 +927,8 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
         selection_chunk_offsets(),
         selection_scatter(dtype),
         selection_weigh(dtype),
+        csr_scatter(dtype),
+        csr_row_norms(dtype),
     ]
 }
 

@@ -5,7 +5,7 @@
 use crate::ast::{self, BinOp, ExprKind, SpanRange, TypeKind};
 use crate::diag::Diagnostic;
 use crate::ir::{Graph, NodeId, Op, Reduce};
-use crate::ops::{check_weights, Builtin, Counts, Diag, LabelSums, Selection};
+use crate::ops::{check_weights, Builtin, Counts, Diag, LabelSums, Selection, SparseRowNorms};
 use crate::program::{ParamSig, Program};
 use crate::scalar::ScalarExpr;
 use crate::types::TypeError;
@@ -552,6 +552,12 @@ impl Checker {
                 let rows = self.node(Op::RowReduce(Reduce::Sum), &nodes, whole, &spans)?;
                 self.node(Op::ColReduce(Reduce::Sum), &[rows], whole, &spans)?
             }
+            "rownorms" if self.graph.node(nodes[0]).ty.storage == Storage::Csr => self.node(
+                Op::Builtin(Builtin::SparseRowNorms(SparseRowNorms)),
+                &nodes,
+                whole,
+                &spans,
+            )?,
             "rownorms" => {
                 let x = nodes[0];
                 let sq = self.node(

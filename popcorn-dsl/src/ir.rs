@@ -87,6 +87,15 @@ pub enum LibOp {
         /// Scalar factor.
         alpha: ScalarExpr,
     },
+    /// Sparse x sparse^T with a dense result: `alpha * A * B^T`, both CSR; operand order
+    /// (A, B). Chosen by the cost model over densifying (see
+    /// [`crate::passes::sparse_products`]), which says why in `why`.
+    SpGemm {
+        /// Scalar factor.
+        alpha: ScalarExpr,
+        /// The cost model's reason, for plans.
+        why: String,
+    },
     /// Sparse matrix x vector: `alpha * op(S) * x`; operand order (S, x).
     SpMV {
         /// Whether S is read transposed.
@@ -104,6 +113,7 @@ impl LibOp {
             LibOp::Syrk { .. } => "syrk",
             LibOp::Gemv { .. } => "gemv",
             LibOp::SpMM { .. } => "spmm",
+            LibOp::SpGemm { .. } => "spgemm",
             LibOp::SpMV { .. } => "spmv",
         }
     }

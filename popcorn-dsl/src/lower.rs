@@ -365,6 +365,16 @@ impl<'a> Lowering<'a> {
                     alpha: alpha.clone(),
                 }
             }
+            LibOp::SpGemm { alpha, why } => {
+                let (_, k) = dims_of(ops[0]);
+                StepOp::SpGemm {
+                    m,
+                    n: nn,
+                    k,
+                    alpha: alpha.clone(),
+                    why: why.clone(),
+                }
+            }
             LibOp::SpMV { trans, alpha } => StepOp::SpMV {
                 trans: *trans,
                 alpha: alpha.clone(),

@@ -25,6 +25,7 @@ pub fn plan(
         dims,
         config,
         target,
+        nnz,
     };
     let log = crate::log::enabled("plan");
     let mut plan: Option<Plan> = None;

@@ -131,6 +131,21 @@ pub struct Target {
     /// has them; `None`: every product is a library call.
     #[serde(default)]
     pub contractions: Option<ContractionTarget>,
+    /// Rates of the sparse products, for choosing how `A * B^T` of two CSR matrices is
+    /// computed; `None`: such products densify their operands.
+    #[serde(default)]
+    pub sparse: Option<SparseTarget>,
+}
+
+/// How fast the backend's sparse products run (see [`crate::passes::sparse_products`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SparseTarget {
+    /// flop/s of the backend's sparse x sparse^T product written dense (each entry of `A`
+    /// against the entries of `B` in its column); `None`: the backend has none.
+    pub gram_flops_per_s: Option<f64>,
+    /// flop/s of a CSR matrix times a dense row-major one (SpMM), the other way to a sparse
+    /// `A * B^T`: against `B^T` written dense.
+    pub spmm_flops_per_s: f64,
 }
 
 /// What the backend's contraction kernels can do and how fast they run.
@@ -241,6 +256,13 @@ impl Target {
                 // per entry), 1.0e9 with the polynomial one; the slower.
                 by_label_elements_per_s: 3.8e8 * threads as f64,
             }),
+            // The row-by-row sparse product scatters into a dense row held in cache; measured
+            // on the 2-core CI machine (20000 x 100000 at 0.1% density: about 1e9 flop/s per
+            // thread including writing the result).
+            sparse: Some(SparseTarget {
+                gram_flops_per_s: Some(1e9 * threads as f64),
+                spmm_flops_per_s: 2e9 * threads as f64,
+            }),
         }
     }
 
@@ -285,6 +307,13 @@ impl Target {
                 // Kernel K-means from the points, whole iterations (BENCHMARKS.md, run 12):
                 // 6.9e11 at n = 78823, 7.6e11 at 10^6 (d = 50, k = 100, TF32).
                 by_label_elements_per_s: 7e11,
+            }),
+            // No sparse x sparse kernel on the GPU yet: a sparse Gram matrix is cuSPARSE's SpMM
+            // against the transpose written dense. Its rate is an estimate for CSR rows of a
+            // few hundred entries (bench_contractions --sparse-gram measures it).
+            sparse: Some(SparseTarget {
+                gram_flops_per_s: None,
+                spmm_flops_per_s: 2e12,
             }),
         }
     }

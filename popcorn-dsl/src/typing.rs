@@ -84,12 +84,8 @@ pub fn product_type(a: &Type, b: &Type, trans_a: bool, trans_b: bool) -> Result<
             );
         }
     }
-    if a.storage == Storage::Csr && b.storage == Storage::Csr {
-        return Err(TypeError::new(format!(
-            "sparse x sparse products are not supported ({a} * {b})"
-        ))
-        .help("multiply a sparse matrix by a dense matrix or vector instead"));
-    }
+    // Two CSR operands type as a dense product; the planner takes `A * B^T` (a Gram or cross
+    // kernel matrix) and reports the other forms as unsupported.
     let sa = if trans_a {
         a.shape.transposed()
     } else {

@@ -485,6 +485,11 @@ fn run_typed<T: Real + HostElem>(
                 )?;
             }
         }
+        StepOp::SpGemm { .. } => {
+            let (_, ldc) = out_dims(0);
+            let c = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the SpGEMM output"))?;
+            cpu::spgemm_abt(csr(0)?, csr(1)?, a, c, ldc)?;
+        }
         StepOp::SpMV { trans, .. } => {
             let s = csr(0)?;
             let x = dense(1)?;
@@ -518,6 +523,16 @@ fn run_typed<T: Real + HostElem>(
                     } else {
                         cpu::label_row_sums(n, d, dense(0)?, labels_at(1)?, k(&l.k)?, out)?;
                     }
+                }
+                Builtin::Densify(d) => {
+                    let (_, ld) = out_dims(0);
+                    let out =
+                        T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the dense copy"))?;
+                    cpu::csr_densify(csr(0)?, d.transpose, out, ld)?;
+                }
+                Builtin::SparseRowNorms(_) => {
+                    let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the row norms"))?;
+                    cpu::csr_row_norms(csr(0)?, out)?;
                 }
                 Builtin::Diag(_) => {
                     let (n, lda) = in_dims(0);

@@ -56,6 +56,7 @@ fn alpha_of(op: &StepOp) -> Option<&popcorn_dsl::ScalarExpr> {
         StepOp::Syrk { alpha, .. }
         | StepOp::Gemv { alpha, .. }
         | StepOp::SpMM { alpha, .. }
+        | StepOp::SpGemm { alpha, .. }
         | StepOp::SpMV { alpha, .. } => Some(alpha),
         _ => None,
     }

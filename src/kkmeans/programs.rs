@@ -50,6 +50,14 @@ mod tests {
             "kkmeans_predict_polynomial_weighted",
             "kkmeans_predict_gaussian_weighted",
             "kkmeans_predict_sigmoid_weighted",
+            "kernel_linear_sparse",
+            "kernel_polynomial_sparse",
+            "kernel_gaussian_sparse",
+            "kernel_sigmoid_sparse",
+            "cross_linear_sparse",
+            "cross_polynomial_sparse",
+            "cross_gaussian_sparse",
+            "cross_sigmoid_sparse",
         ] {
             assert_eq!(super::program(name).name, name);
         }

@@ -10,20 +10,24 @@
 
 mod cluster_sums;
 mod counts;
+mod densify;
 mod diag;
 mod label_sums;
 mod pad_cols;
 mod permute_rows;
 pub mod products;
 mod selection;
+mod sparse_row_norms;
 
 pub use cluster_sums::ClusterSums;
 pub use counts::Counts;
+pub use densify::Densify;
 pub use diag::Diag;
 pub use label_sums::LabelSums;
 pub use pad_cols::PadCols;
 pub use permute_rows::PermuteRows;
 pub use selection::{check_weights, Selection};
+pub use sparse_row_norms::SparseRowNorms;
 
 use crate::types::{Dim, DimBindings, Type, TypeError};
 use crate::value::RefValue;
@@ -97,6 +101,10 @@ pub enum Builtin {
     /// Rows in the order of a selection matrix (cluster by cluster, then the points it does
     /// not list), or back.
     PermuteRows(PermuteRows),
+    /// A CSR matrix (or its transpose) written out dense.
+    Densify(Densify),
+    /// `rownorms(S)` of a CSR matrix.
+    SparseRowNorms(SparseRowNorms),
 }
 
 /// Calls `$call` on the unit inside a [`Builtin`].
@@ -110,6 +118,8 @@ macro_rules! each_builtin {
             Builtin::LabelSums($b) => $call,
             Builtin::PadCols($b) => $call,
             Builtin::PermuteRows($b) => $call,
+            Builtin::Densify($b) => $call,
+            Builtin::SparseRowNorms($b) => $call,
         }
     };
 }

@@ -39,6 +39,9 @@ impl LibOp {
             LibOp::Gemv { trans, alpha } | LibOp::SpMV { trans, alpha } => {
                 matmul(&operand(0)?, &operand(1)?, *trans, false, scalar(alpha)?)?
             }
+            LibOp::SpGemm { alpha, .. } => {
+                matmul(&operand(0)?, &operand(1)?, false, true, scalar(alpha)?)?
+            }
             LibOp::SpMM {
                 sparse_left,
                 trans_sparse,
@@ -103,5 +106,23 @@ pub fn sparse_product_cost(
     Cost {
         flops: 2.0 * nnz as f64 * width as f64,
         bytes: elem * (dense as f64 + out as f64) + csr,
+    }
+}
+
+/// `C (m x n) = A * B^T` of two CSR matrices of `nnz_a` and `nnz_b` entries over `inner`
+/// columns, written dense: each entry of A meets the entries of B in its column, `nnz_b /
+/// inner` of them on average, so `2 nnz_a nnz_b / inner` flops.
+pub fn sparse_gram_cost(
+    nnz_a: usize,
+    nnz_b: usize,
+    inner: usize,
+    m: usize,
+    n: usize,
+    elem: f64,
+) -> Cost {
+    let (za, zb) = (nnz_a as f64, nnz_b as f64);
+    Cost {
+        flops: 2.0 * za * zb / inner.max(1) as f64,
+        bytes: (za + zb) * (elem + 4.0) + 4.0 * (m + n + 2) as f64 + elem * (m * n) as f64,
     }
 }

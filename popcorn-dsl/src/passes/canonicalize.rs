@@ -216,6 +216,7 @@ mod tests {
                     dims: &dims,
                     config: &cfg,
                     target: &crate::target::Target::reference_gpu(),
+                    nnz: &std::collections::BTreeMap::new(),
                 },
             )
             .unwrap();

@@ -90,6 +90,7 @@ mod tests {
                     dims: &dims,
                     config: &cfg,
                     target: &crate::target::Target::reference_gpu(),
+                    nnz: &std::collections::BTreeMap::new(),
                 },
             )
             .unwrap_err();
@@ -104,6 +105,7 @@ mod tests {
                     dims: &dims,
                     config: &cfg,
                     target: &crate::target::Target::reference_gpu(),
+                    nnz: &std::collections::BTreeMap::new(),
                 },
             )
             .unwrap_err();
@@ -118,6 +120,7 @@ mod tests {
                     dims: &dims,
                     config: &cfg,
                     target: &crate::target::Target::reference_gpu(),
+                    nnz: &std::collections::BTreeMap::new(),
                 }
             )
             .unwrap());

@@ -36,6 +36,7 @@ pub mod lower_triangle;
 pub mod pattern;
 pub mod pipelines;
 pub mod select;
+pub mod sparse_products;
 pub mod tf32_padding;
 
 pub use crate::contraction_policy::ContractionPolicy;
@@ -181,6 +182,8 @@ pub struct PassContext<'a> {
     pub config: &'a PlannerConfig,
     /// The machine the plan is for.
     pub target: &'a Target,
+    /// Stored entries of the CSR inputs, by parameter name, where known.
+    pub nnz: &'a std::collections::BTreeMap<String, usize>,
 }
 
 impl PassContext<'_> {
@@ -278,6 +281,7 @@ mod tests {
             dims: &dims,
             config: &config,
             target: &target,
+            nnz: &std::collections::BTreeMap::new(),
         };
         assert_eq!(cx.syrk_gemm_ratio(), 300.0);
         assert_eq!(cx.cluster_sums_max_k(), 1024);
@@ -289,6 +293,7 @@ mod tests {
             dims: &dims,
             config: &config,
             target: &target,
+            nnz: &std::collections::BTreeMap::new(),
         };
         assert_eq!(cx.syrk_gemm_ratio(), 10.0);
         assert_eq!(cx.cluster_sums_max_k(), 0);
@@ -298,6 +303,7 @@ mod tests {
             dims: &dims,
             config: &PlannerConfig::default(),
             target: &cpu,
+            nnz: &std::collections::BTreeMap::new(),
         };
         assert_eq!(cx.syrk_block_rows(60_000), 0);
     }

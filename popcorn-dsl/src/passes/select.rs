@@ -166,6 +166,12 @@ impl GraphPass for Select {
                     ));
                 }
             }
+            if ops.iter().all(|o| g.node(*o).ty.storage == Storage::Csr) {
+                let to_map = feeds_map(g, n, cx);
+                super::sparse_products::plan_sparse_product(g, n, &p, to_map, cx)?;
+                changed = true;
+                continue;
+            }
             let ty = g.node(n).ty.clone();
             let (lib, operands) = choose(g, ops[0], ops[1], &p, &ty, feeds_map(g, n, cx), cx);
             let is_syrk = matches!(lib, LibOp::Syrk { .. });
@@ -196,6 +202,7 @@ mod tests {
             dims: &dims,
             config: &cfg,
             target: &crate::target::Target::reference_gpu(),
+            nnz: &std::collections::BTreeMap::new(),
         };
         Canonicalize.run(&mut g, &cx).unwrap();
         Select.run(&mut g, &cx).unwrap();

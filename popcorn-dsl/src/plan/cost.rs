@@ -49,6 +49,14 @@ pub fn step_cost(
                 s,
             ))
         }
+        StepOp::SpGemm { m, n, k, .. } => cost(products::sparse_gram_cost(
+            nnz(&inputs[0]),
+            nnz(&inputs[1]),
+            *k,
+            *m,
+            *n,
+            s,
+        )),
         StepOp::SpMV { .. } => cost(products::sparse_product_cost(
             nnz(&inputs[0]),
             val(&inputs[0]).rows,

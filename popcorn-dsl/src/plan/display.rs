@@ -76,6 +76,13 @@ fn detail(plan: &Plan, index: usize) -> String {
             format!("{l}*{r} m={m} n={n} k={k} alpha={alpha}")
         }
         StepOp::SpMV { trans, alpha } => format!("op(S)={} alpha={alpha}", flag(*trans)),
+        StepOp::SpGemm {
+            m,
+            n,
+            k,
+            alpha,
+            why,
+        } => format!("A*B^T (csr x csr^T, dense result) m={m} n={n} k={k} alpha={alpha}, {why}"),
         StepOp::Fused(f) => match &f.spec.form {
             kernel_ir::Form::Contraction {
                 precision,

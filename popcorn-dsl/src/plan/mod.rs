@@ -209,6 +209,21 @@ pub enum StepOp {
         /// Scalar factor.
         alpha: ScalarExpr,
     },
+    /// `C (m x n) = alpha * A * B^T` of two CSR matrices (A `m x k`, B `n x k`), written dense.
+    /// Inputs (A, B), output C.
+    SpGemm {
+        /// Rows of C.
+        m: usize,
+        /// Columns of C.
+        n: usize,
+        /// Inner dimension (columns of A and B).
+        k: usize,
+        /// Scalar factor.
+        alpha: ScalarExpr,
+        /// Why the planner chose it over densifying.
+        #[serde(default)]
+        why: String,
+    },
     /// `y = alpha * op(S) * x`. Inputs (S, x), output y.
     SpMV {
         /// Whether S is read transposed.
@@ -269,6 +284,7 @@ impl Step {
             StepOp::Syrk { .. } => "syrk".into(),
             StepOp::Gemv { .. } => "gemv".into(),
             StepOp::SpMM { .. } => "spmm".into(),
+            StepOp::SpGemm { .. } => "spgemm".into(),
             StepOp::SpMV { .. } => "spmv".into(),
             StepOp::Fused(f) => match &f.spec.form {
                 kernel_ir::Form::Map { .. } => "fused map".into(),

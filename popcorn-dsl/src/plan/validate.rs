@@ -135,6 +135,7 @@ impl Plan {
                 StepOp::Gemm(_)
                 | StepOp::Gemv { .. }
                 | StepOp::SpMM { .. }
+                | StepOp::SpGemm { .. }
                 | StepOp::SpMV { .. } => Some((2, 1)),
                 StepOp::Syrk { .. } | StepOp::Copy => Some((1, 1)),
                 StepOp::Builtin(

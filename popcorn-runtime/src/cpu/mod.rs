@@ -18,6 +18,7 @@ mod fused;
 mod matmul;
 mod matvec;
 mod real;
+mod sparse_points;
 mod sparse_products;
 mod syrk;
 
@@ -33,5 +34,6 @@ pub use self::fused::{reads_in_place, run_contraction, run_fused, FusedArg, Fuse
 pub use self::matmul::gemm;
 pub use self::matvec::{diag, gemv, pad_cols};
 pub use self::real::Real;
+pub use self::sparse_points::{csr_densify, csr_row_norms, spgemm_abt};
 pub use self::sparse_products::{spmm_dense_sparse, spmm_sparse_dense, spmv};
 pub use self::syrk::syrk;

@@ -57,11 +57,13 @@ enum Kind {
     SmallCounts,
     PermuteRows,
     ClampLabels,
+    CsrScatter,
+    CsrRowNorms,
 }
 
 impl Kind {
     #[cfg(test)]
-    const ALL: [Kind; 13] = [
+    const ALL: [Kind; 15] = [
         Kind::Fill,
         Kind::Symmetrize,
         Kind::Diag,
@@ -75,6 +77,8 @@ impl Kind {
         Kind::SmallCounts,
         Kind::PermuteRows,
         Kind::ClampLabels,
+        Kind::CsrScatter,
+        Kind::CsrRowNorms,
     ];
 
     /// The entry-point name (known without building the source, so launches allocate no
@@ -137,6 +141,20 @@ impl Kind {
                     "pk_small_counts_f64"
                 }
             }
+            Kind::CsrScatter => {
+                if f32 {
+                    "pk_csr_scatter_f32"
+                } else {
+                    "pk_csr_scatter_f64"
+                }
+            }
+            Kind::CsrRowNorms => {
+                if f32 {
+                    "pk_csr_row_norms_f32"
+                } else {
+                    "pk_csr_row_norms_f64"
+                }
+            }
         }
     }
 
@@ -156,6 +174,8 @@ impl Kind {
             Kind::SelectionWeigh => builtins::selection_weigh(dtype),
             Kind::LabelSums => builtins::label_sums(dtype),
             Kind::SmallCounts => builtins::small_counts(dtype),
+            Kind::CsrScatter => builtins::csr_scatter(dtype),
+            Kind::CsrRowNorms => builtins::csr_row_norms(dtype),
         }
     }
 }
@@ -405,6 +425,81 @@ impl Builtins<'_> {
             builtins::linear_grid_block(n as u64),
             &mut args,
         )
+    }
+
+    /// Scatters a CSR matrix of `rows` rows into the zeroed dense `out` (leading dimension
+    /// `ld`), transposed with `transpose`.
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes: a valid CSR matrix of `rows` rows whose
+    /// column indices, and `out` holding every entry they address.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn csr_scatter(
+        &self,
+        dtype: ScalarType,
+        rows: usize,
+        (row_ptr, col_idx, values): (u64, u64, u64),
+        transpose: bool,
+        out: u64,
+        ld: usize,
+    ) -> Result<(), RuntimeError> {
+        if rows == 0 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(rows)?,
+            KernelArg::Ptr(row_ptr),
+            KernelArg::Ptr(col_idx),
+            KernelArg::Ptr(values),
+            KernelArg::U32(u32::from(transpose)),
+            KernelArg::Ptr(out),
+            KernelArg::size(ld)?,
+        ];
+        // SAFETY: the arguments follow `csr_scatter`'s parameters; the addresses hold what it
+        // touches, as this function's contract says.
+        unsafe {
+            self.run(
+                Kind::CsrScatter,
+                dtype,
+                builtins::linear_grid_block(rows as u64),
+                &mut args,
+            )
+        }
+    }
+
+    /// The squared norm of each of the `rows` rows of a CSR matrix into `out`.
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream: a valid
+    /// CSR matrix of `rows` rows, and `out` holding `rows` values.
+    pub(crate) unsafe fn csr_row_norms(
+        &self,
+        dtype: ScalarType,
+        rows: usize,
+        (row_ptr, col_idx, values): (u64, u64, u64),
+        out: u64,
+    ) -> Result<(), RuntimeError> {
+        if rows == 0 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(rows)?,
+            KernelArg::Ptr(row_ptr),
+            KernelArg::Ptr(col_idx),
+            KernelArg::Ptr(values),
+            KernelArg::Ptr(out),
+        ];
+        // SAFETY: the arguments follow `csr_row_norms`'s parameters; the addresses hold what
+        // it touches, as this function's contract says.
+        unsafe {
+            self.run(
+                Kind::CsrRowNorms,
+                dtype,
+                builtins::linear_grid_block(rows as u64),
+                &mut args,
+            )
+        }
     }
 
     /// Cluster sizes of `n` labels into the `u32` scratch (`k` entries); returns its address.

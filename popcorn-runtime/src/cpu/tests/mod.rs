@@ -7,3 +7,4 @@ mod fused;
 mod props;
 mod reference;
 mod sparse;
+mod sparse_points;

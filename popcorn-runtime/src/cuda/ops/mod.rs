@@ -7,6 +7,7 @@
 pub(crate) mod cluster_sums;
 mod copy;
 mod counts;
+mod densify;
 mod diag;
 mod fused;
 mod gemm;
@@ -15,6 +16,7 @@ mod label_sums;
 mod pad_cols;
 mod permute_rows;
 mod selection;
+mod sparse_row_norms;
 mod spmm;
 mod spmv;
 mod syrk;
@@ -134,6 +136,12 @@ pub(crate) fn run(
             spmm::run(cx, shape, io)
         }
         StepOp::SpMV { trans, .. } => whole().and_then(|_| spmv::run(cx, *trans, io)),
+        StepOp::SpGemm { .. } => Err(invalid(
+            "the GPU has no sparse x sparse^T product (spgemm): plan the program for the GPU \
+             target, whose cost model computes it as an SpMM against the dense transpose or \
+             densifies it"
+                .to_string(),
+        )),
         StepOp::Builtin(b) => whole().and_then(|_| run_builtin(cx, b, io)),
         StepOp::Copy => whole().and_then(|_| copy::run(cx, io)),
     }
@@ -155,6 +163,8 @@ fn run_builtin(cx: &StepCx<'_>, b: &Builtin, io: Io<'_, '_>) -> Result<(), Runti
         Builtin::LabelSums(l) => label_sums::run(cx, k(&l.k)?, io),
         Builtin::PadCols(p) => pad_cols::run(cx, p.cols, io),
         Builtin::PermuteRows(p) => permute_rows::run(cx, *p, io),
+        Builtin::Densify(d) => densify::run(cx, d.transpose, io),
+        Builtin::SparseRowNorms(_) => sparse_row_norms::run(cx, io),
     }
 }
 
