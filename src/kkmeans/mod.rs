@@ -23,6 +23,7 @@ mod init;
 mod model;
 pub mod programs;
 mod source;
+mod sparse;
 mod weights;
 
 pub use algorithm::{Algorithm, AlgorithmChoice, EXPECTED_ITERATIONS};

@@ -2,6 +2,7 @@
 //! norms, and the context to run on.
 
 use super::{programs::program, FitError, Kernel, Points};
+use crate::io::CsrMatrix;
 use crate::{Args, Context, Tensor};
 
 /// Per-feature standardisation learned from the training points.
@@ -139,6 +140,11 @@ impl KernelPrograms {
         program(&self.name(family))
     }
 
+    /// The family's program of sparse points for this kernel (`{family}_{kernel}_sparse`).
+    pub(crate) fn program_sparse(&self, family: &str) -> &'static popcorn_dsl::Program {
+        program(&format!("{}_sparse", self.name(family)))
+    }
+
     /// The family's program for this kernel, its weighted form (`{family}_{kernel}_weighted`)
     /// where `weighted`.
     pub(crate) fn program_weighted(
@@ -193,6 +199,8 @@ pub struct ModelParts {
 pub struct Model {
     ctx: Context,
     parts: ModelParts,
+    /// The training points of a fit of sparse points ([`ModelParts::x`] is then empty).
+    sparse_x: Option<CsrMatrix>,
 }
 
 impl std::fmt::Debug for Model {
@@ -232,7 +240,25 @@ pub(crate) fn centroid_norms(
 impl Model {
     /// A model of checked parts, predicting on `ctx`.
     pub(crate) fn new(ctx: Context, parts: ModelParts) -> Model {
-        Model { ctx, parts }
+        Model {
+            ctx,
+            parts,
+            sparse_x: None,
+        }
+    }
+
+    /// A model of a fit of sparse points `x` (`parts.x` empty).
+    pub(crate) fn new_sparse(ctx: Context, parts: ModelParts, x: CsrMatrix) -> Model {
+        Model {
+            ctx,
+            parts,
+            sparse_x: Some(x),
+        }
+    }
+
+    /// Whether the model was fitted on sparse points.
+    pub fn is_sparse(&self) -> bool {
+        self.sparse_x.is_some()
     }
 
     /// Squared feature-space norms of the centroids (`+inf` for empty clusters).
@@ -245,9 +271,14 @@ impl Model {
         self.parts.weights.as_deref()
     }
 
-    /// What the model holds, to store it.
+    /// What the model holds, to store it. A model of sparse points gives them dense here
+    /// (`n x d` values).
     pub fn parts(&self) -> ModelParts {
-        self.parts.clone()
+        let mut parts = self.parts.clone();
+        if let Some(x) = &self.sparse_x {
+            parts.x = x.to_dense().unwrap_or_default();
+        }
+        parts
     }
 
     /// A model from stored parts, predicting on `ctx`. The parts are checked against each
@@ -314,7 +345,11 @@ impl Model {
                 return bad(e.to_string());
             }
         }
-        Ok(Model { ctx, parts })
+        Ok(Model {
+            ctx,
+            parts,
+            sparse_x: None,
+        })
     }
 
     /// The weights on the device, for a weighted model.
@@ -341,6 +376,11 @@ impl Model {
                 "the model was fitted on {} features, the new points have {}",
                 p.d, points.d
             )));
+        }
+        if self.sparse_x.is_some() {
+            let y = CsrMatrix::from_dense(points.n, points.d, points.data)
+                .map_err(|e| FitError::Input(e.to_string()))?;
+            return self.predict_sparse(&y);
         }
         let y_host = match &p.scaling {
             Some(s) => s.apply(points),
@@ -369,6 +409,45 @@ impl Model {
             &programs.bind(args),
         )?;
         Ok(ctx.to_u32(out.tensor("predicted")?)?)
+    }
+
+    /// The nearest feature-space centroid of each new sparse point (`m x d` CSR, the fit's
+    /// `d`). A model of sparse points computes the cross kernel from both sides kept sparse
+    /// (`cross_*_sparse`, stored `m x n`); a model of dense points predicts the points made
+    /// dense.
+    pub fn predict_sparse(&self, y: &CsrMatrix) -> Result<Vec<u32>, FitError> {
+        let p = &self.parts;
+        if y.cols() != p.d {
+            return Err(FitError::Input(format!(
+                "the model was fitted on {} features, the new points have {}",
+                p.d,
+                y.cols()
+            )));
+        }
+        let Some(x) = &self.sparse_x else {
+            let dense = y.to_dense().ok_or_else(|| {
+                FitError::Input(format!(
+                    "{} x {} sparse points are too many to make dense",
+                    y.rows(),
+                    y.cols()
+                ))
+            })?;
+            return self.predict(Points::new(y.rows(), y.cols(), &dense)?);
+        };
+        if p.kernel == Kernel::Precomputed {
+            return Err(FitError::Parameter(
+                "this model's kernel is precomputed: it predicts from kernel values".into(),
+            ));
+        }
+        let ctx = &self.ctx;
+        let programs = KernelPrograms::new(&p.kernel, p.d);
+        let yt = super::sparse::upload(ctx, y)?;
+        let xt = super::sparse::upload(ctx, x)?;
+        let out = ctx.run(
+            programs.program_sparse("cross"),
+            &programs.bind(Args::new().tensor("Y", &yt).tensor("X", &xt)),
+        )?;
+        self.assign(out.tensor("Kc")?, out.tensor("s")?)
     }
 
     /// The nearest centroid of new points given their kernel values against the training

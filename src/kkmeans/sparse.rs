@@ -1,0 +1,128 @@
+//! Kernel K-means of sparse points (a CSR matrix, e.g. tf-idf text): the kernel matrix is
+//! built from the points kept sparse (`kernel_*_sparse` in `kernel_kmeans.pop`, whose Gram
+//! product the planner computes by the target's cost model) and stored; the iterations are the
+//! dense ones on K. The recompute algorithm needs dense points.
+
+use super::model::{self, KernelPrograms, ModelParts};
+use super::{report, Algorithm, AlgorithmChoice, Control, FitError, FitResult, Kernel};
+use super::{KernelKMeans, Model, Progress, Source};
+use crate::io::CsrMatrix;
+use crate::{Args, Context, Tensor};
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+/// Uploads a CSR matrix (its indices as the `i32` the backends take).
+pub(crate) fn upload(ctx: &Context, x: &CsrMatrix) -> Result<Tensor, FitError> {
+    let too_large = |what: &str, v: usize| {
+        FitError::Input(format!(
+            "sparse points: {what} {v} does not fit the 32-bit indices of the sparse products"
+        ))
+    };
+    let row_ptr = x
+        .row_ptr()
+        .iter()
+        .map(|&p| i32::try_from(p).map_err(|_| too_large("entry offset", p)))
+        .collect::<Result<Vec<i32>, _>>()?;
+    let col_idx = x
+        .col_idx()
+        .iter()
+        .map(|&c| i32::try_from(c).map_err(|_| too_large("column", c)))
+        .collect::<Result<Vec<i32>, _>>()?;
+    Ok(ctx.csr(x.rows(), x.cols(), &row_ptr, &col_idx, x.values())?)
+}
+
+impl AlgorithmChoice {
+    /// The choice for sparse points: the stored kernel matrix.
+    pub fn sparse(n: usize, dtype: crate::DType) -> AlgorithmChoice {
+        AlgorithmChoice {
+            reason: "sparse points: the kernel matrix is built once from the sparse points and \
+                     stored (the recompute algorithm needs dense points)"
+                .into(),
+            summary: "stored (sparse points)".into(),
+            ..AlgorithmChoice::given(n, dtype)
+        }
+    }
+}
+
+impl KernelKMeans {
+    /// Clusters sparse points (`n x d` CSR, e.g. from [`crate::io::load_libsvm_sparse`]); the
+    /// kernel matrix is built without densifying them where the planner finds that cheaper
+    /// (the plan of `kernel_*_sparse` says how), then stored. `zscore` (which would make the
+    /// points dense) and [`Algorithm::Recompute`] are errors; `Auto` takes the stored kernel.
+    pub fn fit_sparse(&self, x: &CsrMatrix) -> Result<FitResult, FitError> {
+        self.fit_sparse_with_control(x, &mut |_| ControlFlow::Continue(()))
+    }
+
+    /// [`fit_sparse`](KernelKMeans::fit_sparse), telling `control` of every phase and
+    /// iteration; when it breaks, the fit stops with [`FitError::Interrupted`].
+    pub fn fit_sparse_with_control(
+        &self,
+        x: &CsrMatrix,
+        control: &mut Control<'_>,
+    ) -> Result<FitResult, FitError> {
+        let (n, d) = (x.rows(), x.cols());
+        if n == 0 || d == 0 {
+            return Err(FitError::Input(format!(
+                "no data: {n} points of {d} features"
+            )));
+        }
+        if self.kernel == Kernel::Precomputed {
+            return Err(FitError::Parameter(
+                "the precomputed kernel needs fit_precomputed(K, n), not sparse points".into(),
+            ));
+        }
+        if self.zscore {
+            return Err(FitError::Parameter(
+                "zscore would make sparse points dense (every feature shifted by its mean); \
+                 scale them before (e.g. tf-idf normalisation) or fit dense points"
+                    .into(),
+            ));
+        }
+        if self.algorithm == Algorithm::Recompute {
+            return Err(FitError::Parameter(
+                "the recompute algorithm needs dense points; sparse points use the stored kernel \
+                 matrix (Algorithm::Stored, or Auto)"
+                    .into(),
+            ));
+        }
+        self.validate(n)?;
+        let start = Instant::now();
+        report(control, &Progress::Phase("upload"))?;
+        let ctx = self.context()?;
+        let xt = upload(&ctx, x)?;
+        let w = self.weights_on(&ctx)?;
+        ctx.synchronize()?;
+        let upload_s = start.elapsed().as_secs_f64();
+        let programs = KernelPrograms::new(&self.kernel, d);
+        report(control, &Progress::Phase("kernel matrix"))?;
+        let t = Instant::now();
+        let kmat = ctx
+            .run(
+                programs.program_sparse("kernel"),
+                &programs.bind(Args::new().tensor("X", &xt)),
+            )?
+            .take("K")?;
+        ctx.synchronize()?;
+        let kernel_matrix_s = t.elapsed().as_secs_f64();
+        let choice = AlgorithmChoice::sparse(n, ctx.dtype());
+        let (mut result, _) =
+            self.iterate(&ctx, &Source::Stored(&kmat), w.as_ref(), n, choice, control)?;
+        let norms = model::centroid_norms(&ctx, &kmat, &result.labels, w.as_ref(), self.k)?;
+        drop(kmat);
+        result.timings.upload_s = upload_s;
+        result.timings.kernel_matrix_s = kernel_matrix_s;
+        result.timings.total_s = start.elapsed().as_secs_f64();
+        let parts = ModelParts {
+            kernel: self.kernel,
+            d,
+            x: Vec::new(),
+            scaling: None,
+            labels: result.labels.clone(),
+            k: self.k,
+            centroid_norms: norms,
+            weights: self.sample_weight.clone(),
+        };
+        result.model = Some(Model::new_sparse(ctx, parts, x.clone()));
+        Ok(result)
+    }
+}
