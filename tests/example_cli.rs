@@ -917,3 +917,153 @@ fn bad_weights_files_are_one_error_line() {
     assert_eq!(r.code, 1);
     assert_one_error_line(&r, "/nonexistent/w.txt");
 }
+
+/// `--sparse`: a sparse libsvm file stays sparse under `auto` (the summary and the JSON say so),
+/// gives the labels of `--sparse off`, `-n` keeps the first points, and flags that need dense
+/// points say so; a dense file stays dense under `auto`.
+#[test]
+fn sparse_points_are_chosen_from_the_file_and_reported() {
+    let dir = scratch("sparse");
+    let svm = dir.join("topics.libsvm");
+    let mut text = String::new();
+    for i in 0..90usize {
+        let topic = i % 3;
+        text.push_str(&topic.to_string());
+        for j in 0..4usize {
+            let col = topic * 100 + (i * 7 + j * 13) % 100;
+            text.push_str(&format!(" {}:{}", col + 1, 1.0 + (j as f64) * 0.25));
+        }
+        text.push('\n');
+    }
+    // Indices must increase within a line: sort each line's pairs.
+    let text: String = text
+        .lines()
+        .map(|line| {
+            let mut parts = line.split(' ');
+            let label = parts.next().unwrap_or("0");
+            let mut pairs: Vec<(usize, &str)> = parts
+                .map(|p| (p.split(':').next().unwrap().parse().unwrap(), p))
+                .collect();
+            pairs.sort_by_key(|p| p.0);
+            pairs.dedup_by_key(|p| p.0);
+            let body: Vec<&str> = pairs.iter().map(|p| p.1).collect();
+            format!("{label} {}\n", body.join(" "))
+        })
+        .collect();
+    std::fs::write(&svm, text).unwrap();
+    let json = dir.join("fit.json");
+    let labels_sparse = dir.join("sparse.txt");
+    let labels_dense = dir.join("dense.txt");
+    let sparse = run_cli(&[
+        "-i",
+        path_str(&svm),
+        "--device",
+        "cpu",
+        "--json",
+        path_str(&json),
+        "--labels-out",
+        path_str(&labels_sparse),
+    ]);
+    assert_eq!(sparse.code, 0, "{}", sparse.stderr);
+    assert!(
+        sparse.stdout.contains("sparse (CSR, density"),
+        "{}",
+        sparse.stdout
+    );
+    assert!(
+        sparse.stdout.contains("stored (sparse points)"),
+        "{}",
+        sparse.stdout
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["points"], "sparse");
+    assert!(doc["density"].as_f64().unwrap() < 0.02);
+    let dense = run_cli(&[
+        "-i",
+        path_str(&svm),
+        "--device",
+        "cpu",
+        "--sparse",
+        "off",
+        "--labels-out",
+        path_str(&labels_dense),
+    ]);
+    assert_eq!(dense.code, 0, "{}", dense.stderr);
+    assert!(
+        dense.stdout.contains("points                dense"),
+        "{}",
+        dense.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(&labels_sparse).unwrap(),
+        std::fs::read_to_string(&labels_dense).unwrap()
+    );
+    let first = run_cli(&[
+        "-i",
+        path_str(&svm),
+        "--device",
+        "cpu",
+        "-n",
+        "30",
+        "-k",
+        "3",
+    ]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stdout.contains("30 x 300"), "{}", first.stdout);
+    let out = dir.join("out.csv");
+    let refused = run_cli(&[
+        "-i",
+        path_str(&svm),
+        "--device",
+        "cpu",
+        "-o",
+        path_str(&out),
+    ]);
+    assert_eq!(refused.code, 2);
+    assert!(
+        refused.stderr.contains("add --sparse off"),
+        "{}",
+        refused.stderr
+    );
+    let bad = run_cli(&["-i", path_str(&svm), "--sparse", "maybe"]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr.contains("expected auto, on or off"),
+        "{}",
+        bad.stderr
+    );
+    // A dense CSV stays dense under auto and becomes sparse under on.
+    let csv = dir.join("blobs.csv");
+    let body: String = blobs()
+        .iter()
+        .map(|(c, x, y)| format!("{c},{x},{y}\n"))
+        .collect();
+    std::fs::write(&csv, body).unwrap();
+    let auto = run_cli(&[
+        "-i",
+        path_str(&csv),
+        "--device",
+        "cpu",
+        "--label-column",
+        "first",
+    ]);
+    assert!(
+        auto.stdout.contains("points                dense"),
+        "{}",
+        auto.stdout
+    );
+    let on = run_cli(&[
+        "-i",
+        path_str(&csv),
+        "--device",
+        "cpu",
+        "--label-column",
+        "first",
+        "--sparse",
+        "on",
+    ]);
+    assert_eq!(on.code, 0, "{}", on.stderr);
+    assert!(on.stdout.contains("sparse (CSR"), "{}", on.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}

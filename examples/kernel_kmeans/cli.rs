@@ -37,6 +37,13 @@ WEIGHTS:
                    objective is sum_i w_i ||phi(x_i) - c||^2 (integer weights act as repeating
                    each point). A zero-weight point is labelled but moves no centroid.
 
+SPARSE POINTS:
+  --sparse auto|on|off  keep the points sparse (CSR): the kernel matrix is built from them
+                   without densifying where the planner finds that cheaper (the plan says
+                   how). auto (default): sparse for a libsvm file whose density is below 10%;
+                   on: always (other formats are converted); off: dense. Sparse points take
+                   the stored kernel matrix; --zscore, -o, --plot and -l naive need dense ones.
+
 When the data has true labels, the ARI and NMI of the clustering are printed.
 Exit status: 0 done, 1 bad data or a failed run, 2 bad usage."
 )]
@@ -88,6 +95,10 @@ pub struct Cli {
     /// .npy; as many as points (with -n N, the first N). Finite, >= 0, not all 0
     #[arg(long, value_name = "FILE")]
     pub weights: Option<PathBuf>,
+
+    /// Sparse points: auto (a libsvm file below 10% density), on, off (see SPARSE POINTS)
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = parse_sparse)]
+    pub sparse: SparseMode,
 
     /// Output CSV: the label, then the coordinates, one point a line
     #[arg(short = 'o', value_name = "FILE")]
@@ -223,6 +234,26 @@ fn parse_kernel(s: &str) -> Result<KernelName, String> {
             "unknown kernel; expected linear, polynomial, gaussian (rbf), sigmoid or precomputed"
                 .into(),
         ),
+    }
+}
+
+/// `--sparse`: whether the points are kept sparse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SparseMode {
+    /// Sparse for a libsvm file below [`super::data::SPARSE_AUTO_MAX_DENSITY`].
+    Auto,
+    /// Always sparse.
+    On,
+    /// Always dense.
+    Off,
+}
+
+fn parse_sparse(s: &str) -> Result<SparseMode, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(SparseMode::Auto),
+        "on" => Ok(SparseMode::On),
+        "off" => Ok(SparseMode::Off),
+        _ => Err("unknown sparse mode; expected auto, on or off".into()),
     }
 }
 

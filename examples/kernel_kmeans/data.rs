@@ -1,7 +1,8 @@
 //! The data to cluster: a file, the concentric-rings demo, or uniform random points.
 
+use super::cli::SparseMode;
 use super::error::CliError;
-use popcorn::io::{self, CsvOptions, Header, LabelColumn, LoadOptions};
+use popcorn::io::{self, CsrMatrix, CsvOptions, Header, LabelColumn, LoadOptions};
 use popcorn::kkmeans::{FitError, Points, SplitMix64};
 use std::path::{Path, PathBuf};
 
@@ -36,8 +37,10 @@ pub struct Data {
     pub n: usize,
     /// Columns (`n` for a kernel matrix).
     pub d: usize,
-    /// Row-major values.
+    /// Row-major values (empty where the points are sparse).
     pub x: Vec<f64>,
+    /// The points kept sparse (`--sparse`), where they are.
+    pub sparse: Option<CsrMatrix>,
     /// True classes, when known.
     pub labels: Option<Vec<i64>>,
 }
@@ -62,6 +65,14 @@ impl Data {
             Source::Rings => "rings (synthetic)".into(),
             Source::Uniform => "uniform (synthetic)".into(),
             Source::File(p) => p.display().to_string(),
+        }
+    }
+
+    /// `sparse (CSR, density 0.100%)` or `dense`, for the summary.
+    pub fn storage(&self) -> String {
+        match &self.sparse {
+            Some(s) => format!("sparse (CSR, density {:.3}%)", s.density() * 100.0),
+            None => "dense".into(),
         }
     }
 
@@ -131,6 +142,7 @@ pub fn rings(n: usize, seed: u64) -> Result<Data, CliError> {
         d: 2,
         x: points.iter().flat_map(|p| [p.0, p.1]).collect(),
         labels: Some(points.iter().map(|p| p.2).collect()),
+        sparse: None,
     })
 }
 
@@ -144,6 +156,7 @@ pub fn uniform(n: usize, d: usize, seed: u64) -> Result<Data, CliError> {
         d,
         x: (0..n.saturating_mul(d)).map(|_| rng.next_f64()).collect(),
         labels: None,
+        sparse: None,
     })
 }
 
@@ -154,8 +167,9 @@ pub fn load_points(
     label_column: LabelColumn,
     limit: Option<usize>,
     expect_d: Option<usize>,
+    sparse: SparseMode,
 ) -> Result<Data, CliError> {
-    let mut data = read_data(path, label_column)?;
+    let mut data = read_points(path, label_column, sparse)?;
     if let Some(d) = expect_d {
         if d != data.d {
             return Err(CliError::Usage(format!(
@@ -170,6 +184,45 @@ pub fn load_points(
         keep_first_rows(&mut data, n, path)?;
     }
     Ok(data)
+}
+
+/// Densities below which `--sparse auto` keeps a libsvm file sparse: a CSR entry takes 16
+/// bytes (value and index) against 8 for a dense value, and the sparse Gram product's work
+/// grows with the square of the density.
+pub const SPARSE_AUTO_MAX_DENSITY: f64 = 0.1;
+
+/// Reads points as `mode` says: a libsvm file as CSR (kept sparse under `auto` below
+/// [`SPARSE_AUTO_MAX_DENSITY`], or `on`), other formats dense (converted under `on`).
+fn read_points(path: &Path, label_column: LabelColumn, mode: SparseMode) -> Result<Data, CliError> {
+    let libsvm = mode != SparseMode::Off && io::detect_format(path)? == io::Format::Libsvm;
+    if !libsvm {
+        let mut data = read_data(path, label_column)?;
+        if mode == SparseMode::On {
+            data.sparse = Some(CsrMatrix::from_dense(data.n, data.d, &data.x)?);
+            data.x = Vec::new();
+        }
+        return Ok(data);
+    }
+    let ds = io::load_libsvm_sparse(path, None)?;
+    if mode == SparseMode::Auto && ds.x.density() >= SPARSE_AUTO_MAX_DENSITY {
+        let dense = ds.to_dense()?;
+        return Ok(Data {
+            source: Source::File(path.to_path_buf()),
+            n: dense.n,
+            d: dense.d,
+            x: dense.x,
+            labels: dense.labels,
+            sparse: None,
+        });
+    }
+    Ok(Data {
+        source: Source::File(path.to_path_buf()),
+        n: ds.n(),
+        d: ds.d(),
+        x: Vec::new(),
+        labels: ds.labels,
+        sparse: Some(ds.x),
+    })
 }
 
 /// Reads any supported file (CSV, libsvm, npy, IDX) into points and optional true labels.
@@ -188,6 +241,7 @@ fn read_data(path: &Path, label_column: LabelColumn) -> Result<Data, CliError> {
         d: ds.d,
         x: ds.x,
         labels: ds.labels,
+        sparse: None,
     })
 }
 
@@ -277,6 +331,9 @@ fn keep_first_rows(data: &mut Data, n: usize, path: &Path) -> Result<(), CliErro
     }
     data.n = n;
     data.x.truncate(n * data.d);
+    if let Some(s) = data.sparse.as_mut() {
+        *s = s.select_rows(&(0..n).collect::<Vec<_>>());
+    }
     if let Some(l) = data.labels.as_mut() {
         l.truncate(n);
     }

@@ -112,7 +112,7 @@ fn execute(
         popcorn::io::set_memory_limit(popcorn::dsl::settings::settings().memory_limit);
         match &cli.input {
             Some(path) if precomputed => data::load_kernel_matrix(path, cli.label_column, cli.n)?,
-            Some(path) => data::load_points(path, cli.label_column, cli.n, cli.d)?,
+            Some(path) => data::load_points(path, cli.label_column, cli.n, cli.d, cli.sparse)?,
             None => {
                 let n = cli.n.unwrap_or(DEFAULT_N);
                 if n == 0 {
@@ -131,6 +131,21 @@ fn execute(
         }
     };
     let data_s = t_data.elapsed().as_secs_f64();
+    if data.sparse.is_some() {
+        let dense_only = [
+            (
+                cli.output.is_some(),
+                "-o (it writes every coordinate; --labels-out writes the labels)",
+            ),
+            (cli.plot.is_some(), "--plot"),
+            (cli.level == Level::Naive, "-l naive"),
+        ];
+        if let Some((_, flag)) = dense_only.iter().find(|(on, _)| *on) {
+            return Err(CliError::Usage(format!(
+                "the points are sparse and {flag} needs them dense; add --sparse off"
+            )));
+        }
+    }
     if precomputed {
         let asym = data::asymmetry(&data.x, data.n);
         if asym > 1e-6 {
@@ -187,7 +202,8 @@ fn execute(
         let _ = writeln!(err, "warning: {w}");
     }
     if cli.plan {
-        plans::print_plans(&specs, data.n, data.d, out)?;
+        let nnz = data.sparse.as_ref().map(|s| s.nnz());
+        plans::print_plans(&specs, data.n, data.d, nnz, out)?;
     }
 
     let mut outcomes = Vec::new();
@@ -247,6 +263,12 @@ fn fit_one(
     if spec.params.kernel == Kernel::Precomputed {
         line.phase("upload and iterations");
         return Ok(spec.params.fit_precomputed(&data.x, data.n)?);
+    }
+    if let Some(x) = &data.sparse {
+        return Ok(spec.params.fit_sparse_with_control(x, &mut |p| {
+            line.update(p);
+            std::ops::ControlFlow::Continue(())
+        })?);
     }
     Ok(spec
         .params

@@ -40,24 +40,33 @@ pub fn programs_of(spec: &FitSpec, algorithm: Algorithm) -> Vec<String> {
     names
 }
 
-/// Prints the plan of every program the fits run (each once) for `n` points of `d` features.
+/// Prints the plan of every program the fits run (each once) for `n` points of `d` features;
+/// for sparse points (`sparse_nnz` stored entries), the stored kernel matrix of the
+/// `kernel_*_sparse` program, whose plan says how the planner computes the sparse Gram matrix.
 pub fn print_plans(
     specs: &[FitSpec],
     n: usize,
     d: usize,
+    sparse_nnz: Option<usize>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let mut seen = Vec::new();
     for spec in specs {
         let config = PlannerConfig::from_env().with_dtype(spec.params.dtype);
         let target = popcorn::Context::new(spec.params.device)?.target();
-        let choice = spec.params.choose_algorithm(n, d)?;
+        let choice = match sparse_nnz {
+            Some(_) => popcorn::kkmeans::AlgorithmChoice::sparse(n, spec.params.dtype),
+            None => spec.params.choose_algorithm(n, d)?,
+        };
         writeln!(
             out,
             "kernel matrix for {}: {} ({})\n",
             spec.name, choice.algorithm, choice.reason
         )?;
-        for name in programs_of(spec, choice.algorithm) {
+        for mut name in programs_of(spec, choice.algorithm) {
+            if sparse_nnz.is_some() && name.starts_with("kernel_") && name != "kernel_column" {
+                name.push_str("_sparse");
+            }
             if seen.contains(&name) {
                 continue;
             }
@@ -74,7 +83,11 @@ pub fn print_plans(
                         .map(|(s, v)| (s.to_string(), *v))
                 })
                 .collect();
-            let plan = popcorn::dsl::plan(program, &dims, &config, &target, &BTreeMap::new())
+            let nnz: BTreeMap<String, usize> = sparse_nnz
+                .map(|z| ("X".to_string(), z))
+                .into_iter()
+                .collect();
+            let plan = popcorn::dsl::plan(program, &dims, &config, &target, &nnz)
                 .map_err(|e| CliError::Data(format!("cannot plan `{name}`: {e}")))?;
             writeln!(out, "{plan}\n")?;
         }

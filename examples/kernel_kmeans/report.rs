@@ -105,6 +105,7 @@ pub fn print_summary(
         );
     } else {
         row("n x d", cols(&|_| format!("{} x {}", data.n, data.d)));
+        row("points", cols(&|_| data.storage()));
     }
     row("k", cols(&|o| o.spec.params.k.to_string()));
     row(
@@ -233,6 +234,19 @@ pub fn json(data: &Data, data_s: f64, outcomes: &[Outcome]) -> Result<serde_json
             obj.insert("input".into(), data.input_name().into());
             obj.insert("n".into(), data.n.into());
             obj.insert("d".into(), data.d.into());
+            obj.insert(
+                "points".into(),
+                if data.sparse.is_some() {
+                    "sparse"
+                } else {
+                    "dense"
+                }
+                .into(),
+            );
+            if let Some(s) = &data.sparse {
+                obj.insert("density".into(), s.density().into());
+                obj.insert("nnz".into(), s.nnz().into());
+            }
             obj.insert("k".into(), o.spec.params.k.into());
             obj.insert("kernel".into(), o.spec.params.kernel.name().into());
             obj.insert(
