@@ -1078,3 +1078,92 @@ fn exhausted_device_memory_is_an_error_and_the_context_goes_on() {
         .expect("the same context runs it once the memory is back");
     assert_eq!(again.tensor("K").expect("K").len(), big_n * big_n);
 }
+
+/// Sparse points on the GPU against the CPU: the sparse Gram and cross kernel programs at
+/// densities where the GPU plan takes the SpMM against the dense transpose (0.5%) and where it
+/// densifies and runs a SYRK or GEMM (60%), shapes with 1s and odd sizes; then whole Kernel
+/// K-means fits of sparse points (f64 labels equal to the CPU's).
+#[test]
+fn sparse_points_match_the_cpu() {
+    use popcorn::io::CsrMatrix;
+    use popcorn::kkmeans::{Algorithm, Kernel, KernelKMeans};
+    if gpu(DType::F32).is_none() {
+        return;
+    }
+    let mut rng = SplitMix64::new(seed());
+    let programs = [
+        "fn g(X: Csr[n, d], gamma: Scalar) -> (K: Dense[n, n]) { B = X * X^T; b = diag(B); K = exp(-gamma * max(b + b^T - 2 * B, 0)); }",
+        "fn p(X: Csr[n, d], gamma: Scalar) -> (K: Dense[n, n]) { K = pow(gamma * X * X^T + 1, 2); }",
+        "fn c(Y: Csr[m, d], X: Csr[n, d], gamma: Scalar) -> (Kc: Dense[m, n], s: Col[m]) { Kc = exp(-gamma * max(rownorms(Y) + rownorms(X)^T - 2 * Y * X^T, 0)); s = rownorms(Y); }",
+    ];
+    for (n, m, d, density) in [
+        (1, 1, 1, 1.0),
+        (37, 5, 3001, 0.005),
+        (700, 33, 5000, 0.005),
+        (129, 17, 40, 0.6),
+    ] {
+        let mut inputs = BTreeMap::new();
+        inputs.insert("X", Host::Csr(random_csr(&mut rng, n, d, density)));
+        inputs.insert("Y", Host::Csr(random_csr(&mut rng, m, d, density)));
+        inputs.insert("gamma", Host::Scalar(0.5));
+        for src in programs {
+            let p = Program::parse(src).unwrap();
+            let used: BTreeMap<&str, Host> = inputs
+                .iter()
+                .filter(|(k, _)| p.params.iter().any(|q| q.name == **k))
+                .map(|(k, v)| (*k, v.clone()))
+                .collect();
+            if !check(src, &used, &[], d) {
+                return;
+            }
+        }
+    }
+    // Whole fits: sparse points on the GPU (f64) give the CPU's labels.
+    let (n, d) = (500, 2000);
+    let s = random_csr(&mut rng, n, d, 0.01);
+    let csr = CsrMatrix::new(
+        n,
+        d,
+        s.row_ptr.iter().map(|&p| p as usize).collect(),
+        s.col_idx.iter().map(|&c| c as usize).collect(),
+        s.values.clone(),
+    )
+    .unwrap();
+    for kernel in [
+        Kernel::Linear,
+        Kernel::Gaussian { gamma: Some(0.5) },
+        Kernel::POLYNOMIAL_DEFAULT,
+    ] {
+        let fit = |device| {
+            KernelKMeans::new(6)
+                .kernel(kernel)
+                .dtype(DType::F64)
+                .algorithm(Algorithm::Auto)
+                .max_iter(20)
+                .device(device)
+                .fit_sparse(&csr)
+                .unwrap_or_else(|e| panic!("{kernel:?} on {device:?}: {e}"))
+        };
+        let cpu = fit(popcorn::DeviceSpec::Cpu);
+        let gpu_fit = fit(popcorn::DeviceSpec::Cuda(0));
+        assert_eq!(gpu_fit.labels, cpu.labels, "{kernel:?}: labels");
+        assert!(
+            (gpu_fit.objective - cpu.objective).abs() <= 1e-9 * (1.0 + cpu.objective.abs()),
+            "{kernel:?}: objective {} against {}",
+            gpu_fit.objective,
+            cpu.objective
+        );
+        let y = CsrMatrix::from_dense(2, d, &{
+            let mut v = vec![0.0; 2 * d];
+            v[3] = 1.0;
+            v[d + 7] = -2.0;
+            v
+        })
+        .unwrap();
+        assert_eq!(
+            gpu_fit.model.as_ref().unwrap().predict_sparse(&y).unwrap(),
+            cpu.model.as_ref().unwrap().predict_sparse(&y).unwrap(),
+            "{kernel:?}: predictions"
+        );
+    }
+}

@@ -11,11 +11,18 @@
 //!   TF32;
 //! - kernel smoothing (`K * y ./ sum_rows(K)`, Gaussian K of `n x m` never stored) fused.
 //!
+//! With `--sparse-gram NxDxDENSITY` it also measures the Gram matrix `K = X * X^T` of random
+//! sparse points (`n x d`, that fraction of entries stored, sorted columns) planned from the CSR
+//! matrix (the plan's choice is printed: on the GPU an SpMM against `X^T` written dense, or
+//! densify + SYRK) against the SYRK of the same points uploaded dense, strict and TF32; the
+//! SCOTUS shape of Popcorn's paper is `6400x126405x0.005`.
+//!
 //! Prints a table and writes JSON (`--json`). The peers (flash-kmeans, PyTorch) are measured
 //! by `popcorn-bench/scripts/contraction_peers.py` in the same session.
 //!
 //! ```text
-//! bench_contractions [--lloyd 100000x128x1024,...] [--smooth 200000x16] [--reps 10] [--json F]
+//! bench_contractions [--lloyd 100000x128x1024,...] [--smooth 200000x16] [--sparse-gram 6400x126405x0.005] [--reps 10] [--json F]
+//! bench_contractions --lloyd '' --smooth '' --sparse-gram 6400x126405x0.005   # the sparse Gram alone
 //! ```
 
 use clap::Parser;
@@ -42,6 +49,12 @@ fn kernel_smoothing(X: Dense[n, d], Y: Dense[m, d], y: Col[m], gamma: Scalar) ->
     K = exp(-gamma * max(rownorms(X) + rownorms(Y)^T - 2 * X * Y^T, 0));
     s = K * y ./ sum_rows(K);
 }
+fn gram(X: Dense[n, d]) -> (K: Dense[n, n]) {
+    K = X * X^T;
+}
+fn gram_sparse(X: Csr[n, d]) -> (K: Dense[n, n]) {
+    K = X * X^T;
+}
 ";
 
 #[derive(Parser)]
@@ -56,6 +69,10 @@ struct Cli {
     /// Kernel smoothing shape `NxD` (n = m query and training points).
     #[arg(long, default_value = "200000x16")]
     smooth: String,
+    /// The sparse Gram matrix of `NxDxDENSITY` random sparse points against the dense SYRK
+    /// (empty: not measured).
+    #[arg(long, default_value = "")]
+    sparse_gram: String,
     /// Timed repetitions of each measurement (after one warm-up).
     #[arg(long, default_value_t = 10)]
     reps: usize,
@@ -91,10 +108,27 @@ struct SmoothRow {
 }
 
 #[derive(Serialize)]
+struct SparseGramRow {
+    n: usize,
+    d: usize,
+    nnz: usize,
+    density: f64,
+    /// The planned steps of the sparse Gram matrix (`densify`, `spmm`, ...).
+    sparse_plan: Vec<String>,
+    /// The cost model's note on its choice.
+    sparse_why: String,
+    sparse_ms: f64,
+    dense_syrk_ms: f64,
+    dense_syrk_tf32_ms: f64,
+    dense_over_sparse: f64,
+}
+
+#[derive(Serialize)]
 struct Report {
     device: String,
     lloyd: Vec<LloydRow>,
     smoothing: Option<SmoothRow>,
+    sparse_gram: Option<SparseGramRow>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -265,6 +299,99 @@ fn smooth_row(ctx: &mut Context, (n, d): (usize, usize), reps: usize) -> Result<
     })
 }
 
+/// Random sparse points: `n x d`, each row about `density * d` distinct sorted columns, values
+/// in (0, 1]; returns (row offsets, column indices, values).
+fn random_sparse(n: usize, d: usize, density: f64) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
+    let per_row = ((density * d as f64).round() as usize).clamp(1, d);
+    let draws = uniform(n * per_row, 6);
+    let vals = uniform(n * per_row, 7);
+    let mut row_ptr = vec![0i32];
+    let mut col_idx = Vec::with_capacity(n * per_row);
+    let mut values = Vec::with_capacity(n * per_row);
+    for i in 0..n {
+        let mut cols: Vec<i32> = draws[i * per_row..(i + 1) * per_row]
+            .iter()
+            .map(|u| ((*u as f64 * d as f64) as usize).min(d - 1) as i32)
+            .collect();
+        cols.sort_unstable();
+        cols.dedup();
+        for (t, c) in cols.into_iter().enumerate() {
+            col_idx.push(c);
+            values.push(f64::from(vals[i * per_row + t]) + 1e-3);
+        }
+        row_ptr.push(col_idx.len() as i32);
+    }
+    (row_ptr, col_idx, values)
+}
+
+fn sparse_gram_row(
+    ctx: &mut Context,
+    (n, d, density): (usize, usize, f64),
+    reps: usize,
+) -> Result<SparseGramRow, String> {
+    let e = |e: RuntimeError| e.to_string();
+    let (row_ptr, col_idx, values) = random_sparse(n, d, density);
+    let nnz = values.len();
+    let sparse = program("gram_sparse")?;
+    let dense = program("gram")?;
+    configure(ctx, false, ContractionPolicy::Auto);
+    let xs = ctx.csr(n, d, &row_ptr, &col_idx, &values).map_err(e)?;
+    let args = Args::new().tensor("X", &xs);
+    let (dims, _, nnz_of) = popcorn::runtime::context::bind(&sparse, &args).map_err(e)?;
+    let plan = popcorn::dsl::plan(&sparse, &dims, ctx.config(), &ctx.target(), &nnz_of)
+        .map_err(|e| e.to_string())?;
+    let sparse_plan: Vec<String> = plan.steps.iter().map(|s| s.op_name()).collect();
+    let sparse_why = plan
+        .steps
+        .iter()
+        .find_map(|s| match &s.op {
+            popcorn::dsl::plan::StepOp::SpGemm { why, .. } => Some(why.clone()),
+            popcorn::dsl::plan::StepOp::Builtin(popcorn::dsl::ops::Builtin::Densify(dd)) => {
+                Some(dd.why.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_default();
+    let sparse_ms = time_program(ctx, &sparse, &args, reps).map_err(e)?;
+    drop(xs);
+    // The same points dense (f32), for the SYRK.
+    let mut x = vec![0f32; n * d];
+    for i in 0..n {
+        for p in row_ptr[i] as usize..row_ptr[i + 1] as usize {
+            x[i * d + col_idx[p] as usize] = values[p] as f32;
+        }
+    }
+    let xd = ctx.dense_f32(n, d, &x).map_err(e)?;
+    drop(x);
+    let dargs = Args::new().tensor("X", &xd);
+    let dense_syrk_ms = time_program(
+        configure(ctx, false, ContractionPolicy::Never),
+        &dense,
+        &dargs,
+        reps,
+    )
+    .map_err(e)?;
+    let dense_syrk_tf32_ms = time_program(
+        configure(ctx, true, ContractionPolicy::Never),
+        &dense,
+        &dargs,
+        reps,
+    )
+    .map_err(e)?;
+    Ok(SparseGramRow {
+        n,
+        d,
+        nnz,
+        density: nnz as f64 / (n as f64 * d as f64),
+        sparse_plan,
+        sparse_why,
+        sparse_ms,
+        dense_syrk_ms,
+        dense_syrk_tf32_ms,
+        dense_over_sparse: dense_syrk_ms / sparse_ms,
+    })
+}
+
 fn parse_dims(s: &str) -> Result<Vec<usize>, String> {
     s.split('x')
         .map(|v| v.trim().parse().map_err(|_| format!("`{s}` is not NxDxK")))
@@ -277,6 +404,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         device: ctx.describe(),
         lloyd: Vec::new(),
         smoothing: None,
+        sparse_gram: None,
     };
     println!("device: {}", report.device);
     println!(
@@ -321,6 +449,32 @@ fn run(cli: &Cli) -> Result<(), String> {
             r.fused_strict_ms, r.fused_tf32_ms
         );
         report.smoothing = Some(r);
+    }
+    if !cli.sparse_gram.trim().is_empty() {
+        let parts: Vec<&str> = cli.sparse_gram.split('x').map(str::trim).collect();
+        let bad = || format!("`{}` is not NxDxDENSITY", cli.sparse_gram);
+        let [n, d, density] = parts[..] else {
+            return Err(bad());
+        };
+        let n: usize = n.parse().map_err(|_| bad())?;
+        let d: usize = d.parse().map_err(|_| bad())?;
+        let density: f64 = density.parse().map_err(|_| bad())?;
+        if n == 0 || d == 0 || !(density > 0.0 && density <= 1.0) {
+            return Err(bad());
+        }
+        let r = sparse_gram_row(&mut ctx, (n, d, density), cli.reps)?;
+        println!(
+            "sparse gram {n} x {d}, {} entries ({:.3}%): sparse [{}] {:.3} ms | dense syrk {:.3} ms, tf32 {:.3} ms | dense / sparse {:.2}x",
+            r.nnz,
+            r.density * 100.0,
+            r.sparse_plan.join(", "),
+            r.sparse_ms,
+            r.dense_syrk_ms,
+            r.dense_syrk_tf32_ms,
+            r.dense_over_sparse
+        );
+        println!("  plan: {}", r.sparse_why);
+        report.sparse_gram = Some(r);
     }
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     println!("{json}");
