@@ -212,8 +212,9 @@ fn a_large_sparse_libsvm_file_clusters_in_little_memory() {
     let mut rng = SplitMix64::new(9);
     let mut text = String::with_capacity(n * per_row * 12);
     for i in 0..n {
-        // Ten topics of 10,000 features; a point draws most features from its topic.
-        let topic = i % 10;
+        // Ten topics of 10,000 features, in runs of 7 points (not the `i mod k` start); a
+        // point draws most features from its topic.
+        let topic = (i / 7) % 10;
         let mut cols: Vec<usize> = (0..per_row)
             .map(|t| {
                 let r = rng.next_u64() as usize;

@@ -256,9 +256,9 @@ impl Target {
                 // per entry), 1.0e9 with the polynomial one; the slower.
                 by_label_elements_per_s: 3.8e8 * threads as f64,
             }),
-            // The row-by-row sparse product scatters into a dense row held in cache; measured
-            // on the 2-core CI machine (20000 x 100000 at 0.1% density: about 1e9 flop/s per
-            // thread including writing the result).
+            // The row-by-row sparse product scatters into a dense row held in cache: an
+            // estimate of 1e9 flop/s per thread for its multiply-adds (writing the result is
+            // counted at the copy rate); SpMM's row-by-row accumulation at 2e9.
             sparse: Some(SparseTarget {
                 gram_flops_per_s: Some(1e9 * threads as f64),
                 spmm_flops_per_s: 2e9 * threads as f64,
