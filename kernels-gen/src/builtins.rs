@@ -269,22 +269,47 @@ pub fn symmetrize_grid_block(n: u64) -> LaunchDims {
     ((tiles, tiles, 1), (32, 8, 1), 0)
 }
 
+/// Clusters [`histogram`] counts per pass over the labels (its shared-memory bins).
+pub const HISTOGRAM_BINS: u32 = 4096;
+/// Most blocks of [`histogram`]: each adds its bins to the counts once per pass, so more
+/// blocks than keep the device busy only add global atomics.
+const HISTOGRAM_MAX_BLOCKS: u64 = 512;
+
 const HISTOGRAM: &str = r#"// popcorn builtin kernel {NAME}: counts[labels[p]] += 1 for 0 <= p < n.
-// Labels >= k are ignored. counts must be zeroed first (pk_fill_u32). Integer atomics: the
-// result does not depend on their order.
+// Labels >= k are ignored. counts must be zeroed first (pk_fill_u32). Each block counts its
+// points (a grid-stride loop) in shared-memory bins, {BINS} clusters per pass (equal labels of
+// a warp merged first), then adds each nonzero bin to counts: one global atomic per block and
+// cluster instead of one per point. Integer counts: the result does not depend on the order.
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long n,
     const unsigned int* __restrict__ labels,
     const long long k,
     unsigned int* __restrict__ counts)
 {
+    __shared__ unsigned int bins[{BINS}];
+    const int tid = (int)threadIdx.x;
+    const int lane = tid & 31;
     const long long stride = (long long)gridDim.x * (long long)blockDim.x;
-    for (long long p = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
-         p < n; p += stride) {
-        const unsigned int label = labels[p];
-        if ((long long)label < k) {
-            atomicAdd(&counts[label], 1u);
+    for (long long c0 = 0; c0 < k; c0 += {BINS}) {
+        const long long width = (k - c0 < {BINS}) ? (k - c0) : {BINS};
+        for (int c = tid; c < width; c += (int)blockDim.x) bins[c] = 0u;
+        __syncthreads();
+        for (long long p = (long long)blockIdx.x * (long long)blockDim.x + tid; p < n;
+             p += stride) {
+            const long long label = (long long)labels[p];
+            const bool mine = label >= c0 && label < c0 + width;
+            const unsigned int key = mine ? (unsigned int)(label - c0) : 0xffffffffu;
+            const unsigned int peers = __match_any_sync(__activemask(), key);
+            if (mine && lane == __ffs(peers) - 1) {
+                atomicAdd(&bins[key], (unsigned int)__popc(peers));
+            }
         }
+        __syncthreads();
+        for (int c = tid; c < width; c += (int)blockDim.x) {
+            const unsigned int v = bins[c];
+            if (v != 0u) atomicAdd(&counts[c0 + c], v);
+        }
+        __syncthreads();
     }
 }
 "#;
@@ -293,9 +318,19 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 /// `>= k` are ignored. `counts` (`k` entries) must be zeroed first with [`fill_u32`].
 ///
 /// Parameters: `(const long long n, const unsigned int* labels, const long long k,
-/// unsigned int* counts)`; entry point `pk_histogram`. Launch: [`linear_grid_block`]`(n)`.
+/// unsigned int* counts)`; entry point `pk_histogram`. Launch: [`histogram_grid_block`]`(n)`.
 pub fn histogram() -> BuiltinKernel {
-    untyped("pk_histogram", HISTOGRAM)
+    untyped(
+        "pk_histogram",
+        &HISTOGRAM.replace("{BINS}", &HISTOGRAM_BINS.to_string()),
+    )
+}
+
+/// Launch dimensions of [`histogram`] over `n` labels: blocks of [`BUILTIN_BLOCK_THREADS`], one
+/// per block of points up to [`HISTOGRAM_MAX_BLOCKS`].
+pub fn histogram_grid_block(n: u64) -> LaunchDims {
+    let grid = blocks_for(n, u64::from(BUILTIN_BLOCK_THREADS)).min(HISTOGRAM_MAX_BLOCKS as u32);
+    ((grid, 1, 1), (BUILTIN_BLOCK_THREADS, 1, 1), 0)
 }
 
 const PERMUTE_ROWS: &str = r#"// popcorn builtin kernel {NAME}: the rows of a matrix of 32-bit words permuted by a
@@ -374,7 +409,7 @@ pub const SMALL_COUNTS_THREADS: u32 = 1024;
 pub const SMALL_COUNTS_BINS: u32 = 8192;
 /// Up to this many labels the counts are one [`small_counts`] block; beyond, a histogram over
 /// the whole grid.
-pub const SMALL_COUNTS_MAX_N: u64 = 1 << 20;
+pub const SMALL_COUNTS_MAX_N: u64 = 1 << 16;
 
 const SMALL_COUNTS: &str = r#"// popcorn builtin kernel {NAME}: out[c] = (T) the number of p < n with labels[p] == c,
 // for 0 <= c < k; labels >= k are ignored. One block of {THREADS} threads: the counts of up to
@@ -929,6 +964,10 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
         selection_weigh(dtype),
         csr_scatter(dtype),
         csr_row_norms(dtype),
+        label_sums(dtype),
+        small_counts(dtype),
+        crate::label_row_sums::partial_kernel(dtype),
+        crate::label_row_sums::reduce_kernel(dtype),
     ]
 }
 

@@ -48,21 +48,39 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {NAME}(
     {T}* mine = bins + warp * k32;
     const long long r0 = (long long)blockIdx.x * rows_per_block;
     const long long r1 = r0 + rows_per_block < n ? r0 + rows_per_block : n;
-    for (long long r = r0 + warp; r < r1; r += (long long)warps * {UNROLL}) {
-        unsigned int lab[{UNROLL}];
-        {T} v[{UNROLL}];
+    // Software-pipelined: the next {UNROLL} rows are loaded before this batch is added, so the
+    // loads stay in flight while the bins are updated.
+    const long long step = (long long)warps * {UNROLL};
+    unsigned int lab[{UNROLL}];
+    {T} v[{UNROLL}];
+    long long r = r0 + warp;
+#pragma unroll
+    for (int u = 0; u < {UNROLL}; ++u) {
+        const long long i = r + (long long)u * warps;
+        const bool row = i < r1;
+        lab[u] = row ? labels[i] : 0xffffffffu;
+        v[u] = (row && in_cols) ? x[i * d + f] : ({T})0;
+    }
+    for (; r < r1; r += step) {
+        unsigned int next_lab[{UNROLL}];
+        {T} next_v[{UNROLL}];
 #pragma unroll
         for (int u = 0; u < {UNROLL}; ++u) {
-            const long long i = r + (long long)u * warps;
+            const long long i = r + step + (long long)u * warps;
             const bool row = i < r1;
-            lab[u] = row ? labels[i] : 0xffffffffu;
-            v[u] = (row && in_cols) ? x[i * d + f] : ({T})0;
+            next_lab[u] = row ? labels[i] : 0xffffffffu;
+            next_v[u] = (row && in_cols) ? x[i * d + f] : ({T})0;
         }
 #pragma unroll
         for (int u = 0; u < {UNROLL}; ++u) {
             if ((long long)lab[u] < k) {
                 mine[(long long)lab[u] * 32 + lane] += v[u];
             }
+        }
+#pragma unroll
+        for (int u = 0; u < {UNROLL}; ++u) {
+            lab[u] = next_lab[u];
+            v[u] = next_v[u];
         }
     }
     __syncthreads();

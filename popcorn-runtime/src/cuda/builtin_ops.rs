@@ -528,7 +528,7 @@ impl Builtins<'_> {
             self.run(
                 Kind::Histogram,
                 ScalarType::F32,
-                builtins::linear_grid_block(n as u64),
+                builtins::histogram_grid_block(n as u64),
                 &mut args,
             )?;
         }

@@ -854,13 +854,15 @@ fn gpu_counts_match_host_with_an_empty_cluster() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(8);
     for dtype in DTYPES {
-        // One block (n <= 2^20; k = 9000: two passes over its 8192 bins) and the histogram
-        // beyond; labels >= k ignored.
+        // One block (n <= 2^16; k = 9000: two passes over its 8192 bins) and the block
+        // histogram beyond (k = 9000: three passes over its 4096 bins); labels >= k ignored.
         for (n, k) in [
             (1, 1),
             (1000, 7),
             (5000, 33),
             (20_000, 9000),
+            ((1 << 16) + 1, 9000),
+            (100_003, 100),
             ((1 << 20) + 3, 10),
         ] {
             let mut labels = labels_with_empty_cluster(&mut rng, n, k, 2);
