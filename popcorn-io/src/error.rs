@@ -285,6 +285,19 @@ pub enum IoError {
         problem: String,
     },
 
+    /// An `.npz` archive is not a readable scipy CSR matrix: not a zip archive, a member
+    /// missing or unreadable, another sparse format, a dtype or shape that does not fit.
+    /// (Errors inside one member's `.npy` header name it as `archive.npz/member.npy`.)
+    #[error("`{}`: {member}: {problem}", path.display())]
+    Npz {
+        /// The archive.
+        path: PathBuf,
+        /// The member (such as `indices.npy`), or the part of the archive, at fault.
+        member: String,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+
     /// A CSR matrix's arrays break a rule (offsets, lengths, index order or range, a value
     /// that is not finite); see [`super::CsrMatrix::new`].
     #[error("invalid CSR matrix: {problem}")]

@@ -235,10 +235,15 @@ pub(super) fn alloc_points(path: &Path, n: usize, d: usize) -> Result<Vec<f64>, 
     let bytes = total
         .checked_mul(std::mem::size_of::<f64>())
         .ok_or_else(too_large)?;
-    if memory_budget().is_some_and(|budget| bytes as u64 > budget) {
+    if !fits_memory_budget(bytes as u64) {
         return Err(too_large());
     }
     let mut x = Vec::new();
     x.try_reserve_exact(total).map_err(|_| too_large())?;
     Ok(x)
+}
+
+/// Whether `bytes` more fit in the memory budget (see [`set_memory_limit`]).
+pub(super) fn fits_memory_budget(bytes: u64) -> bool {
+    memory_budget().is_none_or(|budget| bytes <= budget)
 }

@@ -7,9 +7,13 @@
 //! - libsvm ([`load_libsvm_sparse`]): sparse `label index:value ...` lines kept as a CSR
 //!   matrix ([`SparseDataset`]), or made dense ([`load_libsvm`]);
 //! - NumPy `.npy` ([`load_npy`]): `<f8`, `<f4`, `|u1`, C order;
+//! - scipy sparse `.npz` ([`load_npz`]): a CSR matrix written by `scipy.sparse.save_npz`
+//!   (a zip archive, so not gzip-compressed), kept as a CSR matrix;
 //! - IDX ([`load_idx`]): MNIST / Fashion-MNIST images and labels.
 //!
-//! [`load`] picks the reader from the file name or content ([`detect_format`]).
+//! [`load`] picks the reader from the file name or content ([`detect_format`]) and returns
+//! dense points; [`load_sparse`] returns a CSR matrix, reading libsvm and `.npz` files without
+//! densifying.
 //! Every value is checked finite. Errors ([`IoError`]) name the file, the 1-based line or the
 //! byte offset, the problem, and what to do; no input makes the readers panic.
 
@@ -23,6 +27,7 @@ mod input;
 mod libsvm;
 mod load;
 mod npy;
+mod npz;
 mod sparse;
 mod text;
 mod write;
@@ -38,7 +43,8 @@ pub use self::error::IoError;
 pub use self::idx::{find_idx_labels, load_idx, load_idx_labels};
 pub use self::input::{set_memory_limit, system_memory};
 pub use self::libsvm::{load_libsvm, load_libsvm_sparse};
-pub use self::load::{detect_format, load, Format, IdxLabels, LoadOptions};
+pub use self::load::{detect_format, load, load_sparse, Format, IdxLabels, LoadOptions};
 pub use self::npy::load_npy;
+pub use self::npz::load_npz;
 pub use self::sparse::{CsrMatrix, SparseDataset};
 pub use self::write::{write_labeled_csv, write_labels};

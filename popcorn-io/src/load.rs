@@ -7,8 +7,10 @@ use super::dataset::Dataset;
 use super::error::IoError;
 use super::idx::{find_idx_labels, load_idx};
 use super::input::read_head;
-use super::libsvm::load_libsvm;
+use super::libsvm::{load_libsvm, load_libsvm_sparse};
 use super::npy::load_npy;
+use super::npz::{load_npz, ZIP_MAGIC};
+use super::sparse::{CsrMatrix, SparseDataset};
 
 /// The file format of a data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -24,6 +26,16 @@ pub enum Format {
     Npy,
     /// IDX, as MNIST (see [`load_idx`]).
     Idx,
+    /// scipy sparse `.npz`, CSR (see [`super::load_npz`]).
+    Npz,
+}
+
+impl Format {
+    /// Whether files of this format hold sparse points (libsvm, `.npz`): [`load_sparse`]
+    /// reads them without densifying.
+    pub fn is_sparse(self) -> bool {
+        matches!(self, Format::Libsvm | Format::Npz)
+    }
 }
 
 /// Where the labels of an IDX images file come from.
@@ -51,17 +63,15 @@ pub struct LoadOptions {
     pub idx_labels: IdxLabels,
 }
 
-/// Loads a data set in any supported format (each may be gzip-compressed).
+/// Loads a data set in any supported format (each may be gzip-compressed, except `.npz`, a
+/// zip archive); sparse formats are densified under the memory budget.
 pub fn load(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Dataset, IoError> {
     let path = path.as_ref();
-    let format = match options.format {
-        Format::Auto => detect_format(path)?,
-        chosen => chosen,
-    };
-    match format {
+    match resolve_format(path, options.format)? {
         Format::Auto | Format::Csv => load_csv(path, &options.csv),
         Format::Libsvm => load_libsvm(path, options.libsvm_dim),
         Format::Npy => load_npy(path),
+        Format::Npz => load_npz(path)?.to_dense(),
         Format::Idx => {
             let labels = match &options.idx_labels {
                 IdxLabels::Sibling => find_idx_labels(path),
@@ -73,12 +83,46 @@ pub fn load(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Dataset, Io
     }
 }
 
+/// Loads a data set as a CSR matrix: libsvm and `.npz` files as stored, never densified
+/// ([`Format::is_sparse`]); the other formats read dense and converted
+/// ([`CsrMatrix::from_dense`]).
+pub fn load_sparse(
+    path: impl AsRef<Path>,
+    options: &LoadOptions,
+) -> Result<SparseDataset, IoError> {
+    let path = path.as_ref();
+    match resolve_format(path, options.format)? {
+        Format::Libsvm => load_libsvm_sparse(path, options.libsvm_dim),
+        Format::Npz => load_npz(path),
+        dense => {
+            let options = LoadOptions {
+                format: dense,
+                ..options.clone()
+            };
+            let ds = load(path, &options)?;
+            Ok(SparseDataset {
+                x: CsrMatrix::from_dense(ds.n, ds.d, &ds.x)?,
+                labels: ds.labels,
+                source: ds.source,
+            })
+        }
+    }
+}
+
+/// `chosen`, or the detected format of `path` for [`Format::Auto`].
+fn resolve_format(path: &Path, chosen: Format) -> Result<Format, IoError> {
+    match chosen {
+        Format::Auto => detect_format(path),
+        chosen => Ok(chosen),
+    }
+}
+
 /// The format of `path` (never [`Format::Auto`]).
 ///
 /// By name first, ignoring case and a trailing `.gz`: `.csv`, `.tsv`, `.txt` -> CSV;
-/// `.libsvm`, `.svm`, `.svmlight` -> libsvm; `.npy` -> NumPy; `.idx`, a name ending in `ubyte`
-/// or containing `idx1`/`idx3` -> IDX. Otherwise by content: the `.npy` magic, an IDX magic
-/// (`00 00 08 0D`), a first data line whose tokens after the first are all `index:value` pairs
+/// `.libsvm`, `.svm`, `.svmlight` -> libsvm; `.npy` -> NumPy; `.npz` -> scipy sparse; `.idx`,
+/// a name ending in `ubyte` or containing `idx1`/`idx3` -> IDX. Otherwise by content: the
+/// `.npy` magic, the zip magic (`PK 03 04`, `.npz`), an IDX magic (`00 00 08 0D`), a first data line whose tokens after the first are all `index:value` pairs
 /// (libsvm), else CSV. Fails only if an unrecognised file cannot be read.
 pub fn detect_format(path: &Path) -> Result<Format, IoError> {
     if let Some(format) = format_from_name(path) {
@@ -97,6 +141,8 @@ fn format_from_name(path: &Path) -> Option<Format> {
         Some(Format::Libsvm)
     } else if ends(&[".npy"]) {
         Some(Format::Npy)
+    } else if ends(&[".npz"]) {
+        Some(Format::Npz)
     } else if ends(&[".idx", "ubyte"]) || name.contains("idx1") || name.contains("idx3") {
         Some(Format::Idx)
     } else {
@@ -107,6 +153,9 @@ fn format_from_name(path: &Path) -> Option<Format> {
 fn format_from_content(head: &[u8]) -> Format {
     if head.starts_with(b"\x93NUMPY") {
         return Format::Npy;
+    }
+    if head.starts_with(ZIP_MAGIC) {
+        return Format::Npz;
     }
     if head.len() >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 0x08 && head[3] > 0 {
         return Format::Idx;

@@ -4,6 +4,9 @@
 //! Shapes: `(n, d)` as is; `(n,)` as `n` points of one feature; `(n, a, b, ...)` as `n` points
 //! of `a * b * ...` features (each item flattened in C order, as for IDX images). Float data
 //! must be finite. A `.npy` file has no labels. Gzip-compressed files are read too.
+//!
+//! The members of an `.npz` archive are parsed from memory by [`parse_in_memory`] (header
+//! only) and decoded by [`RawArray`]'s methods, with the header rules above.
 
 use std::io::Read;
 use std::path::Path;
@@ -142,6 +145,175 @@ impl Element {
             Self::F32Big => f64::from(f32::from_be_bytes(b4)),
             Self::U8 => f64::from(raw[0]),
         }
+    }
+}
+
+impl Element {
+    fn is_float(self) -> bool {
+        self != Self::U8
+    }
+}
+
+/// Signed integer element types (index arrays).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IntElement {
+    I32Little,
+    I32Big,
+    I64Little,
+    I64Big,
+}
+
+impl IntElement {
+    fn from_descr(descr: &str) -> Option<Self> {
+        Some(match descr {
+            "<i4" => Self::I32Little,
+            ">i4" => Self::I32Big,
+            "<i8" => Self::I64Little,
+            ">i8" => Self::I64Big,
+            _ => return None,
+        })
+    }
+
+    fn size(self) -> usize {
+        match self {
+            Self::I32Little | Self::I32Big => 4,
+            Self::I64Little | Self::I64Big => 8,
+        }
+    }
+
+    /// Decodes one element; `raw.len() == self.size()`.
+    fn decode(self, raw: &[u8]) -> i64 {
+        let mut b8 = [0u8; 8];
+        let mut b4 = [0u8; 4];
+        match self {
+            Self::I32Little | Self::I32Big => b4.copy_from_slice(raw),
+            Self::I64Little | Self::I64Big => b8.copy_from_slice(raw),
+        }
+        match self {
+            Self::I32Little => i64::from(i32::from_le_bytes(b4)),
+            Self::I32Big => i64::from(i32::from_be_bytes(b4)),
+            Self::I64Little => i64::from_le_bytes(b8),
+            Self::I64Big => i64::from_be_bytes(b8),
+        }
+    }
+}
+
+/// A `.npy` array held in memory (an `.npz` member): its header's dtype and shape, and its
+/// data bytes, not yet decoded.
+#[derive(Debug)]
+pub(super) struct RawArray<'b> {
+    /// The dtype descriptor, such as `<f8`.
+    pub(super) descr: String,
+    /// The shape (empty for a 0-dimensional array).
+    pub(super) shape: Vec<usize>,
+    /// Everything after the header.
+    data: &'b [u8],
+    /// Where `data` starts in the member.
+    data_offset: u64,
+}
+
+/// Parses the header of the `.npy` bytes `bytes`; `path` names them in errors (for an `.npz`
+/// member, `archive.npz/member.npy`). Fortran order is refused for arrays of more than one
+/// dimension (for one dimension both orders are the same).
+pub(super) fn parse_in_memory<'b>(bytes: &'b [u8], path: &Path) -> Result<RawArray<'b>, IoError> {
+    let mut reader = bytes;
+    let (header, data_offset) = read_header(&mut reader, path)?;
+    if header.fortran_order && header.shape.len() > 1 {
+        return Err(IoError::FortranOrder {
+            path: path.to_path_buf(),
+        });
+    }
+    // The header was read from `bytes`, so it ends inside them.
+    let data = bytes.get(data_offset as usize..).unwrap_or(&[]);
+    Ok(RawArray {
+        descr: header.descr,
+        shape: header.shape,
+        data,
+        data_offset,
+    })
+}
+
+impl RawArray<'_> {
+    /// The number of elements the shape announces (`None` if it overflows).
+    pub(super) fn len(&self) -> Option<usize> {
+        self.shape
+            .iter()
+            .try_fold(1usize, |acc, &dim| acc.checked_mul(dim))
+    }
+
+    /// The data split into the shape's elements of `size` bytes; the data must hold exactly
+    /// that many bytes (else [`IoError::Truncated`] or [`IoError::TrailingBytes`]).
+    fn elements(
+        &self,
+        size: usize,
+        path: &Path,
+    ) -> Result<std::slice::ChunksExact<'_, u8>, IoError> {
+        let expected = self.len().and_then(|n| n.checked_mul(size));
+        match expected {
+            Some(bytes) if bytes == self.data.len() => Ok(self.data.chunks_exact(size)),
+            Some(bytes) if bytes > self.data.len() => Err(IoError::Truncated {
+                path: path.to_path_buf(),
+                offset: self.data_offset + self.data.len() as u64,
+                missing: (bytes - self.data.len()) as u64,
+                what: "the array data",
+            }),
+            Some(bytes) => Err(IoError::TrailingBytes {
+                path: path.to_path_buf(),
+                offset: self.data_offset + bytes as u64,
+            }),
+            None => Err(IoError::BadShape {
+                path: path.to_path_buf(),
+                problem: format!("the shape {:?} overflows the address space", self.shape),
+            }),
+        }
+    }
+
+    /// The values as `f64` if the dtype is a float (`f4`, `f8`, either byte order), else
+    /// `None`. Values are not checked finite here.
+    pub(super) fn floats(&self, path: &Path) -> Result<Option<Vec<f64>>, IoError> {
+        let Some(elem) = Element::from_descr(&self.descr).filter(|e| e.is_float()) else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.elements(elem.size(), path)?
+                .map(|raw| elem.decode(raw))
+                .collect(),
+        ))
+    }
+
+    /// The values as `i64` if the dtype is a signed integer of 4 or 8 bytes (either byte
+    /// order), else `None`.
+    pub(super) fn ints(&self, path: &Path) -> Result<Option<Vec<i64>>, IoError> {
+        let Some(elem) = IntElement::from_descr(&self.descr) else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.elements(elem.size(), path)?
+                .map(|raw| elem.decode(raw))
+                .collect(),
+        ))
+    }
+
+    /// The text of a 0-dimensional string array (`|S3` bytes or `<U3` UTF-32), without the
+    /// padding NULs; `None` for other dtypes or shapes.
+    pub(super) fn text(&self) -> Option<String> {
+        if !self.shape.is_empty() {
+            return None;
+        }
+        let (kind, width) = self.descr.split_at_checked(2)?;
+        let width: usize = width.parse().ok()?;
+        let raw = self
+            .data
+            .get(..width.checked_mul(if kind == "<U" { 4 } else { 1 })?)?;
+        let text: String = match kind {
+            "|S" => raw.iter().map(|&b| char::from(b)).collect(),
+            "<U" => raw
+                .chunks_exact(4)
+                .map(|c| char::from_u32(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                .collect::<Option<String>>()?,
+            _ => return None,
+        };
+        Some(text.trim_end_matches('\0').to_string())
     }
 }
 

@@ -1,4 +1,4 @@
-//! Helpers for the module's tests: temporary directories and gzip.
+//! Helpers for the module's tests: temporary directories, gzip and `.npy` bytes.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -64,4 +64,36 @@ pub(super) fn assert_mentions(message: &str, parts: &[&str]) {
     for part in parts {
         assert!(message.contains(part), "`{part}` missing from: {message}");
     }
+}
+
+/// A `.npy` file: magic, version, header padded with spaces to a multiple of 64 bytes, data.
+pub(super) fn npy_bytes(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
+    let length_bytes = if major == 1 { 2 } else { 4 };
+    let preamble = 8 + length_bytes;
+    let mut dict = header.to_string();
+    while !(preamble + dict.len() + 1).is_multiple_of(64) {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    let mut out = b"\x93NUMPY".to_vec();
+    out.extend([major, 0]);
+    if major == 1 {
+        out.extend((dict.len() as u16).to_le_bytes());
+    } else {
+        out.extend((dict.len() as u32).to_le_bytes());
+    }
+    out.extend(dict.as_bytes());
+    out.extend(data);
+    out
+}
+
+/// A `.npy` header dictionary.
+pub(super) fn dict(descr: &str, fortran: bool, shape: &str) -> String {
+    let order = if fortran { "True" } else { "False" };
+    format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}")
+}
+
+/// Little-endian `f64` bytes.
+pub(super) fn f64_le(values: &[f64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }

@@ -62,6 +62,7 @@ pub fn data_file(data: &[u8], format: Format) {
         Format::Libsvm => "libsvm",
         Format::Npy => "npy",
         Format::Idx => "idx",
+        Format::Npz => "npz",
     };
     // Files that announce more than 256 MiB of points are refused before allocating (as
     // POPCORN_MEMORY_LIMIT makes programs do); the fuzzer looks for crashes, not large files.

@@ -5,5 +5,6 @@ mod idx_tests;
 mod libsvm_tests;
 mod load_tests;
 mod npy_tests;
+mod npz_tests;
 mod sparse_tests;
 mod write_tests;

@@ -1,35 +1,7 @@
-use super::super::test_support::{assert_mentions, err_msg, gzip, TempDir};
+use super::super::test_support::{
+    assert_mentions, dict, err_msg, f64_le, gzip, npy_bytes, TempDir,
+};
 use super::super::*;
-
-/// A `.npy` file: magic, version, header padded with spaces to a multiple of 64 bytes, data.
-fn npy_bytes(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
-    let length_bytes = if major == 1 { 2 } else { 4 };
-    let preamble = 8 + length_bytes;
-    let mut dict = header.to_string();
-    while !(preamble + dict.len() + 1).is_multiple_of(64) {
-        dict.push(' ');
-    }
-    dict.push('\n');
-    let mut out = b"\x93NUMPY".to_vec();
-    out.extend([major, 0]);
-    if major == 1 {
-        out.extend((dict.len() as u16).to_le_bytes());
-    } else {
-        out.extend((dict.len() as u32).to_le_bytes());
-    }
-    out.extend(dict.as_bytes());
-    out.extend(data);
-    out
-}
-
-fn dict(descr: &str, fortran: bool, shape: &str) -> String {
-    let order = if fortran { "True" } else { "False" };
-    format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}")
-}
-
-fn f64_le(values: &[f64]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
 
 fn load_bytes(bytes: &[u8]) -> Result<Dataset, IoError> {
     let dir = TempDir::new();
