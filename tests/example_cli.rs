@@ -1067,3 +1067,83 @@ fn sparse_points_are_chosen_from_the_file_and_reported() {
     assert!(on.stdout.contains("sparse (CSR"), "{}", on.stdout);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A scipy sparse `.npz` (CSR) file: kept sparse under `--sparse auto` below 10% density, with
+/// the labels of the same points dense (`--sparse off`); a denser one is clustered dense, and
+/// a CSC archive is refused naming the conversion.
+#[test]
+fn npz_points_are_read_sparse() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let topics = data.join("topics.npz");
+    let dir = scratch("npz");
+    let labels_sparse = dir.join("sparse.txt");
+    let labels_dense = dir.join("dense.txt");
+    let sparse = run_cli(&[
+        "-i",
+        path_str(&topics),
+        "-k",
+        "3",
+        "--device",
+        "cpu",
+        "--labels-out",
+        path_str(&labels_sparse),
+    ]);
+    assert_eq!(sparse.code, 0, "{}", sparse.stderr);
+    assert!(sparse.stdout.contains("60 x 300"), "{}", sparse.stdout);
+    assert!(
+        sparse.stdout.contains("sparse (CSR, density 1.333%)"),
+        "{}",
+        sparse.stdout
+    );
+    let dense = run_cli(&[
+        "-i",
+        path_str(&topics),
+        "-k",
+        "3",
+        "--device",
+        "cpu",
+        "--sparse",
+        "off",
+        "--labels-out",
+        path_str(&labels_dense),
+    ]);
+    assert_eq!(dense.code, 0, "{}", dense.stderr);
+    assert!(
+        dense.stdout.contains("points                dense"),
+        "{}",
+        dense.stdout
+    );
+    let sparse_labels = std::fs::read_to_string(&labels_sparse).unwrap();
+    assert_eq!(sparse_labels.lines().count(), 60);
+    assert_eq!(
+        sparse_labels,
+        std::fs::read_to_string(&labels_dense).unwrap()
+    );
+    // 6 entries in 4 x 5 (30%): dense under auto.
+    let io_data = Path::new(env!("CARGO_MANIFEST_DIR")).join("popcorn-io/tests/data");
+    let denser = run_cli(&[
+        "-i",
+        path_str(&io_data.join("csr_f64.npz")),
+        "-k",
+        "2",
+        "--device",
+        "cpu",
+    ]);
+    assert_eq!(denser.code, 0, "{}", denser.stderr);
+    assert!(
+        denser.stdout.contains("points                dense"),
+        "{}",
+        denser.stdout
+    );
+    let csc = run_cli(&[
+        "-i",
+        path_str(&io_data.join("csc.npz")),
+        "-k",
+        "2",
+        "--device",
+        "cpu",
+    ]);
+    assert_eq!(csc.code, 1, "{}", csc.stderr);
+    assert_one_error_line(&csc, "X.tocsr()");
+    let _ = std::fs::remove_dir_all(&dir);
+}

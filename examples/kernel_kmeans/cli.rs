@@ -18,8 +18,9 @@ pub const DEFAULT_N: usize = 1500;
     long_about = None,
     after_help = "\
 DATA:
-  -i FILE          cluster FILE (.csv/.tsv/.txt, libsvm, .npy, IDX; gzip too). With
-                   -f precomputed, FILE holds the n x n kernel matrix instead (.csv or .npy).
+  -i FILE          cluster FILE (.csv/.tsv/.txt, libsvm, .npy, scipy sparse .npz, IDX; all
+                   but .npz gzip too). With -f precomputed, FILE holds the n x n kernel
+                   matrix instead (.csv or .npy).
   (no -i, no -d)   the demo: 2 concentric rings (radii 0.25 and 1, radial noise 0.05, seeded
                    by -s, n = 1500 unless -n), clustered with the gaussian kernel (gamma 4)
                    AND with the linear kernel (plain k-means), printing the ARI of both
@@ -40,9 +41,10 @@ WEIGHTS:
 SPARSE POINTS:
   --sparse auto|on|off  keep the points sparse (CSR): the kernel matrix is built from them
                    without densifying where the planner finds that cheaper (the plan says
-                   how). auto (default): sparse for a libsvm file whose density is below 10%;
-                   on: always (other formats are converted); off: dense. Sparse points take
-                   the stored kernel matrix; --zscore, -o, --plot and -l naive need dense ones.
+                   how). auto (default): sparse for a libsvm or scipy .npz file whose density
+                   is below 10%; on: always (other formats are converted); off: dense.
+                   Sparse points take the stored kernel matrix; --zscore, -o, --plot and
+                   -l naive need dense ones.
 
 When the data has true labels, the ARI and NMI of the clustering are printed.
 Exit status: 0 done, 1 bad data or a failed run, 2 bad usage."
@@ -96,7 +98,8 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub weights: Option<PathBuf>,
 
-    /// Sparse points: auto (a libsvm file below 10% density), on, off (see SPARSE POINTS)
+    /// Sparse points: auto (a libsvm or .npz file below 10% density), on, off (see SPARSE
+    /// POINTS)
     #[arg(long, value_name = "MODE", default_value = "auto", value_parser = parse_sparse)]
     pub sparse: SparseMode,
 
@@ -240,7 +243,7 @@ fn parse_kernel(s: &str) -> Result<KernelName, String> {
 /// `--sparse`: whether the points are kept sparse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SparseMode {
-    /// Sparse for a libsvm file below [`super::data::SPARSE_AUTO_MAX_DENSITY`].
+    /// Sparse for a libsvm or `.npz` file below [`super::data::SPARSE_AUTO_MAX_DENSITY`].
     Auto,
     /// Always sparse.
     On,

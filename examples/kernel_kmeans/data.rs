@@ -186,24 +186,24 @@ pub fn load_points(
     Ok(data)
 }
 
-/// Densities below which `--sparse auto` keeps a libsvm file sparse: a CSR entry takes 16
-/// bytes (value and index) against 8 for a dense value, and the sparse Gram product's work
-/// grows with the square of the density.
+/// Densities below which `--sparse auto` keeps a sparse file (libsvm, `.npz`) sparse: a CSR
+/// entry takes 16 bytes (value and index) against 8 for a dense value, and the sparse Gram
+/// product's work grows with the square of the density.
 pub const SPARSE_AUTO_MAX_DENSITY: f64 = 0.1;
 
-/// Reads points as `mode` says: a libsvm file as CSR (kept sparse under `auto` below
-/// [`SPARSE_AUTO_MAX_DENSITY`], or `on`), other formats dense (converted under `on`).
+/// Reads points as `mode` says: a sparse file (libsvm, `.npz`) as CSR (kept sparse under
+/// `auto` below [`SPARSE_AUTO_MAX_DENSITY`], or `on`), other formats dense (converted under
+/// `on`).
 fn read_points(path: &Path, label_column: LabelColumn, mode: SparseMode) -> Result<Data, CliError> {
-    let libsvm = mode != SparseMode::Off && io::detect_format(path)? == io::Format::Libsvm;
-    if !libsvm {
-        let mut data = read_data(path, label_column)?;
-        if mode == SparseMode::On {
-            data.sparse = Some(CsrMatrix::from_dense(data.n, data.d, &data.x)?);
-            data.x = Vec::new();
-        }
-        return Ok(data);
+    let keep_sparse = match mode {
+        SparseMode::Off => false,
+        SparseMode::On => true,
+        SparseMode::Auto => io::detect_format(path)?.is_sparse(),
+    };
+    if !keep_sparse {
+        return read_data(path, label_column);
     }
-    let ds = io::load_libsvm_sparse(path, None)?;
+    let ds = io::load_sparse(path, &load_options(label_column))?;
     if mode == SparseMode::Auto && ds.x.density() >= SPARSE_AUTO_MAX_DENSITY {
         let dense = ds.to_dense()?;
         return Ok(Data {
@@ -225,16 +225,21 @@ fn read_points(path: &Path, label_column: LabelColumn, mode: SparseMode) -> Resu
     })
 }
 
-/// Reads any supported file (CSV, libsvm, npy, IDX) into points and optional true labels.
-fn read_data(path: &Path, label_column: LabelColumn) -> Result<Data, CliError> {
-    let options = LoadOptions {
+/// How point files are read: every format detected, `label_column` for delimited text.
+fn load_options(label_column: LabelColumn) -> LoadOptions {
+    LoadOptions {
         csv: CsvOptions {
             label_column,
             ..CsvOptions::default()
         },
         ..LoadOptions::default()
-    };
-    let ds = io::load(path, &options)?;
+    }
+}
+
+/// Reads any supported file (CSV, libsvm, npy, npz, IDX) into dense points and optional true
+/// labels.
+fn read_data(path: &Path, label_column: LabelColumn) -> Result<Data, CliError> {
+    let ds = io::load(path, &load_options(label_column))?;
     Ok(Data {
         source: Source::File(path.to_path_buf()),
         n: ds.n,

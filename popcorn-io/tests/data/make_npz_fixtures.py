@@ -36,3 +36,16 @@ sp.save_npz("csr_unsorted.npz", Z, compressed=True)
 
 # A CSC matrix, which the reader refuses with how to convert it.
 sp.save_npz("csc.npz", X.tocsc())
+
+# The command-line test's points (tests/data/topics.npz of the workspace): 60 points of 300
+# features in 3 topics of 100 features each, 4 entries a point (density 1.3%).
+rows, cols, vals = [], [], []
+for i in range(60):
+    topic = i % 3
+    features = sorted({topic * 100 + (i * 7 + j * 13) % 100 for j in range(4)})
+    for j, col in enumerate(features):
+        rows.append(i)
+        cols.append(col)
+        vals.append(1.0 + 0.25 * j)
+T = sp.csr_matrix((vals, (rows, cols)), shape=(60, 300))
+sp.save_npz("../../../tests/data/topics.npz", T)
