@@ -298,6 +298,19 @@ pub enum IoError {
         problem: String,
     },
 
+    /// A malformed graph file (Matrix Market `.mtx` or an edge list): a bad header, size
+    /// line or entry, an index out of range, an unsupported kind of matrix, a count that does
+    /// not match, or an edge given twice with different weights.
+    #[error("`{}`: line {line}: {problem}", path.display())]
+    Graph {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line.
+        line: usize,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+
     /// A CSR matrix's arrays break a rule (offsets, lengths, index order or range, a value
     /// that is not finite); see [`super::CsrMatrix::new`].
     #[error("invalid CSR matrix: {problem}")]

@@ -11,6 +11,9 @@
 //!   (a zip archive, so not gzip-compressed), kept as a CSR matrix;
 //! - IDX ([`load_idx`]): MNIST / Fashion-MNIST images and labels.
 //!
+//! Graphs (a symmetric adjacency matrix as a [`CsrMatrix`]): Matrix Market `.mtx`
+//! ([`load_mtx`]) and edge lists `i j [w]` ([`load_edge_list`]).
+//!
 //! [`load`] picks the reader from the file name or content ([`detect_format`]) and returns
 //! dense points; [`load_sparse`] returns a CSR matrix, reading libsvm and `.npz` files without
 //! densifying.
@@ -21,11 +24,13 @@
 
 mod csv;
 mod dataset;
+mod edges;
 mod error;
 mod idx;
 mod input;
 mod libsvm;
 mod load;
+mod mtx;
 mod npy;
 mod npz;
 mod sparse;
@@ -39,11 +44,13 @@ mod tests;
 
 pub use self::csv::{load_csv, CsvOptions, Header, LabelColumn, Separator};
 pub use self::dataset::{check_k, Dataset};
+pub use self::edges::{load_edge_list, IndexBase};
 pub use self::error::IoError;
 pub use self::idx::{find_idx_labels, load_idx, load_idx_labels};
 pub use self::input::{set_memory_limit, system_memory};
 pub use self::libsvm::{load_libsvm, load_libsvm_sparse};
 pub use self::load::{detect_format, load, load_sparse, Format, IdxLabels, LoadOptions};
+pub use self::mtx::load_mtx;
 pub use self::npy::load_npy;
 pub use self::npz::load_npz;
 pub use self::sparse::{CsrMatrix, SparseDataset};
