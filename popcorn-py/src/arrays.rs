@@ -1,8 +1,10 @@
 //! numpy arrays in and out: anything array-like as contiguous `float64` values or as labels,
-//! and results back as arrays of the computation's element type.
+//! scipy's CSR arrays as a [`CsrMatrix`], and results back as arrays of the computation's
+//! element type.
 
 use crate::errors::value_error;
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use popcorn::io::CsrMatrix;
 use popcorn::DType;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -125,4 +127,55 @@ pub fn ints32(obj: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
     let values = contiguous(obj, "int32")?.cast_into::<PyArrayDyn<i32>>()?;
     let values = values.readonly();
     Ok(values.as_slice()?.to_vec())
+}
+
+/// `obj` as a 1-D array of non-negative integers (CSR offsets or column indices, named `what`
+/// in errors).
+fn csr_indices(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<usize>> {
+    let values = contiguous(obj, "int64")?.cast_into::<PyArrayDyn<i64>>()?;
+    let values = values.readonly();
+    if values.ndim() != 1 {
+        return Err(value_error(format!(
+            "sparse points: {what} must be a 1-D array, got shape {:?}",
+            values.shape()
+        )));
+    }
+    values
+        .as_slice()?
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            usize::try_from(v).map_err(|_| {
+                value_error(format!(
+                    "sparse points: {what}[{i}] is {v}; it cannot be negative"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// A CSR matrix from scipy's arrays (`indptr`, `indices`, `data` and `shape` of a
+/// `csr_matrix`), checked by [`CsrMatrix::new`]: the caller sorts the indices and sums
+/// duplicates first (scipy's `sum_duplicates`).
+pub fn csr_matrix(
+    indptr: &Bound<'_, PyAny>,
+    indices: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+    (rows, cols): (usize, usize),
+) -> PyResult<CsrMatrix> {
+    let values = floats(data)?;
+    if values.ndim() != 1 {
+        return Err(value_error(format!(
+            "sparse points: data must be a 1-D array, got shape {:?}",
+            values.shape()
+        )));
+    }
+    CsrMatrix::new(
+        rows,
+        cols,
+        csr_indices(indptr, "indptr")?,
+        csr_indices(indices, "indices")?,
+        values.as_slice()?.to_vec(),
+    )
+    .map_err(|e| value_error(format!("sparse points: {e}")))
 }

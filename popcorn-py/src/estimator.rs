@@ -1,8 +1,12 @@
 //! Kernel K-means for the Python estimator: [`fit`] turns the estimator's parameters into a
 //! [`KernelKMeans`], runs it with the GIL released (stopping on Ctrl-C between iterations)
 //! and returns the results with a [`NativeModel`] that predicts and can be stored as parts.
+//! Sparse points (scipy's CSR arrays) go through [`fit_sparse`] and
+//! [`NativeModel::predict_sparse`], never made dense.
 
-use crate::arrays::{dtype_name, dtype_named, float_array, floats, label_array, labels, matrix};
+use crate::arrays::{
+    csr_matrix, dtype_name, dtype_named, float_array, floats, label_array, labels, matrix,
+};
 use crate::device::device_spec;
 use crate::errors::{fit_error, runtime_error, value_error};
 use crate::interrupt::SignalCheck;
@@ -164,10 +168,7 @@ pub fn fit<'py>(
             "a precomputed kernel matrix is square, got {n} x {d}"
         )));
     }
-    let mut km = builder(&options, d)?;
-    if let Some(w) = sample_weight {
-        km = km.sample_weight(&point_weights(w, n)?);
-    }
+    let km = weighted(builder(&options, d)?, sample_weight, n)?;
     let values = x.as_slice()?;
     let result = if precomputed {
         detached_fit(py, |check| {
@@ -178,6 +179,53 @@ pub fn fit<'py>(
             km.fit_with_control(Points::new(n, d, values)?, &mut check.control())
         })?
     };
+    results(py, result)
+}
+
+/// `km` with the weights `sample_weight` of `n` points, where given.
+fn weighted(
+    km: KernelKMeans,
+    sample_weight: Option<&Bound<'_, PyAny>>,
+    n: usize,
+) -> PyResult<KernelKMeans> {
+    Ok(match sample_weight {
+        Some(w) => km.sample_weight(&point_weights(w, n)?),
+        None => km,
+    })
+}
+
+/// The error for sparse points with a precomputed kernel.
+fn precomputed_sparse_error() -> PyErr {
+    value_error(
+        "kernel = \"precomputed\" takes the kernel matrix as a dense array, not sparse points \
+         (a scipy.sparse matrix); pass X.toarray()",
+    )
+}
+
+/// Fits Kernel K-means to sparse points, an `n x d` CSR matrix given as scipy's arrays
+/// (`indptr`, `indices`, `data`, `shape`; indices sorted, no duplicates), never made dense: the
+/// kernel matrix is built from them as the planner chooses and stored. Otherwise as [`fit`];
+/// `zscore` is an error (it would make the points dense), as is the precomputed kernel.
+#[pyfunction]
+#[pyo3(signature = (indptr, indices, data, shape, options, sample_weight = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn fit_sparse<'py>(
+    py: Python<'py>,
+    indptr: &Bound<'py, PyAny>,
+    indices: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+    shape: (usize, usize),
+    options: FitOptions<'py>,
+    sample_weight: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(Bound<'py, PyDict>, NativeModel)> {
+    if options.kernel == "precomputed" {
+        return Err(precomputed_sparse_error());
+    }
+    let x = csr_matrix(indptr, indices, data, shape)?;
+    let km = weighted(builder(&options, x.cols())?, sample_weight, x.rows())?;
+    let result = detached_fit(py, |check| {
+        km.fit_sparse_with_control(&x, &mut check.control())
+    })?;
     results(py, result)
 }
 
@@ -248,6 +296,28 @@ impl NativeModel {
                     self.model.predict(Points::new(m, cols, values)?)
                 }
             })
+            .map_err(fit_error)?;
+        label_array(py, &predicted)
+    }
+
+    /// The cluster of each row of the sparse points given as scipy's CSR arrays (`indptr`,
+    /// `indices`, `data`, `shape`; indices sorted, no duplicates): from both sides kept sparse
+    /// on a model of sparse points, made dense on a model of dense points. Runs with the GIL
+    /// released.
+    fn predict_sparse<'py>(
+        &self,
+        py: Python<'py>,
+        indptr: &Bound<'py, PyAny>,
+        indices: &Bound<'py, PyAny>,
+        data: &Bound<'py, PyAny>,
+        shape: (usize, usize),
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if self.precomputed {
+            return Err(precomputed_sparse_error());
+        }
+        let y = csr_matrix(indptr, indices, data, shape)?;
+        let predicted = py
+            .detach(|| self.model.predict_sparse(&y))
             .map_err(fit_error)?;
         label_array(py, &predicted)
     }

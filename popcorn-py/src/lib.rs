@@ -3,7 +3,7 @@
 //! programs on numpy arrays ([`context`]) and what popcorn finds of the GPU ([`device`]).
 //!
 //! Everything here calls the popcorn library; the Python half (`python/popcorn/`) adds the
-//! scikit-learn estimator around [`estimator::fit`]. Errors become Python exceptions with the
+//! scikit-learn estimator around [`estimator::fit`] and [`estimator::fit_sparse`]. Errors become Python exceptions with the
 //! library's messages ([`errors`]); fits and program runs release the GIL, and a fit checks for
 //! Ctrl-C between its phases and iterations ([`interrupt`]).
 #![warn(missing_docs)]
@@ -27,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<context::PyContext>()?;
     m.add_class::<estimator::NativeModel>()?;
     m.add_function(wrap_pyfunction!(estimator::fit, m)?)?;
+    m.add_function(wrap_pyfunction!(estimator::fit_sparse, m)?)?;
     m.add_function(wrap_pyfunction!(device::device_info, m)?)?;
     m.add("DslError", m.py().get_type::<errors::DslError>())?;
     Ok(())

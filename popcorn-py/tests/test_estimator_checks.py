@@ -4,8 +4,10 @@ kernels, inits, dtypes and options.
 Checks that cannot pass, and why (``EXPECTED_FAILURES``): with ``kernel="precomputed"``,
 ``check_clustering`` fits the raw 50 x 2 points whatever the estimator's ``pairwise`` tag says,
 and a precomputed kernel matrix is square; and for every estimator
-``check_sample_weight_equivalence_on_dense_data`` compares fits of differently sized data
-from starts that do not correspond (``COMMON_EXPECTED_FAILURES``). (``check_array_api_input`` skips itself unless
+``check_sample_weight_equivalence_on_dense_data`` (and ``..._on_sparse_data`` for the
+estimators that take sparse points) compares fits of differently sized data from starts that
+do not correspond (``COMMON_EXPECTED_FAILURES``). The estimators that take sparse points
+(``input_tags.sparse``) are checked on them. (``check_array_api_input`` skips itself unless
 ``SCIPY_ARRAY_API=1``; popcorn takes numpy input only.)"""
 
 import inspect
@@ -37,6 +39,8 @@ _WEIGHT_EQUIVALENCE = (
 #: same check for its random starts).
 COMMON_EXPECTED_FAILURES = {
     "check_sample_weight_equivalence_on_dense_data": _WEIGHT_EQUIVALENCE,
+    # The same check on sparse points (run where the sparse tag is set).
+    "check_sample_weight_equivalence_on_sparse_data": _WEIGHT_EQUIVALENCE,
 }
 
 #: The checks each kernel's estimators cannot pass besides, with the reason.

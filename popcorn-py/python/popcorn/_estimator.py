@@ -5,6 +5,7 @@ import inspect
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
@@ -36,8 +37,23 @@ def _dtype_name(dtype):
         raise ValueError(f"dtype={dtype!r} is not a numpy dtype; use 'float32' or 'float64'") from e
 
 
+def _csr_arrays(X):
+    """The ``indptr``, ``indices``, ``data`` and ``shape`` of the CSR matrix ``X``, its indices
+    sorted and duplicates summed (on a copy: ``X`` is left as it is)."""
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X.indptr, X.indices, X.data, X.shape
+
+
 class KernelKMeans(ClusterMixin, BaseEstimator):
     """Kernel K-means: k-means in the feature space of a kernel, on a GPU or the CPU.
+
+    ``X`` may be dense (array-like) or a ``scipy.sparse`` matrix or array: CSR is used as
+    it is, other formats are converted to CSR, and the points stay sparse (the kernel matrix
+    is built from them without densifying where popcorn's planner finds that cheaper, then
+    stored). Sparse points cannot be z-scored (``zscore=True``) nor be a precomputed kernel
+    matrix.
 
     The kernel matrix ``K`` is built from the points (or given, with
     ``kernel="precomputed"``); each iteration assigns every point to the nearest centroid in
@@ -139,11 +155,27 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         self.random_state = random_state
 
     def _check_input(self, X, reset):
-        return _validate_data(self, X, reset=reset, dtype=np.float64, order="C")
+        """``X`` as float64 values: a C-ordered array, or a CSR matrix for sparse input (an
+        unsupported option with sparse input is a ``ValueError`` naming it)."""
+        if sp.issparse(X):
+            if self.kernel == "precomputed":
+                raise ValueError(
+                    'kernel="precomputed" takes the kernel matrix as a dense array, not a '
+                    "scipy.sparse matrix; pass X.toarray()"
+                )
+            if self.zscore:
+                raise ValueError(
+                    "zscore=True would make sparse points dense (every feature shifted by its "
+                    "mean); scale them beforehand, or pass X.toarray() to z-score dense points"
+                )
+        return _validate_data(
+            self, X, reset=reset, dtype=np.float64, order="C", accept_sparse="csr"
+        )
 
     def fit(self, X, y=None, sample_weight=None):
-        """Clusters ``X`` (array-like of shape (n_samples, n_features), or the kernel matrix
-        for ``kernel="precomputed"``). ``y`` is ignored. Returns the fitted estimator.
+        """Clusters ``X`` (array-like or scipy sparse matrix of shape (n_samples,
+        n_features), or the dense kernel matrix for ``kernel="precomputed"``). ``y`` is
+        ignored. Returns the fitted estimator.
 
         ``sample_weight`` (array-like of shape (n_samples,), a number, or ``None`` for all
         ones) weighs the points: a centroid is the weighted mean of its points in feature
@@ -184,7 +216,10 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
             "device": self.device,
             "dtype": _dtype_name(self.dtype),
         }
-        result, model = _native.fit(X, options, sample_weight)
+        if sp.issparse(X):
+            result, model = _native.fit_sparse(*_csr_arrays(X), options, sample_weight)
+        else:
+            result, model = _native.fit(X, options, sample_weight)
         self._model = model
         self.labels_ = result["labels"]
         self.n_iter_ = result["n_iter"]
@@ -202,16 +237,24 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         return self.fit(X, sample_weight=sample_weight).labels_
 
     def predict(self, X):
-        """The nearest centroid in feature space of every row of ``X`` (new points, or for
-        ``kernel="precomputed"`` their kernel values against the training points)."""
+        """The nearest centroid in feature space of every row of ``X`` (new points, dense or
+        scipy sparse, or for ``kernel="precomputed"`` their dense kernel values against the
+        training points). Sparse points on a model fitted on sparse points stay sparse."""
         check_is_fitted(self)
         X = self._check_input(X, reset=False)
+        if sp.issparse(X):
+            return self._model.predict_sparse(*_csr_arrays(X))
         return self._model.predict(X)
 
     def __sklearn_tags__(self):  # scikit-learn >= 1.6
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.kernel == "precomputed"
+        tags.input_tags.sparse = self._accepts_sparse()
         return tags
+
+    def _accepts_sparse(self):
+        """Whether ``fit`` takes sparse points with these parameters."""
+        return self.kernel != "precomputed" and not self.zscore
 
     def _more_tags(self):  # scikit-learn < 1.6
         return {"pairwise": self.kernel == "precomputed"}
