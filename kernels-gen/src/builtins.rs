@@ -286,7 +286,14 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long k,
     unsigned int* __restrict__ counts)
 {
-    __shared__ unsigned int bins[{BINS}];
+{BIN_COUNTS}}
+"#;
+
+/// The body shared by [`histogram`] and [`small_counts`]: the block's points (a grid-stride
+/// loop; one block sees them all) counted into `{BINS}` shared-memory bins per pass over the
+/// clusters, a warp's equal labels merged by `__match_any_sync`, then each bin's count `v` of
+/// cluster `c0 + c` handed to `{FLUSH}`.
+const BIN_COUNTS: &str = r#"    __shared__ unsigned int bins[{BINS}];
     const int tid = (int)threadIdx.x;
     const int lane = tid & 31;
     const long long stride = (long long)gridDim.x * (long long)blockDim.x;
@@ -307,12 +314,19 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
         __syncthreads();
         for (int c = tid; c < width; c += (int)blockDim.x) {
             const unsigned int v = bins[c];
-            if (v != 0u) atomicAdd(&counts[c0 + c], v);
+            {FLUSH}
         }
         __syncthreads();
     }
-}
 "#;
+
+/// `template` with [`BIN_COUNTS`] in place of `{BIN_COUNTS}`, flushing each bin by `flush`,
+/// with `bins` bins.
+fn with_bin_counts(template: &str, flush: &str, bins: u32) -> String {
+    template
+        .replace("{BIN_COUNTS}", &BIN_COUNTS.replace("{FLUSH}", flush))
+        .replace("{BINS}", &bins.to_string())
+}
 
 /// Cluster sizes: `counts[c]` = number of `p < n` with `labels[p] == c`, for `c < k`. Labels
 /// `>= k` are ignored. `counts` (`k` entries) must be zeroed first with [`fill_u32`].
@@ -322,7 +336,11 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 pub fn histogram() -> BuiltinKernel {
     untyped(
         "pk_histogram",
-        &HISTOGRAM.replace("{BINS}", &HISTOGRAM_BINS.to_string()),
+        &with_bin_counts(
+            HISTOGRAM,
+            "if (v != 0u) atomicAdd(&counts[c0 + c], v);",
+            HISTOGRAM_BINS,
+        ),
     )
 }
 
@@ -422,27 +440,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {NAME}(
     const long long k,
     {T}* __restrict__ out)
 {
-    __shared__ unsigned int bins[{BINS}];
-    const int tid = (int)threadIdx.x;
-    const int lane = tid & 31;
-    for (long long c0 = 0; c0 < k; c0 += {BINS}) {
-        const long long width = (k - c0 < {BINS}) ? (k - c0) : {BINS};
-        for (int c = tid; c < width; c += {THREADS}) bins[c] = 0u;
-        __syncthreads();
-        for (long long p = tid; p < n; p += {THREADS}) {
-            const long long label = (long long)labels[p];
-            const bool mine = label >= c0 && label < c0 + width;
-            const unsigned int key = mine ? (unsigned int)(label - c0) : 0xffffffffu;
-            const unsigned int peers = __match_any_sync(__activemask(), key);
-            if (mine && lane == __ffs(peers) - 1) {
-                atomicAdd(&bins[key], (unsigned int)__popc(peers));
-            }
-        }
-        __syncthreads();
-        for (int c = tid; c < width; c += {THREADS}) out[c0 + c] = ({T})bins[c];
-        __syncthreads();
-    }
-}
+{BIN_COUNTS}}
 "#;
 
 /// Cluster sizes as floats for up to [`SMALL_COUNTS_MAX_N`] labels in one launch:
@@ -452,9 +450,8 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {NAME}(
 /// Parameters: `(const long long n, const unsigned int* labels, const long long k, T* out)`;
 /// entry point `pk_small_counts_{f32|f64}`. Launch: one block of [`SMALL_COUNTS_THREADS`].
 pub fn small_counts(dtype: ScalarType) -> BuiltinKernel {
-    let template = SMALL_COUNTS
-        .replace("{THREADS}", &SMALL_COUNTS_THREADS.to_string())
-        .replace("{BINS}", &SMALL_COUNTS_BINS.to_string());
+    let template = with_bin_counts(SMALL_COUNTS, "out[c0 + c] = ({T})v;", SMALL_COUNTS_BINS)
+        .replace("{THREADS}", &SMALL_COUNTS_THREADS.to_string());
     typed("small_counts", dtype, &template)
 }
 
