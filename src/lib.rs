@@ -41,6 +41,7 @@ pub use popcorn_runtime::{Args, Context, DeviceSpec, Outputs, RuntimeError, Tens
 
 pub mod kkmeans;
 pub mod metrics;
+pub mod ncut;
 
 #[doc(hidden)]
 pub mod __private {

@@ -6,17 +6,20 @@
 //! - [`contexts`]: CPU contexts with a given configuration, and a GPU context where there is a
 //!   GPU (tests skip without one, unless `POPCORN_REQUIRE_GPU` makes that a failure);
 //! - [`programs`]: the DSL programs of `examples/programs/`;
-//! - [`fuzz`]: what the fuzz targets do with an input (shared with the corpus replay test).
+//! - [`fuzz`]: what the fuzz targets do with an input (shared with the corpus replay test);
+//! - [`graphs`]: graphs with planted communities (the normalized cut's tests).
 #![warn(missing_docs)]
 
 pub mod check;
 pub mod contexts;
 pub mod fuzz;
+pub mod graphs;
 pub mod programs;
 pub mod reference;
 pub mod rng;
 
 pub use check::*;
 pub use contexts::*;
+pub use graphs::*;
 pub use programs::*;
 pub use rng::*;

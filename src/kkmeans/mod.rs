@@ -30,6 +30,7 @@ pub use algorithm::{Algorithm, AlgorithmChoice, EXPECTED_ITERATIONS};
 pub use init::SplitMix64;
 use model::KernelPrograms;
 pub use model::{Model, ModelParts, Scaling};
+pub(crate) use sparse::upload;
 use source::Source;
 pub use weights::WeightSummary;
 
