@@ -30,8 +30,8 @@ pub use algorithm::{Algorithm, AlgorithmChoice, EXPECTED_ITERATIONS};
 pub use init::SplitMix64;
 use model::KernelPrograms;
 pub use model::{Model, ModelParts, Scaling};
-pub(crate) use sparse::upload;
 use source::Source;
+pub(crate) use sparse::upload;
 pub use weights::WeightSummary;
 
 use crate::{Args, Context, DType, DeviceSpec, Outputs, RuntimeError, Tensor};
