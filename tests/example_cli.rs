@@ -1147,3 +1147,86 @@ fn npz_points_are_read_sparse() {
     assert_one_error_line(&csc, "X.tocsr()");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two 5-cliques joined by one edge (4 - 5), as an edge list (1-based, both directions of some
+/// edges, a comment) and as a symmetric Matrix Market file.
+fn two_cliques() -> (String, String) {
+    let mut edges = vec![(4, 5)];
+    for base in [0, 5] {
+        for i in 0..5 {
+            for j in i + 1..5 {
+                edges.push((base + i, base + j));
+            }
+        }
+    }
+    let mut list = String::from("# two cliques\n");
+    let mut mtx = format!(
+        "%%MatrixMarket matrix coordinate pattern symmetric\n10 10 {}\n",
+        edges.len()
+    );
+    for (n, (i, j)) in edges.iter().enumerate() {
+        list.push_str(&format!("{} {}\n", i + 1, j + 1));
+        if n % 3 == 0 {
+            list.push_str(&format!("{} {}\n", j + 1, i + 1));
+        }
+        mtx.push_str(&format!("{} {}\n", j + 1, i + 1));
+    }
+    (list, mtx)
+}
+
+#[test]
+fn graphs_are_clustered_by_normalized_cut() {
+    let dir = scratch("graph");
+    let (list, mtx) = two_cliques();
+    let edges = dir.join("g.edges");
+    let market = dir.join("g.mtx");
+    std::fs::write(&edges, list).unwrap();
+    std::fs::write(&market, mtx).unwrap();
+    let labels = dir.join("labels.txt");
+    let json = dir.join("r.json");
+    // Volumes 21 and 21, one edge cut: 2 / 21.
+    for (file, extra) in [(&market, vec![]), (&edges, vec!["--one-based"])] {
+        let mut args = vec![
+            "--graph",
+            path_str(file),
+            "-k",
+            "2",
+            "-r",
+            "3",
+            "--device",
+            "cpu",
+            "--dtype",
+            "f64",
+            "--labels-out",
+            path_str(&labels),
+            "--json",
+            path_str(&json),
+        ];
+        args.extend(extra);
+        let r = run_cli(&args);
+        assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+        let truth: Vec<i64> = (0..10).map(|i| (i / 5) as i64).collect();
+        assert_same_partition(&truth, &read_labels(&labels));
+        assert_eq!(summary_row(&r.stdout, "normalized cut"), vec!["0.095238"]);
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let cut = report["result"]["ncut"].as_f64().unwrap();
+        assert!((cut - 2.0 / 21.0).abs() < 1e-12, "{cut}");
+        assert_eq!(report["result"]["n"], 10);
+    }
+    // A 0-based read of the 1-based file has an isolated node 0.
+    let r = run_cli(&["--graph", path_str(&edges), "-k", "2", "--device", "cpu"]);
+    assert_one_error_line(&r, "node 0 is isolated");
+    let r = run_cli(&["--graph", path_str(&market), "--device", "cpu"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("-k"), "{}", r.stderr);
+    let r = run_cli(&["--graph", path_str(&market), "-k", "2", "-f", "linear"]);
+    assert_one_error_line(&r, "-f does not apply to --graph");
+    std::fs::write(
+        dir.join("bad.mtx"),
+        "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 3 1\n",
+    )
+    .unwrap();
+    let r = run_cli(&["--graph", path_str(&dir.join("bad.mtx")), "-k", "1"]);
+    assert_one_error_line(&r, "line 3: column index 3 is outside 1..=2");
+}

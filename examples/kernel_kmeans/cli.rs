@@ -46,6 +46,14 @@ SPARSE POINTS:
                    Sparse points take the stored kernel matrix; --zscore, -o, --plot and
                    -l naive need dense ones.
 
+GRAPHS:
+  --graph FILE     the normalized cut of a graph: FILE.mtx (Matrix Market coordinate, real,
+                   integer or pattern, general or symmetric) or an edge list (`i j [weight]`
+                   a line, 0-based unless --one-based, # and % comments; made symmetric).
+                   Weighted Kernel K-means with the degrees as weights and the kernel
+                   sigma D^-1 + D^-1 A D^-1, one sparse product per iteration (--sigma auto|S).
+                   Uses -k, -m, -r, -s (random labels), --device, --dtype, --labels-out, --json.
+
 When the data has true labels, the ARI and NMI of the clustering are printed.
 Exit status: 0 done, 1 bad data or a failed run, 2 bad usage."
 )]
@@ -181,6 +189,10 @@ pub struct Cli {
     /// folders)
     #[arg(long, value_name = "FILE.ttf", requires = "plot")]
     pub plot_font: Option<PathBuf>,
+
+    /// A graph to cluster by normalized cut (see GRAPHS)
+    #[command(flatten)]
+    pub graph: super::graph::GraphArgs,
 }
 
 /// The kernel named on the command line (its parameters come from other flags).

@@ -3,6 +3,7 @@
 mod cli;
 mod data;
 mod error;
+mod graph;
 mod naive;
 mod plans;
 mod plot;
@@ -95,6 +96,9 @@ fn execute(
         .device
         .map_or_else(DeviceSpec::from_env, Ok)?
         .resolve()?;
+    if let Some(path) = &cli.graph.graph {
+        return graph::run(cli, path, device, out);
+    }
     if cli.level == Level::Naive {
         naive::check_flags(cli, device)?;
     }
