@@ -1167,3 +1167,75 @@ fn sparse_points_match_the_cpu() {
         );
     }
 }
+
+/// Normalized cut on the GPU against the CPU: the iteration program on a stochastic block
+/// model (one sparse product of the shifted adjacency with the selection matrix), then whole
+/// fits: f64 gives the CPU's labels, cut history and objective under both shifts; f32 recovers
+/// the planted blocks as the CPU does.
+#[test]
+fn normalized_cut_matches_the_cpu() {
+    use popcorn::metrics::adjusted_rand_index;
+    use popcorn::ncut::{Init, NormalizedCut, Sigma};
+    if gpu(DType::F32).is_none() {
+        return;
+    }
+    let seed = seed();
+    for (n, p_in, p_out) in [(2000, 0.05, 0.005), (9, 0.9, 0.3), (5000, 0.01, 0.002)] {
+        let (a, truth) = common::stochastic_block_model(n, 4.min(n), p_in, p_out, seed);
+        if (0..n).any(|i| a.row(i).is_none_or(|(c, _)| c.is_empty())) {
+            // An isolated node (possible at n = 9): the fit refuses it on both devices.
+            continue;
+        }
+        let k = 4.min(n);
+        for sigma in [Sigma::Auto, Sigma::Fixed(0.2)] {
+            let fit = |device, dtype| {
+                NormalizedCut::new(k)
+                    .sigma(sigma)
+                    .init(Init::Random { seed: 3 })
+                    .n_init(2)
+                    .dtype(dtype)
+                    .device(device)
+                    .fit(&a)
+                    .unwrap_or_else(|e| panic!("n {n}, {sigma:?} on {device:?}: {e}"))
+            };
+            let cpu = fit(popcorn::DeviceSpec::Cpu, DType::F64);
+            let gpu_fit = fit(popcorn::DeviceSpec::Cuda(0), DType::F64);
+            let what = format!("n {n}, {sigma:?}");
+            assert_eq!(gpu_fit.labels, cpu.labels, "{what}: labels");
+            assert_eq!(gpu_fit.iterations, cpu.iterations, "{what}: iterations");
+            assert_eq!(gpu_fit.rejected_steps, cpu.rejected_steps, "{what}");
+            for (g, c) in gpu_fit.ncut_history.iter().zip(&cpu.ncut_history) {
+                assert!(
+                    (g - c).abs() <= 1e-9 * (1.0 + c.abs()),
+                    "{what}: cut {g} against {c}"
+                );
+            }
+            assert!(
+                (gpu_fit.objective - cpu.objective).abs() <= 1e-9 * (1.0 + cpu.objective.abs()),
+                "{what}: objective {} against {}",
+                gpu_fit.objective,
+                cpu.objective
+            );
+            if n >= 2000 {
+                let f32_fit = fit(popcorn::DeviceSpec::Cuda(0), DType::F32);
+                let pred: Vec<i64> = f32_fit.labels.iter().map(|&l| l as i64).collect();
+                let cpu_pred: Vec<i64> = cpu.labels.iter().map(|&l| l as i64).collect();
+                let (ari, cpu_ari) = (
+                    adjusted_rand_index(&truth, &pred),
+                    adjusted_rand_index(&truth, &cpu_pred),
+                );
+                assert!(
+                    ari >= cpu_ari - 0.02,
+                    "{what}: f32 GPU ARI {ari}, CPU f64 {cpu_ari}"
+                );
+                for h in f32_fit.ncut_history.windows(2) {
+                    assert!(
+                        sigma != Sigma::Auto || h[1] <= h[0],
+                        "{what}: the cut rose on the GPU: {:?}",
+                        f32_fit.ncut_history
+                    );
+                }
+            }
+        }
+    }
+}
