@@ -540,7 +540,12 @@ impl Checker {
         let nodes: Vec<NodeId> = vals.into_iter().map(|v| self.value(v)).collect();
         let node = match name {
             "where" => self.node(Op::Select, &nodes, whole, &spans)?,
-            "diag" => self.node(Op::Builtin(Builtin::Diag(Diag)), &nodes, whole, &spans)?,
+            "diag" => self.node(
+                Op::Builtin(Builtin::Diag(Diag::default())),
+                &nodes,
+                whole,
+                &spans,
+            )?,
             "sum_rows" => self.node(Op::RowReduce(Reduce::Sum), &nodes, whole, &spans)?,
             "min_rows" => self.node(Op::RowReduce(Reduce::Min), &nodes, whole, &spans)?,
             "max_rows" => self.node(Op::RowReduce(Reduce::Max), &nodes, whole, &spans)?,

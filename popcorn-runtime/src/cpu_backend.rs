@@ -534,10 +534,10 @@ fn run_typed<T: Real + HostElem>(
                     let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the row norms"))?;
                     cpu::csr_row_norms(csr(0)?, out)?;
                 }
-                Builtin::Diag(_) => {
+                Builtin::Diag(d) => {
                     let (n, lda) = in_dims(0);
                     let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the diagonal"))?;
-                    cpu::diag(n, dense(0)?, lda, out)?;
+                    cpu::diag(n, d.offset, dense(0)?, lda, out)?;
                 }
                 Builtin::Counts(c) => {
                     let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the counts"))?;

@@ -5,9 +5,16 @@ use crate::types::{require_dense, DimBindings, Type, TypeError};
 use crate::value::{densify, RefValue};
 use serde::{Deserialize, Serialize};
 
-/// `diag(M)`: `d[i] = M[i, i]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Diag;
+/// `diag(M)`: `d[i] = M[i, i]`. On a block of rows of the square matrix (a rank's rows of a
+/// [partitioned](crate::plan::collective) plan, starting at global row `offset`), the
+/// entries `d[i] = M[i, offset + i]` of those rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diag {
+    /// The column of the first row's diagonal entry: 0 for the whole matrix, the block's first
+    /// row for a block of rows.
+    #[serde(default)]
+    pub offset: usize,
+}
 
 impl OpFacts for Diag {
     fn label(&self) -> String {
@@ -19,7 +26,11 @@ impl OpFacts for Diag {
     }
 
     fn details(&self) -> String {
-        String::new()
+        if self.offset == 0 {
+            String::new()
+        } else {
+            format!("rows from {}", self.offset)
+        }
     }
 
     fn result_type(&self, operands: &[&Type]) -> Result<Type, TypeError> {
@@ -43,13 +54,18 @@ impl OpFacts for Diag {
     fn eval(&self, operands: &[&RefValue], _dims: &DimBindings) -> Result<RefValue, String> {
         arity(operands, 1, "diag")?;
         let m = densify(operands[0])?;
-        if m.rows != m.cols {
-            return Err(format!("diag of a {} x {} matrix", m.rows, m.cols));
+        let square = self.offset == 0 && m.rows == m.cols;
+        let block = self.offset > 0 && m.rows + self.offset <= m.cols;
+        if !square && !block {
+            return Err(format!(
+                "diag of a {} x {} matrix from column {}",
+                m.rows, m.cols, self.offset
+            ));
         }
         Ok(RefValue::dense(
             m.rows,
             1,
-            (0..m.rows).map(|i| m.at(i, i)).collect(),
+            (0..m.rows).map(|i| m.at(i, self.offset + i)).collect(),
         ))
     }
 }

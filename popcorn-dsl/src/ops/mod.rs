@@ -227,7 +227,7 @@ mod tests {
         assert!(v.data.iter().filter(|x| **x != 0.0).count() == 4);
         let square = RefValue::dense(2, 2, vec![1.0, 2.0, 3.0, 4.0]);
         assert_eq!(
-            Builtin::Diag(Diag).eval(&[&square], &dims),
+            Builtin::Diag(Diag::default()).eval(&[&square], &dims),
             Ok(RefValue::dense(2, 1, vec![1.0, 4.0]))
         );
         let pad = Builtin::PadCols(PadCols { cols: 3 });

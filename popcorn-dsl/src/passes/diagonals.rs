@@ -118,6 +118,6 @@ impl<'r> Diagonals<'r> {
             return self.of(g, o);
         }
         // A full matrix over the same space, computed elsewhere: its own diagonal.
-        g.add(Op::Builtin(Builtin::Diag(Diag)), col, &[o])
+        g.add(Op::Builtin(Builtin::Diag(Diag::default())), col, &[o])
     }
 }

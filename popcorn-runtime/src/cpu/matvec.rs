@@ -108,15 +108,22 @@ fn gemv_trans<T: Real>(
 }
 
 /// Copies the diagonal of the row-major `n x n` matrix `A` (leading dimension `lda`) into
-/// `out[..n]`.
+/// `out[..n]`; with `offset`, `A` is `n` rows of a larger square matrix starting at its row
+/// `offset`, and `out[i] = A[i, offset + i]`.
 ///
 /// # Errors
 /// [`CpuError::Shape`] naming `A` or `out` when a slice or leading dimension does not fit.
-pub fn diag<T: Real>(n: usize, a: &[T], lda: usize, out: &mut [T]) -> Result<(), CpuError> {
-    check_matrix("A", a.len(), n, n, lda)?;
+pub fn diag<T: Real>(
+    n: usize,
+    offset: usize,
+    a: &[T],
+    lda: usize,
+    out: &mut [T],
+) -> Result<(), CpuError> {
+    check_matrix("A", a.len(), n, n + offset, lda)?;
     check_vector("out", out.len(), n)?;
     for (i, o) in out[..n].iter_mut().enumerate() {
-        *o = a[i * lda + i];
+        *o = a[i * lda + offset + i];
     }
     Ok(())
 }

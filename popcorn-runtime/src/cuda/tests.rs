@@ -459,7 +459,7 @@ fn gpu_degenerate_products_write_zeros_and_bad_shapes_are_errors() {
     assert!(matches!(e, Err(RuntimeError::InvalidData(_))), "{e:?}");
     // A buffer of the wrong element type too.
     let f = b.alloc(ElemType::F32, 6).expect("alloc");
-    let op = StepOp::Builtin(Builtin::Diag(Diag));
+    let op = StepOp::Builtin(Builtin::Diag(Diag::default()));
     let e = b.run_step(
         &step(op),
         &[dense(&f, 2, 3)],
@@ -837,7 +837,7 @@ fn gpu_diag_matches_host() {
             let mb = upload(b, dtype, &m);
             let out = poisoned(b, ElemType::float(dtype), n);
             b.run_step(
-                &step(StepOp::Builtin(Builtin::Diag(Diag))),
+                &step(StepOp::Builtin(Builtin::Diag(Diag::default()))),
                 &[dense(&mb, n, n)],
                 &[dense(&out, n, 1)],
                 dtype,

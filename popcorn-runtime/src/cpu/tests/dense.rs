@@ -407,19 +407,28 @@ fn gemv_errors_and_hand_case() {
 fn diag_reads_the_diagonal_with_ld() {
     let a = [1.0f64, 9.0, 9.0, 9.0, 2.0, 9.0, 9.0, 9.0, 3.0];
     let mut out = [0.0; 3];
-    diag(3, &a, 3, &mut out).unwrap();
+    diag(3, 0, &a, 3, &mut out).unwrap();
     assert_eq!(out, [1.0, 2.0, 3.0]);
-    // ld 4 over a 2 x 2: elements 0 and 5.
-    let a = [7.0f32, 0.0, 0.0, 0.0, 0.0, 8.0];
-    let mut out = [0.0f32; 2];
-    diag(2, &a, 4, &mut out).unwrap();
-    assert_eq!(out, [7.0, 8.0]);
-    let err = diag(3, &a, 4, &mut [0.0f32; 3]).unwrap_err();
+    // Rows 1 and 2 of the 3 x 3 matrix: their diagonal entries are in columns 1 and 2.
+    let mut block = [0.0; 2];
+    diag(2, 1, &a[3..], 3, &mut block).unwrap();
+    assert_eq!(block, [2.0, 3.0]);
+    let err = diag(2, 2, &a[3..], 3, &mut block).unwrap_err();
     assert!(
         matches!(&err, CpuError::Shape { operand, .. } if operand == "A"),
         "{err}"
     );
-    let err = diag(2, &a, 4, &mut [0.0f32; 1]).unwrap_err();
+    // ld 4 over a 2 x 2: elements 0 and 5.
+    let a = [7.0f32, 0.0, 0.0, 0.0, 0.0, 8.0];
+    let mut out = [0.0f32; 2];
+    diag(2, 0, &a, 4, &mut out).unwrap();
+    assert_eq!(out, [7.0, 8.0]);
+    let err = diag(3, 0, &a, 4, &mut [0.0f32; 3]).unwrap_err();
+    assert!(
+        matches!(&err, CpuError::Shape { operand, .. } if operand == "A"),
+        "{err}"
+    );
+    let err = diag(2, 0, &a, 4, &mut [0.0f32; 1]).unwrap_err();
     assert!(
         matches!(&err, CpuError::Shape { operand, .. } if operand == "out"),
         "{err}"

@@ -4,24 +4,35 @@ use super::{vector_len, Io, StepCx};
 use crate::cuda::args::{count, dense};
 use crate::cuda::errors::invalid;
 use crate::error::RuntimeError;
+use popcorn_dsl::ops::Diag;
 
-/// Runs a diagonal step: input `M` (`n x n`), output the `n`-vector.
-pub(crate) fn run(cx: &StepCx<'_>, (inputs, outputs): Io<'_, '_>) -> Result<(), RuntimeError> {
+/// Runs a diagonal step: input `M` (`n x n`, or `n` rows of a square matrix starting at its
+/// row `offset`), output the `n`-vector.
+pub(crate) fn run(
+    cx: &StepCx<'_>,
+    op: &Diag,
+    (inputs, outputs): Io<'_, '_>,
+) -> Result<(), RuntimeError> {
     count("diag", inputs, outputs, 1, 1)?;
     let elem = cx.elem();
     let m = dense(&inputs[0], elem, "diag input")?;
     let out = dense(&outputs[0], elem, "diag output")?;
-    if m.rows != m.cols {
+    let square = op.offset == 0 && m.rows == m.cols;
+    let block = op.offset > 0 && m.rows + op.offset <= m.cols;
+    if !square && !block {
         return Err(invalid(format!(
-            "diag input is {} x {}, not square",
-            m.rows, m.cols
+            "diag input is {} x {} from column {}: not a block of rows of a square matrix",
+            m.rows, m.cols, op.offset
         )));
     }
     vector_len("diag output", out.len(), m.rows)?;
-    // SAFETY: `m` holds the square matrix and `out` its `n` entries (checked above).
+    // Row i's diagonal entry is at i * ld + offset + i: the matrix read from column `offset`.
+    let first = m.ptr + (op.offset * elem.size_bytes()) as u64;
+    // SAFETY: `m` holds `n` rows of `ld = m.cols` entries and `offset + n <= ld` (checked
+    // above), so every entry read from `first` lies inside it; `out` holds its `n` entries.
     unsafe {
         cx.device
             .builtins(cx.stream)
-            .diag(cx.scalar(), m.ptr, m.rows, m.cols, out.ptr)
+            .diag(cx.scalar(), first, m.rows, m.cols, out.ptr)
     }
 }

@@ -156,7 +156,7 @@ fn run_builtin(cx: &StepCx<'_>, b: &Builtin, io: Io<'_, '_>) -> Result<(), Runti
         ))),
     };
     match b {
-        Builtin::Diag(_) => diag::run(cx, io),
+        Builtin::Diag(d) => diag::run(cx, d, io),
         Builtin::Counts(c) => counts::run(cx, k(&c.k)?, io),
         Builtin::Selection(s) => selection::run(cx, k(&s.k)?, s.weighted, io),
         Builtin::ClusterSums(c) => cluster_sums::run(cx, k(&c.k)?, io),
