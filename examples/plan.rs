@@ -2,10 +2,11 @@
 //! graph (DOT) and the generated CUDA C of every fused kernel. Needs no GPU.
 //!
 //! ```text
-//! cargo run --example plan -- examples/programs/kernel_kmeans.pop --dim n=60000 --dim k=10 --dim d=784 [--dot] [--cuda] [--target cpu]
+//! cargo run --example plan -- examples/programs/kernel_kmeans.pop --dim n=60000 --dim k=10 --dim d=784 [--dot] [--cuda] [--target cpu] [--ranks P]
 //! ```
 
 use clap::Parser;
+use popcorn::dsl::plan::collective::PartitionSpec;
 use popcorn::dsl::{DType, DimBindings, PlannerConfig, Program, Target};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -54,6 +55,10 @@ struct Cli {
     /// were measured on) or `cpu` (the CPU backend, with this machine's threads).
     #[arg(long, default_value = "gpu", value_parser = ["gpu", "cpu"])]
     target: String,
+    /// Plan partitioned along the points `n` over this many ranks: prints each rank's rows,
+    /// which values are held in rows or replicated, and the collectives with their bytes.
+    #[arg(long, value_name = "P")]
+    ranks: Option<usize>,
 }
 
 fn parse_dims(items: &[String]) -> Result<DimBindings, String> {
@@ -138,6 +143,13 @@ fn main() -> ExitCode {
         config.cluster_sums_max_k = Some(k);
     }
     config.tf32 |= cli.tf32;
+    if let Some(p) = cli.ranks {
+        if p == 0 {
+            eprintln!("error: --ranks takes at least 1 rank");
+            return ExitCode::FAILURE;
+        }
+        config.partition = Some(PartitionSpec::points(p));
+    }
     let target = if cli.target == "cpu" {
         Target::cpu(std::thread::available_parallelism().map_or(1, |n| n.get()))
     } else {

@@ -751,6 +751,7 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
                 syrk_block_rows: None,
                 overlap: false,
                 contractions: ContractionPolicy::Never,
+                partition: None,
             },
             1e-9,
         ),

@@ -105,12 +105,14 @@ impl<'a> Lowering<'a> {
             name.push('\'');
         }
         let id = ValueId(self.values.len());
+        let shape = Some(node.ty.shape.clone());
         self.values.push(Value {
             name,
             kind,
             rows,
             cols,
             home,
+            shape,
         });
         self.value_of.insert(n, id);
         id
@@ -482,6 +484,7 @@ impl<'a> Lowering<'a> {
             graph: view,
             pipelines: Vec::new(),
             target: self.cx.target.clone(),
+            partition: None,
         }
     }
 }

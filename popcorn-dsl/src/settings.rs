@@ -14,6 +14,7 @@
 //! | `POPCORN_CACHE_DIR=dir` | [`Settings::cache_dir`] | where compiled kernels are kept (default `$XDG_CACHE_HOME/popcorn/kernels`, else `~/.cache/popcorn/kernels`) |
 //! | `POPCORN_REQUIRE_GPU=1` | [`Settings::require_gpu`] | GPU tests fail instead of skipping where no GPU is usable |
 //! | `POPCORN_CONTRACTIONS=auto\|always\|never` | [`Settings::contractions`] | fuse products with their consumers where the cost model says so, wherever possible, or never |
+//! | `POPCORN_CPU_RANKS=P` | [`Settings::cpu_ranks`] | CPU contexts run plans partitioned along the points `n` over `P` in-process ranks with an in-memory collective (`P` > 1; the results equal one rank's) |
 //! | `POPCORN_MEMORY_LIMIT=bytes` (or with `K`, `M`, `G`, `T`: powers of 1024) | [`Settings::memory_limit`] | the most host memory the CPU backend's buffers may take (plans that need more are refused with the numbers) |
 //!
 //! A flag is on when its variable is set to anything but empty or `0`. A value that cannot be
@@ -93,6 +94,8 @@ pub struct Settings {
     pub contractions: crate::contraction_policy::ContractionPolicy,
     /// `POPCORN_MEMORY_LIMIT`, in bytes.
     pub memory_limit: Option<u64>,
+    /// `POPCORN_CPU_RANKS`: in-process ranks of CPU contexts.
+    pub cpu_ranks: Option<usize>,
     /// Values that could not be read, one message each.
     pub problems: Vec<String>,
 }
@@ -125,6 +128,10 @@ impl Settings {
         let syrk_block_rows = number(
             "POPCORN_SYRK_BLOCK_ROWS",
             "rows per GEMM block row of a SYRK (0: cuBLAS SYRK)",
+        );
+        let cpu_ranks = number(
+            "POPCORN_CPU_RANKS",
+            "the number of in-process ranks of CPU contexts",
         );
         let (log, unknown) = LogTopics::parse(&value("POPCORN_LOG").unwrap_or_default());
         if !unknown.is_empty() {
@@ -168,6 +175,7 @@ impl Settings {
             require_gpu: flag("POPCORN_REQUIRE_GPU"),
             contractions,
             memory_limit,
+            cpu_ranks,
             problems,
         }
     }
@@ -243,8 +251,10 @@ mod tests {
             ("POPCORN_SYRK_BLOCK_ROWS", " 2048 "),
             ("POPCORN_LOG", "plan,time"),
             ("POPCORN_DEVICE", "cuda:1"),
+            ("POPCORN_CPU_RANKS", "3"),
             ("HOME", "/home/u"),
         ]);
+        assert_eq!(s.cpu_ranks, Some(3));
         assert!(s.sync && !s.tf32 && !s.no_fusion);
         assert_eq!(s.cluster_sums_max_k, Some(64));
         assert_eq!(s.syrk_block_rows, Some(2048));

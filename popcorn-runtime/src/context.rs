@@ -9,7 +9,9 @@ use crate::cuda::CudaBackend;
 use crate::device::DeviceSpec;
 use crate::error::RuntimeError;
 use crate::executor::{execute, Workspace};
+use crate::ranks::InMemory;
 use crate::tensor::{Tensor, TensorData, TensorShape};
+use popcorn_dsl::plan::collective::PartitionSpec;
 use popcorn_dsl::plan::{Home, Plan, ValueKind};
 use popcorn_dsl::target::TargetKind;
 use popcorn_dsl::{DType, DimBindings, PlannerConfig, Program, ScalarBindings, Storage};
@@ -116,6 +118,18 @@ fn dense_arg<'a, B>(bufs: &'a [B], shape: TensorShape) -> Arg<'a, B> {
     }
 }
 
+/// The planner configuration of a CPU context: [`PlannerConfig::from_env`], partitioned over
+/// the points under `POPCORN_CPU_RANKS=P` (P > 1; run by [`crate::ranks`] with in-memory
+/// collectives).
+fn cpu_config() -> PlannerConfig {
+    let mut config = PlannerConfig::from_env();
+    config.partition = popcorn_dsl::settings::settings()
+        .cpu_ranks
+        .filter(|p| *p > 1)
+        .map(PartitionSpec::points);
+    config
+}
+
 impl Context {
     /// A context on the given device, computing in `f32`.
     pub fn new(device: DeviceSpec) -> Result<Context, RuntimeError> {
@@ -129,9 +143,13 @@ impl Context {
                 plans: Mutex::default(),
             }),
         };
+        let config = match engine {
+            EngineKind::Cpu(_) => cpu_config(),
+            _ => PlannerConfig::from_env(),
+        };
         Ok(Context {
             engine,
-            config: PlannerConfig::from_env(),
+            config,
             target: None,
         })
     }
@@ -145,7 +163,7 @@ impl Context {
                 backend: CpuBackend::with_memory_limit(Some(bytes)),
                 plans: Mutex::default(),
             }),
-            config: PlannerConfig::from_env(),
+            config: cpu_config(),
             target: None,
         }
     }
@@ -654,7 +672,11 @@ impl Context {
                 .workspace
                 .lock()
                 .map_err(|_| RuntimeError::Device("workspace lock poisoned".into()))?;
-            execute(b, plan, &ws, &ins, &outs, scalars, dims)?;
+            if plan.partition.is_some() {
+                crate::ranks::execute(b, plan, &InMemory, &ins, &outs, scalars, dims)?;
+            } else {
+                execute(b, plan, &ws, &ins, &outs, scalars, dims)?;
+            }
         }
         // Scalar outputs: host expressions, or 1 x 1 results read back.
         outputs.scalars.clear();

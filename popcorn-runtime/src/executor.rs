@@ -62,6 +62,20 @@ fn alpha_of(op: &StepOp) -> Option<&popcorn_dsl::ScalarExpr> {
     }
 }
 
+/// The evaluated scalar factor of `step` (1 for steps without one).
+pub(crate) fn alpha(
+    step: &Step,
+    scalars: &ScalarBindings,
+    dims: &DimBindings,
+) -> Result<f64, RuntimeError> {
+    match alpha_of(&step.op) {
+        Some(e) => e
+            .eval(scalars, dims)
+            .map_err(|e| RuntimeError::Binding(e.to_string())),
+        None => Ok(1.0),
+    }
+}
+
 /// Runs every step of `plan`. `inputs` and `outputs` map names to the caller's tensors (as
 /// [`Arg`]s); `scalars` gives scalar parameters; `dims` the dimension sizes. The workspace
 /// must have been allocated for this plan ([`Workspace::allocate`], which validates it).
@@ -288,12 +302,7 @@ impl<'p, 'a: 'p, B: Backend> Env<'p, 'a, B> {
 
     /// The evaluated scalar factor of `step` (1 for steps without one).
     fn alpha(&self, step: &Step) -> Result<f64, RuntimeError> {
-        match alpha_of(&step.op) {
-            Some(e) => e
-                .eval(self.scalars, self.dims)
-                .map_err(|e| RuntimeError::Binding(e.to_string())),
-            None => Ok(1.0),
-        }
+        alpha(step, self.scalars, self.dims)
     }
 }
 

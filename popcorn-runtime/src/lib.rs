@@ -3,7 +3,8 @@
 //!
 //! A [`Context`] picks a device ([`DeviceSpec`]: `POPCORN_DEVICE=cpu|cuda|cuda:N`, default the
 //! first usable GPU), plans each program for its backend's [target](popcorn_dsl::Target) once
-//! per shape signature (cached with its workspace) and runs it through the [`executor`]. Plans
+//! per shape signature (cached with its workspace) and runs it through the [`executor`], or,
+//! for a plan partitioned over several ranks, through [`ranks`]. Plans
 //! are portable: the same plan runs on both backends, and the CPU backend is the reference
 //! every GPU result is tested against.
 #![warn(missing_docs)]
@@ -19,6 +20,7 @@ pub mod dump;
 pub mod error;
 pub mod executor;
 pub mod host_memory;
+pub mod ranks;
 pub mod tensor;
 #[cfg(test)]
 mod test_steps;

@@ -33,6 +33,7 @@ pub mod fuse;
 pub mod infer;
 pub mod label_order;
 pub mod lower_triangle;
+pub mod partition;
 pub mod pattern;
 pub mod pipelines;
 pub mod select;
@@ -41,6 +42,7 @@ pub mod tf32_padding;
 
 pub use crate::contraction_policy::ContractionPolicy;
 use crate::ir::Graph;
+use crate::plan::collective::PartitionSpec;
 use crate::plan::Plan;
 use crate::settings::Settings;
 use crate::target::Target;
@@ -76,6 +78,11 @@ pub struct PlannerConfig {
     /// Whether products are fused with their consumers into contraction kernels.
     #[serde(default)]
     pub contractions: ContractionPolicy,
+    /// Split the plan along a dimension over several ranks ([`partition`]); `None`: one
+    /// device, the plan as before. A CPU context under `POPCORN_CPU_RANKS=P` (P > 1) sets the
+    /// points over P ranks.
+    #[serde(default)]
+    pub partition: Option<PartitionSpec>,
 }
 
 fn default_true() -> bool {
@@ -93,6 +100,7 @@ impl Default for PlannerConfig {
             cluster_sums_max_k: None,
             syrk_block_rows: None,
             contractions: ContractionPolicy::Auto,
+            partition: None,
         }
     }
 }
@@ -108,6 +116,7 @@ impl std::hash::Hash for PlannerConfig {
             cluster_sums_max_k,
             syrk_block_rows,
             contractions,
+            partition,
         } = self;
         dtype.hash(state);
         fusion.hash(state);
@@ -117,6 +126,7 @@ impl std::hash::Hash for PlannerConfig {
         cluster_sums_max_k.hash(state);
         syrk_block_rows.hash(state);
         contractions.hash(state);
+        partition.hash(state);
     }
 }
 
@@ -265,6 +275,7 @@ pub const PIPELINE: &[Stage] = &[
     Stage::Lower,
     Stage::Plan(&lower_triangle::LowerTriangle),
     Stage::Plan(&pipelines::Pipelines),
+    Stage::Plan(&partition::Partitioning),
     Stage::Plan(&buffers::Buffers),
 ];
 

@@ -204,6 +204,10 @@ impl fmt::Display for Plan {
                 _ => format!("{n}: {}", self.value(*id).type_string()),
             })
             .collect();
-        write!(f, "  outputs: {}", outs.join(", "))
+        write!(f, "  outputs: {}", outs.join(", "))?;
+        if let Some(p) = &self.partition {
+            write!(f, "\n{}", p.describe(self))?;
+        }
+        Ok(())
     }
 }

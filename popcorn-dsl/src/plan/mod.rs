@@ -6,6 +6,7 @@
 //! its fused steps ([`Plan::kernels`]), which a backend's emitter turns into code (the CUDA C of
 //! each with `kernels_gen::emit`).
 
+pub mod collective;
 pub mod cost;
 mod display;
 pub mod dot;
@@ -15,7 +16,7 @@ mod validate;
 use crate::ops::{Builtin, OpFacts};
 use crate::scalar::ScalarExpr;
 use crate::target::Target;
-use crate::types::{DType, DimBindings};
+use crate::types::{DType, DimBindings, Shape};
 use kernel_ir::KernelSpec;
 use serde::{Deserialize, Serialize};
 
@@ -76,6 +77,11 @@ pub struct Value {
     pub cols: usize,
     /// Where it lives.
     pub home: Home,
+    /// Its shape in the program's dimensions (`n x k`), where lowering knew it: what the
+    /// [partitioning pass](crate::passes::partition) reads to find the values that have `n`
+    /// rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Shape>,
 }
 
 impl Value {
@@ -359,6 +365,10 @@ pub struct Plan {
     pub pipelines: Vec<Pipeline>,
     /// The machine the plan was made for.
     pub target: Target,
+    /// How the plan runs over several ranks, when it was planned partitioned
+    /// ([`PlannerConfig::partition`](crate::PlannerConfig)); `None`: on one device, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<collective::Partition>,
 }
 
 impl Plan {

@@ -1,0 +1,360 @@
+//! Plans partitioned along the points over several ranks, and the collectives between them.
+//!
+//! A [`Partition`] is a property of a plan: the plan's steps stay as they are (its table prints
+//! and runs exactly as the unpartitioned plan does), and the partition says how `P` ranks run
+//! them together. The [partitioning pass](crate::passes::partition) makes it.
+//!
+//! - **Rows.** Dimension `n` ([`PartitionSpec::dim`]) is split into `P` balanced blocks:
+//!   rank `r` owns rows `[start_r, end_r)` with `n / P` rows each and one more for the first
+//!   `n % P` ranks ([`PartitionSpec::rows`]). With `n < P` the last ranks own no rows; they
+//!   still take part in every collective (with nothing, or with zeros).
+//! - **Placements.** Every value whose rows are `n` (`Dense[n, ..]`, `Col[n]`, `Index[n]`, `K`'s
+//!   rows) is either [`Placement::Rows`] (each rank holds its block of rows, all columns) or
+//!   [`Placement::Replicated`] (each rank holds it whole: an input needed whole, such as the
+//!   labels that select `K`'s columns, or a value made by a replicated step). Every other value
+//!   (`k`-sized, `d`-sized, scalars) is replicated.
+//! - **Steps.** Each step runs on every rank either [`StepMode::Local`] (over the rank's rows:
+//!   [`Partition::local_step`] rewrites its sizes, and the diagonal of a block of rows starts at
+//!   the block's first row) or [`StepMode::Replicated`] (whole, the same on every rank, reading
+//!   whole operands).
+//! - **Collectives** ([`Collective`]) stand between steps: an [`CollectiveKind::AllGather`]
+//!   where a value held in rows is needed whole, an [`CollectiveKind::AllReduceSum`] after a
+//!   local partial sum over the points. Each names its value, element type and bytes, so a
+//!   backend maps it onto its library (the in-memory one of the CPU ranks, NCCL later).
+//!
+//! ## Determinism
+//! A partitioned plan gives the unpartitioned plan's results exactly (bit for bit in f64 and
+//! f32), by construction:
+//! - a local step computes each of its rows as the whole step does (the same kernel, the same
+//!   columns in the same order);
+//! - a sum over the points of real values (centroid norms' label sums, the objective, Lloyd's
+//!   label sums of the points) is never split: its operand is all-gathered and the reduction
+//!   runs replicated over all points in point order, as in the unpartitioned plan;
+//! - only sums of integers (cluster sizes `counts(labels, k)`, and sums of comparisons such as
+//!   the changed-labels count) are split into local sums and an all-reduce, and those are exact
+//!   in any order while the total stays below 2^24 (f32) or 2^53 (f64), which the pass checks.
+//!
+//! The all-reduce adds the ranks' partial sums in rank order (rank 0 first), so a backend whose
+//! sums of reals were split the same way would still be reproducible run to run.
+
+use super::{Elem, Plan, Step, StepOp, Value, ValueId};
+use crate::ops::Builtin;
+use crate::passes::PlanError;
+use crate::types::{DType, Dim};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::ops::Range;
+
+/// How to split a plan: dimension `dim` over `ranks` ranks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PartitionSpec {
+    /// The dimension split into blocks of rows (the points, `n`).
+    pub dim: String,
+    /// Number of ranks, at least 1.
+    pub ranks: usize,
+}
+
+impl PartitionSpec {
+    /// The points `n` over `ranks` ranks.
+    pub fn points(ranks: usize) -> PartitionSpec {
+        PartitionSpec {
+            dim: "n".into(),
+            ranks,
+        }
+    }
+
+    /// The rows `[start, end)` of rank `rank` among `size` rows: balanced blocks, the first
+    /// `size % ranks` ranks one row longer; empty for a rank beyond the rows.
+    pub fn rows(&self, size: usize, rank: usize) -> Range<usize> {
+        let ranks = self.ranks.max(1);
+        let (base, extra) = (size / ranks, size % ranks);
+        let start = rank * base + rank.min(extra);
+        let len = base + usize::from(rank < extra);
+        start.min(size)..(start + len).min(size)
+    }
+}
+
+/// Where a value lives across ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Placement {
+    /// Each rank holds its block of rows (all columns).
+    Rows,
+    /// Each rank holds the whole value.
+    Replicated,
+}
+
+/// How a step runs on the ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepMode {
+    /// Over the rank's rows ([`Partition::local_step`]).
+    Local,
+    /// Whole, the same on every rank.
+    Replicated,
+}
+
+/// What a collective does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CollectiveKind {
+    /// Every rank's rows of a value, concatenated in rank order, to every rank.
+    AllGather,
+    /// The element-wise sum of the ranks' copies of a value (added in rank order), to every
+    /// rank.
+    AllReduceSum,
+}
+
+/// A collective step of a partitioned plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Collective {
+    /// What it does.
+    pub kind: CollectiveKind,
+    /// The value it completes: gathered whole, or summed over the ranks.
+    pub value: ValueId,
+    /// Its element type.
+    pub elem: Elem,
+    /// Elements of the whole value.
+    pub len: usize,
+}
+
+impl Collective {
+    /// Bytes of the value it delivers to each rank (the whole gathered value, or the summed
+    /// buffer) for a plan of element type `dtype`.
+    pub fn bytes(&self, dtype: DType) -> usize {
+        let size = match self.elem {
+            Elem::Float => dtype.size_bytes(),
+            Elem::U32 | Elem::I32 => 4,
+        };
+        self.len * size
+    }
+
+    /// `all-gather` or `all-reduce(sum)`.
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            CollectiveKind::AllGather => "all-gather",
+            CollectiveKind::AllReduceSum => "all-reduce(sum)",
+        }
+    }
+}
+
+/// One entry of a partitioned plan's schedule, run by every rank in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RankStep {
+    /// Step `step` of the plan.
+    Run {
+        /// Index into [`Plan::steps`].
+        step: usize,
+        /// Over the rank's rows or whole.
+        mode: StepMode,
+        /// For each input, whether the rank reads its rows (else the whole value); all
+        /// `false` in a replicated step.
+        rows_of: Vec<bool>,
+    },
+    /// A collective between the ranks.
+    Collective(Collective),
+}
+
+/// How a plan runs over several ranks (see the [module docs](self)).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Partition {
+    /// The dimension and the number of ranks.
+    pub spec: PartitionSpec,
+    /// The size of the dimension.
+    pub size: usize,
+    /// The placement of every value, by [`ValueId`].
+    pub placements: Vec<Placement>,
+    /// What every rank runs, in order.
+    pub schedule: Vec<RankStep>,
+}
+
+impl Partition {
+    /// The rows of rank `rank`.
+    pub fn rows(&self, rank: usize) -> Range<usize> {
+        self.spec.rows(self.size, rank)
+    }
+
+    /// Number of ranks.
+    pub fn ranks(&self) -> usize {
+        self.spec.ranks
+    }
+
+    /// Whether `value`'s rows are the partitioned dimension (each rank has a block of them).
+    pub fn splits(&self, value: &Value) -> bool {
+        value
+            .shape
+            .as_ref()
+            .is_some_and(|s| s.rows == Dim::Sym(self.spec.dim.clone()))
+    }
+
+    /// The placement of value `v`.
+    pub fn placement(&self, v: ValueId) -> Placement {
+        self.placements
+            .get(v.0)
+            .copied()
+            .unwrap_or(Placement::Replicated)
+    }
+
+    /// The collectives of the schedule, in order.
+    pub fn collectives(&self) -> impl Iterator<Item = &Collective> {
+        self.schedule.iter().filter_map(|s| match s {
+            RankStep::Collective(c) => Some(c),
+            RankStep::Run { .. } => None,
+        })
+    }
+
+    /// Bytes every rank receives from the collectives of one run.
+    pub fn collective_bytes(&self, dtype: DType) -> usize {
+        self.collectives().map(|c| c.bytes(dtype)).sum()
+    }
+
+    /// Step `index` of `plan` as rank `rank` runs it locally: over the rank's rows, the sizes of
+    /// its operation rewritten (a product's or kernel's rows, a diagonal's first column), its
+    /// estimates scaled to the rows.
+    pub fn local_step(&self, plan: &Plan, index: usize, rank: usize) -> Result<Step, PlanError> {
+        let rows = self.rows(rank);
+        let mut step = plan.steps.get(index).cloned().ok_or_else(|| {
+            PlanError::Invalid(format!("the partition runs step {index}, which is missing"))
+        })?;
+        match &mut step.op {
+            StepOp::Gemm(g) => g.m = rows.len(),
+            StepOp::Gemv { m, .. } => *m = rows.len(),
+            StepOp::Fused(f) => f.rows = rows.len(),
+            StepOp::Builtin(Builtin::Diag(d)) => d.offset = rows.start,
+            StepOp::Builtin(Builtin::Counts(_) | Builtin::ClusterSums(_) | Builtin::PadCols(_))
+            | StepOp::Copy => {}
+            other => {
+                return Err(PlanError::Invalid(format!(
+                    "step {index} ({}) has no local form over a block of rows",
+                    Step {
+                        op: other.clone(),
+                        ..step.clone()
+                    }
+                    .op_name()
+                )))
+            }
+        }
+        if self.size > 0 {
+            let share = rows.len() as f64 / self.size as f64;
+            step.flops *= share;
+            step.bytes *= share;
+        }
+        Ok(step)
+    }
+
+    /// The partition as text: the ranks' rows, the placements, the schedule with the
+    /// collectives and their bytes.
+    pub fn describe(&self, plan: &Plan) -> String {
+        let mut s = String::new();
+        let blocks: Vec<String> = (0..self.ranks())
+            .map(|r| {
+                let rows = self.rows(r);
+                format!("{}: [{}, {})", r, rows.start, rows.end)
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "  partitioned along `{}` over {} rank(s), rows {}",
+            self.spec.dim,
+            self.ranks(),
+            blocks.join(" ")
+        );
+        let names = |p: Placement| -> String {
+            let v: Vec<&str> = plan
+                .values
+                .iter()
+                .enumerate()
+                .filter(|(i, v)| {
+                    self.placements.get(*i) == Some(&p)
+                        && !matches!(v.kind, super::ValueKind::Scalar(_))
+                })
+                .map(|(_, v)| v.name.as_str())
+                .collect();
+            if v.is_empty() {
+                "-".into()
+            } else {
+                v.join(", ")
+            }
+        };
+        let _ = writeln!(s, "  each rank its rows of: {}", names(Placement::Rows));
+        let _ = writeln!(s, "  replicated: {}", names(Placement::Replicated));
+        let _ = writeln!(s, "  rank schedule:");
+        for entry in &self.schedule {
+            let _ = match entry {
+                RankStep::Run { step, mode, .. } => writeln!(
+                    s,
+                    "    step {step:<3} {:<13} {}",
+                    plan.steps.get(*step).map_or("?".into(), Step::op_name),
+                    match mode {
+                        StepMode::Local => "local rows",
+                        StepMode::Replicated => "replicated",
+                    }
+                ),
+                RankStep::Collective(c) => writeln!(
+                    s,
+                    "    {:<17} {} ({} {}): {}B",
+                    c.name(),
+                    plan.value(c.value).name,
+                    plan.value(c.value).type_string(),
+                    match c.elem {
+                        Elem::Float => plan.dtype.to_string(),
+                        Elem::U32 => "u32".into(),
+                        Elem::I32 => "i32".into(),
+                    },
+                    super::display::si(c.bytes(plan.dtype) as f64)
+                ),
+            };
+        }
+        let _ = write!(
+            s,
+            "  collectives: {} per run, {}B to each rank",
+            self.collectives().count(),
+            super::display::si(self.collective_bytes(plan.dtype) as f64)
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_balanced_and_cover_the_rows() {
+        let spec = PartitionSpec::points(3);
+        let blocks: Vec<Range<usize>> = (0..3).map(|r| spec.rows(10, r)).collect();
+        assert_eq!(blocks, vec![0..4, 4..7, 7..10]);
+        // Fewer rows than ranks: the last ranks are empty.
+        let blocks: Vec<Range<usize>> = (0..3).map(|r| spec.rows(2, r)).collect();
+        assert_eq!(blocks, vec![0..1, 1..2, 2..2]);
+        assert_eq!(PartitionSpec::points(1).rows(7, 0), 0..7);
+        for n in 0..20 {
+            for p in 1..6 {
+                let spec = PartitionSpec::points(p);
+                let mut next = 0;
+                for r in 0..p {
+                    let rows = spec.rows(n, r);
+                    assert_eq!(rows.start, next, "n={n} p={p} r={r}");
+                    assert!(rows.len() <= n.div_ceil(p));
+                    next = rows.end;
+                }
+                assert_eq!(next, n);
+            }
+        }
+    }
+
+    #[test]
+    fn collectives_count_their_bytes() {
+        let gather = Collective {
+            kind: CollectiveKind::AllGather,
+            value: ValueId(0),
+            elem: Elem::Float,
+            len: 10,
+        };
+        assert_eq!(gather.bytes(DType::F64), 80);
+        assert_eq!(gather.bytes(DType::F32), 40);
+        let labels = Collective {
+            elem: Elem::U32,
+            ..gather.clone()
+        };
+        assert_eq!(labels.bytes(DType::F64), 40);
+        assert_eq!(gather.name(), "all-gather");
+    }
+}

@@ -1,0 +1,454 @@
+//! Runs a partitioned plan ([`popcorn_dsl::plan::collective`]) over `P` ranks of one process:
+//! each rank has its own buffers (its rows of every value held in rows, a whole copy of every
+//! value it needs whole), the ranks run the schedule in lockstep, one entry at a time, rank 0
+//! first, and a [`Collectives`] implementation carries the all-gathers and all-reduces between
+//! them. On the CPU backend ([`InMemory`] collectives) this is how tests run partitioned plans
+//! on any machine (`POPCORN_CPU_RANKS=P`); the result equals the unpartitioned plan's (see the
+//! determinism rule in [`popcorn_dsl::plan::collective`]).
+//!
+//! Inputs stay in the caller's tensors: a value needed whole is read there by every rank, and
+//! a rank's rows of an input are copied out of it once, before the first step that reads them.
+//! A rank that owns no rows (fewer points than ranks) skips the local steps, and its partial
+//! sums are zero. Outputs are assembled at the end: values held in rows from every rank's rows
+//! in rank order, replicated ones from rank 0.
+
+pub mod collective;
+
+pub use collective::{Collectives, InMemory};
+
+use crate::backend::{Arg, Backend, BufferInfo, ElemType};
+use crate::error::RuntimeError;
+use collective::{append, prefix, slice, write_prefix};
+use popcorn_dsl::plan::collective::{CollectiveKind, Partition, RankStep, StepMode};
+use popcorn_dsl::plan::{Home, Plan, Step, Value, ValueId, ValueKind};
+use popcorn_dsl::{DimBindings, ScalarBindings};
+use std::collections::HashMap;
+
+/// One value's storage on one rank: one buffer (dense, index) or three (CSR).
+type Slot<Buf> = Option<Vec<Buf>>;
+
+/// One rank's buffers, by value.
+struct RankStore<Buf> {
+    /// Its rows of the values held in rows.
+    rows: Vec<Slot<Buf>>,
+    /// Whole copies of the values it holds whole (inputs excepted: those are the caller's).
+    whole: Vec<Slot<Buf>>,
+}
+
+/// The run's state: every rank's buffers, and which forms of each value are written.
+struct Run<'p, 'a, B: Backend> {
+    backend: &'p B,
+    plan: &'p Plan,
+    part: &'p Partition,
+    inputs: &'p HashMap<String, Arg<'a, B::Buf>>,
+    scalars: &'p ScalarBindings,
+    dims: &'p DimBindings,
+    ranks: Vec<RankStore<B::Buf>>,
+    rows_ok: Vec<bool>,
+    whole_ok: Vec<bool>,
+}
+
+/// The element type of a value's (first) buffer.
+fn elem_of(plan: &Plan, v: &Value) -> ElemType {
+    match v.kind {
+        ValueKind::Index => ElemType::U32,
+        _ => ElemType::float(plan.dtype),
+    }
+}
+
+/// Allocates the buffers of `v` at `rows` rows: one for dense and index values, three for CSR
+/// (row offsets, column indices, values), none for host scalars.
+fn alloc<B: Backend>(
+    backend: &B,
+    plan: &Plan,
+    v: &Value,
+    rows: usize,
+) -> Result<Vec<B::Buf>, RuntimeError> {
+    Ok(match &v.kind {
+        ValueKind::Scalar(_) => Vec::new(),
+        ValueKind::Csr { nnz } => {
+            let nnz = nnz.unwrap_or(v.cols);
+            vec![
+                backend.alloc(ElemType::I32, rows + 1)?,
+                backend.alloc(ElemType::I32, nnz.max(1))?,
+                backend.alloc(ElemType::float(plan.dtype), nnz.max(1))?,
+            ]
+        }
+        _ => vec![backend.alloc(elem_of(plan, v), (rows * v.cols).max(1))?],
+    })
+}
+
+/// The values some schedule entry makes whole on every rank (beyond the inputs).
+fn made_whole(plan: &Plan, part: &Partition) -> Vec<bool> {
+    let mut whole = vec![false; plan.values.len()];
+    for entry in &part.schedule {
+        match entry {
+            RankStep::Collective(c) => whole[c.value.0] = true,
+            RankStep::Run { step, mode, .. } => {
+                if let Some(s) = plan.steps.get(*step) {
+                    for o in &s.outputs {
+                        let local_rows = *mode == StepMode::Local && part.splits(plan.value(*o));
+                        if !local_rows {
+                            whole[o.0] = true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    whole
+}
+
+/// Runs the partitioned `plan` over its ranks on `backend`, the ranks exchanging through
+/// `collectives`. `inputs`, `outputs`, `scalars` and `dims` as for
+/// [`crate::executor::execute`]; the outputs receive the whole results.
+#[allow(clippy::too_many_arguments)]
+pub fn execute<B: Backend>(
+    backend: &B,
+    plan: &Plan,
+    collectives: &dyn Collectives<B>,
+    inputs: &HashMap<String, Arg<'_, B::Buf>>,
+    outputs: &HashMap<String, Arg<'_, B::Buf>>,
+    scalars: &ScalarBindings,
+    dims: &DimBindings,
+) -> Result<(), RuntimeError> {
+    let part = plan.partition.as_ref().ok_or_else(|| {
+        RuntimeError::InvalidData(format!(
+            "the plan of `{}` is not partitioned; run it with the executor",
+            plan.program
+        ))
+    })?;
+    plan.validate()?;
+    let whole = made_whole(plan, part);
+    let mut ranks = Vec::with_capacity(part.ranks());
+    for r in 0..part.ranks() {
+        let local = part.rows(r).len();
+        let mut store = RankStore {
+            rows: Vec::with_capacity(plan.values.len()),
+            whole: Vec::with_capacity(plan.values.len()),
+        };
+        for (i, v) in plan.values.iter().enumerate() {
+            let dense = matches!(v.kind, ValueKind::Dense | ValueKind::Index);
+            store.rows.push(if dense && part.splits(v) {
+                Some(alloc(backend, plan, v, local)?)
+            } else {
+                None
+            });
+            let input = matches!(v.home, Home::Input(_));
+            store.whole.push(if whole[i] && !input {
+                Some(alloc(backend, plan, v, v.rows)?)
+            } else {
+                None
+            });
+        }
+        ranks.push(store);
+    }
+    let mut run = Run {
+        backend,
+        plan,
+        part,
+        inputs,
+        scalars,
+        dims,
+        ranks,
+        rows_ok: vec![false; plan.values.len()],
+        whole_ok: plan
+            .values
+            .iter()
+            .map(|v| matches!(v.home, Home::Input(_) | Home::Host))
+            .collect(),
+    };
+    for entry in &part.schedule {
+        match entry {
+            RankStep::Run {
+                step,
+                mode,
+                rows_of,
+            } => run.step(*step, *mode, rows_of)?,
+            RankStep::Collective(c) => {
+                let v = c.value;
+                let name = &plan.value(v).name;
+                let failed = |e: RuntimeError| {
+                    RuntimeError::InvalidData(format!(
+                        "{} of `{name}` over {} ranks ({}): {e}",
+                        c.name(),
+                        part.ranks(),
+                        collectives.describe()
+                    ))
+                };
+                match c.kind {
+                    CollectiveKind::AllGather => {
+                        run.require_rows(v)?;
+                        let cols = plan.value(v).cols;
+                        let parts = (0..part.ranks())
+                            .map(|r| Ok((run.rows_buf(r, v)?, part.rows(r).len() * cols)))
+                            .collect::<Result<Vec<_>, RuntimeError>>()?;
+                        let wholes = (0..part.ranks())
+                            .map(|r| run.whole_buf(r, v))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        collectives
+                            .all_gather(backend, &parts, &wholes)
+                            .map_err(failed)?;
+                    }
+                    CollectiveKind::AllReduceSum => {
+                        let bufs = (0..part.ranks())
+                            .map(|r| run.whole_buf(r, v))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        collectives
+                            .all_reduce_sum(backend, &bufs, c.len)
+                            .map_err(failed)?;
+                    }
+                }
+                run.whole_ok[v.0] = true;
+            }
+        }
+    }
+    run.assemble(outputs)
+}
+
+impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
+    /// Rank `r`'s buffer of its rows of `v`.
+    fn rows_buf(&self, r: usize, v: ValueId) -> Result<&B::Buf, RuntimeError> {
+        self.ranks[r].rows[v.0]
+            .as_ref()
+            .and_then(|b| b.first())
+            .ok_or_else(|| self.missing("rows", v))
+    }
+
+    /// Rank `r`'s whole copy of `v` (not an input's: those are the caller's).
+    fn whole_buf(&self, r: usize, v: ValueId) -> Result<&B::Buf, RuntimeError> {
+        self.ranks[r].whole[v.0]
+            .as_ref()
+            .and_then(|b| b.first())
+            .ok_or_else(|| self.missing("a whole copy", v))
+    }
+
+    fn missing(&self, what: &str, v: ValueId) -> RuntimeError {
+        RuntimeError::Internal(format!(
+            "the partitioned plan of `{}` keeps no {what} of `{}`",
+            self.plan.program,
+            self.plan.value(v).name
+        ))
+    }
+
+    /// Makes every rank's rows of `v` available: copied out of the whole value where only
+    /// that is written (an input, or a replicated step's result).
+    fn require_rows(&mut self, v: ValueId) -> Result<(), RuntimeError> {
+        if self.rows_ok[v.0] {
+            return Ok(());
+        }
+        if !self.whole_ok[v.0] {
+            return Err(self.missing("written rows", v));
+        }
+        let value = self.plan.value(v);
+        let cols = value.cols;
+        for r in 0..self.part.ranks() {
+            let rows = self.part.rows(r);
+            if rows.is_empty() {
+                continue;
+            }
+            let whole = match self.ranks[r].whole[v.0].as_ref().and_then(|b| b.first()) {
+                Some(b) => b,
+                None => match self.inputs.get(input_name(value)) {
+                    Some(Arg::Dense { buf, .. }) | Some(Arg::Index { buf, .. }) => *buf,
+                    _ => return Err(self.missing("input tensor", v)),
+                },
+            };
+            let data = self.backend.download(whole)?;
+            let block = slice(&data, rows.start * cols..rows.end * cols)?;
+            write_prefix(self.backend, self.rows_buf(r, v)?, &block)?;
+        }
+        self.rows_ok[v.0] = true;
+        Ok(())
+    }
+
+    /// The argument of `v` on rank `r`: its rows, or the whole value.
+    fn arg(&self, r: usize, v: ValueId, rows: bool) -> Result<Arg<'_, B::Buf>, RuntimeError> {
+        let value = self.plan.value(v);
+        if let ValueKind::Scalar(e) = &value.kind {
+            return e
+                .eval(self.scalars, self.dims)
+                .map(Arg::Scalar)
+                .map_err(|e| RuntimeError::Binding(e.to_string()));
+        }
+        let (bufs, n) = if rows {
+            let bufs = self.ranks[r].rows[v.0]
+                .as_ref()
+                .ok_or_else(|| self.missing("rows", v))?;
+            (bufs, self.part.rows(r).len())
+        } else {
+            match (&value.home, self.ranks[r].whole[v.0].as_ref()) {
+                (Home::Input(name), _) => {
+                    return self.inputs.get(name).cloned().ok_or_else(|| {
+                        RuntimeError::Binding(format!("input `{name}` was not provided"))
+                    })
+                }
+                (_, Some(bufs)) => (bufs, value.rows),
+                (_, None) => return Err(self.missing("a whole copy", v)),
+            }
+        };
+        let buf = |i: usize| bufs.get(i).ok_or_else(|| self.missing("buffers", v));
+        Ok(match &value.kind {
+            ValueKind::Index => Arg::Index {
+                buf: buf(0)?,
+                len: n,
+            },
+            ValueKind::Csr { nnz } => Arg::Csr {
+                row_ptr: buf(0)?,
+                col_idx: buf(1)?,
+                values: buf(2)?,
+                rows: n,
+                cols: value.cols,
+                nnz: nnz.unwrap_or(value.cols),
+            },
+            _ => Arg::Dense {
+                buf: buf(0)?,
+                rows: n,
+                cols: value.cols,
+            },
+        })
+    }
+
+    /// Runs plan step `i` on every rank.
+    fn step(&mut self, i: usize, mode: StepMode, rows_of: &[bool]) -> Result<(), RuntimeError> {
+        let plan = self.plan;
+        let step = plan
+            .steps
+            .get(i)
+            .ok_or_else(|| RuntimeError::InvalidData(format!("the plan has no step {i}")))?;
+        for (k, v) in step.inputs.iter().enumerate() {
+            if rows_of.get(k) == Some(&true) {
+                self.require_rows(*v)?;
+            } else if !self.whole_ok[v.0] {
+                return Err(self.missing("written whole copy", *v));
+            }
+        }
+        let local = mode == StepMode::Local;
+        let out_rows: Vec<bool> = step
+            .outputs
+            .iter()
+            .map(|o| local && self.part.splits(plan.value(*o)))
+            .collect();
+        for r in 0..self.part.ranks() {
+            self.rank_step(r, i, step, local, rows_of, &out_rows)
+                .map_err(|e| named(plan, i, r, e))?;
+        }
+        for (o, rows) in step.outputs.iter().zip(&out_rows) {
+            if *rows {
+                self.rows_ok[o.0] = true;
+            } else {
+                self.whole_ok[o.0] = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs step `i` on rank `r`.
+    fn rank_step(
+        &self,
+        r: usize,
+        i: usize,
+        step: &Step,
+        local: bool,
+        rows_of: &[bool],
+        out_rows: &[bool],
+    ) -> Result<(), RuntimeError> {
+        let outs = step
+            .outputs
+            .iter()
+            .zip(out_rows)
+            .map(|(o, rows)| self.arg(r, *o, *rows))
+            .collect::<Result<Vec<_>, _>>()?;
+        if local && self.part.rows(r).is_empty() {
+            // No rows: nothing to compute, and a partial sum over no points is zero.
+            for (o, rows) in outs.iter().zip(out_rows) {
+                if let (false, Arg::Dense { buf, .. }) = (rows, o) {
+                    self.backend.fill(buf, 0.0)?;
+                }
+            }
+            return Ok(());
+        }
+        let ins = step
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(k, v)| self.arg(r, *v, rows_of.get(k) == Some(&true)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let step = if local {
+            self.part.local_step(self.plan, i, r)?
+        } else {
+            step.clone()
+        };
+        let alpha = crate::executor::alpha(&step, self.scalars, self.dims)?;
+        self.backend
+            .run_step(&step, &ins, &outs, self.plan.dtype, alpha)
+    }
+
+    /// Writes every output into the caller's tensor: rows from every rank in rank order, or
+    /// rank 0's whole copy.
+    fn assemble(&self, outputs: &HashMap<String, Arg<'_, B::Buf>>) -> Result<(), RuntimeError> {
+        for (name, v) in &self.plan.outputs {
+            let value = self.plan.value(*v);
+            if matches!(value.home, Home::Host) {
+                continue;
+            }
+            let dest = match outputs.get(name) {
+                Some(Arg::Dense { buf, .. }) | Some(Arg::Index { buf, .. }) => *buf,
+                _ => {
+                    return Err(RuntimeError::Binding(format!(
+                        "output `{name}` was not provided"
+                    )))
+                }
+            };
+            let data = if self.whole_ok[v.0] && self.ranks[0].whole[v.0].is_some() {
+                prefix(self.backend.download(self.whole_buf(0, *v)?)?, value.len())?
+            } else if self.rows_ok[v.0] {
+                let mut all = None;
+                for r in 0..self.part.ranks() {
+                    let len = self.part.rows(r).len() * value.cols;
+                    let part = prefix(self.backend.download(self.rows_buf(r, *v)?)?, len)?;
+                    match &mut all {
+                        None => all = Some(part),
+                        Some(a) => append(a, &part)?,
+                    }
+                }
+                all.ok_or_else(|| self.missing("ranks", *v))?
+            } else {
+                return Err(self.missing("written result", *v));
+            };
+            if dest.len() < value.len() {
+                return Err(RuntimeError::Binding(format!(
+                    "output `{name}` holds {} elements, {} needed",
+                    dest.len(),
+                    value.len()
+                )));
+            }
+            write_prefix(self.backend, dest, &data)?;
+        }
+        Ok(())
+    }
+}
+
+/// The name of the input tensor `v` lives in (empty for other values).
+fn input_name(v: &Value) -> &str {
+    match &v.home {
+        Home::Input(name) => name,
+        _ => "",
+    }
+}
+
+/// The error of step `i` on rank `r`, naming both.
+fn named(plan: &Plan, i: usize, r: usize, e: RuntimeError) -> RuntimeError {
+    let step = &plan.steps[i];
+    RuntimeError::Step {
+        step: i,
+        op: format!("{} on rank {r}", step.op_name()),
+        what: step
+            .outputs
+            .iter()
+            .map(|o| plan.value(*o).name.clone())
+            .collect::<Vec<_>>()
+            .join(", "),
+        source: Box::new(e),
+    }
+}

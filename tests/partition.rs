@@ -1,0 +1,387 @@
+//! Plans partitioned along the points over in-process CPU ranks: every output equals the
+//! unpartitioned plan's bit for bit (labels, values and scalars), for P = 1, 2, 3, uneven
+//! blocks, fewer points than ranks and clusters empty on a rank; the printout shows the
+//! collectives with their bytes; programs that cannot be split fail to plan, naming the step.
+
+use popcorn::dsl::plan::collective::{CollectiveKind, PartitionSpec, StepMode};
+use popcorn::dsl::{DType, PlannerConfig, Program, Target};
+use popcorn::{Args, Context, DeviceSpec, Outputs, Tensor};
+use std::collections::BTreeMap;
+
+const KKM: &str = include_str!("../examples/programs/kernel_kmeans.pop");
+const LLOYD: &str = include_str!("../examples/programs/lloyd_kmeans.pop");
+const SMOOTHING: &str = include_str!("../examples/programs/kernel_smoothing.pop");
+
+fn program(source: &str, name: &str) -> Program {
+    Program::parse_all(source)
+        .expect("the example programs parse")
+        .into_iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no program `{name}`"))
+}
+
+/// Reproducible values in [-1, 1).
+fn values(len: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// The Gaussian kernel matrix of `n` points in `d` dimensions.
+fn gaussian_kernel(x: &[f64], n: usize, d: usize) -> Vec<f64> {
+    let mut k = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            let dist: f64 = (0..d).map(|c| (x[i * d + c] - x[j * d + c]).powi(2)).sum();
+            k[i * n + j] = (-0.5 * dist).exp();
+        }
+    }
+    k
+}
+
+/// A context on the CPU in `dtype`, partitioned over `ranks` (or not).
+fn context(dtype: DType, ranks: Option<usize>) -> Context {
+    let config = PlannerConfig {
+        partition: ranks.map(PartitionSpec::points),
+        ..PlannerConfig::default().with_dtype(dtype)
+    };
+    Context::new(DeviceSpec::Cpu)
+        .expect("a CPU context")
+        .with_config(config)
+}
+
+/// Every output of a run: tensors as bits (f64 values, or indices), scalars as bits.
+fn results(ctx: &Context, out: &Outputs, names: &[&str]) -> BTreeMap<String, Vec<u64>> {
+    names
+        .iter()
+        .map(|name| {
+            let bits = match out.scalar(name) {
+                Ok(x) => vec![x.to_bits()],
+                Err(_) => {
+                    let t = out.tensor(name).expect("the output");
+                    match ctx.to_u32(t) {
+                        Ok(ix) => ix.into_iter().map(u64::from).collect(),
+                        Err(_) => ctx
+                            .to_f64(t)
+                            .expect("values")
+                            .into_iter()
+                            .map(f64::to_bits)
+                            .collect(),
+                    }
+                }
+            };
+            (name.to_string(), bits)
+        })
+        .collect()
+}
+
+/// The inputs of one case, made in `ctx`.
+type Inputs = Vec<(&'static str, Tensor)>;
+
+/// Runs `program` unpartitioned and over P = 1, 2, 3 ranks with the inputs `make` gives, and
+/// checks that every output is the same bit for bit; `dims` names the sizes not implied by the
+/// tensors. Returns the unpartitioned outputs.
+fn same_on_every_rank_count(
+    p: &Program,
+    dtype: DType,
+    make: &dyn Fn(&Context) -> Inputs,
+    scalars: &[(&'static str, f64)],
+    dims: &[(&'static str, usize)],
+    outputs: &[&str],
+) -> BTreeMap<String, Vec<u64>> {
+    let run = |ranks: Option<usize>| {
+        let ctx = context(dtype, ranks);
+        let inputs = make(&ctx);
+        let mut args = Args::new();
+        for (name, t) in &inputs {
+            args = args.tensor(name, t);
+        }
+        for (name, v) in scalars {
+            args = args.scalar(name, *v);
+        }
+        for (name, v) in dims {
+            args = args.dim(name, *v);
+        }
+        let out = ctx
+            .run(p, &args)
+            .unwrap_or_else(|e| panic!("`{}` over {ranks:?} ranks: {e}", p.name));
+        results(&ctx, &out, outputs)
+    };
+    let whole = run(None);
+    for ranks in [1, 2, 3] {
+        assert_eq!(
+            run(Some(ranks)),
+            whole,
+            "`{}` over {ranks} ranks differs from the unpartitioned plan",
+            p.name
+        );
+    }
+    whole
+}
+
+/// Labels of `n` points in `k` clusters: cluster `k - 1` empty everywhere, cluster 0 only in
+/// the first rows (so empty on the last ranks), the rest cycling.
+fn labels(n: usize, k: usize) -> Vec<u32> {
+    (0..n)
+        .map(|i| {
+            if i < n.div_ceil(3) {
+                0
+            } else {
+                1 + (i % (k - 2).max(1)) as u32
+            }
+        })
+        .collect()
+}
+
+/// Shapes `(n, k)`: blocks of 4, 3, 3 rows over 3 ranks; fewer points than ranks; blocks of
+/// 3, 2, 2 with a cluster on one rank only.
+const SHAPES: &[(usize, usize)] = &[(10, 3), (2, 3), (7, 4), (33, 5)];
+
+#[test]
+fn kernel_kmeans_iterations_equal_the_unpartitioned_plan() {
+    let p = program(KKM, "kkmeans_iteration");
+    for &(n, k) in SHAPES {
+        let x = values(n * 2, n as u64);
+        let kernel = gaussian_kernel(&x, n, 2);
+        let l = labels(n, k);
+        let make = |ctx: &Context| -> Inputs {
+            vec![
+                ("K", ctx.dense(n, n, &kernel).unwrap()),
+                ("labels", ctx.index(&l).unwrap()),
+            ]
+        };
+        let out = same_on_every_rank_count(
+            &p,
+            DType::F64,
+            &make,
+            &[],
+            &[("k", k)],
+            &["new_labels", "objective", "changed"],
+        );
+        assert_eq!(out["new_labels"].len(), n);
+        let objective = f64::from_bits(out["objective"][0]);
+        assert!(objective.is_finite(), "n={n} k={k}: {objective}");
+    }
+}
+
+#[test]
+fn centroid_norms_and_f32_runs_equal_the_unpartitioned_plan() {
+    let p = program(KKM, "kkmeans_centroid_norms");
+    let (n, k) = (7, 4);
+    let kernel = gaussian_kernel(&values(n * 3, 5), n, 3);
+    let l = labels(n, k);
+    let make = |ctx: &Context| -> Inputs {
+        vec![
+            ("K", ctx.dense(n, n, &kernel).unwrap()),
+            ("labels", ctx.index(&l).unwrap()),
+        ]
+    };
+    let out = same_on_every_rank_count(&p, DType::F64, &make, &[], &[("k", k)], &["cn"]);
+    // The empty cluster's norm is +inf.
+    assert_eq!(f64::from_bits(out["cn"][k - 1]), f64::INFINITY);
+    let p = program(KKM, "kkmeans_iteration");
+    same_on_every_rank_count(
+        &p,
+        DType::F32,
+        &make,
+        &[],
+        &[("k", k)],
+        &["new_labels", "objective", "changed"],
+    );
+}
+
+#[test]
+fn lloyd_steps_equal_the_unpartitioned_plan() {
+    for name in ["lloyd_step", "lloyd_step_weighted"] {
+        let p = program(LLOYD, name);
+        for &(n, k) in SHAPES {
+            let d = 3;
+            let x = values(n * d, 7 + n as u64);
+            let w: Vec<f64> = values(n, 3).iter().map(|v| v.abs() + 0.1).collect();
+            let l = labels(n, k);
+            let make = |ctx: &Context| -> Inputs {
+                let mut inputs = vec![
+                    ("X", ctx.dense(n, d, &x).unwrap()),
+                    ("labels", ctx.index(&l).unwrap()),
+                ];
+                if name.ends_with("weighted") {
+                    inputs.push(("w", ctx.col(&w).unwrap()));
+                }
+                inputs
+            };
+            same_on_every_rank_count(
+                &p,
+                DType::F64,
+                &make,
+                &[],
+                &[("k", k)],
+                &["C", "new_labels"],
+            );
+        }
+    }
+}
+
+#[test]
+fn recomputed_linear_kernel_kmeans_equals_the_unpartitioned_plan() {
+    // Where the planner chains the products (X (X^T V^T): label sums of the points, then a
+    // contraction over the rows). At n = 2 it keeps K's tiles, sorted by cluster: an error
+    // when partitioned (see the last test).
+    let p = program(KKM, "kkmeans_recompute_linear");
+    for &(n, k) in SHAPES.iter().filter(|(n, _)| *n >= 7) {
+        let x = values(n * 2, 11 + n as u64);
+        let l = labels(n, k);
+        let make = |ctx: &Context| -> Inputs {
+            vec![
+                ("X", ctx.dense(n, 2, &x).unwrap()),
+                ("labels", ctx.index(&l).unwrap()),
+            ]
+        };
+        same_on_every_rank_count(
+            &p,
+            DType::F64,
+            &make,
+            &[],
+            &[("k", k)],
+            &["new_labels", "objective", "changed", "cn"],
+        );
+    }
+}
+
+#[test]
+fn kernel_smoothing_equals_the_unpartitioned_plan() {
+    let p = program(SMOOTHING, "kernel_smoothing");
+    for &(n, m) in &[(10, 4), (2, 5), (7, 7)] {
+        let d = 2;
+        let x = values(n * d, 21 + n as u64);
+        let y_points = values(m * d, 22);
+        let y = values(m, 23);
+        let make = |ctx: &Context| -> Inputs {
+            vec![
+                ("X", ctx.dense(n, d, &x).unwrap()),
+                ("Y", ctx.dense(m, d, &y_points).unwrap()),
+                ("y", ctx.col(&y).unwrap()),
+            ]
+        };
+        same_on_every_rank_count(&p, DType::F64, &make, &[("gamma", 0.7)], &[], &["s"]);
+    }
+}
+
+#[test]
+fn counts_of_computed_labels_are_all_reduced() {
+    let p = Program::parse(
+        "fn nearest(D: Dense[n, k]) -> (l: Index[n], c: Col[k], t: Scalar) {
+             l = argmin_rows(D);
+             c = counts(l, k);
+             t = sum(rownorms(D));
+         }",
+    )
+    .unwrap();
+    for &(n, k) in &[(10usize, 3usize), (2, 4), (7, 4)] {
+        let dist = values(n * k, 31 + n as u64);
+        let make = |ctx: &Context| -> Inputs { vec![("D", ctx.dense(n, k, &dist).unwrap())] };
+        let out = same_on_every_rank_count(&p, DType::F64, &make, &[], &[], &["l", "c", "t"]);
+        let total: f64 = out["c"].iter().map(|b| f64::from_bits(*b)).sum();
+        assert_eq!(total, n as f64);
+    }
+    let plan = planned(&p, &[("n", 10), ("k", 3)], 3).expect("it partitions");
+    let part = plan.partition.as_ref().unwrap();
+    let kinds: Vec<CollectiveKind> = part.collectives().map(|c| c.kind).collect();
+    // The counts of the rank's labels summed over the ranks; the real sum over gathered terms.
+    assert_eq!(
+        kinds,
+        vec![CollectiveKind::AllReduceSum, CollectiveKind::AllGather]
+    );
+}
+
+fn planned(
+    p: &Program,
+    dims: &[(&str, usize)],
+    ranks: usize,
+) -> Result<popcorn::Plan, popcorn::dsl::PlanError> {
+    let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let config = PlannerConfig {
+        partition: Some(PartitionSpec::points(ranks)),
+        ..PlannerConfig::default().with_dtype(DType::F64)
+    };
+    popcorn::dsl::plan(p, &dims, &config, &Target::cpu(2), &BTreeMap::new())
+}
+
+#[test]
+fn the_printout_shows_ranks_and_collectives_with_their_bytes() {
+    let p = program(KKM, "kkmeans_iteration");
+    let plan = planned(&p, &[("n", 10), ("k", 3)], 3).unwrap();
+    let text = plan.to_string();
+    for line in [
+        "partitioned along `n` over 3 rank(s), rows 0: [0, 4) 1: [4, 7) 2: [7, 10)",
+        "each rank its rows of: K, %16, %25, %17, z, new_labels, %21",
+        "all-gather        z (Col[10] f64): 80 B",
+        "all-gather        %21 (Col[10] f64): 80 B",
+        "all-reduce(sum)   changed (Dense[1, 1] f64): 8 B",
+        "collectives: 3 per run, 168 B to each rank",
+    ] {
+        assert!(text.contains(line), "missing `{line}` in\n{text}");
+    }
+    let part = plan.partition.as_ref().unwrap();
+    assert_eq!(part.collective_bytes(DType::F64), 168);
+    // The steps over K's rows run locally.
+    let local: Vec<String> = part
+        .schedule
+        .iter()
+        .filter_map(|s| match s {
+            popcorn::dsl::plan::collective::RankStep::Run {
+                step,
+                mode: StepMode::Local,
+                ..
+            } => Some(plan.steps[*step].op_name()),
+            _ => None,
+        })
+        .collect();
+    assert!(local.contains(&"diag".to_string()) && local.contains(&"cluster sums".to_string()));
+    // Unpartitioned plans print as before.
+    let plain = popcorn::dsl::plan(
+        &p,
+        &plan.dims,
+        &PlannerConfig::default().with_dtype(DType::F64),
+        &Target::cpu(2),
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    assert!(plain.partition.is_none());
+    assert!(!plain.to_string().contains("partitioned"));
+    assert!(text.starts_with(&plain.to_string()));
+}
+
+#[test]
+fn programs_that_cannot_be_split_fail_to_plan_naming_the_step() {
+    let cases = [
+        ("kernel_gaussian", "syrk", "pairs rows of different ranks"),
+        (
+            "kkmeans_recompute_gaussian",
+            "rows by cluster",
+            "across ranks",
+        ),
+        ("kernel_linear_sparse", "sparse (CSR)", "`X`"),
+        ("kkmeans_iteration_weighted", "spmm", "sparse products"),
+    ];
+    for (name, op, why) in cases {
+        let p = program(KKM, name);
+        let err = planned(&p, &[("n", 10), ("k", 3), ("d", 2)], 2)
+            .expect_err(name)
+            .to_string();
+        assert!(
+            err.contains(name) && err.contains(op) && err.contains(why),
+            "{name}: {err}"
+        );
+    }
+    let p = Program::parse("fn f(x: Col[m]) -> (y: Col[m]) { y = 2 * x; }").unwrap();
+    let err = planned(&p, &[("m", 4)], 2).unwrap_err().to_string();
+    assert!(err.contains("no dimension `n`"), "{err}");
+}
