@@ -944,6 +944,32 @@ pub fn selection_weigh_grid_block(k: u64) -> LaunchDims {
     )
 }
 
+const ROUND_TF32: &str = r#"// popcorn builtin kernel {NAME}: out[e] = in[e] rounded to TF32 (cvt.rna.tf32.f32, as
+// the contraction kernels round the operands they stage), for e < len.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long len,
+    const float* __restrict__ in,
+    float* __restrict__ out)
+{
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long e = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         e < len; e += stride) {
+        unsigned int r;
+        asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(in[e]));
+        out[e] = __uint_as_float(r);
+    }
+}
+"#;
+
+/// TF32 rounding of `len` floats into another buffer: the operands of a TF32 contraction
+/// rounded once in memory ([`crate::emit_rounded`]).
+///
+/// Parameters: `(const long long len, const float* in, float* out)`; entry point
+/// `pk_round_tf32`. Launch: [`linear_grid_block`]`(len)`.
+pub fn round_tf32() -> BuiltinKernel {
+    untyped("pk_round_tf32", ROUND_TF32)
+}
+
 /// Every builtin kernel for `dtype` (and the untyped ones), e.g. to compile them all up front.
 pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
     vec![
@@ -965,6 +991,7 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
         small_counts(dtype),
         crate::label_row_sums::partial_kernel(dtype),
         crate::label_row_sums::reduce_kernel(dtype),
+        round_tf32(),
     ]
 }
 

@@ -15,6 +15,8 @@ pub const MAX_WARPS: u32 = 8;
 const UNROLL: u32 = 16;
 /// Fewest rows per block worth a block of their own.
 const MIN_ROWS_PER_BLOCK: u64 = 512;
+/// Blocks along a grid's second dimension at most (the column chunks).
+const MAX_GRID_Y: u32 = 65_535;
 /// Threads per block of [`reduce_kernel`] (one warp per output element).
 pub const REDUCE_THREADS: u32 = 256;
 
@@ -166,7 +168,8 @@ impl LabelRowSumsLayout {
     /// The layout for `n x d` points and `k` clusters of `elem_bytes`-byte elements on a device
     /// with `limits`, where `blocks_per_sm` first-pass blocks fit a multiprocessor
     /// (`blocks_per_sm(shared_bytes)` gives the shared-memory bound). `None` where one warp's
-    /// `k x 32` bins exceed a block's shared memory, or `n`, `d` or `k` is 0.
+    /// `k x 32` bins exceed a block's shared memory, `d` needs more than 65,535 chunks of 32
+    /// columns, or `n`, `d` or `k` is 0.
     pub fn new(
         n: u64,
         d: u64,
@@ -186,6 +189,9 @@ impl LabelRowSumsLayout {
         }
         let shared_bytes = u32::try_from(per_warp * u64::from(warps)).ok()?;
         let col_chunks = d.div_ceil(32);
+        if col_chunks > u64::from(MAX_GRID_Y) {
+            return None;
+        }
         let resident = u64::from(limits.multiprocessors.max(1))
             * u64::from(blocks_per_sm(shared_bytes).max(1));
         let blocks = (resident / col_chunks)
@@ -268,6 +274,8 @@ mod tests {
         assert_eq!(f64_bins.warps, 3);
         assert!(h100(1 << 20, 32, 1000, 8).is_none());
         assert!(h100(0, 32, 10, 4).is_none());
+        assert!(h100(10, 32 * 65_535, 10, 4).is_some());
+        assert!(h100(10, 32 * 65_535 + 1, 10, 4).is_none());
     }
 
     #[test]

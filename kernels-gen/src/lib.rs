@@ -50,6 +50,7 @@ pub mod label_row_sums;
 mod params;
 
 pub use emit::{
-    emit, launch_shape, try_emit, zeroed_outputs, GeneratedKernel, LaunchDims, LaunchShape,
+    emit, emit_rounded, launch_shape, rounded_name, takes_rounded_operands, try_emit,
+    zeroed_outputs, GeneratedKernel, LaunchDims, LaunchShape, RoundedOperands,
 };
 pub use params::{params, CType, Param};

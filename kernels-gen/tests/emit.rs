@@ -810,3 +810,37 @@ fn pipelined_launches_fill_the_device_when_rows_may_split() {
         .expect("fits");
     assert_eq!(grid, 42);
 }
+
+/// TF32 contractions on the pipelined template have a kernel per set of operands rounded in
+/// memory; other kernels ignore the request and keep `emit`'s name and source.
+#[test]
+fn rounded_operands_name_their_own_tf32_kernel() {
+    use kernel_ir::{samples::mixed_contraction, Precision, ScalarType};
+    use kernels_gen::{emit_rounded, rounded_name, takes_rounded_operands, RoundedOperands};
+    let both = RoundedOperands { a: true, b: true };
+    let b_only = RoundedOperands { a: false, b: true };
+    let tf32 = mixed_contraction(ScalarType::F32, (false, true), Precision::Tf32, true);
+    assert!(takes_rounded_operands(&tf32));
+    let plain = emit(&tf32);
+    assert_eq!(emit_rounded(&tf32, RoundedOperands::NONE), plain);
+    assert!(plain.source.contains("pk::contraction<true, 0>"));
+    for (rounded, mask) in [(b_only, 2), (both, 3)] {
+        let k = emit_rounded(&tf32, rounded);
+        assert_eq!(k.name, format!("{}_r{mask}", plain.name));
+        assert_eq!(rounded_name(&tf32, rounded), k.name);
+        assert!(k.source.contains("void __launch_bounds__"));
+        assert!(k.source.contains(&format!("{}(", k.name)));
+        assert!(k.source.contains(&format!("pk::contraction<true, {mask}>")));
+        assert_eq!(k.launch, plain.launch);
+    }
+    // Strict, f64 and transposed-operand contractions stage nothing to round.
+    for spec in [
+        mixed_contraction(ScalarType::F32, (false, true), Precision::Strict, true),
+        mixed_contraction(ScalarType::F64, (false, true), Precision::Tf32, true),
+        mixed_contraction(ScalarType::F32, (true, true), Precision::Tf32, true),
+    ] {
+        assert!(!takes_rounded_operands(&spec));
+        assert_eq!(emit_rounded(&spec, both), emit(&spec));
+        assert_eq!(rounded_name(&spec, both), spec.name());
+    }
+}

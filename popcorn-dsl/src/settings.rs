@@ -11,6 +11,7 @@
 //! | `POPCORN_TF32=1` | [`Settings::tf32`] | dense products (GEMM, SYRK) on TF32 tensor cores |
 //! | `POPCORN_SYRK_BLOCK_ROWS=B` | [`Settings::syrk_block_rows`] | rows per GEMM block row of a SYRK on the GPU (`0`: cuBLAS SYRK) |
 //! | `POPCORN_NO_OVERLAP=1` | [`Settings::no_overlap`] | a SYRK's map after the whole product instead of band by band beside it |
+//! | `POPCORN_TF32_ROUND_IN_KERNEL=1` | [`Settings::tf32_round_in_kernel`] | TF32 contractions round every staged chunk of their operands instead of rounding the operands once in memory first |
 //! | `POPCORN_CACHE_DIR=dir` | [`Settings::cache_dir`] | where compiled kernels are kept (default `$XDG_CACHE_HOME/popcorn/kernels`, else `~/.cache/popcorn/kernels`) |
 //! | `POPCORN_REQUIRE_GPU=1` | [`Settings::require_gpu`] | GPU tests fail instead of skipping where no GPU is usable |
 //! | `POPCORN_CONTRACTIONS=auto\|always\|never` | [`Settings::contractions`] | fuse products with their consumers where the cost model says so, wherever possible, or never |
@@ -85,6 +86,8 @@ pub struct Settings {
     pub syrk_block_rows: Option<usize>,
     /// `POPCORN_NO_OVERLAP`.
     pub no_overlap: bool,
+    /// `POPCORN_TF32_ROUND_IN_KERNEL`.
+    pub tf32_round_in_kernel: bool,
     /// `POPCORN_CACHE_DIR`, else `$XDG_CACHE_HOME/popcorn/kernels`, else
     /// `~/.cache/popcorn/kernels` (`None` when none of these is set).
     pub cache_dir: Option<PathBuf>,
@@ -171,6 +174,7 @@ impl Settings {
             tf32: flag("POPCORN_TF32"),
             syrk_block_rows,
             no_overlap: flag("POPCORN_NO_OVERLAP"),
+            tf32_round_in_kernel: flag("POPCORN_TF32_ROUND_IN_KERNEL"),
             cache_dir,
             require_gpu: flag("POPCORN_REQUIRE_GPU"),
             contractions,

@@ -208,15 +208,16 @@ fn default_general_efficiency() -> f64 {
     0.5
 }
 
-/// SGEMM rate of the reference H100 (BENCHMARKS.md, run 6: 51.2 TFLOP/s).
 /// Clusters up to which `V * X` becomes label sums of rows on both targets: at 256 the CUDA
-/// kernel still keeps six warps of `k x 32` f32 partials in an H100's shared memory.
+/// kernel still keeps seven warps of `k x 32` f32 partials (three in f64) in an H100's shared
+/// memory.
 const DEFAULT_LABEL_ROW_SUMS_MAX_K: usize = 256;
 
 fn default_label_row_sums_max_k() -> usize {
     DEFAULT_LABEL_ROW_SUMS_MAX_K
 }
 
+/// SGEMM rate of the reference H100 (BENCHMARKS.md, run 6: 51.2 TFLOP/s).
 const H100_FP32_FLOPS: f64 = 51.2e12;
 /// Copy bandwidth of the reference H100 (BENCHMARKS.md, run 6: 2990 GB/s).
 const H100_COPY_BYTES: f64 = 2.99e12;

@@ -78,7 +78,56 @@ pub struct GeneratedKernel {
 /// carries one `#error` line per problem, so compiling it fails with that message; use
 /// [`try_emit`] to get the problem as an error instead.
 pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
-    let name = spec.name();
+    emit_with(spec, RoundedOperands::NONE)
+}
+
+/// Operands of a TF32 contraction that its launcher has rounded to TF32 in memory, so that the
+/// kernel does not round its staged copies of them (each chunk of an operand is staged once
+/// per tile of the other: rounding once in memory saves that work).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RoundedOperands {
+    /// The left operand `A` is rounded.
+    pub a: bool,
+    /// The right operand `B` is rounded.
+    pub b: bool,
+}
+
+impl RoundedOperands {
+    /// Neither operand: the kernel rounds what it stages.
+    pub const NONE: RoundedOperands = RoundedOperands { a: false, b: false };
+
+    /// Bit 0 `A`, bit 1 `B`: the kernel template's argument.
+    pub(crate) fn mask(self) -> u8 {
+        u8::from(self.a) | (u8::from(self.b) << 1)
+    }
+}
+
+/// Whether [`emit_rounded`] makes a kernel of its own for `spec`: a TF32 contraction on the
+/// pipelined template (`float` operands stored as rows of the depth).
+pub fn takes_rounded_operands(spec: &KernelSpec) -> bool {
+    contraction::takes_rounded_operands(spec)
+}
+
+/// The kernel of `spec` for operands its launcher rounded to TF32 in memory (`rounded`):
+/// [`emit`]'s kernel where `rounded` is [`RoundedOperands::NONE`] or `spec` does not
+/// [take rounded operands](takes_rounded_operands); else the same kernel, named
+/// `{name}_r{mask}`, that leaves those operands' staged chunks as they are. Its results equal
+/// [`emit`]'s bit for bit when the operands are rounded as `cvt.rna.tf32.f32` rounds them.
+pub fn emit_rounded(spec: &KernelSpec, rounded: RoundedOperands) -> GeneratedKernel {
+    emit_with(spec, rounded)
+}
+
+/// The entry-point name of [`emit_rounded`]`(spec, rounded)`'s kernel, without generating it.
+pub fn rounded_name(spec: &KernelSpec, rounded: RoundedOperands) -> String {
+    if rounded == RoundedOperands::NONE || !takes_rounded_operands(spec) {
+        spec.name()
+    } else {
+        format!("{}_r{}", spec.name(), rounded.mask())
+    }
+}
+
+fn emit_with(spec: &KernelSpec, rounded: RoundedOperands) -> GeneratedKernel {
+    let name = rounded_name(spec, rounded);
     let launch = launch_shape(spec);
     let (preamble, statements) = match &spec.form {
         Form::Map { outputs } => (String::new(), map::body(spec, outputs)),
@@ -92,7 +141,7 @@ pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
             reductions,
             ..
         } => {
-            let parts = contraction::parts(spec, (*a, *b), *precision, stores, reductions);
+            let parts = contraction::parts(spec, (*a, *b), *precision, rounded, stores, reductions);
             (parts.preamble, parts.statements)
         }
     };

@@ -8,6 +8,10 @@ use crate::types::{require_dense, require_index, Dim, DimBindings, Type, TypeErr
 use crate::value::{densify, sums_by_label, RefValue};
 use serde::{Deserialize, Serialize};
 
+/// The widest matrix whose rows label sums add on the GPU: its kernel takes 32 columns per
+/// block along the grid's second dimension (at most 65,535 blocks).
+pub const LABEL_ROW_SUMS_MAX_COLS: usize = 32 * 65_535;
+
 /// `S[c, :] = sum over i with labels[i] == c of X[i, :]`; operands `(X, labels)`: `X` an
 /// `n x d` matrix (a column vector where `d = 1`), the result `k x d` (a column vector where
 /// `d = 1`).

@@ -40,7 +40,7 @@
 use super::pattern::{any, op, Pattern};
 use super::{GraphPass, PassContext, PlanError};
 use crate::ir::{Graph, LibOp, NodeId, Op};
-use crate::ops::{Builtin, ClusterSums, Counts, LabelSums, Selection};
+use crate::ops::{Builtin, ClusterSums, Counts, LabelSums, Selection, LABEL_ROW_SUMS_MAX_COLS};
 use crate::scalar::ScalarExpr;
 use crate::types::{Dim, Type};
 use kernel_ir::BinaryOp;
@@ -314,7 +314,10 @@ impl GraphPass for LabelSumsPattern {
                         && nn.saturating_mul(kk) <= cx.target.label_sums_max_work
                 }
                 (Some(kk), Some(_)) => {
-                    kk <= cx.cluster_sums_max_k() && kk <= cx.target.label_row_sums_max_k
+                    let cols = g.node(m["x"]).ty.shape.cols.resolve(cx.dims);
+                    kk <= cx.cluster_sums_max_k()
+                        && kk <= cx.target.label_row_sums_max_k
+                        && cols.is_some_and(|d| d <= LABEL_ROW_SUMS_MAX_COLS)
                 }
                 _ => false,
             };

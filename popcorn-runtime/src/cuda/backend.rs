@@ -33,6 +33,10 @@ pub struct CudaConfig {
     pub dump_dir: Option<PathBuf>,
     /// Log kernel-cache hits, misses and compiles to stderr (`POPCORN_LOG=cache`).
     pub log_cache: bool,
+    /// Round a TF32 contraction's operands to TF32 once in memory before its launch, where its
+    /// kernel would stage them many times, instead of rounding every staged chunk (off with
+    /// `POPCORN_TF32_ROUND_IN_KERNEL=1`). The results are the same bit for bit.
+    pub round_tf32_operands: bool,
 }
 
 impl CudaConfig {
@@ -45,6 +49,7 @@ impl CudaConfig {
             cache_dir: s.cache_dir.clone(),
             dump_dir: s.dump_dir.clone(),
             log_cache: s.log.cache,
+            round_tf32_operands: !s.tf32_round_in_kernel,
         }
     }
 }
@@ -140,6 +145,7 @@ impl CudaBackend {
             column_scratch: Default::default(),
             launch_shapes: Mutex::new(HashMap::new()),
             allow_tf32: config.allow_tf32,
+            round_tf32_operands: config.round_tf32_operands,
             limits: device_limits(&ctx)?,
             streams: [stream, side_stream],
             ctx,

@@ -59,11 +59,12 @@ enum Kind {
     ClampLabels,
     CsrScatter,
     CsrRowNorms,
+    RoundTf32,
 }
 
 impl Kind {
     #[cfg(test)]
-    const ALL: [Kind; 15] = [
+    const ALL: [Kind; 16] = [
         Kind::Fill,
         Kind::Symmetrize,
         Kind::Diag,
@@ -79,6 +80,7 @@ impl Kind {
         Kind::ClampLabels,
         Kind::CsrScatter,
         Kind::CsrRowNorms,
+        Kind::RoundTf32,
     ];
 
     /// The entry-point name (known without building the source, so launches allocate no
@@ -110,6 +112,7 @@ impl Kind {
             Kind::Histogram => "pk_histogram",
             Kind::PermuteRows => "pk_permute_rows",
             Kind::ClampLabels => "pk_clamp_labels",
+            Kind::RoundTf32 => "pk_round_tf32",
             Kind::SelectionScan => "pk_selection_scan",
             Kind::SelectionChunkCounts => "pk_selection_chunk_counts",
             Kind::SelectionChunkOffsets => "pk_selection_chunk_offsets",
@@ -167,6 +170,7 @@ impl Kind {
             Kind::Histogram => builtins::histogram(),
             Kind::PermuteRows => builtins::permute_rows(),
             Kind::ClampLabels => builtins::clamp_labels(),
+            Kind::RoundTf32 => builtins::round_tf32(),
             Kind::SelectionScan => builtins::selection_scan(),
             Kind::SelectionChunkCounts => builtins::selection_chunk_counts(),
             Kind::SelectionChunkOffsets => builtins::selection_chunk_offsets(),
@@ -393,6 +397,33 @@ impl Builtins<'_> {
             Kind::SelectionWeigh,
             dtype,
             builtins::selection_weigh_grid_block(k as u64),
+            &mut args,
+        )
+    }
+
+    /// `out[e]` = `input[e]` rounded to TF32, for `e < len` (`float`s).
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    pub(crate) unsafe fn round_tf32(
+        &self,
+        input: u64,
+        len: usize,
+        out: u64,
+    ) -> Result<(), RuntimeError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(len)?,
+            KernelArg::Ptr(input),
+            KernelArg::Ptr(out),
+        ];
+        self.run(
+            Kind::RoundTf32,
+            ScalarType::F32,
+            builtins::linear_grid_block(len as u64),
             &mut args,
         )
     }

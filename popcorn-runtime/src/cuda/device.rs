@@ -38,6 +38,8 @@ pub(crate) struct Device {
     pub(crate) launch_shapes: Mutex<HashMap<String, LaunchShape>>,
     /// Let cuBLAS use TF32 for every f32 product, whatever the plan says.
     pub(crate) allow_tf32: bool,
+    /// Round TF32 contractions' operands once in memory ([`super::CudaConfig::round_tf32_operands`]).
+    pub(crate) round_tf32_operands: bool,
     pub(crate) limits: DeviceLimits,
 }
 

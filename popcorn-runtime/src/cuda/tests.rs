@@ -32,6 +32,7 @@ fn test_config(tag: &str) -> CudaConfig {
         cache_dir: Some(temp_dir(tag)),
         dump_dir: None,
         log_cache: popcorn_dsl::settings::settings().log.cache,
+        round_tf32_operands: true,
     }
 }
 
@@ -2374,6 +2375,122 @@ fn gpu_mixed_contraction_matches_the_cpu() {
                     }
                 }
             }
+        }
+    }
+}
+
+/// TF32 operands rounded once in memory (the default) against the kernel rounding every staged
+/// chunk (`round_tf32_operands: false`): the same bits in every output, for a contraction over
+/// enough rows to round (`A` and `B` distinct, and one matrix as both, as `X * X^T` has it),
+/// with odd sizes and leading dimensions.
+#[test]
+fn gpu_tf32_operands_rounded_once_give_the_same_bits() {
+    let Some(rounding) = gpu() else { return };
+    let Some(in_kernel) = try_backend(CudaConfig {
+        round_tf32_operands: false,
+        ..test_config("in-kernel-rounding")
+    }) else {
+        return;
+    };
+    let mut rng = Rng(31);
+    let width = 6;
+    for (rows, cols, depth, same) in [(1500, 700, 45, false), (1300, 1300, 37, true)] {
+        let spec = kernel_ir::samples::mixed_contraction(
+            kernel_ir::ScalarType::F32,
+            (false, true),
+            kernel_ir::Precision::Tf32,
+            true,
+        );
+        let a = rng.values(rows * depth);
+        let bm = if same {
+            a.clone()
+        } else {
+            rng.values(cols * depth)
+        };
+        let cn = rng.values(cols);
+        let y = rng.values(cols);
+        let labels: Vec<u32> = (0..cols).map(|_| rng.below(width) as u32).collect();
+        let idx: Vec<u32> = (0..rows).map(|_| rng.below(cols) as u32).collect();
+        let sizes = [
+            rows * cols,
+            rows * cols,
+            rows,
+            rows,
+            rows,
+            rows,
+            rows,
+            rows * width,
+            rows,
+        ];
+        let run = |b: &CudaBackend| -> Vec<Vec<f64>> {
+            let fe = ElemType::F32;
+            let (abuf, bbuf) = (upload(b, DType::F32, &a), upload(b, DType::F32, &bm));
+            let (cbuf, ybuf) = (upload(b, DType::F32, &cn), upload(b, DType::F32, &y));
+            let (lbuf, ibuf) = (upload_u32(b, &labels), upload_u32(b, &idx));
+            let outs: Vec<CudaBuffer> = sizes
+                .iter()
+                .enumerate()
+                .map(|(o, &n)| poisoned(b, if o == 2 { ElemType::U32 } else { fe }, n))
+                .collect();
+            // One matrix as both operands where `same`: the launcher rounds it once for both.
+            let b_arg = if same {
+                dense(&abuf, rows, depth)
+            } else {
+                dense(&bbuf, cols, depth)
+            };
+            let inputs = [
+                dense(&abuf, rows, depth),
+                b_arg,
+                dense(&cbuf, 1, cols),
+                dense(&ybuf, 1, cols),
+                Arg::Index {
+                    buf: &lbuf,
+                    len: cols,
+                },
+                Arg::Index {
+                    buf: &ibuf,
+                    len: rows,
+                },
+                Arg::Scalar(0.75),
+            ];
+            let outputs: Vec<Arg<'_, CudaBuffer>> = outs
+                .iter()
+                .enumerate()
+                .map(|(o, buf)| match o {
+                    0 | 1 => dense(buf, rows, cols),
+                    2 => Arg::Index { buf, len: rows },
+                    7 => dense(buf, rows, width),
+                    _ => dense(buf, rows, 1),
+                })
+                .collect();
+            let step = step(StepOp::Fused(FusedStep {
+                name: spec.name(),
+                spec: spec.clone(),
+                rows,
+                cols,
+                depth,
+                width,
+            }));
+            b.run_step(&step, &inputs, &outputs, DType::F32, 1.0)
+                .unwrap_or_else(|e| panic!("{rows}x{cols}x{depth}: {e}"));
+            outs.iter().map(|o| download(b, o)).collect()
+        };
+        let (once, staged) = (run(rounding), run(&in_kernel));
+        for (o, (x, z)) in once.iter().zip(&staged).enumerate() {
+            // Sums by label (output 7) add from several blocks with atomics: their order, not
+            // the operands, may differ.
+            if o == 7 {
+                assert_close(x, z, 1e-5, &format!("by-label sums, {rows}x{cols}"));
+                continue;
+            }
+            let same_bits = x
+                .iter()
+                .zip(z)
+                .all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()));
+            assert!(
+                same_bits,
+                "{rows}x{cols}x{depth} same={same}: output {o} differs"
+            );
         }
     }
 }

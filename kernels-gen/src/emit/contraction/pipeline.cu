@@ -496,11 +496,14 @@ struct Staging {
         }
     }
 
-    // Rounds this thread's copies of step p's chunks to TF32 (A only where p loads it).
+    // Rounds this thread's copies of step p's chunks to TF32 (A only where p loads it), but for
+    // the operands the launcher rounded in memory: bit 0 of kRounded is A, bit 1 B.
+    template <int kRounded>
     __device__ __forceinline__ void round(const Cursor& p) const
     {
-        if (p.loads_a(resident)) round_chunk_tf32<A_SEGS_PER_THREAD>(a_ptr + a_slot(p) * A_SLOT_FLOATS, tid);
-        round_chunk_tf32<B_SEGS_PER_THREAD>(b_ptr + p.b_slot * B_SLOT_FLOATS, tid);
+        if ((kRounded & 1) == 0 && p.loads_a(resident))
+            round_chunk_tf32<A_SEGS_PER_THREAD>(a_ptr + a_slot(p) * A_SLOT_FLOATS, tid);
+        if ((kRounded & 2) == 0) round_chunk_tf32<B_SEGS_PER_THREAD>(b_ptr + p.b_slot * B_SLOT_FLOATS, tid);
     }
 };
 
@@ -990,7 +993,7 @@ struct WgmmaTile {
 // step are waited for before the next step's barrier (so the slot the next issue refills
 // is free), which lets them overlap that step's copy wait and TF32 rounding. Each row's
 // 128 columns of a tile lie in one quad of lanes: its partials merge by two shuffles.
-template <class Fold>
+template <int kRounded, class Fold>
 __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda, const float* B,
                                                   long long ldb, long long m, long long n,
                                                   long long d, const Fold& fold)
@@ -1025,7 +1028,7 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
         }
 
         cp_async_wait<STAGES - 2>();
-        sg.round(cons);
+        sg.round<kRounded>(cons);
         fence_proxy_async();
         wgmma_wait_all();  // the previous step's products are done: its slots may be refilled
         __syncthreads();
@@ -1093,14 +1096,16 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
 // The kernel body: P = A B^T over m rows, n columns and depth d, each tile folded (shared
 // memory as Staging plans it).
 // ------------------------------------------------------------------------------------
-template <bool kTf32, class Fold>
+// kRounded (TF32 only): the operands the launcher already rounded to TF32 in memory, bit 0 A,
+// bit 1 B; the kernel does not round its staged copies of those.
+template <bool kTf32, int kRounded, class Fold>
 __device__ __forceinline__ void contraction(const float* A, long long lda, const float* B,
                                             long long ldb, long long m, long long n, long long d,
                                             const Fold& fold)
 {
 #if defined(PK_WGMMA)
     if constexpr (kTf32) {
-        contraction_wgmma(A, lda, B, ldb, m, n, d, fold);
+        contraction_wgmma<kRounded>(A, lda, B, ldb, m, n, d, fold);
         return;
     }
 #endif
@@ -1153,7 +1158,7 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
         // This step's chunks: own copies landed (all but the STAGES - 2 newest groups) ...
         cp_async_wait<STAGES - 2>();
         const int a_slot = sg.a_slot(cons);
-        if constexpr (kTf32) sg.round(cons);  // ... rounded to TF32 by the thread that copied them ...
+        if constexpr (kTf32) sg.round<kRounded>(cons);  // ... rounded to TF32 by the thread that copied them ...
         // ... and published. The barrier also says every thread finished the previous
         // step, so the slot it read (the one the issue below refills) is free.
         __syncthreads();

@@ -32,6 +32,7 @@ use super::super::launch::{
 };
 use super::super::param_decl;
 use super::{combine, fold, identity, Parts};
+use crate::emit::RoundedOperands;
 use crate::params::{params, CType, Param};
 use kernel_ir::{Expr, KernelSpec, ReduceKind, Reduction};
 
@@ -78,17 +79,19 @@ pub(crate) fn parts(
     spec: &KernelSpec,
     (a, b): (usize, usize),
     tensor: bool,
+    rounded: RoundedOperands,
     stores: &[Expr],
     reductions: &[Reduction],
 ) -> Parts {
     // Named after the kernel, so that sources concatenated into one module stay valid.
     let fold = format!("{}_fold", spec.name());
+    let rounded = if tensor { rounded.mask() } else { 0 };
     let mut preamble = String::from(PIPELINE);
     preamble.push_str(&fold_struct(spec, &fold, stores, reductions));
     let members: Vec<String> = params(spec).iter().map(param_name).collect();
     let statements = format!(
         "    const {fold} pk_fold{{{}}};\n    \
-         pk::contraction<{tensor}>(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, depth, pk_fold);\n",
+         pk::contraction<{tensor}, {rounded}>(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, depth, pk_fold);\n",
         members.join(", ")
     );
     Parts {

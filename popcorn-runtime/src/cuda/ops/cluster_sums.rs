@@ -258,6 +258,7 @@ mod tests {
                     ),
                     dump_dir: None,
                     log_cache: false,
+                    round_tf32_operands: true,
                 };
                 match CudaBackend::with_config(0, config) {
                     Ok(b) => return Some(b),

@@ -3,7 +3,7 @@
 //! order of [`kernels_gen::params`], are checked against the kernel's reads and writes. A map
 //! over a lower-symmetric input also runs band by band (the consumer of a pipeline).
 
-use super::{Io, StepCx};
+use super::{tf32_operands, Io, StepCx};
 use crate::backend::{Arg, BufferInfo, ElemType};
 use crate::cuda::args::{check_buffer, kind};
 use crate::cuda::driver::{self, KernelArg};
@@ -12,7 +12,7 @@ use crate::cuda::memory::DeviceAddress;
 use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
 use cudarc::driver::sys::CUfunction_attribute;
-use kernel_ir::{Access, OutputShape, ScalarType};
+use kernel_ir::{Access, Form, OutputShape, ScalarType};
 use kernels_gen::LaunchShape;
 use kernels_gen::Param;
 use popcorn_dsl::plan::FusedStep;
@@ -34,10 +34,29 @@ pub(crate) fn run(
     let shape = launch_shape(cx, f)?;
     let scratch = column_scratch(cx, f, shape)?;
     let mut args = kernel_args(f, inputs, outputs, band, scratch)?;
-    let function = cx
-        .device
-        .kernels
-        .function(&f.name, || kernels_gen::emit(&f.spec).source)?;
+    // Operands rounded to TF32 once (whole launches only), held until the launch below.
+    let copies = match band {
+        None => tf32_operands::round(cx, f, inputs)?,
+        Some(_) => tf32_operands::RoundedCopies::none(),
+    };
+    let name = kernels_gen::rounded_name(&f.spec, copies.rounded);
+    if copies.rounded != kernels_gen::RoundedOperands::NONE {
+        let Form::Contraction { a, b, .. } = &f.spec.form else {
+            return Err(invalid(format!("kernel {name} is not a contraction")));
+        };
+        for (param, arg) in kernels_gen::params(&f.spec).iter().zip(args.iter_mut()) {
+            match param {
+                Param::InputPtr(k) if *k == *b => *arg = KernelArg::Ptr(copies.b),
+                Param::InputPtr(k) if *k == *a && copies.rounded.a => {
+                    *arg = KernelArg::Ptr(copies.a)
+                }
+                _ => {}
+            }
+        }
+    }
+    let function = cx.device.kernels.function(&name, || {
+        kernels_gen::emit_rounded(&f.spec, copies.rounded).source
+    })?;
     let limits = &cx.device.limits;
     let dims = match (band, shape) {
         (None, LaunchShape::Pipelined { .. }) => shape
@@ -79,8 +98,11 @@ pub(crate) fn run(
     }
     zero_accumulated_outputs(cx, f, outputs)?;
     // SAFETY: `kernel_args` built the arguments in the order of the kernel's parameters and
-    // checked every buffer against what the kernel reads and writes over this space or band.
-    unsafe { driver::launch(cx.stream, &function, &f.name, dims, &mut args) }
+    // checked every buffer against what the kernel reads and writes over this space or band;
+    // a rounded copy holds as many elements as the operand it replaces.
+    let launched = unsafe { driver::launch(cx.stream, &function, &name, dims, &mut args) };
+    drop(copies);
+    launched
 }
 
 /// Zeroes, on the step's stream, the outputs the kernel adds into (the sums by label of a

@@ -20,6 +20,7 @@ mod sparse_row_norms;
 mod spmm;
 mod spmv;
 mod syrk;
+mod tf32_operands;
 
 pub(crate) use cluster_sums::launch_cluster_sums;
 pub use cluster_sums::{ClusterSumsArgs, ClusterSumsReport, ClusterSumsTuning};

@@ -1,0 +1,97 @@
+//! TF32 operands rounded once in memory: a pipelined TF32 contraction stages each chunk of its
+//! right operand `B` once per block of rows (and of `A` once per column tile where `A` is not
+//! kept resident), rounding every staged copy. Where `B` would be staged several times, the
+//! launcher rounds it (and `A`, when it is the same matrix) into the lane's scratch first and
+//! launches the kernel that leaves those chunks as staged ([`kernels_gen::emit_rounded`]). The
+//! rounding is the kernel's own (`cvt.rna.tf32.f32`), so the results are the same bit for bit.
+
+use super::StepCx;
+use crate::backend::{Arg, BufferInfo};
+use crate::cuda::errors::invalid;
+use crate::cuda::memory::{DeviceAddress, GrowBuffer};
+use crate::cuda::nvrtc::poisoned;
+use crate::error::RuntimeError;
+use kernel_ir::Form;
+use kernels_gen::RoundedOperands;
+use popcorn_dsl::plan::FusedStep;
+use std::sync::MutexGuard;
+
+/// Rows of the product from which `B` is rounded in memory: with fewer, its chunks are staged
+/// by at most three blocks of rows and rounding them in the kernel costs less than a pass over
+/// `B`.
+const MIN_ROWS: usize = 1024;
+
+/// Rounded copies of a contraction's operands, in the lane's scratch, which stays locked (so
+/// no other step on this lane can reuse it) until the contraction is launched.
+pub(crate) struct RoundedCopies<'a> {
+    /// Which operands the copies stand for.
+    pub(crate) rounded: RoundedOperands,
+    /// The address of the rounded `A` (where `rounded.a`) and `B` (where `rounded.b`).
+    pub(crate) a: u64,
+    pub(crate) b: u64,
+    _scratch: Option<MutexGuard<'a, GrowBuffer>>,
+}
+
+impl RoundedCopies<'_> {
+    /// No operand rounded: the kernel rounds what it stages.
+    pub(crate) fn none() -> RoundedCopies<'static> {
+        RoundedCopies {
+            rounded: RoundedOperands::NONE,
+            a: 0,
+            b: 0,
+            _scratch: None,
+        }
+    }
+}
+
+/// Rounds the operands of fused step `f` where it pays (a TF32 contraction on the pipelined
+/// template over at least [`MIN_ROWS`] rows, the device set to round operands): `B` into the
+/// lane's scratch, and `A` with it when `A` is the same matrix. Otherwise rounds nothing.
+pub(crate) fn round<'a, B: BufferInfo + DeviceAddress>(
+    cx: &StepCx<'a>,
+    f: &FusedStep,
+    inputs: &[Arg<'_, B>],
+) -> Result<RoundedCopies<'a>, RuntimeError> {
+    let Form::Contraction { a, b, .. } = &f.spec.form else {
+        return Ok(RoundedCopies::none());
+    };
+    if !cx.device.round_tf32_operands
+        || !kernels_gen::takes_rounded_operands(&f.spec)
+        || f.rows < MIN_ROWS
+        || f.cols == 0
+    {
+        return Ok(RoundedCopies::none());
+    }
+    let operand = |k: usize| match inputs.get(k) {
+        Some(Arg::Dense { buf, rows, cols }) => Ok((buf.address(), *rows * *cols)),
+        _ => Err(invalid(format!(
+            "operand {k} of contraction {} is not a dense value",
+            f.name
+        ))),
+    };
+    let (a_addr, a_len) = operand(*a)?;
+    let (b_addr, b_len) = operand(*b)?;
+    let same = a_addr == b_addr && a_len == b_len;
+    let mut scratch = cx
+        .device
+        .column_scratch
+        .get(cx.lane)
+        .ok_or_else(|| invalid(format!("lane {} has no scratch", cx.lane)))?
+        .lock()
+        .map_err(|_| poisoned())?;
+    let copy = scratch.ensure(cx.stream, b_len * 4, "TF32-rounded contraction operand")?;
+    // SAFETY: `B` is a dense f32 input of `b_len` elements (its rows times its leading
+    // dimension, as the step's arguments say) and the scratch holds `b_len` floats, both on
+    // this lane's stream.
+    unsafe {
+        cx.device
+            .builtins(cx.stream)
+            .round_tf32(b_addr, b_len, copy)?;
+    }
+    Ok(RoundedCopies {
+        rounded: RoundedOperands { a: same, b: true },
+        a: if same { copy } else { 0 },
+        b: copy,
+        _scratch: Some(scratch),
+    })
+}
