@@ -337,7 +337,7 @@ fn keep_first_rows(data: &mut Data, n: usize, path: &Path) -> Result<(), CliErro
     data.n = n;
     data.x.truncate(n * data.d);
     if let Some(s) = data.sparse.as_mut() {
-        *s = s.select_rows(&(0..n).collect::<Vec<_>>());
+        *s = s.select_rows(&(0..n).collect::<Vec<_>>())?;
     }
     if let Some(l) = data.labels.as_mut() {
         l.truncate(n);

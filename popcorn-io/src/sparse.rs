@@ -26,6 +26,16 @@ fn invalid(problem: String) -> IoError {
     IoError::InvalidCsr { problem }
 }
 
+/// The number of row offsets of a `rows x cols` matrix, `rows + 1`, or an
+/// [`IoError::InvalidCsr`] naming the shape when that overflows.
+fn offsets_for(rows: usize, cols: usize) -> Result<usize, IoError> {
+    rows.checked_add(1).ok_or_else(|| {
+        invalid(format!(
+            "the shape {rows} x {cols} has too many rows: rows + 1 row offsets overflow"
+        ))
+    })
+}
+
 impl CsrMatrix {
     /// A CSR matrix from its three arrays, checked: `row_ptr` has `rows + 1` offsets from 0 to
     /// `nnz = values.len()` that never decrease, `col_idx` has `nnz` entries, each row's column
@@ -41,11 +51,12 @@ impl CsrMatrix {
         values: Vec<f64>,
     ) -> Result<CsrMatrix, IoError> {
         let nnz = values.len();
-        if row_ptr.len() != rows + 1 {
+        let offsets = offsets_for(rows, cols)?;
+        if row_ptr.len() != offsets {
             return Err(invalid(format!(
-                "row offsets have {} entries; a matrix of {rows} rows needs rows + 1 = {}",
-                row_ptr.len(),
-                rows + 1
+                "row offsets have {} entries; a matrix of {rows} rows needs rows + 1 = \
+                 {offsets}",
+                row_ptr.len()
             )));
         }
         if col_idx.len() != nnz {
@@ -126,7 +137,8 @@ impl CsrMatrix {
     ) -> Result<CsrMatrix, IoError> {
         // Check offsets and lengths first (without the order rule) by validating an empty
         // structure of the same shape, then sort row by row.
-        if row_ptr.len() != rows + 1
+        let offsets = offsets_for(rows, cols)?;
+        if row_ptr.len() != offsets
             || col_idx.len() != values.len()
             || row_ptr.first() != Some(&0)
             || row_ptr.last() != Some(&values.len())
@@ -135,7 +147,7 @@ impl CsrMatrix {
             // `new` names the exact problem.
             return CsrMatrix::new(rows, cols, row_ptr, col_idx, values);
         }
-        let mut out_ptr = Vec::with_capacity(rows + 1);
+        let mut out_ptr = Vec::with_capacity(offsets);
         let mut out_idx = Vec::with_capacity(col_idx.len());
         let mut out_val = Vec::with_capacity(values.len());
         out_ptr.push(0);
@@ -257,26 +269,35 @@ impl CsrMatrix {
         }
     }
 
-    /// The rows listed in `rows`, in that order (indices past the end are skipped).
-    pub fn select_rows(&self, rows: &[usize]) -> CsrMatrix {
-        let mut row_ptr = Vec::with_capacity(rows.len() + 1);
+    /// The rows listed in `rows`, in that order (a row may be listed more than once).
+    ///
+    /// # Errors
+    /// [`IoError::InvalidCsr`] naming the first index that is not below [`CsrMatrix::rows`],
+    /// and its position in `rows`.
+    pub fn select_rows(&self, rows: &[usize]) -> Result<CsrMatrix, IoError> {
+        let mut row_ptr = Vec::with_capacity(rows.len().saturating_add(1));
         let mut col_idx = Vec::new();
         let mut values = Vec::new();
         row_ptr.push(0);
-        for &r in rows {
-            if let Some((c, v)) = self.row(r) {
-                col_idx.extend_from_slice(c);
-                values.extend_from_slice(v);
-                row_ptr.push(values.len());
-            }
+        for (i, &r) in rows.iter().enumerate() {
+            let (c, v) = self.row(r).ok_or_else(|| {
+                invalid(format!(
+                    "row index {r} (position {i} of the selection) is not below the number of \
+                     rows {}",
+                    self.rows
+                ))
+            })?;
+            col_idx.extend_from_slice(c);
+            values.extend_from_slice(v);
+            row_ptr.push(values.len());
         }
-        CsrMatrix {
+        Ok(CsrMatrix {
             rows: row_ptr.len() - 1,
             cols: self.cols,
             row_ptr,
             col_idx,
             values,
-        }
+        })
     }
 }
 

@@ -144,6 +144,8 @@ def test_the_native_binding_checks_the_arrays():
         _native.fit_sparse(indptr, np.array([0, 3]), data, (2, 3), opts)
     with pytest.raises(ValueError, match="repeats the previous index"):
         _native.fit_sparse(np.array([0, 2, 2]), np.array([1, 1]), data, (2, 3), opts)
+    with pytest.raises(ValueError, match=r"shape 18446744073709551615 x 3 has too many rows"):
+        _native.fit_sparse(indptr, np.array([0, 2]), data, (2**64 - 1, 3), opts)
     result, _ = _native.fit_sparse(indptr, np.array([0, 2]), data, (2, 3), opts)
     assert sorted(result["labels"].tolist()) == [0, 1]
 

@@ -142,10 +142,29 @@ fn from_unsorted_sorts_rows_and_sums_duplicates() {
 #[test]
 fn select_rows_and_empty_shapes() {
     let m = CsrMatrix::from_dense(3, 2, &[1.0, 0.0, 0.0, 0.0, 0.0, 2.0]).unwrap();
-    let s = m.select_rows(&[2, 0, 7]);
-    assert_eq!((s.rows(), s.cols()), (2, 2));
-    assert_eq!(s.to_dense(), Some(vec![0.0, 2.0, 1.0, 0.0]));
+    let s = m.select_rows(&[2, 0, 2]).unwrap();
+    assert_eq!((s.rows(), s.cols()), (3, 2));
+    assert_eq!(s.to_dense(), Some(vec![0.0, 2.0, 1.0, 0.0, 0.0, 2.0]));
+    assert_mentions(
+        &err_msg(m.select_rows(&[2, 0, 7])),
+        &["row index 7", "position 2", "number of rows 3"],
+    );
     let empty = CsrMatrix::from_dense(2, 0, &[]).unwrap();
     assert_eq!((empty.rows(), empty.nnz(), empty.density()), (2, 0, 0.0));
     assert!(CsrMatrix::from_dense(2, 2, &[1.0]).is_err());
+}
+
+#[test]
+fn a_row_count_of_usize_max_is_an_error_naming_the_shape_not_a_panic() {
+    let rows = usize::MAX;
+    for result in [
+        CsrMatrix::new(rows, 3, vec![], vec![], vec![]),
+        CsrMatrix::new(rows, 3, vec![0], vec![], vec![]),
+        CsrMatrix::from_unsorted(rows, 3, vec![], vec![], vec![]),
+        CsrMatrix::from_unsorted(rows, 3, vec![0], vec![], vec![]),
+    ] {
+        let msg = err_msg(result);
+        assert!(msg.contains(&format!("{rows} x 3")), "{msg}");
+        assert!(msg.contains("overflow"), "{msg}");
+    }
 }
