@@ -5,8 +5,8 @@
 //! memory stays far below the 8 GB its points take dense in f32 (16 GB in f64).
 
 use popcorn::io::{load_libsvm, load_libsvm_sparse, CsrMatrix};
-use popcorn::kkmeans::{Algorithm, FitError, Kernel, KernelKMeans, Points};
-use popcorn::{DType, DeviceSpec};
+use popcorn::kkmeans::{Algorithm, FitError, Kernel, KernelKMeans, Model, ModelParts, Points};
+use popcorn::{Context, DType, DeviceSpec};
 
 mod common;
 
@@ -183,8 +183,105 @@ fn what_sparse_points_cannot_do_is_a_clear_error() {
         e.contains("fitted on 6 features, the new points have 5"),
         "{e}"
     );
-    // The model's parts hold the points dense.
-    assert_eq!(model.parts().x, x);
+    // The model's parts keep the points sparse.
+    assert!(model.parts().x.is_empty());
+    assert_eq!(model.parts().x_sparse.as_ref(), Some(&csr));
+}
+
+#[test]
+fn a_sparse_model_round_trips_through_its_parts_kept_sparse() {
+    let (n, m, d) = (40, 9, 7);
+    let x = sparse_points(21, n, d, 25);
+    let y = sparse_points(22, m, d, 25);
+    let (csr, ycsr) = (
+        CsrMatrix::from_dense(n, d, &x).unwrap(),
+        CsrMatrix::from_dense(m, d, &y).unwrap(),
+    );
+    let w: Vec<f64> = (0..n).map(|i| 0.5 + (i % 4) as f64).collect();
+    let fit = cpu64(3)
+        .kernel(Kernel::Gaussian { gamma: Some(0.4) })
+        .sample_weight(&w)
+        .fit_sparse(&csr)
+        .unwrap();
+    let model = fit.model.as_ref().unwrap();
+    let parts = model.parts();
+    // Nothing made dense: the CSR arrays as fitted, no dense values.
+    assert!(parts.x.is_empty());
+    assert_eq!(parts.x_sparse.as_ref(), Some(&csr));
+    let ctx = || {
+        Context::new(DeviceSpec::Cpu)
+            .unwrap()
+            .with_dtype(DType::F64)
+    };
+    let again = Model::from_parts(ctx(), parts.clone()).unwrap();
+    assert!(again.is_sparse());
+    assert_eq!(again.parts(), parts);
+    let expected = model.predict_sparse(&ycsr).unwrap();
+    assert_eq!(again.predict_sparse(&ycsr).unwrap(), expected);
+    assert_eq!(
+        again.predict(Points::new(m, d, &y).unwrap()).unwrap(),
+        expected
+    );
+    // The dense fit of the same points predicts the same (an independent reference).
+    let dense = cpu64(3)
+        .kernel(Kernel::Gaussian { gamma: Some(0.4) })
+        .sample_weight(&w)
+        .fit(Points::new(n, d, &x).unwrap())
+        .unwrap();
+    assert_eq!(dense.labels, fit.labels);
+    assert_eq!(
+        dense.predict(Points::new(m, d, &y).unwrap()).unwrap(),
+        expected
+    );
+    // Sparse parts that disagree with the rest are refused.
+    let other = CsrMatrix::from_dense(n - 1, d, &x[..(n - 1) * d]).unwrap();
+    let spoiled: [ModelParts; 3] = [
+        ModelParts {
+            x_sparse: Some(other),
+            ..parts.clone()
+        },
+        ModelParts {
+            x: x.clone(),
+            ..parts.clone()
+        },
+        ModelParts {
+            kernel: Kernel::Precomputed,
+            d: n,
+            ..parts.clone()
+        },
+    ];
+    for p in spoiled {
+        let e = Model::from_parts(ctx(), p).expect_err("accepted");
+        assert!(matches!(e, FitError::Input(_)), "{e:?}");
+    }
+}
+
+#[test]
+fn sparse_points_too_large_to_make_dense_are_an_error_on_a_dense_model() {
+    // A dense model of 10^6 features; 10^6 new sparse points would be 8 TB dense.
+    let d = 1_000_000;
+    let mut x = vec![0.0; 2 * d];
+    x[0] = 1.0;
+    x[d + 1] = 2.0;
+    let fit = cpu64(2)
+        .kernel(Kernel::Linear)
+        .fit(Points::new(2, d, &x).unwrap())
+        .unwrap();
+    let model = fit.model.as_ref().unwrap();
+    let rows = 1_000_000;
+    let mut row_ptr = vec![1; rows + 1];
+    row_ptr[0] = 0;
+    let y = CsrMatrix::new(rows, d, row_ptr, vec![0], vec![1.0]).unwrap();
+    let e = model.predict_sparse(&y).expect_err("made dense");
+    assert!(matches!(e, FitError::Input(_)), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("1000000 x 1000000 sparse values is too large"),
+        "{e}"
+    );
+    // A small one is made dense and predicted as the same points dense.
+    let small = CsrMatrix::new(2, d, vec![0, 1, 2], vec![0, 1], vec![1.0, 2.0]).unwrap();
+    assert_eq!(model.predict_sparse(&small).unwrap(), fit.labels);
 }
 
 /// Peak resident memory of this process (`VmHWM`), in bytes.

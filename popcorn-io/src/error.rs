@@ -319,6 +319,20 @@ pub enum IoError {
         problem: String,
     },
 
+    /// The dense view of a sparse matrix would not fit in memory (or its size overflows);
+    /// see [`super::CsrMatrix::to_dense_checked`].
+    #[error(
+        "a dense view of {rows} x {cols} sparse values is too large to hold in memory (the \
+         system's available memory, or POPCORN_MEMORY_LIMIT); keep the points sparse or use a \
+         smaller subset"
+    )]
+    DenseTooLarge {
+        /// Rows of the sparse matrix.
+        rows: usize,
+        /// Columns of the sparse matrix.
+        cols: usize,
+    },
+
     /// An invalid number of clusters for the data set (see [`super::check_k`]).
     #[error("invalid number of clusters: {problem}")]
     InvalidK {

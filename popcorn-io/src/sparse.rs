@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::dataset::Dataset;
 use super::error::IoError;
-use super::input::alloc_points;
+use super::input::{alloc_points, fits_memory_budget};
 
 /// A `rows x cols` sparse matrix in CSR form, validated on construction.
 ///
@@ -253,11 +253,36 @@ impl CsrMatrix {
     }
 
     /// The dense row-major values (`rows * cols` of them), or `None` if their size overflows.
-    /// See [`SparseDataset::to_dense`] for a view checked against the memory budget.
+    /// Not checked against the memory budget: see [`CsrMatrix::to_dense_checked`].
     pub fn to_dense(&self) -> Option<Vec<f64>> {
         let mut x = vec![0.0; self.rows.checked_mul(self.cols)?];
         self.scatter_into(&mut x);
         Some(x)
+    }
+
+    /// The dense row-major values (`rows * cols` of them), allocated only after checking
+    /// their size against the memory budget (see [`super::set_memory_limit`]).
+    ///
+    /// # Errors
+    /// [`IoError::DenseTooLarge`] when the size overflows, exceeds the budget or cannot be
+    /// allocated.
+    pub fn to_dense_checked(&self) -> Result<Vec<f64>, IoError> {
+        let too_large = || IoError::DenseTooLarge {
+            rows: self.rows,
+            cols: self.cols,
+        };
+        let total = self.rows.checked_mul(self.cols).ok_or_else(too_large)?;
+        let bytes = total
+            .checked_mul(std::mem::size_of::<f64>())
+            .ok_or_else(too_large)?;
+        if !fits_memory_budget(bytes as u64) {
+            return Err(too_large());
+        }
+        let mut x = Vec::new();
+        x.try_reserve_exact(total).map_err(|_| too_large())?;
+        x.resize(total, 0.0);
+        self.scatter_into(&mut x);
+        Ok(x)
     }
 
     /// Writes the entries into `x`, a zeroed dense row-major `rows x cols` buffer.

@@ -341,6 +341,28 @@ impl NativeModel {
         out.set_item("d", p.d)?;
         let rows = p.x.len() / p.d;
         out.set_item("x", float_array(py, p.x, DType::F64, &[rows, p.d])?)?;
+        // A model of sparse points keeps them sparse: scipy's CSR arrays (x is then empty).
+        match &p.x_sparse {
+            Some(xs) => {
+                let ints = |v: &[usize]| -> PyResult<Vec<i64>> {
+                    v.iter()
+                        .map(|&i| {
+                            i64::try_from(i).map_err(|_| {
+                                value_error(format!("model parts: index {i} exceeds int64"))
+                            })
+                        })
+                        .collect()
+                };
+                out.set_item("indptr", PyArray1::from_vec(py, ints(xs.row_ptr())?))?;
+                out.set_item("indices", PyArray1::from_vec(py, ints(xs.col_idx())?))?;
+                out.set_item("data", PyArray1::from_slice(py, xs.values()))?;
+            }
+            None => {
+                out.set_item("indptr", py.None())?;
+                out.set_item("indices", py.None())?;
+                out.set_item("data", py.None())?;
+            }
+        }
         match &p.scaling {
             Some(s) => {
                 out.set_item("mean", s.mean().to_vec())?;
@@ -391,12 +413,25 @@ impl NativeModel {
             .map_err(runtime_error)?
             .with_dtype(dtype);
         let precomputed = kernel == Kernel::Precomputed;
+        let labels = labels(&item("labels")?, "labels")?;
+        // Absent (or None) for a model of dense points and in parts pickled before sparse
+        // models kept their points sparse.
+        let x_sparse = match parts.get_item("indptr")? {
+            Some(indptr) if !indptr.is_none() => Some(csr_matrix(
+                &indptr,
+                &item("indices")?,
+                &item("data")?,
+                (labels.len(), d),
+            )?),
+            _ => None,
+        };
         let parts = ModelParts {
             kernel,
             d,
             x,
+            x_sparse,
             scaling,
-            labels: labels(&item("labels")?, "labels")?,
+            labels,
             k: item("k")?.extract()?,
             centroid_norms: item("centroid_norms")?.extract()?,
             // Absent from the parts of models pickled before weights existed.

@@ -109,6 +109,32 @@ def test_a_sparse_model_pickles():
     np.testing.assert_array_equal(again.predict(X), km.labels_)
 
 
+def test_a_sparse_model_pickles_its_points_sparse():
+    X = topics(17)
+    w = np.random.default_rng(5).uniform(0.5, 2.0, X.shape[0])
+    km = KernelKMeans(3, kernel="rbf", dtype="float64", device="cpu").fit(X, sample_weight=w)
+    parts = km.__getstate__()["_model"]
+    # The CSR arrays as fitted; nothing made dense.
+    assert parts["x"].size == 0
+    np.testing.assert_array_equal(parts["indptr"], X.indptr)
+    np.testing.assert_array_equal(parts["indices"], X.indices)
+    np.testing.assert_array_equal(parts["data"], X.data)
+    again = pickle.loads(pickle.dumps(km))
+    Y = topics(18, n=30)
+    expected = KernelKMeans(3, kernel="rbf", dtype="float64", device="cpu").fit(
+        X.toarray(), sample_weight=w
+    ).predict(Y.toarray())
+    np.testing.assert_array_equal(again.predict(Y), expected)
+    np.testing.assert_array_equal(again.predict(Y.toarray()), expected)
+    # Parts whose sparse points disagree with the labels are refused.
+    bad = dict(parts, indptr=parts["indptr"][:-1])
+    with pytest.raises(ValueError, match="row offsets"):
+        _native.NativeModel.from_parts(bad, "cpu")
+    # A dense model's parts have no CSR arrays.
+    dense = KernelKMeans(3, dtype="float64", device="cpu").fit(X.toarray())
+    assert dense.__getstate__()["_model"]["indptr"] is None
+
+
 def test_options_that_need_dense_points_are_named():
     X = topics(8)
     with pytest.raises(ValueError, match=r"zscore=True would make sparse points dense"):

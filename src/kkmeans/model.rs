@@ -181,8 +181,11 @@ pub struct ModelParts {
     /// Features per point (for a precomputed kernel, the number of training points).
     pub d: usize,
     /// The training points as the kernel sees them (standardised where the fit was), `n x d`
-    /// row-major; empty for a precomputed kernel.
+    /// row-major; empty for a precomputed kernel and for a fit of sparse points.
     pub x: Vec<f64>,
+    /// The training points of a fit of sparse points, kept sparse (`n x d`; [`ModelParts::x`]
+    /// is then empty); `None` for a fit of dense points.
+    pub x_sparse: Option<CsrMatrix>,
     /// The standardisation learned from the training points, if any.
     pub scaling: Option<Scaling>,
     /// The cluster of every training point.
@@ -199,8 +202,6 @@ pub struct ModelParts {
 pub struct Model {
     ctx: Context,
     parts: ModelParts,
-    /// The training points of a fit of sparse points ([`ModelParts::x`] is then empty).
-    sparse_x: Option<CsrMatrix>,
 }
 
 impl std::fmt::Debug for Model {
@@ -239,26 +240,14 @@ pub(crate) fn centroid_norms(
 
 impl Model {
     /// A model of checked parts, predicting on `ctx`.
+    /// (`parts.x_sparse` holds the points of a fit of sparse points, `parts.x` then empty.)
     pub(crate) fn new(ctx: Context, parts: ModelParts) -> Model {
-        Model {
-            ctx,
-            parts,
-            sparse_x: None,
-        }
-    }
-
-    /// A model of a fit of sparse points `x` (`parts.x` empty).
-    pub(crate) fn new_sparse(ctx: Context, parts: ModelParts, x: CsrMatrix) -> Model {
-        Model {
-            ctx,
-            parts,
-            sparse_x: Some(x),
-        }
+        Model { ctx, parts }
     }
 
     /// Whether the model was fitted on sparse points.
     pub fn is_sparse(&self) -> bool {
-        self.sparse_x.is_some()
+        self.parts.x_sparse.is_some()
     }
 
     /// Squared feature-space norms of the centroids (`+inf` for empty clusters).
@@ -271,18 +260,15 @@ impl Model {
         self.parts.weights.as_deref()
     }
 
-    /// What the model holds, to store it. A model of sparse points gives them dense here
-    /// (`n x d` values).
+    /// What the model holds, to store it. A model of sparse points keeps them sparse
+    /// ([`ModelParts::x_sparse`]; nothing is made dense).
     pub fn parts(&self) -> ModelParts {
-        let mut parts = self.parts.clone();
-        if let Some(x) = &self.sparse_x {
-            parts.x = x.to_dense().unwrap_or_default();
-        }
-        parts
+        self.parts.clone()
     }
 
     /// A model from stored parts, predicting on `ctx`. The parts are checked against each
-    /// other (sizes, labels below `k`, finite points, weights), never trusted.
+    /// other (sizes, labels below `k`, finite points, weights), never trusted. Parts with
+    /// [`ModelParts::x_sparse`] give a model of sparse points.
     ///
     /// ```
     /// use popcorn::kkmeans::{KernelKMeans, Model, Points};
@@ -300,6 +286,7 @@ impl Model {
             kernel,
             d,
             x,
+            x_sparse,
             scaling,
             labels,
             k,
@@ -312,7 +299,24 @@ impl Model {
         if n == 0 || k == 0 || d == 0 {
             return bad(format!("{n} labels, k = {k}, d = {d}; none may be 0"));
         }
-        if *kernel == Kernel::Precomputed {
+        if let Some(xs) = x_sparse {
+            if *kernel == Kernel::Precomputed || !x.is_empty() || scaling.is_some() {
+                return bad(format!(
+                    "sparse points go with an empty x, no scaling and a kernel on points; got \
+                     {} dense values, {} scaling and the {} kernel",
+                    x.len(),
+                    if scaling.is_some() { "a" } else { "no" },
+                    kernel.name()
+                ));
+            }
+            if xs.rows() != n || xs.cols() != d {
+                return bad(format!(
+                    "sparse points of shape {} x {} for {n} labels and d = {d}",
+                    xs.rows(),
+                    xs.cols()
+                ));
+            }
+        } else if *kernel == Kernel::Precomputed {
             if !x.is_empty() || d != n {
                 return bad(format!(
                     "a precomputed kernel over {n} points has no points and d = n, got {} values and d = {d}",
@@ -345,11 +349,7 @@ impl Model {
                 return bad(e.to_string());
             }
         }
-        Ok(Model {
-            ctx,
-            parts,
-            sparse_x: None,
-        })
+        Ok(Model { ctx, parts })
     }
 
     /// The weights on the device, for a weighted model.
@@ -377,7 +377,7 @@ impl Model {
                 p.d, points.d
             )));
         }
-        if self.sparse_x.is_some() {
+        if self.parts.x_sparse.is_some() {
             let y = CsrMatrix::from_dense(points.n, points.d, points.data)
                 .map_err(|e| FitError::Input(e.to_string()))?;
             return self.predict_sparse(&y);
@@ -414,7 +414,7 @@ impl Model {
     /// The nearest feature-space centroid of each new sparse point (`m x d` CSR, the fit's
     /// `d`). A model of sparse points computes the cross kernel from both sides kept sparse
     /// (`cross_*_sparse`, stored `m x n`); a model of dense points predicts the points made
-    /// dense.
+    /// dense, checked against the memory budget first ([`CsrMatrix::to_dense_checked`]).
     pub fn predict_sparse(&self, y: &CsrMatrix) -> Result<Vec<u32>, FitError> {
         let p = &self.parts;
         if y.cols() != p.d {
@@ -424,14 +424,10 @@ impl Model {
                 y.cols()
             )));
         }
-        let Some(x) = &self.sparse_x else {
-            let dense = y.to_dense().ok_or_else(|| {
-                FitError::Input(format!(
-                    "{} x {} sparse points are too many to make dense",
-                    y.rows(),
-                    y.cols()
-                ))
-            })?;
+        let Some(x) = &p.x_sparse else {
+            let dense = y
+                .to_dense_checked()
+                .map_err(|e| FitError::Input(e.to_string()))?;
             return self.predict(Points::new(y.rows(), y.cols(), &dense)?);
         };
         if p.kernel == Kernel::Precomputed {

@@ -116,13 +116,14 @@ impl KernelKMeans {
             kernel: self.kernel,
             d,
             x: Vec::new(),
+            x_sparse: Some(x.clone()),
             scaling: None,
             labels: result.labels.clone(),
             k: self.k,
             centroid_norms: norms,
             weights: self.sample_weight.clone(),
         };
-        result.model = Some(Model::new_sparse(ctx, parts, x.clone()));
+        result.model = Some(Model::new(ctx, parts));
         Ok(result)
     }
 }

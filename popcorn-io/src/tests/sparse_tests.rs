@@ -168,3 +168,18 @@ fn a_row_count_of_usize_max_is_an_error_naming_the_shape_not_a_panic() {
         assert!(msg.contains("overflow"), "{msg}");
     }
 }
+
+#[test]
+fn the_checked_dense_view_refuses_what_cannot_fit() {
+    let m = CsrMatrix::from_dense(2, 3, &[1.0, 0.0, 2.0, 0.0, 3.0, 0.0]).unwrap();
+    assert_eq!(m.to_dense_checked().unwrap(), m.to_dense().unwrap());
+    // 10^6 x 10^6 values are 8 TB: refused before anything is allocated.
+    let rows = 1_000_000;
+    let mut row_ptr = vec![1; rows + 1];
+    row_ptr[0] = 0;
+    let huge = CsrMatrix::new(rows, rows, row_ptr, vec![7], vec![1.0]).unwrap();
+    assert_mentions(
+        &err_msg(huge.to_dense_checked()),
+        &["1000000 x 1000000 sparse values", "too large"],
+    );
+}
