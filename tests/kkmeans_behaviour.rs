@@ -1856,6 +1856,69 @@ fn equal_weights_scale_the_objective() {
     }
 }
 
+/// Weights far outside f32's range fit in f32 as their ratios say (the device's weights are
+/// divided by a power of two near the largest, the objective multiplied back): tiny equal
+/// weights give the unweighted labels and 1e-46 times the objective (not all labels 0 and an
+/// objective of 0), huge ones 1e39 times it (not an overflow), and `[1e39, 1]` keeps both
+/// points as their own clusters. A ratio too small for f32 (1e-50) is an error naming the
+/// point.
+#[test]
+fn weights_beyond_f32s_range_fit_in_f32_as_their_ratios_say() {
+    let cpu32 = |k| {
+        KernelKMeans::new(k)
+            .device(DeviceSpec::Cpu)
+            .dtype(DType::F32)
+    };
+    // The reviewer's two examples, as given: two points, two clusters.
+    let two = [0.0, 1.0];
+    for w in [[1e-46, 1e-46], [1e39, 1.0]] {
+        let f = fit(&cpu32(2).sample_weight(&w), &two, 1);
+        assert_eq!(f.labels, vec![0, 1], "{w:?}: {f:?}");
+        assert_eq!(f.objective, 0.0, "{w:?}");
+        let model = f.model.as_ref().unwrap();
+        assert!(
+            model.centroid_norms().iter().all(|c| c.is_finite()),
+            "{w:?}: {:?}",
+            model.centroid_norms()
+        );
+        let new = Points::new(2, 1, &[0.1, 0.9]).unwrap();
+        assert_eq!(model.predict(new).unwrap(), vec![0, 1], "{w:?}");
+    }
+    // Blobs: equal weights of any size give the unweighted labels, the objective times c.
+    let (x, _) = blobs(61, &[&[0.0, 0.0], &[3.0, 1.0]], 12, 1.0);
+    let n = x.len() / 2;
+    let builder = cpu32(2).init(Init::Random { seed: 2 });
+    let plain = fit(&builder, &x, 2);
+    for c in [1e-46, 1e39] {
+        let weighted = fit(&builder.clone().sample_weight(&vec![c; n]), &x, 2);
+        assert_eq!(weighted.labels, plain.labels, "{c}");
+        assert_eq!(weighted.iterations, plain.iterations, "{c}");
+        let want = c * plain.objective;
+        assert!(
+            (weighted.objective - want).abs() <= 1e-5 * want.abs(),
+            "{c}: {} against {want}",
+            weighted.objective
+        );
+    }
+    // A ratio too small for f32: an error in f32, a fit in f64.
+    let w = [1e50, 1.0];
+    let err = expect_err(
+        "1e-50 ratio",
+        cpu32(2)
+            .sample_weight(&w)
+            .fit(Points::new(2, 1, &two).unwrap()),
+    );
+    assert!(matches!(err, FitError::Input(_)), "{err:?}");
+    assert!(
+        err.to_string().contains(
+            "sample weight 1 is 1, 1.0e-50 times the largest (1e50): too small a ratio for f32"
+        ),
+        "{err}"
+    );
+    let f = fit(&cpu64(2).sample_weight(&w), &two, 1);
+    assert_eq!(f.labels, vec![0, 1]);
+}
+
 /// Negative, NaN, infinite, missing and all-zero weights are input errors naming the first
 /// bad position, before any work; a model's parts with bad weights too.
 #[test]

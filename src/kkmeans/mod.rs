@@ -749,9 +749,10 @@ impl KernelKMeans {
     }
 
     /// The weights on the device, for a weighted fit.
+    /// They go divided by [`weights::scale`]; the iterations multiply the objective back.
     fn weights_on(&self, ctx: &Context) -> Result<Option<Tensor>, FitError> {
         Ok(match &self.sample_weight {
-            Some(w) => Some(ctx.col(w)?),
+            Some(w) => Some(weights::upload(ctx, w)?.0),
             None => None,
         })
     }
@@ -846,6 +847,9 @@ impl KernelKMeans {
         let mut converged = false;
         let k = self.k;
         let iteration = source.iteration(w.is_some());
+        // The device's weights are divided by this power of two (see `weights_on`): the
+        // objective it computes is multiplied back, exactly.
+        let weight_scale = self.sample_weight.as_deref().map_or(1.0, weights::scale);
         for it in 1..=self.max_iter {
             let t = Instant::now();
             ctx.run_into(iteration, &source.iteration_args(&labels, w, k), &mut out)?;
@@ -856,6 +860,7 @@ impl KernelKMeans {
                     ctx.dtype()
                 )));
             }
+            let objective = objective * weight_scale;
             // A sum of 0/1 values is zero exactly when nothing changed, in any precision.
             let changed = out.scalar("changed")?.round() as usize;
             per_iteration_s.push(t.elapsed().as_secs_f64());
@@ -890,7 +895,7 @@ impl KernelKMeans {
         if !converged {
             // Stopped by max_iter: the labels changed after the last objective was measured.
             ctx.run_into(iteration, &source.iteration_args(&labels, w, k), &mut out)?;
-            objective = out.scalar("objective")?;
+            objective = out.scalar("objective")? * weight_scale;
         }
         // The last iteration ran on the final labels: its centroid norms are theirs.
         let centroid_norms = source.centroid_norms(ctx, &out)?;

@@ -355,7 +355,8 @@ impl Model {
     /// The weights on the device, for a weighted model.
     fn weights_tensor(&self) -> Result<Option<Tensor>, FitError> {
         Ok(match &self.parts.weights {
-            Some(w) => Some(self.ctx.col(w)?),
+            // Divided by a power of two, as in the fit: predictions depend on ratios only.
+            Some(w) => Some(super::weights::upload(&self.ctx, w)?.0),
             None => None,
         })
     }

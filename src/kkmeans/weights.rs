@@ -5,7 +5,18 @@
 //! moves none and adds nothing to the objective; a cluster whose weights sum to 0 is empty
 //! (its centroid norm `+inf`), as scikit-learn's `KMeans` treats `sample_weight`.
 
+//!
+//! Labels and centroids do not change when every weight is multiplied by the same number, so
+//! the weights go to the device divided by a power of two that brings the largest into
+//! `[2^32, 2^33)` ([`scale`], [`upload`]): weights far below or above the range of `f32`
+//! (`1e-46`, `1e39`) cluster as their ratios say, and the objective (the one number in weight
+//! units) is multiplied back, exactly. Every positive weight must then be a normal number in
+//! the fit's precision (so a cluster's `1 / W_c` cannot overflow): a positive weight below
+//! about `2.7e-48` times the largest in `f32` (`2^-158`; about `1e-317` in `f64`) is an error
+//! naming it.
+
 use super::FitError;
+use crate::{Context, DType, Tensor};
 use serde::Serialize;
 
 /// Checks that `weights` gives one finite, non-negative weight to each of `n` points, not all
@@ -30,6 +41,46 @@ pub fn check(weights: &[f64], n: usize) -> Result<(), FitError> {
         ));
     }
     Ok(())
+}
+
+/// The power of two the weights are divided by on the device: the one that brings the
+/// largest of checked `weights` into `[2^32, 2^33)` (kept within the normal range of `f64`),
+/// so the division and the objective's multiplication back are exact. `2^32` leaves room
+/// below for weights far smaller than the largest and above for the objective's sums.
+pub fn scale(weights: &[f64]) -> f64 {
+    let max = weights.iter().copied().fold(0.0, f64::max);
+    if !(max.is_finite() && max > 0.0) {
+        return 1.0;
+    }
+    let e = (max.log2().floor() as i64 - 32).clamp(-1022, 1023);
+    f64::from_bits(((e + 1023) as u64) << 52)
+}
+
+/// Checked `weights` on the device of `ctx`, divided by [`scale`]`(weights)`, and that scale
+/// (to multiply the objective by).
+///
+/// # Errors
+/// [`FitError::Input`] naming the first positive weight that is not a normal number in the
+/// context's precision once divided (it would count as 0, or its cluster's `1 / W_c` would
+/// overflow, without saying so).
+pub fn upload(ctx: &Context, weights: &[f64]) -> Result<(Tensor, f64), FitError> {
+    let s = scale(weights);
+    let scaled: Vec<f64> = weights.iter().map(|w| w / s).collect();
+    let dtype = ctx.dtype();
+    let vanishes = |v: f64| match dtype {
+        DType::F32 => !(v as f32).is_normal(),
+        DType::F64 => !v.is_normal(),
+    };
+    if let Some(i) = (0..weights.len()).find(|&i| weights[i] > 0.0 && vanishes(scaled[i])) {
+        let max = weights.iter().copied().fold(0.0, f64::max);
+        return Err(FitError::Input(format!(
+            "sample weight {i} is {}, {:.1e} times the largest ({max:e}): too small a ratio for \
+             {dtype} to weigh; compute in f64, or give it weight 0",
+            weights[i],
+            weights[i] / max
+        )));
+    }
+    Ok((ctx.col(&scaled)?, s))
 }
 
 /// What a fit's weights were, for its result and reports.
