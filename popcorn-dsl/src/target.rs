@@ -114,7 +114,9 @@ pub struct Target {
     /// sums and label sums (beyond it the general sparse product is faster).
     pub cluster_sums_max_k: usize,
     /// The largest `n k` for which `V * x` (V a selection matrix of `n` points, `k` clusters)
-    /// becomes label sums: its kernel reads the labels once per cluster.
+    /// becomes label sums: its kernel reads the labels once per cluster. (The label sums the
+    /// planner adds regardless, the weights' totals `counts(labels, k, w)`, run one pass past
+    /// [`LABEL_SUMS_VECTOR_MAX_WORK`](crate::ops::LABEL_SUMS_VECTOR_MAX_WORK) on the GPU.)
     pub label_sums_max_work: usize,
     /// The largest `k` for which `V * X` (V a selection matrix of `k` clusters, X a matrix)
     /// becomes label sums of X's rows: its kernel keeps `k` partial rows per warp in shared
@@ -242,7 +244,7 @@ impl Target {
             syrk_gemm_ratio: 300.0,
             syrk_blocking: None,
             cluster_sums_max_k: 1024,
-            label_sums_max_work: 1 << 25,
+            label_sums_max_work: crate::ops::LABEL_SUMS_VECTOR_MAX_WORK,
             label_row_sums_max_k: DEFAULT_LABEL_ROW_SUMS_MAX_K,
             band_rows_multiple: None,
             tf32_row_padding: None,
@@ -290,7 +292,7 @@ impl Target {
                 min_block_rows_tf32: 24,
             }),
             cluster_sums_max_k: 1024,
-            label_sums_max_work: 1 << 25,
+            label_sums_max_work: crate::ops::LABEL_SUMS_VECTOR_MAX_WORK,
             label_row_sums_max_k: DEFAULT_LABEL_ROW_SUMS_MAX_K,
             band_rows_multiple: Some(64),
             tf32_row_padding: Some(RowPadding {

@@ -12,6 +12,13 @@ use serde::{Deserialize, Serialize};
 /// block along the grid's second dimension (at most 65,535 blocks).
 pub const LABEL_ROW_SUMS_MAX_COLS: usize = 32 * 65_535;
 
+/// The largest `n k` for which the label sums of a vector run the GPU's per-cluster kernel
+/// (`pk_label_sums`: one block per cluster, reading the labels and `x` once per cluster);
+/// beyond it the CUDA runtime sums the vector as an `n x 1` matrix with the one-pass kernel
+/// of the label sums of rows (where its `k x 32` bins per warp fit a block's shared memory).
+/// The CPU always sums in one pass.
+pub const LABEL_SUMS_VECTOR_MAX_WORK: usize = 1 << 25;
+
 /// `S[c, :] = sum over i with labels[i] == c of X[i, :]`; operands `(X, labels)`: `X` an
 /// `n x d` matrix (a column vector where `d = 1`), the result `k x d` (a column vector where
 /// `d = 1`).
@@ -52,13 +59,26 @@ impl OpFacts for LabelSums {
         }
     }
 
+    /// One pass over `x` and the labels, except for a vector with `n k` at most
+    /// [`LABEL_SUMS_VECTOR_MAX_WORK`], which the GPU's per-cluster kernel reads once per
+    /// cluster (`k` passes).
     fn cost(&self, inputs: &[Extent], outputs: &[Extent], elem: f64) -> Cost {
         let x = inputs.first().map_or(0.0, Extent::elems);
         let labels = inputs.get(1).map_or(0.0, Extent::elems);
         let s = outputs.first().map_or(0.0, Extent::elems);
+        let vector = inputs.first().is_some_and(|e| e.cols == 1);
+        let (n, k) = (
+            inputs.first().map_or(0, |e| e.rows),
+            outputs.first().map_or(0, |e| e.rows),
+        );
+        let passes = if vector && n.saturating_mul(k) <= LABEL_SUMS_VECTOR_MAX_WORK {
+            k.max(1) as f64
+        } else {
+            1.0
+        };
         Cost {
-            flops: x,
-            bytes: elem * (x + s) + 4.0 * labels,
+            flops: x * passes,
+            bytes: passes * (elem * x + 4.0 * labels) + elem * s,
         }
     }
 
@@ -83,5 +103,44 @@ impl OpFacts for LabelSums {
             }
         }
         Ok(RefValue::dense(k, x.cols, s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn extent(rows: usize, cols: usize) -> Extent {
+        Extent {
+            rows,
+            cols,
+            nnz: None,
+        }
+    }
+
+    /// The cost follows the kernel the GPU runs: `k` passes over a vector up to the limit,
+    /// one pass beyond it (n = 10^6, k = 1000: 12 MB in f64, not 12 GB), one for rows.
+    #[test]
+    fn the_cost_is_that_of_the_kernel_run() {
+        let op = LabelSums { k: Dim::Fixed(0) };
+        let cost = |n: usize, d: usize, k: usize| {
+            op.cost(&[extent(n, d), extent(n, 1)], &[extent(k, d)], 8.0)
+        };
+        let small = cost(1000, 1, 10);
+        assert_eq!(
+            small.bytes,
+            10.0 * (8.0 * 1000.0 + 4.0 * 1000.0) + 8.0 * 10.0
+        );
+        assert_eq!(small.flops, 10.0 * 1000.0);
+        let large = cost(1_000_000, 1, 1000);
+        assert_eq!(large.bytes, 8.0 * 1e6 + 4.0 * 1e6 + 8.0 * 1000.0);
+        assert_eq!(large.flops, 1e6);
+        // Just past the limit: one pass.
+        let k = 64;
+        let n = LABEL_SUMS_VECTOR_MAX_WORK / k + 1;
+        assert_eq!(cost(n, 1, k).flops, n as f64);
+        assert_eq!(cost(n - 1, 1, k).flops, (k * (n - 1)) as f64);
+        let rows = cost(1000, 32, 10);
+        assert_eq!(rows.bytes, 8.0 * 32_000.0 + 4.0 * 1000.0 + 8.0 * 320.0);
     }
 }

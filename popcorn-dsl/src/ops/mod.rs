@@ -23,7 +23,7 @@ pub use cluster_sums::ClusterSums;
 pub use counts::Counts;
 pub use densify::Densify;
 pub use diag::Diag;
-pub use label_sums::{LabelSums, LABEL_ROW_SUMS_MAX_COLS};
+pub use label_sums::{LabelSums, LABEL_ROW_SUMS_MAX_COLS, LABEL_SUMS_VECTOR_MAX_WORK};
 pub use pad_cols::PadCols;
 pub use permute_rows::PermuteRows;
 pub use selection::{check_weights, Selection};

@@ -899,8 +899,19 @@ fn gpu_label_sums_match_host_and_repeat_exactly() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(9);
     for dtype in DTYPES {
-        // Sizes around the 1024-thread stride, an empty cluster, and labels >= k (ignored).
-        for (n, k) in [(1, 1), (1023, 3), (1025, 7), (5000, 33), (60_000, 10)] {
+        // Sizes around the 1024-thread stride, an empty cluster, and labels >= k (ignored);
+        // past LABEL_SUMS_VECTOR_MAX_WORK (n k = 2^25) the one-pass kernel of the row sums
+        // (an n x 1 matrix), and k = 1000 (one pass in f32; too many bins per warp in f64,
+        // which keeps the per-cluster kernel).
+        for (n, k) in [
+            (1, 1),
+            (1023, 3),
+            (1025, 7),
+            (5000, 33),
+            (60_000, 10),
+            ((1 << 20) + 3, 40),
+            (40_000, 1000),
+        ] {
             let mut labels = labels_with_empty_cluster(&mut rng, n, k, 2);
             if n > 10 {
                 labels[3] = k as u32;

@@ -8,6 +8,7 @@ use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
 use cudarc::driver::sys::CUfunction_attribute;
 use kernels_gen::label_row_sums::{partial_kernel, reduce_kernel, LabelRowSumsLayout};
+use popcorn_dsl::ops::LABEL_SUMS_VECTOR_MAX_WORK;
 
 /// Runs a label-sums step: inputs `(x, labels)`, output the `k` sums (x a column vector) or the
 /// `k x d` row sums (x an `n x d` matrix).
@@ -30,12 +31,36 @@ pub(crate) fn run(
     }
     vector_len("label sums input x", x.len(), n)?;
     vector_len("label sums output", out.len(), k)?;
+    if one_pass(cx, n, k) {
+        let column = |d: Dense, rows: usize| Dense { rows, cols: 1, ..d };
+        // SAFETY: `x` and `labels` hold `n` entries and `out` `k` values (checked above): an
+        // `n x 1` and a `k x 1` matrix.
+        return unsafe { row_sums(cx, column(x, n), labels, k, column(out, k)) };
+    }
     // SAFETY: `x` and `labels` hold `n` entries and `out` `k` values (checked above).
     unsafe {
         cx.device
             .builtins(cx.stream)
             .label_sums(cx.scalar(), x.ptr, labels, n, k, out.ptr)
     }
+}
+
+/// Whether the label sums of a vector of `n` entries over `k` clusters run as the label sums of
+/// an `n x 1` matrix, one pass over the labels, instead of the per-cluster kernel that reads
+/// them `k` times: past [`LABEL_SUMS_VECTOR_MAX_WORK`] (the planner's weighted counts
+/// `counts(labels, k, w)` and weighted scales reach here whatever `n k`), where the row sums'
+/// `k x 32` bins of one warp fit a block's shared memory (not for `k` beyond about 900 in
+/// f64, 1,800 in f32: those keep the per-cluster kernel).
+fn one_pass(cx: &StepCx<'_>, n: usize, k: usize) -> bool {
+    if n.saturating_mul(k) <= LABEL_SUMS_VECTOR_MAX_WORK {
+        return false;
+    }
+    let limits = &cx.device.limits;
+    let elem_bytes = cx.elem().size_bytes() as u64;
+    LabelRowSumsLayout::new(n as u64, 1, k as u64, elem_bytes, limits, |s| {
+        limits.blocks_per_sm(u64::from(s))
+    })
+    .is_some()
 }
 
 /// The label sums of the rows of `x` (`n x d`) into `out` (`k x d`): the two passes of
