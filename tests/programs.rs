@@ -773,3 +773,71 @@ fn a_memory_limit_refuses_large_plans_and_keeps_the_context_usable() {
     assert_eq!(m.len(), 100 * 100);
     assert!(m.iter().all(|&v| v == 2.0));
 }
+
+/// The plan cache keys on the CSR inputs' entry counts: the same program at the same sizes
+/// gets the sparse product its density calls for (spgemm for a nearly empty matrix, densify +
+/// syrk for a full one), whichever ran first, and `Context::plan` (no counts) poisons neither.
+/// Both runs give the Gram matrix of loops.
+#[test]
+fn plans_follow_the_density_of_csr_inputs_at_one_shape() {
+    let p = Program::parse("fn gram(X: Csr[n, d]) -> (K: Dense[n, n]) { K = X * X^T; }")
+        .expect("parses");
+    let (n, d) = (2000, 20);
+    let ctx = cpu_with(PlannerConfig {
+        dtype: DType::F64,
+        ..PlannerConfig::default()
+    });
+    let step_names = |plan: &popcorn_dsl::Plan| -> Vec<String> {
+        plan.steps.iter().map(|s| s.op_name()).collect()
+    };
+    // Dense-shaped plan first (no entry counts), under the same program and sizes.
+    let dims: BTreeMap<String, usize> = [("n".to_string(), n), ("d".to_string(), d)].into();
+    let blind = ctx.plan(&p, &dims).expect("plan");
+    assert!(
+        !step_names(&blind).contains(&"spgemm".to_string()),
+        "{blind}"
+    );
+    // A full matrix and one with an entry in every 100th row.
+    let full: Vec<(usize, usize, f64)> = (0..n)
+        .flat_map(|i| (0..d).map(move |j| (i, j, ((i * 7 + j * 3) % 11) as f64 - 5.0)))
+        .collect();
+    let sparse: Vec<(usize, usize, f64)> = (0..n)
+        .filter(|i| i % 100 == 0)
+        .map(|i| (i, i % d, 1.0 + (i / 100) as f64))
+        .collect();
+    let mut seen = Vec::new();
+    for (entries, want) in [(&sparse, "spgemm"), (&full, "syrk"), (&sparse, "spgemm")] {
+        let mut row_ptr = vec![0i32; n + 1];
+        for &(i, _, _) in entries.iter() {
+            row_ptr[i + 1] += 1;
+        }
+        for i in 0..n {
+            row_ptr[i + 1] += row_ptr[i];
+        }
+        let col_idx: Vec<i32> = entries.iter().map(|e| e.1 as i32).collect();
+        let values: Vec<f64> = entries.iter().map(|e| e.2).collect();
+        let x = ctx.csr(n, d, &row_ptr, &col_idx, &values).expect("csr");
+        let args = Args::new().tensor("X", &x);
+        let plan = ctx.plan_for(&p, &args).expect("plan");
+        let names = step_names(&plan);
+        assert!(
+            names.contains(&want.to_string()),
+            "nnz {}: {names:?}\n{plan}",
+            values.len()
+        );
+        seen.push(names);
+        let got = ctx
+            .to_f64(ctx.run(&p, &args).expect("runs").tensor("K").expect("K"))
+            .expect("download");
+        let mut dense = vec![0.0; n * d];
+        for &(i, j, v) in entries.iter() {
+            dense[i * d + j] = v;
+        }
+        for (i, j) in [(0, 0), (0, 100), (100, 100), (1999, 1900), (7, 1234)] {
+            let want: f64 = (0..d).map(|c| dense[i * d + c] * dense[j * d + c]).sum();
+            assert_eq!(got[i * n + j], want, "K[{i}, {j}] at nnz {}", values.len());
+        }
+    }
+    assert_ne!(seen[0], seen[1]);
+    assert_eq!(seen[0], seen[2]);
+}

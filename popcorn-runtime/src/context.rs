@@ -56,9 +56,14 @@ struct Prepared<B: Backend> {
 }
 
 /// A backend with its plan cache.
+/// Prepared plans by the hash of their program, sizes and configuration and the hash of the
+/// CSR inputs' entry counts.
+type PlanCache<B> = HashMap<(u64, u64), Arc<Prepared<B>>>;
+
 struct Engine<B: Backend> {
     backend: B,
-    plans: Mutex<HashMap<u64, Arc<Prepared<B>>>>,
+    /// Prepared plans by (program, sizes and configuration; the CSR inputs' entry counts).
+    plans: Mutex<PlanCache<B>>,
 }
 
 /// The backend in use. One per context and never moved, so the variants' difference in size
@@ -488,9 +493,17 @@ impl Context {
         })
     }
 
-    /// The plan for `program` at the sizes in `dims` (cached), without running it.
+    /// The plan for `program` at the sizes in `dims` (cached), without running it. CSR inputs
+    /// count as dense (no entry counts): [`Context::plan_for`] plans for actual arguments.
     pub fn plan(&self, program: &Program, dims: &DimBindings) -> Result<Arc<Plan>, RuntimeError> {
         with_engine!(self, e => Ok(self.prepare(e, program, dims, &BTreeMap::new())?.plan.clone()))
+    }
+
+    /// The plan a run of `program` with `args` uses (cached), without running it: the sizes
+    /// and the CSR inputs' entry counts come from the arguments.
+    pub fn plan_for(&self, program: &Program, args: &Args<'_>) -> Result<Arc<Plan>, RuntimeError> {
+        let (dims, _, nnz) = bind(program, args)?;
+        with_engine!(self, e => Ok(self.prepare(e, program, &dims, &nnz)?.plan.clone()))
     }
 
     fn prepare<B: TensorStore>(
@@ -504,7 +517,12 @@ impl Context {
         program.fingerprint.hash(&mut h);
         dims.hash(&mut h);
         self.config.hash(&mut h);
-        let key = h.finish();
+        let shape_key = h.finish();
+        // The CSR inputs' entry counts: the sparse products' choice and the sizes of CSR
+        // temporaries depend on them, so a plan is reused only for the same counts.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        nnz.hash(&mut h);
+        let key = (shape_key, h.finish());
         let mut plans = engine
             .plans
             .lock()
@@ -512,6 +530,9 @@ impl Context {
         if let Some(p) = plans.get(&key) {
             return Ok(p.clone());
         }
+        // Sparse inputs of ever new entry counts (predictions batch by batch) must not pile up
+        // plans and workspaces: forget those of this program and sizes that no run holds.
+        plans.retain(|(s, _), p| *s != shape_key || Arc::strong_count(p) > 1);
         let plan = popcorn_dsl::plan(program, dims, &self.config, &self.target(), nnz)?;
         crate::dump::dump_plan(&plan);
         if let Some((mut free, mut total)) = engine.backend.memory_info() {
