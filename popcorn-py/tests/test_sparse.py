@@ -192,3 +192,26 @@ def test_sparse_points_are_never_passed_dense(monkeypatch):
     monkeypatch.setattr(_native, "fit", dense_fit)
     km = KernelKMeans(3, device="cpu").fit(topics(10))
     assert km.labels_.shape == (180,)
+
+
+def test_sparse_points_predict_on_a_zscored_dense_model():
+    X = topics(19).toarray()
+    Y = topics(20, n=40)
+    km = KernelKMeans(3, kernel="rbf", zscore=True, dtype="float64", device="cpu").fit(X)
+    # Made dense and z-scored as the training points: the dense points' predictions.
+    np.testing.assert_array_equal(km.predict(Y), km.predict(Y.toarray()))
+    # By hand: the training mean and scale, the nearest weighted centroid in feature space.
+    mean, std = X.mean(axis=0), X.std(axis=0)
+    std[std == 0] = 1.0
+    Z, W = (X - mean) / std, (Y.toarray() - mean) / std
+    gamma = 1.0 / X.shape[1]
+    sq = lambda A, B: ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    Kc, K = np.exp(-gamma * sq(W, Z)), np.exp(-gamma * sq(Z, Z))
+    dist = []
+    for c in range(3):
+        m = km.labels_ == c
+        dist.append(-2 * Kc[:, m].mean(axis=1) + K[np.ix_(m, m)].mean())
+    np.testing.assert_array_equal(km.predict(Y), np.argmin(np.array(dist), axis=0))
+    # fit still refuses sparse points with zscore=True.
+    with pytest.raises(ValueError, match="zscore=True would make sparse points dense"):
+        KernelKMeans(3, zscore=True, device="cpu").fit(Y)

@@ -102,8 +102,9 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
     n_iter_ : int
         Iterations of the best run.
     inertia_ : float
-        The objective of the final labels, ``sum_i ||phi(x_i) - c_{labels_i}||^2`` (``tr(K)``
-        included).
+        The objective of the final labels, ``sum_i w_i ||phi(x_i) - c_{labels_i}||^2`` with
+        ``w_i`` the ``sample_weight`` of ``fit`` (1 without weights; ``tr(K)`` included), so
+        in units of the weights: multiplying every weight by ``c`` multiplies it by ``c``.
     objective_history_ : ndarray
         The objective at the start of every iteration of the best run.
     converged_ : bool
@@ -113,7 +114,9 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
     feature_names_in_ : ndarray of str
         Column names seen in ``fit``, when ``X`` had string column names.
     cluster_sizes_ : ndarray of shape (n_clusters,)
-        Points per cluster.
+        Points per cluster (counted, not weighted). With ``sample_weight`` a cluster of only
+        zero-weight points is empty (no centroid; ``predict`` never picks it) and still counts
+        its points here.
     timings_ : dict
         Seconds per phase: ``upload``, ``kernel_matrix``, ``init``, ``iterations``,
         ``per_iteration`` (a list), ``total``.
@@ -155,15 +158,17 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         self.random_state = random_state
 
     def _check_input(self, X, reset):
-        """``X`` as float64 values: a C-ordered array, or a CSR matrix for sparse input (an
-        unsupported option with sparse input is a ``ValueError`` naming it)."""
+        """``X`` as float64 values: a C-ordered array, or a CSR matrix for sparse input.
+        Kernel values (``kernel="precomputed"``) must be dense. ``zscore=True`` with sparse
+        points is refused in ``fit`` (``reset``) only: ``predict`` takes sparse points on a
+        z-scored model of dense points (made dense and z-scored as its training points)."""
         if sp.issparse(X):
             if self.kernel == "precomputed":
                 raise ValueError(
                     'kernel="precomputed" takes the kernel matrix as a dense array, not a '
                     "scipy.sparse matrix; pass X.toarray()"
                 )
-            if self.zscore:
+            if self.zscore and reset:
                 raise ValueError(
                     "zscore=True would make sparse points dense (every feature shifted by its "
                     "mean); scale them beforehand, or pass X.toarray() to z-score dense points"
@@ -239,7 +244,8 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
     def predict(self, X):
         """The nearest centroid in feature space of every row of ``X`` (new points, dense or
         scipy sparse, or for ``kernel="precomputed"`` their dense kernel values against the
-        training points). Sparse points on a model fitted on sparse points stay sparse."""
+        training points). Sparse points on a model fitted on sparse points stay sparse; on a
+        model of dense points they are made dense (z-scored where the fit was)."""
         check_is_fitted(self)
         X = self._check_input(X, reset=False)
         if sp.issparse(X):
