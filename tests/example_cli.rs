@@ -879,7 +879,7 @@ fn bad_weights_files_are_one_error_line() {
         ),
         (
             write("negative.txt", format!("1\n1\n-0.5\n{}", ones(n - 3))),
-            "weight 3 (line 3 of a file of one weight per line) is -0.5".to_string(),
+            "invalid input: sample weight 2 is -0.5; weights must be finite and >= 0".to_string(),
         ),
         (
             write("word.txt", format!("1\nheavy\n{}", ones(n - 2))),
@@ -1026,6 +1026,23 @@ fn sparse_points_are_chosen_from_the_file_and_reported() {
         "{}",
         refused.stderr
     );
+    // Options the library refuses for sparse points are refused here first, the same way.
+    for (flags, flag) in [
+        (&["--zscore"][..], "--zscore"),
+        (&["--algorithm", "recompute"][..], "--algorithm recompute"),
+    ] {
+        let mut args = vec!["-i", path_str(&svm), "--device", "cpu", "-k", "3"];
+        args.extend_from_slice(flags);
+        let r = run_cli(&args);
+        assert_eq!(r.code, 2, "{flag}: {}", r.stderr);
+        assert_one_error_line(&r, &format!("the points are sparse and {flag}"));
+        assert!(
+            r.stderr.contains("add --sparse off"),
+            "{flag}: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("Algorithm::"), "{flag}: {}", r.stderr);
+    }
     let bad = run_cli(&["-i", path_str(&svm), "--sparse", "maybe"]);
     assert_eq!(bad.code, 2);
     assert!(

@@ -43,8 +43,8 @@ SPARSE POINTS:
                    without densifying where the planner finds that cheaper (the plan says
                    how). auto (default): sparse for a libsvm or scipy .npz file whose density
                    is below 10%; on: always (other formats are converted); off: dense.
-                   Sparse points take the stored kernel matrix; --zscore, -o, --plot and
-                   -l naive need dense ones.
+                   Sparse points take the stored kernel matrix; --zscore, --algorithm
+                   recompute, -o, --plot and -l naive need dense ones.
 
 GRAPHS:
   --graph FILE     the normalized cut of a graph: FILE.mtx (Matrix Market coordinate, real,

@@ -252,8 +252,8 @@ fn read_data(path: &Path, label_column: LabelColumn) -> Result<Data, CliError> {
 
 /// Reads the points' weights from `path`: one number per line (no header), or a one-column
 /// `.csv` or `.npy`. There must be `n` of them, or with `limit` (`-n`) at least `n`, the
-/// first `n` kept. A malformed line is named by the reader; a negative weight by its
-/// position, which is its line in a file of one weight per line.
+/// first `n` kept. A malformed line is named by the reader; bad values (negative, all 0) by
+/// the fit, which names the weight's 0-based position.
 pub fn load_weights(path: &Path, n: usize, limit: Option<usize>) -> Result<Vec<f64>, CliError> {
     let options = LoadOptions {
         csv: CsvOptions {
@@ -281,15 +281,7 @@ pub fn load_weights(path: &Path, n: usize, limit: Option<usize>) -> Result<Vec<f
             w.len()
         )));
     }
-    if let Some(i) = w.iter().position(|v| *v < 0.0) {
-        return Err(CliError::Data(format!(
-            "`{file}`: weight {} (line {} of a file of one weight per line) is {}; weights \
-             must be >= 0",
-            i + 1,
-            i + 1,
-            w[i]
-        )));
-    }
+    // Their values (negative, all 0) are the library's to check, in its one message.
     Ok(w)
 }
 

@@ -16,7 +16,7 @@ use clap::Parser;
 use cli::{Cli, KernelName, Level, DEFAULT_N};
 use data::{Data, Source};
 use error::CliError;
-use popcorn::kkmeans::{Init, Kernel};
+use popcorn::kkmeans::{Algorithm, Init, Kernel};
 use popcorn::DeviceSpec;
 use progress::ProgressLine;
 use report::Outcome;
@@ -143,6 +143,11 @@ fn execute(
             ),
             (cli.plot.is_some(), "--plot"),
             (cli.level == Level::Naive, "-l naive"),
+            (cli.zscore, "--zscore (it shifts every feature by its mean)"),
+            (
+                cli.algorithm == Algorithm::Recompute,
+                "--algorithm recompute (sparse points take the stored kernel matrix)",
+            ),
         ];
         if let Some((_, flag)) = dense_only.iter().find(|(on, _)| *on) {
             return Err(CliError::Usage(format!(
