@@ -115,16 +115,20 @@ unsafe fn row_sums(
             limits.shared_bytes_per_block_optin
         ))
     })?;
+    // The device's largest opt-in, not this launch's size: the attribute belongs to the kernel,
+    // which threads sharing the device launch at other sizes (k), so a smaller value set by one
+    // between another's setting and its launch would make that launch invalid.
+    let most = limits.shared_bytes_per_block_optin;
     partial_fn
         .set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            i32::try_from(layout.shared_bytes).unwrap_or(i32::MAX),
+            i32::try_from(most).unwrap_or(i32::MAX),
         )
         .map_err(|e| {
             driver_error(
                 &format!(
-                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = {}) for {}",
-                    layout.shared_bytes, first.name
+                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = {most}) for {}",
+                    first.name
                 ),
                 e,
             )
