@@ -39,6 +39,7 @@ pub use popcorn_dsl::{DType, Plan, PlannerConfig, Program};
 pub use popcorn_io as io;
 pub use popcorn_runtime::{Args, Context, DeviceSpec, Outputs, RuntimeError, Tensor, TensorShape};
 
+mod fit_checks;
 pub mod kkmeans;
 pub mod metrics;
 pub mod ncut;

@@ -55,18 +55,7 @@ pub fn initial_labels(
             (0..n).map(|_| rng.below(k) as u32).collect()
         }
         Init::Labels(given) => {
-            if given.len() != n {
-                return Err(FitError::InitLabels(format!(
-                    "{} initial labels given for {n} points",
-                    given.len()
-                )));
-            }
-            if let Some(p) = given.iter().position(|l| *l as usize >= k) {
-                return Err(FitError::InitLabels(format!(
-                    "initial label {} of point {p} is not below k = {k}",
-                    given[p]
-                )));
-            }
+            crate::fit_checks::check_initial_labels(given, n, k, "points")?;
             given.clone()
         }
         Init::KMeansPlusPlus { seed } => {

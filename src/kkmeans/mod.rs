@@ -454,25 +454,7 @@ impl KernelKMeans {
     }
 
     fn validate(&self, n: usize) -> Result<(), FitError> {
-        if self.k == 0 {
-            return Err(FitError::K("k = 0; ask for at least one cluster".into()));
-        }
-        if self.k > n {
-            return Err(FitError::K(format!(
-                "k = {} is larger than the number of points n = {n}; use k <= n",
-                self.k
-            )));
-        }
-        if self.max_iter == 0 {
-            return Err(FitError::Parameter(
-                "max_iter = 0; allow at least one iteration".into(),
-            ));
-        }
-        if self.n_init == 0 {
-            return Err(FitError::Parameter(
-                "n_init = 0; ask for at least one run".into(),
-            ));
-        }
+        crate::fit_checks::check_runs(self.k, n, self.max_iter, self.n_init, "points")?;
         if !(self.tol >= 0.0 && self.tol.is_finite()) {
             return Err(FitError::Parameter(format!(
                 "tol = {} must be a finite non-negative number",

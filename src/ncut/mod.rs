@@ -227,43 +227,14 @@ impl NormalizedCut {
     }
 
     fn validate(&self, n: usize) -> Result<(), FitError> {
-        if self.k == 0 {
-            return Err(FitError::K("k = 0; ask for at least one cluster".into()));
-        }
-        if self.k > n {
-            return Err(FitError::K(format!(
-                "k = {} is larger than the number of nodes n = {n}; use k <= n",
-                self.k
-            )));
-        }
-        if self.max_iter == 0 {
-            return Err(FitError::Parameter(
-                "max_iter = 0; allow at least one iteration".into(),
-            ));
-        }
-        if self.n_init == 0 {
-            return Err(FitError::Parameter(
-                "n_init = 0; ask for at least one run".into(),
-            ));
-        }
+        crate::fit_checks::check_runs(self.k, n, self.max_iter, self.n_init, "nodes")?;
         if let Sigma::Fixed(s) = self.sigma {
             if !s.is_finite() {
                 return Err(FitError::Parameter(format!("sigma = {s} must be finite")));
             }
         }
         if let Init::Labels(given) = &self.init {
-            if given.len() != n {
-                return Err(FitError::InitLabels(format!(
-                    "{} initial labels given for {n} nodes",
-                    given.len()
-                )));
-            }
-            if let Some(p) = given.iter().position(|l| *l as usize >= self.k) {
-                return Err(FitError::InitLabels(format!(
-                    "initial label {} of node {p} is not below k = {}",
-                    given[p], self.k
-                )));
-            }
+            crate::fit_checks::check_initial_labels(given, n, self.k, "nodes")?;
         }
         Ok(())
     }
