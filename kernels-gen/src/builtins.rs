@@ -11,17 +11,10 @@
 //! kernels uses floating-point atomics: every result is deterministic.
 
 use crate::emit::{blocks_for, LaunchDims};
-use crate::params::CType;
 use kernel_ir::ScalarType;
 
-/// A fixed kernel: entry-point name and complete CUDA C source.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BuiltinKernel {
-    /// The `extern "C"` entry point.
-    pub name: String,
-    /// The complete CUDA C source.
-    pub source: String,
-}
+pub use crate::builtin_kernel::BuiltinKernel;
+use crate::builtin_kernel::{typed, untyped};
 
 /// Threads per block of the element-wise builtins (see [`linear_grid_block`]).
 pub const BUILTIN_BLOCK_THREADS: u32 = 256;
@@ -32,29 +25,6 @@ pub const SELECTION_WORKSPACE_CAP_INTS: u64 = 1 << 24;
 pub const SELECTION_MIN_CHUNK: u64 = 1024;
 /// Warps per block of the selection builder's chunk kernels.
 const SELECTION_WARPS_PER_BLOCK: u32 = 8;
-
-/// `_f32` or `_f64`.
-fn suffix(dtype: ScalarType) -> &'static str {
-    match dtype {
-        ScalarType::F32 => "f32",
-        ScalarType::F64 => "f64",
-    }
-}
-
-/// Instantiates `template`: `{T}` becomes the C type, `{NAME}` the entry point
-/// `pk_{base}_{f32|f64}`.
-pub(crate) fn typed(base: &str, dtype: ScalarType, template: &str) -> BuiltinKernel {
-    let name = format!("pk_{base}_{}", suffix(dtype));
-    untyped(&name, &template.replace("{T}", dtype.c_name()))
-}
-
-/// A kernel whose source needs no type: `{NAME}` becomes `name`.
-fn untyped(name: &str, template: &str) -> BuiltinKernel {
-    BuiltinKernel {
-        name: name.to_string(),
-        source: template.replace("{NAME}", name),
-    }
-}
 
 /// Launch dimensions of the element-wise builtins over `len` items: 1-D blocks of
 /// [`BUILTIN_BLOCK_THREADS`], at least one and at most [`MAX_GRID_BLOCKS`](crate::emit::MAX_GRID_BLOCKS) blocks, no dynamic

@@ -1023,7 +1023,7 @@ fn pushes(dtype: ScalarType) -> String {
 
 /// The cluster-sums kernel of `variant` (see the module documentation for the parameters and
 /// the launch).
-pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtins::BuiltinKernel {
+pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::BuiltinKernel {
     let esz = variant.dtype.size_bytes() as u32;
     let ve = 16 / esz;
     let (vt, lt) = match variant.dtype {
@@ -1054,7 +1054,7 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtins::BuiltinKer
         .replace("{VE}", &ve.to_string())
         .replace("{VT}", vt)
         .replace("{LT}", lt);
-    crate::builtins::BuiltinKernel { name, source }
+    crate::builtin_kernel::BuiltinKernel { name, source }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! blocks' partial sums added in block order. No atomics: the result is the same from run to
 //! run on one device (the number of blocks depends on the device, the shape and `k`).
 
-use crate::builtins::{typed, BuiltinKernel};
+use crate::builtin_kernel::{typed, BuiltinKernel};
 use crate::cluster_sums::DeviceLimits;
 use crate::emit::LaunchDims;
 use kernel_ir::ScalarType;

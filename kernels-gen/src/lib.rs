@@ -43,6 +43,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod builtin_kernel;
 pub mod builtins;
 pub mod cluster_sums;
 pub mod emit;
