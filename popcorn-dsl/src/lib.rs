@@ -31,6 +31,7 @@ pub mod log;
 pub mod lower;
 pub mod passes;
 pub mod plan;
+mod plan_error;
 pub mod planner;
 
 pub use passes::{ContractionPolicy, PlanError, PlannerConfig};

@@ -32,6 +32,7 @@ pub mod diagonals;
 pub mod fuse;
 pub mod infer;
 pub mod label_order;
+mod library_choice;
 pub mod lower_triangle;
 pub mod partition;
 pub mod pattern;
@@ -44,6 +45,7 @@ pub use crate::contraction_policy::ContractionPolicy;
 use crate::ir::Graph;
 use crate::plan::collective::PartitionSpec;
 use crate::plan::Plan;
+pub use crate::plan_error::PlanError;
 use crate::settings::Settings;
 use crate::target::Target;
 use crate::types::{DType, DimBindings};
@@ -156,32 +158,6 @@ impl PlannerConfig {
         self.dtype = dtype;
         self
     }
-}
-
-/// Why planning failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum PlanError {
-    /// A dimension of the program has no size.
-    #[error("dimension `{0}` has no size; give it (for example --dim {0}=100) or bind an input that has it")]
-    UnboundDim(String),
-    /// A dimension was given the size 0.
-    #[error("dimension `{0}` is 0; every dimension must be at least 1")]
-    ZeroDim(String),
-    /// A rewritten graph no longer type-checks (a planner bug).
-    #[error("internal planner error in pass `{pass}`: {message}")]
-    Internal {
-        /// The pass.
-        pass: &'static str,
-        /// What went wrong.
-        message: String,
-    },
-    /// The program uses something the planner cannot lower.
-    #[error("{0}")]
-    Unsupported(String),
-    /// A plan (made elsewhere, or loaded) is malformed.
-    #[error("invalid plan: {0}")]
-    Invalid(String),
 }
 
 /// What a pass sees besides the graph or plan.

@@ -13,7 +13,7 @@
 //! Each estimate is its flops at the target's rate plus its bytes at the copy rate; a way whose
 //! dense copies would take more than half the target's memory is left out.
 
-use super::select::choose;
+use super::library_choice::choose;
 use super::{PassContext, PlanError};
 use crate::ir::{Graph, LibOp, NodeId, Op, ProductAttrs};
 use crate::ops::products::{gemm_cost, sparse_gram_cost, sparse_product_cost, syrk_cost};

@@ -39,7 +39,7 @@
 
 use super::{Elem, Plan, Step, StepOp, Value, ValueId};
 use crate::ops::Builtin;
-use crate::passes::PlanError;
+use crate::plan_error::PlanError;
 use crate::types::{DType, Dim};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
