@@ -2,7 +2,7 @@
 //! iteration and run counts, and given initial labels. `items` names what is clustered
 //! (`points`, `nodes`) in the messages.
 
-use crate::kkmeans::FitError;
+use crate::kkmeans::error::FitError;
 
 /// `1 <= k <= n`, at least one iteration and one run.
 pub(crate) fn check_runs(

@@ -19,6 +19,8 @@
 //! ```
 
 mod algorithm;
+mod csr_upload;
+pub(crate) mod error;
 mod init;
 mod model;
 pub mod programs;
@@ -27,11 +29,12 @@ mod sparse;
 mod weights;
 
 pub use algorithm::{Algorithm, AlgorithmChoice, EXPECTED_ITERATIONS};
+pub(crate) use csr_upload::upload;
+pub use error::FitError;
 pub use init::SplitMix64;
 use model::KernelPrograms;
 pub use model::{Model, ModelParts, Scaling};
 use source::Source;
-pub(crate) use sparse::upload;
 pub use weights::WeightSummary;
 
 use crate::{Args, Context, DType, DeviceSpec, Outputs, RuntimeError, Tensor};
@@ -156,36 +159,6 @@ impl<'a> TryFrom<&'a crate::io::Dataset> for Points<'a> {
     type Error = FitError;
     fn try_from(ds: &'a crate::io::Dataset) -> Result<Points<'a>, FitError> {
         Points::new(ds.n, ds.d, &ds.x)
-    }
-}
-
-/// Why a fit failed.
-#[derive(Debug, thiserror::Error)]
-pub enum FitError {
-    /// The points are unusable (empty, wrong length, NaN or infinite values).
-    #[error("invalid input: {0}")]
-    Input(String),
-    /// `k` does not fit the data.
-    #[error("invalid k: {0}")]
-    K(String),
-    /// The given initial labels are unusable.
-    #[error("invalid initial labels: {0}")]
-    InitLabels(String),
-    /// A parameter is out of range.
-    #[error("invalid parameter: {0}")]
-    Parameter(String),
-    /// The runtime failed (device, memory, a step).
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    /// The control callback of [`KernelKMeans::fit_with_control`] stopped the fit; the text
-    /// says where.
-    #[error("the fit was interrupted {0}")]
-    Interrupted(String),
-}
-
-impl From<std::convert::Infallible> for FitError {
-    fn from(e: std::convert::Infallible) -> FitError {
-        match e {}
     }
 }
 

@@ -438,8 +438,8 @@ impl Model {
         }
         let ctx = &self.ctx;
         let programs = KernelPrograms::new(&p.kernel, p.d);
-        let yt = super::sparse::upload(ctx, y)?;
-        let xt = super::sparse::upload(ctx, x)?;
+        let yt = super::csr_upload::upload(ctx, y)?;
+        let xt = super::csr_upload::upload(ctx, x)?;
         let out = ctx.run(
             programs.program_sparse("cross"),
             &programs.bind(Args::new().tensor("Y", &yt).tensor("X", &xt)),

@@ -3,33 +3,14 @@
 //! product the planner computes by the target's cost model) and stored; the iterations are the
 //! dense ones on K. The recompute algorithm needs dense points.
 
+use super::csr_upload::upload;
 use super::model::{self, KernelPrograms, ModelParts};
 use super::{report, Algorithm, AlgorithmChoice, Control, FitError, FitResult, Kernel};
 use super::{KernelKMeans, Model, Progress, Source};
 use crate::io::CsrMatrix;
-use crate::{Args, Context, Tensor};
+use crate::Args;
 use std::ops::ControlFlow;
 use std::time::Instant;
-
-/// Uploads a CSR matrix (its indices as the `i32` the backends take).
-pub(crate) fn upload(ctx: &Context, x: &CsrMatrix) -> Result<Tensor, FitError> {
-    let too_large = |what: &str, v: usize| {
-        FitError::Input(format!(
-            "sparse points: {what} {v} does not fit the 32-bit indices of the sparse products"
-        ))
-    };
-    let row_ptr = x
-        .row_ptr()
-        .iter()
-        .map(|&p| i32::try_from(p).map_err(|_| too_large("entry offset", p)))
-        .collect::<Result<Vec<i32>, _>>()?;
-    let col_idx = x
-        .col_idx()
-        .iter()
-        .map(|&c| i32::try_from(c).map_err(|_| too_large("column", c)))
-        .collect::<Result<Vec<i32>, _>>()?;
-    Ok(ctx.csr(x.rows(), x.cols(), &row_ptr, &col_idx, x.values())?)
-}
 
 impl AlgorithmChoice {
     /// The choice for sparse points: the stored kernel matrix.
