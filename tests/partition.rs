@@ -1,6 +1,7 @@
 //! Plans partitioned along the points over in-process CPU ranks: every output equals the
 //! unpartitioned plan's bit for bit (labels, values and scalars), for P = 1, 2, 3, uneven
-//! blocks, fewer points than ranks and clusters empty on a rank; the printout shows the
+//! blocks, fewer points than ranks and clusters empty on a rank (and the kernel matrices, each
+//! rank its rows of K); the printout shows the
 //! collectives with their bytes; programs that cannot be split fail to plan, naming the step.
 
 use popcorn::dsl::plan::collective::{CollectiveKind, PartitionSpec, StepMode};
@@ -256,6 +257,43 @@ fn recomputed_linear_kernel_kmeans_equals_the_unpartitioned_plan() {
 }
 
 #[test]
+fn kernel_matrices_equal_the_unpartitioned_plan() {
+    // Each rank its rows of K = f(X X^T), X replicated: blocks of 4, 3, 3 rows; fewer points
+    // than ranks; n = 300 spans two of the CPU SYRK's panels of 256 rows (and d = 17, 33 takes
+    // the GEMM paths whose summation order depends on the shape).
+    let scalars: &[(&str, f64)] = &[("gamma", 0.35), ("coef0", 0.5), ("degree", 3.0)];
+    for name in [
+        "kernel_linear",
+        "kernel_polynomial",
+        "kernel_gaussian",
+        "kernel_sigmoid",
+    ] {
+        let p = program(KKM, name);
+        let used: Vec<(&'static str, f64)> = scalars
+            .iter()
+            .filter(|(s, _)| p.params.iter().any(|q| q.name == *s))
+            .copied()
+            .collect();
+        for (n, d) in [(10, 2), (2, 3), (7, 5), (33, 3), (40, 17), (300, 33)] {
+            let x = values(n * d, 41 + n as u64);
+            let make = |ctx: &Context| -> Inputs { vec![("X", ctx.dense(n, d, &x).unwrap())] };
+            for dtype in [DType::F64, DType::F32] {
+                let out = same_on_every_rank_count(&p, dtype, &make, &used, &[], &["K"]);
+                let k: Vec<f64> = out["K"].iter().map(|b| f64::from_bits(*b)).collect();
+                assert_eq!(k.len(), n * n, "{name} n={n}");
+                assert!(k.iter().all(|v| v.is_finite()), "{name} n={n} {dtype:?}");
+                // K is the symmetric matrix of the whole SYRK, on every rank count.
+                for i in 0..n {
+                    for j in 0..i {
+                        assert_eq!(k[i * n + j].to_bits(), k[j * n + i].to_bits(), "{name}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn kernel_smoothing_equals_the_unpartitioned_plan() {
     let p = program(SMOOTHING, "kernel_smoothing");
     for &(n, m) in &[(10, 4), (2, 5), (7, 7)] {
@@ -360,9 +398,57 @@ fn the_printout_shows_ranks_and_collectives_with_their_bytes() {
 }
 
 #[test]
+fn the_kernel_matrix_printout_shows_the_local_syrk() {
+    let p = program(KKM, "kernel_gaussian");
+    let plan = planned(&p, &[("n", 10), ("d", 2)], 3).expect("the kernel matrix partitions");
+    let text = plan.to_string();
+    for line in [
+        "partitioned along `n` over 3 rank(s), rows 0: [0, 4) 1: [4, 7) 2: [7, 10)",
+        "each rank its rows of: B, b, K",
+        "replicated: X",
+        "step 0   syrk          local rows",
+        "step 1   diag          local rows",
+        "all-gather        b (Col[10] f64): 80 B",
+        "step 2   fused map     local rows",
+        "collectives: 1 per run, 80 B to each rank",
+    ] {
+        assert!(text.contains(line), "missing `{line}` in\n{text}");
+    }
+    // The plan's steps are the unpartitioned plan's; a rank's SYRK is its block of rows.
+    let plain = popcorn::dsl::plan(
+        &p,
+        &plan.dims,
+        &PlannerConfig::default().with_dtype(DType::F64),
+        &Target::cpu(2),
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    assert!(text.starts_with(&plain.to_string()));
+    let part = plan.partition.as_ref().unwrap();
+    let local = part.local_step(&plan, 0, 1).unwrap();
+    assert!(matches!(
+        local.op,
+        popcorn::dsl::plan::StepOp::Syrk {
+            row_block: Some((4, 7)),
+            ..
+        }
+    ));
+    // Once a block of rows, a SYRK is not split again.
+    let mut blocked = plain.clone();
+    blocked.steps[0] = local;
+    let err = popcorn::dsl::passes::partition::partition(&blocked, &PartitionSpec::points(2))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("already a block of rows"), "{err}");
+    // The linear kernel needs no collective at all.
+    let p = program(KKM, "kernel_linear");
+    let plan = planned(&p, &[("n", 10), ("d", 2)], 2).unwrap();
+    assert_eq!(plan.partition.as_ref().unwrap().collectives().count(), 0);
+}
+
+#[test]
 fn programs_that_cannot_be_split_fail_to_plan_naming_the_step() {
     let cases = [
-        ("kernel_gaussian", "syrk", "pairs rows of different ranks"),
         (
             "kkmeans_recompute_gaussian",
             "rows by cluster",

@@ -333,6 +333,7 @@ impl<'a> Lowering<'a> {
                     tf32: self.cx.config.tf32,
                     lower_only: false,
                     block_rows: self.cx.syrk_block_rows(order),
+                    row_block: None,
                 }
             }
             LibOp::Gemv { trans, alpha } => {

@@ -431,10 +431,21 @@ fn run_typed<T: Real + HostElem>(
                 g.n,
             )?;
         }
-        StepOp::Syrk { trans, n, k, .. } => {
+        StepOp::Syrk {
+            trans,
+            n,
+            k,
+            row_block,
+            ..
+        } => {
             let (_, lda) = in_dims(0);
             let c = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the SYRK output"))?;
-            cpu::syrk(*trans, *n, *k, a, dense(0)?, lda, zero, c, *n)?;
+            match row_block {
+                None => cpu::syrk(*trans, *n, *k, a, dense(0)?, lda, zero, c, *n)?,
+                Some((start, end)) => {
+                    cpu::syrk_rows(*trans, *n, *k, a, dense(0)?, lda, *start..*end, c, *n)?
+                }
+            }
         }
         StepOp::Gemv { trans, m, n, .. } => {
             let y = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the GEMV output"))?;

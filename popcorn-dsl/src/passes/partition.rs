@@ -17,8 +17,12 @@
 //! - every other step runs **replicated**: reductions over the points of reals (label sums,
 //!   `sum(...)`, transposed products) read their operands whole (all-gathered), so they sum in
 //!   the unpartitioned plan's order; `k`-sized work is the same on every rank;
-//! - not partitioned (an error): a symmetric contraction or a SYRK over the points (one
-//!   triangle of tiles pairs rows of different ranks), reordering the points by cluster (rows
+//! - a SYRK over the points (`X X^T`, the kernel matrix's product) runs **locally**: each rank
+//!   its block of rows of the product against all of `X` (needed whole), every entry computed
+//!   as the whole SYRK computes it (on the CPU, the same panel GEMMs), so a map reading the
+//!   product's lower triangle reads the rank's full rows instead;
+//! - not partitioned (an error): a symmetric contraction (one triangle of tiles pairs rows of
+//!   different ranks), a SYRK overlapped with its map in bands, reordering the points by cluster (rows
 //!   by cluster moves rows across ranks), sparse (CSR) values with `n` rows, a lower-triangle
 //!   operand, an operand read transposed along the points.
 
@@ -131,8 +135,15 @@ fn exact_count(n: usize, dtype: DType) -> bool {
     (n as u128) <= (1u128 << bits)
 }
 
-/// The rule of step `i`, or why it cannot be partitioned.
-fn rule(d: &Dims<'_>, step: &Step) -> Result<Rule, String> {
+/// Whether `v` is written by a SYRK (the full symmetric product on the CPU ranks).
+fn syrk_product(plan: &Plan, v: ValueId) -> bool {
+    plan.steps
+        .iter()
+        .any(|s| matches!(s.op, StepOp::Syrk { .. }) && s.outputs.contains(&v))
+}
+
+/// The rule of step `index`, or why it cannot be partitioned.
+fn rule(d: &Dims<'_>, index: usize, step: &Step) -> Result<Rule, String> {
     let out_rows_n = step.outputs.first().is_some_and(|o| d.rows_n(*o));
     let any_n = step.inputs.iter().chain(&step.outputs).any(|v| d.has_n(*v));
     if !any_n {
@@ -167,6 +178,10 @@ fn rule(d: &Dims<'_>, step: &Step) -> Result<Rule, String> {
                         }
                         false
                     }
+                    // A SYRK's product: every rank's SYRK (local or whole) writes its rows
+                    // in full, each entry as the whole SYRK computes it, so the rank reads its
+                    // rows as a whole matrix ([`Partition::local_step`] says so).
+                    Access::LowerSymmetric if d.has_n(*v) && syrk_product(d.plan, *v) => true,
                     Access::LowerSymmetric if d.has_n(*v) => {
                         return Err(format!(
                             "it reads the lower triangle of `{}`, whose mirror lies in other \
@@ -212,8 +227,21 @@ fn rule(d: &Dims<'_>, step: &Step) -> Result<Rule, String> {
                 Ok(Rule::Replicated)
             }
         }
-        StepOp::Syrk { .. } => {
-            Err("a SYRK over the points pairs rows of different ranks (not partitioned yet)".into())
+        StepOp::Syrk { row_block, .. } => {
+            if row_block.is_some() {
+                return Err("it is already a block of rows of a SYRK".into());
+            }
+            if d.plan.pipeline_from(index).is_some() {
+                return Err(
+                    "a SYRK overlapped with its map in bands is not partitioned yet".into(),
+                );
+            }
+            if out_rows_n {
+                // Each rank its rows of the product, against all of A (needed whole).
+                Ok(Rule::Local(vec![d.need(step.inputs[0], false)]))
+            } else {
+                Ok(Rule::Replicated)
+            }
         }
         StepOp::SpMM { .. } | StepOp::SpGemm { .. } | StepOp::SpMV { .. } => {
             Err("sparse products over the points are not partitioned yet".into())
@@ -290,7 +318,7 @@ pub fn partition(plan: &Plan, spec: &PartitionSpec) -> Result<Partition, PlanErr
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            rule(&d, s).map_err(|why| {
+            rule(&d, i, s).map_err(|why| {
                 unsupported(format!(
                     "`{}` cannot run partitioned over `{}`: step {i} ({}, writing {}): {why}",
                     plan.program,

@@ -14,8 +14,9 @@
 //!   labels that select `K`'s columns, or a value made by a replicated step). Every other value
 //!   (`k`-sized, `d`-sized, scalars) is replicated.
 //! - **Steps.** Each step runs on every rank either [`StepMode::Local`] (over the rank's rows:
-//!   [`Partition::local_step`] rewrites its sizes, and the diagonal of a block of rows starts at
-//!   the block's first row) or [`StepMode::Replicated`] (whole, the same on every rank, reading
+//!   [`Partition::local_step`] rewrites its sizes, the diagonal of a block of rows starts at
+//!   the block's first row, and a SYRK becomes the block of rows `[start, end)` of the product,
+//!   written in full) or [`StepMode::Replicated`] (whole, the same on every rank, reading
 //!   whole operands).
 //! - **Collectives** ([`Collective`]) stand between steps: an [`CollectiveKind::AllGather`]
 //!   where a value held in rows is needed whole, an [`CollectiveKind::AllReduceSum`] after a
@@ -26,7 +27,8 @@
 //! A partitioned plan gives the unpartitioned plan's results exactly (bit for bit in f64 and
 //! f32), by construction:
 //! - a local step computes each of its rows as the whole step does (the same kernel, the same
-//!   columns in the same order);
+//!   columns in the same order); a SYRK's block of rows runs the whole SYRK's panel GEMMs of
+//!   the same shapes (a GEMM's summation order depends on its shape) and keeps its rows;
 //! - a sum over the points of real values (centroid norms' label sums, the objective, Lloyd's
 //!   label sums of the points) is never split: its operand is all-gathered and the reduction
 //!   runs replicated over all points in point order, as in the unpartitioned plan;
@@ -216,7 +218,17 @@ impl Partition {
         match &mut step.op {
             StepOp::Gemm(g) => g.m = rows.len(),
             StepOp::Gemv { m, .. } => *m = rows.len(),
-            StepOp::Fused(f) => f.rows = rows.len(),
+            StepOp::Fused(f) => {
+                f.rows = rows.len();
+                // A SYRK's product read as its lower triangle: the rank's SYRK wrote its rows
+                // in full (see the partitioning pass), read as they are.
+                for input in &mut f.spec.inputs {
+                    if input.access == kernel_ir::Access::LowerSymmetric {
+                        input.access = kernel_ir::Access::Matrix { transposed: false };
+                    }
+                }
+            }
+            StepOp::Syrk { row_block, .. } => *row_block = Some((rows.start, rows.end)),
             StepOp::Builtin(Builtin::Diag(d)) => d.offset = rows.start,
             StepOp::Builtin(Builtin::Counts(_) | Builtin::ClusterSums(_) | Builtin::PadCols(_))
             | StepOp::Copy => {}

@@ -42,6 +42,7 @@ fn detail(plan: &Plan, index: usize) -> String {
             tf32,
             lower_only,
             block_rows,
+            ..
         } => format!(
             "n={n} k={k} {} alpha={alpha} {}{}{}{}",
             if *trans { "A^T*A" } else { "A*A^T" },

@@ -185,6 +185,12 @@ pub enum StepOp {
         /// lower triangle block row by block row.
         #[serde(default)]
         block_rows: usize,
+        /// `None` for the whole matrix. `Some((start, end))`: only rows `[start, end)` of C
+        /// (all `n` columns, written as a `(end - start) x n` block), each entry computed as the
+        /// whole SYRK computes it: a rank's block of rows in a partitioned plan
+        /// ([`collective::Partition::local_step`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        row_block: Option<(usize, usize)>,
     },
     /// `y = alpha * op(A) * x` with A stored `m x n`. Inputs (A, x), output y.
     Gemv {

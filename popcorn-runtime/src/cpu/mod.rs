@@ -36,4 +36,4 @@ pub use self::matvec::{diag, gemv, pad_cols};
 pub use self::real::Real;
 pub use self::sparse_points::{csr_densify, csr_row_norms, spgemm_abt};
 pub use self::sparse_products::{spmm_dense_sparse, spmm_sparse_dense, spmv};
-pub use self::syrk::syrk;
+pub use self::syrk::{syrk, syrk_rows};

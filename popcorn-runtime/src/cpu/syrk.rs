@@ -54,6 +54,84 @@ pub fn syrk<T: Real>(
     Ok(())
 }
 
+/// Rows `rows` of `C = alpha * op(A) * op(A)^T` (all `n` columns) into `c`, a
+/// `rows.len() x n` row-major block with leading dimension `ldc`, every entry bit for bit as
+/// [`syrk`] (with `beta == 0` and `ldc == n`) computes it: a rank's block of rows of a
+/// partitioned plan.
+///
+/// [`syrk`] computes each entry on or above the diagonal in the GEMM of its row's panel and
+/// mirrors it below, and a GEMM's summation order depends on its shape, so this runs the same
+/// panel GEMMs, of the same shapes and strides, for every panel that starts before the block
+/// ends (into a scratch panel), and copies out the block's entries: its rows' upper parts from
+/// their panels, their lower parts from the earlier panels' columns. The flops are those of the
+/// panels up to the block's last row, not of the block alone; the memory is one panel.
+///
+/// # Errors
+/// [`CpuError::Shape`] naming `A` or `C` when a slice or leading dimension does not fit.
+#[allow(clippy::too_many_arguments)]
+pub fn syrk_rows<T: Real>(
+    trans: bool,
+    n: usize,
+    k: usize,
+    alpha: T,
+    a: &[T],
+    lda: usize,
+    rows: std::ops::Range<usize>,
+    c: &mut [T],
+    ldc: usize,
+) -> Result<(), CpuError> {
+    let (a_rows, a_cols) = if trans { (k, n) } else { (n, k) };
+    check_matrix("A", a.len(), a_rows, a_cols, lda)?;
+    if rows.start > rows.end || rows.end > n {
+        return Err(CpuError::Shape {
+            operand: "C".into(),
+            detail: format!("rows [{}, {}) of a SYRK of order {n}", rows.start, rows.end),
+        });
+    }
+    check_matrix("C", c.len(), rows.len(), n, ldc)?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    // One panel's rows of C, laid out as in the whole product (leading dimension n).
+    let mut scratch = vec![T::zero(); PANEL.min(n) * n];
+    let mut i0 = 0;
+    while i0 < rows.end {
+        let i1 = (i0 + PANEL).min(n);
+        let panel = &mut scratch[..(i1 - i0) * n];
+        panel_gemm(
+            trans,
+            n,
+            k,
+            alpha,
+            a,
+            lda,
+            T::zero(),
+            &mut panel[i0..],
+            n,
+            i0,
+            i1,
+        )?;
+        // C[i, j] with i0 <= j, i or j in the panel, is the panel's (min, max) entry.
+        for i in rows.clone() {
+            let out = &mut c[(i - rows.start) * ldc..(i - rows.start) * ldc + n];
+            if (i0..i1).contains(&i) {
+                // The row's upper part, and the diagonal block's lower part mirrored.
+                out[i..n].copy_from_slice(&panel[(i - i0) * n + i..(i - i0) * n + n]);
+                for (q, o) in out.iter_mut().enumerate().take(i).skip(i0) {
+                    *o = panel[(q - i0) * n + i];
+                }
+            } else if i >= i1 {
+                // Below the panel: the mirror of the panel's column i.
+                for (q, o) in out.iter_mut().enumerate().take(i1).skip(i0) {
+                    *o = panel[(q - i0) * n + i];
+                }
+            }
+        }
+        i0 = i1;
+    }
+    Ok(())
+}
+
 /// Computes `C[i0..i1, i0..n]` = `alpha * op(A)[i0..i1, :] * op(A)[i0..n, :]^T + beta * C[..]`.
 #[allow(clippy::too_many_arguments)]
 fn upper_panel<T: Real>(
@@ -69,7 +147,36 @@ fn upper_panel<T: Real>(
     i0: usize,
     i1: usize,
 ) -> Result<(), CpuError> {
-    let c_panel = &mut c[i0 * ldc + i0..];
+    panel_gemm(
+        trans,
+        n,
+        k,
+        alpha,
+        a,
+        lda,
+        beta,
+        &mut c[i0 * ldc + i0..],
+        ldc,
+        i0,
+        i1,
+    )
+}
+
+/// The GEMM of panel rows `i0..i1`: `c_panel` starts at the panel's entry `(i0, i0)` of C.
+#[allow(clippy::too_many_arguments)]
+fn panel_gemm<T: Real>(
+    trans: bool,
+    n: usize,
+    k: usize,
+    alpha: T,
+    a: &[T],
+    lda: usize,
+    beta: T,
+    c_panel: &mut [T],
+    ldc: usize,
+    i0: usize,
+    i1: usize,
+) -> Result<(), CpuError> {
     if k == 0 {
         // No A elements exist; only C is scaled.
         return gemm(

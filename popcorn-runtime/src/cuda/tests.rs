@@ -658,6 +658,7 @@ fn gpu_syrk(
         tf32,
         lower_only: false,
         block_rows,
+        row_block: None,
     };
     let a_arg = if trans {
         dense(&ab, k, n)
@@ -2153,6 +2154,7 @@ fn gpu_syrk_in_bands_and_a_banded_map_on_the_second_lane_match_the_whole() {
             tf32: false,
             lower_only: true,
             block_rows,
+            row_block: None,
         });
         let map = fused(symmetric_map_spec(dtype), n, n);
         let col = upload(b, dtype, &rounded(dtype, &rng.values(n)));

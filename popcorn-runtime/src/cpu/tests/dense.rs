@@ -1,6 +1,6 @@
 //! GEMM, SYRK, GEMV and diag against naive f64 loops.
 
-use super::super::{diag, gemm, gemv, syrk, CpuError, Real};
+use super::super::{diag, gemm, gemv, syrk, syrk_rows, CpuError, Real};
 use super::reference::*;
 
 const SHAPES: &[(usize, usize, usize)] = &[
@@ -306,6 +306,53 @@ fn syrk_f64_symmetric_and_matches_gemm() {
 #[test]
 fn syrk_f32_symmetric_and_matches_gemm() {
     syrk_all::<f32>();
+}
+
+/// Blocks of rows of a SYRK equal the whole SYRK's rows bit for bit (the rows of a rank).
+fn syrk_rows_all<T: Real>() {
+    let mut rng = Rng::new(3);
+    for n in [1, 2, 7, 33, 256, 300, 600] {
+        for k in [1, 2, 5, 33] {
+            for trans in [false, true] {
+                let (ar, ac) = if trans { (k, n) } else { (n, k) };
+                let lda = ac + 1;
+                let a: Vec<T> = to_t(&random_matrix::<T>(&mut rng, ar, ac, lda));
+                let alpha = T::from_f64(0.75);
+                let mut whole = vec![T::from_f64(f64::NAN); n * n];
+                syrk(trans, n, k, alpha, &a, lda, T::zero(), &mut whole, n).unwrap();
+                let mut blocks: Vec<(usize, usize)> = (1..=4)
+                    .flat_map(|p| {
+                        (0..p).map(move |r| {
+                            let (base, extra) = (n / p, n % p);
+                            let start = r * base + r.min(extra);
+                            (start, start + base + usize::from(r < extra))
+                        })
+                    })
+                    .collect();
+                blocks.extend([(0, n), (n / 2, n), (n - 1, n), (n, n)]);
+                for (start, end) in blocks {
+                    let mut c = vec![T::from_f64(f64::NAN); (end - start) * n];
+                    syrk_rows(trans, n, k, alpha, &a, lda, start..end, &mut c, n).unwrap();
+                    for (x, y) in c.iter().zip(&whole[start * n..end * n]) {
+                        assert_eq!(
+                            x.to_f64().to_bits(),
+                            y.to_f64().to_bits(),
+                            "syrk rows [{start}, {end}) trans={trans} n={n} k={k}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let mut c = [0.0f64; 2];
+    let err = syrk_rows(false, 2, 1, 1.0, &[1.0, 2.0], 1, 1..3, &mut c, 2).unwrap_err();
+    assert!(err.to_string().contains("rows [1, 3)"), "{err}");
+}
+
+#[test]
+fn syrk_rows_equal_the_whole_syrk_bit_for_bit() {
+    syrk_rows_all::<f64>();
+    syrk_rows_all::<f32>();
 }
 
 #[test]

@@ -30,6 +30,15 @@ pub(crate) fn run(
     else {
         return Err(invalid(format!("{} step given as a SYRK", step.op_name())));
     };
+    if let StepOp::Syrk {
+        row_block: Some((start, end)),
+        ..
+    } = step.op
+    {
+        return Err(invalid(format!(
+            "a SYRK of rows [{start}, {end}) (a rank's block) runs on the CPU ranks only"
+        )));
+    }
     cx.require_main_lane("syrk")?;
     count("syrk", inputs, outputs, 1, 1)?;
     let elem = cx.elem();
