@@ -51,7 +51,7 @@ pub mod label_row_sums;
 mod params;
 
 pub use emit::{
-    emit, emit_rounded, launch_shape, rounded_name, takes_rounded_operands, try_emit,
-    zeroed_outputs, GeneratedKernel, LaunchDims, LaunchShape, RoundedOperands,
+    emit, emit_rounded, launch_shape, rounded_entry, rounded_name, takes_rounded_operands,
+    try_emit, zeroed_outputs, GeneratedKernel, LaunchDims, LaunchShape, RoundedOperands,
 };
 pub use params::{params, CType, Param};

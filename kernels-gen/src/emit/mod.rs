@@ -78,7 +78,7 @@ pub struct GeneratedKernel {
 /// carries one `#error` line per problem, so compiling it fails with that message; use
 /// [`try_emit`] to get the problem as an error instead.
 pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
-    emit_with(spec, RoundedOperands::NONE)
+    emit_rounded(spec, RoundedOperands::NONE)
 }
 
 /// Operands of a TF32 contraction that its launcher has rounded to TF32 in memory, so that the
@@ -108,25 +108,31 @@ pub fn takes_rounded_operands(spec: &KernelSpec) -> bool {
     contraction::takes_rounded_operands(spec)
 }
 
+/// The entry-point name of [`emit_rounded`]`(spec, rounded)`'s kernel, without generating it.
+pub fn rounded_name(spec: &KernelSpec, rounded: RoundedOperands) -> String {
+    rounded_entry(&spec.name(), spec, rounded).into_owned()
+}
+
+/// [`rounded_name`] from `name`, the entry point of [`emit`]`(spec)` (a launcher holding it
+/// saves hashing the spec again): `name` itself where nothing is rounded.
+pub fn rounded_entry<'a>(
+    name: &'a str,
+    spec: &KernelSpec,
+    rounded: RoundedOperands,
+) -> std::borrow::Cow<'a, str> {
+    if rounded == RoundedOperands::NONE || !takes_rounded_operands(spec) {
+        std::borrow::Cow::Borrowed(name)
+    } else {
+        std::borrow::Cow::Owned(format!("{name}_r{}", rounded.mask()))
+    }
+}
+
 /// The kernel of `spec` for operands its launcher rounded to TF32 in memory (`rounded`):
 /// [`emit`]'s kernel where `rounded` is [`RoundedOperands::NONE`] or `spec` does not
 /// [take rounded operands](takes_rounded_operands); else the same kernel, named
 /// `{name}_r{mask}`, that leaves those operands' staged chunks as they are. Its results equal
 /// [`emit`]'s bit for bit when the operands are rounded as `cvt.rna.tf32.f32` rounds them.
 pub fn emit_rounded(spec: &KernelSpec, rounded: RoundedOperands) -> GeneratedKernel {
-    emit_with(spec, rounded)
-}
-
-/// The entry-point name of [`emit_rounded`]`(spec, rounded)`'s kernel, without generating it.
-pub fn rounded_name(spec: &KernelSpec, rounded: RoundedOperands) -> String {
-    if rounded == RoundedOperands::NONE || !takes_rounded_operands(spec) {
-        spec.name()
-    } else {
-        format!("{}_r{}", spec.name(), rounded.mask())
-    }
-}
-
-fn emit_with(spec: &KernelSpec, rounded: RoundedOperands) -> GeneratedKernel {
     let name = rounded_name(spec, rounded);
     let launch = launch_shape(spec);
     let (preamble, statements) = match &spec.form {

@@ -39,16 +39,16 @@ pub(crate) fn run(
         None => tf32_operands::round(cx, f, inputs)?,
         Some(_) => tf32_operands::RoundedCopies::none(),
     };
-    let name = kernels_gen::rounded_name(&f.spec, copies.rounded);
+    let name = kernels_gen::rounded_entry(&f.name, &f.spec, copies.rounded);
     if copies.rounded != kernels_gen::RoundedOperands::NONE {
         let Form::Contraction { a, b, .. } = &f.spec.form else {
             return Err(invalid(format!("kernel {name} is not a contraction")));
         };
+        // One copy stands for B, and for A too where A is the same matrix.
         for (param, arg) in kernels_gen::params(&f.spec).iter().zip(args.iter_mut()) {
             match param {
-                Param::InputPtr(k) if *k == *b => *arg = KernelArg::Ptr(copies.b),
-                Param::InputPtr(k) if *k == *a && copies.rounded.a => {
-                    *arg = KernelArg::Ptr(copies.a)
+                Param::InputPtr(k) if *k == *b || (*k == *a && copies.rounded.a) => {
+                    *arg = KernelArg::Ptr(copies.copy)
                 }
                 _ => {}
             }

@@ -24,11 +24,10 @@ const MIN_ROWS: usize = 1024;
 /// Rounded copies of a contraction's operands, in the lane's scratch, which stays locked (so
 /// no other step on this lane can reuse it) until the contraction is launched.
 pub(crate) struct RoundedCopies<'a> {
-    /// Which operands the copies stand for.
+    /// Which operands the copy stands for (`B`, and `A` where it is the same matrix).
     pub(crate) rounded: RoundedOperands,
-    /// The address of the rounded `A` (where `rounded.a`) and `B` (where `rounded.b`).
-    pub(crate) a: u64,
-    pub(crate) b: u64,
+    /// The address of the rounded copy (0 where nothing is rounded).
+    pub(crate) copy: u64,
     _scratch: Option<MutexGuard<'a, GrowBuffer>>,
 }
 
@@ -37,8 +36,7 @@ impl RoundedCopies<'_> {
     pub(crate) fn none() -> RoundedCopies<'static> {
         RoundedCopies {
             rounded: RoundedOperands::NONE,
-            a: 0,
-            b: 0,
+            copy: 0,
             _scratch: None,
         }
     }
@@ -90,8 +88,7 @@ pub(crate) fn round<'a, B: BufferInfo + DeviceAddress>(
     }
     Ok(RoundedCopies {
         rounded: RoundedOperands { a: same, b: true },
-        a: if same { copy } else { 0 },
-        b: copy,
+        copy,
         _scratch: Some(scratch),
     })
 }
