@@ -127,6 +127,22 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {NAME}(
 }
 "#;
 
+/// The entry point of [`partial_kernel`]`(dtype)`, without building its source.
+pub fn partial_name(dtype: ScalarType) -> &'static str {
+    match dtype {
+        ScalarType::F32 => "pk_label_row_sums_f32",
+        ScalarType::F64 => "pk_label_row_sums_f64",
+    }
+}
+
+/// The entry point of [`reduce_kernel`]`(dtype)`, without building its source.
+pub fn reduce_name(dtype: ScalarType) -> &'static str {
+    match dtype {
+        ScalarType::F32 => "pk_label_row_sums_reduce_f32",
+        ScalarType::F64 => "pk_label_row_sums_reduce_f64",
+    }
+}
+
 /// The first pass: parameters `(const long long n, const long long d, const long long k,
 /// const long long rows_per_block, const T* x, const unsigned int* labels, T* partial)`;
 /// entry point `pk_label_row_sums_{f32|f64}`. Launch: [`LabelRowSumsLayout::partial_dims`].
@@ -294,6 +310,10 @@ mod tests {
             assert!(!p.source.contains("{UNROLL}") && !p.source.contains("{T}"));
             let r = reduce_kernel(dtype);
             assert!(r.source.contains(&format!("{}(", r.name)));
+        }
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            assert_eq!(partial_kernel(dtype).name, partial_name(dtype));
+            assert_eq!(reduce_kernel(dtype).name, reduce_name(dtype));
         }
         assert_eq!(
             partial_kernel(ScalarType::F32).name,

@@ -7,7 +7,9 @@ use crate::cuda::errors::{driver_error, invalid};
 use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
 use cudarc::driver::sys::CUfunction_attribute;
-use kernels_gen::label_row_sums::{partial_kernel, reduce_kernel, LabelRowSumsLayout};
+use kernels_gen::label_row_sums::{
+    partial_kernel, partial_name, reduce_kernel, reduce_name, LabelRowSumsLayout,
+};
 use popcorn_dsl::ops::LABEL_SUMS_VECTOR_MAX_WORK;
 
 /// Runs a label-sums step: inputs `(x, labels)`, output the `k` sums (x a column vector) or the
@@ -93,15 +95,15 @@ unsafe fn row_sums(
     }
     let dtype = cx.scalar();
     let elem_bytes = cx.elem().size_bytes() as u64;
-    let first = partial_kernel(dtype);
-    let second = reduce_kernel(dtype);
+    // The names only: the sources are built the first time a kernel is compiled.
+    let (first, second) = (partial_name(dtype), reduce_name(dtype));
     let device = cx.device;
     let partial_fn = device
         .kernels
-        .function(&first.name, || first.source.clone())?;
+        .function(first, || partial_kernel(dtype).source)?;
     let reduce_fn = device
         .kernels
-        .function(&second.name, || second.source.clone())?;
+        .function(second, || reduce_kernel(dtype).source)?;
     let limits = &device.limits;
     let layout = LabelRowSumsLayout::new(n as u64, d as u64, k as u64, elem_bytes, limits, |s| {
         limits.blocks_per_sm(u64::from(s))
@@ -128,7 +130,7 @@ unsafe fn row_sums(
             driver_error(
                 &format!(
                     "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = {most}) for {}",
-                    first.name
+                    first
                 ),
                 e,
             )
@@ -162,7 +164,7 @@ unsafe fn row_sums(
         driver::launch(
             cx.stream,
             &partial_fn,
-            &first.name,
+            first,
             layout.partial_dims(),
             &mut first_args,
         )?;
@@ -179,7 +181,7 @@ unsafe fn row_sums(
         driver::launch(
             cx.stream,
             &reduce_fn,
-            &second.name,
+            second,
             layout.reduce_dims(),
             &mut second_args,
         )
