@@ -47,7 +47,20 @@ pub fn syrk<T: Real>(
     let mut i0 = 0;
     while i0 < n {
         let i1 = (i0 + PANEL).min(n);
-        upper_panel(trans, n, k, alpha, a, lda, beta, c, ldc, i0, i1)?;
+        // C[i0..i1, i0..n]: the panel's upper trapezoid.
+        panel_gemm(
+            trans,
+            n,
+            k,
+            alpha,
+            a,
+            lda,
+            beta,
+            &mut c[i0 * ldc + i0..],
+            ldc,
+            i0,
+            i1,
+        )?;
         mirror_panel(c, n, ldc, i0, i1);
         i0 = i1;
     }
@@ -130,36 +143,6 @@ pub fn syrk_rows<T: Real>(
         i0 = i1;
     }
     Ok(())
-}
-
-/// Computes `C[i0..i1, i0..n]` = `alpha * op(A)[i0..i1, :] * op(A)[i0..n, :]^T + beta * C[..]`.
-#[allow(clippy::too_many_arguments)]
-fn upper_panel<T: Real>(
-    trans: bool,
-    n: usize,
-    k: usize,
-    alpha: T,
-    a: &[T],
-    lda: usize,
-    beta: T,
-    c: &mut [T],
-    ldc: usize,
-    i0: usize,
-    i1: usize,
-) -> Result<(), CpuError> {
-    panel_gemm(
-        trans,
-        n,
-        k,
-        alpha,
-        a,
-        lda,
-        beta,
-        &mut c[i0 * ldc + i0..],
-        ldc,
-        i0,
-        i1,
-    )
 }
 
 /// The GEMM of panel rows `i0..i1`: `c_panel` starts at the panel's entry `(i0, i0)` of C.
