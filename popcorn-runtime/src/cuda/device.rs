@@ -10,8 +10,8 @@ use crate::cuda::memory::GrowBuffer;
 use crate::cuda::nvrtc::KernelCache;
 use crate::cuda::sparse::SparseOps;
 use crate::error::RuntimeError;
-use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 use kernels_gen::cluster_sums::DeviceLimits;
 use kernels_gen::LaunchShape;
 use std::collections::HashMap;
@@ -64,6 +64,40 @@ impl Device {
             kernels: &self.kernels,
             stream,
         }
+    }
+
+    /// Lets `function` launch with up to the device's largest opt-in dynamic shared memory, after
+    /// checking that this launch's `needed` bytes fit (`what` names the launch in the error).
+    /// The attribute belongs to the kernel, which threads sharing the device launch at other
+    /// sizes: set to the largest value, not to this launch's, it never drops below what another
+    /// thread's launch needs between that thread's setting and its launch.
+    pub(crate) fn allow_opt_in_shared(
+        &self,
+        function: &CudaFunction,
+        needed: u64,
+        what: &dyn Fn() -> String,
+    ) -> Result<(), RuntimeError> {
+        let most = self.limits.shared_bytes_per_block_optin;
+        if needed > u64::from(most) {
+            return Err(RuntimeError::InvalidData(format!(
+                "{} needs {needed} bytes of shared memory per block and this device allows {most}",
+                what()
+            )));
+        }
+        function
+            .set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                i32::try_from(most).unwrap_or(i32::MAX),
+            )
+            .map_err(|e| {
+                driver_error(
+                    &format!(
+                        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = {most}) for {}",
+                        what()
+                    ),
+                    e,
+                )
+            })
     }
 
     /// Makes the device's context current on the calling thread.

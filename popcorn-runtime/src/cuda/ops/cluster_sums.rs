@@ -170,12 +170,9 @@ pub(crate) unsafe fn launch_cluster_sums(
         .kernels
         .function(&name, || cluster_sums(&variant).source)?;
     let shared = plan.shared_bytes;
-    function
-        .set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            shared as i32,
-        )
-        .map_err(|e| driver_error("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", e))?;
+    device.allow_opt_in_shared(&function, u64::from(shared), &|| {
+        format!("the cluster sums kernel {name}")
+    })?;
     // All of the unified L1/shared storage as shared memory: the kernel reads M through
     // cp.async into shared memory and needs L1 for nothing else.
     function

@@ -7,11 +7,10 @@ use super::{tf32_operands, Io, StepCx};
 use crate::backend::{Arg, BufferInfo, ElemType};
 use crate::cuda::args::{check_buffer, kind};
 use crate::cuda::driver::{self, KernelArg};
-use crate::cuda::errors::{driver_error, invalid};
+use crate::cuda::errors::invalid;
 use crate::cuda::memory::DeviceAddress;
 use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
-use cudarc::driver::sys::CUfunction_attribute;
 use kernel_ir::{Access, Form, OutputShape, ScalarType};
 use kernels_gen::LaunchShape;
 use kernels_gen::Param;
@@ -77,22 +76,13 @@ pub(crate) fn run(
         (Some((r0, r1)), _) => shape.band_grid_block(f.rows as u64, r0 as u64, r1 as u64),
     };
     if dims.2 > STATIC_SHARED_LIMIT {
-        // Beyond the default 48 KiB (by-label bins, pipelined staging): opt in (the driver
-        // refuses what the device cannot hold, and the error names the kernel).
-        function
-            .set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                i32::try_from(dims.2).unwrap_or(i32::MAX),
-            )
-            .map_err(|e| {
-                driver_error(
-                    &format!(
-                        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = {}) for kernel {} \
-                         ({} by-label columns, depth {}); plan with fewer clusters per \
-                         contraction, or without fused contractions (POPCORN_CONTRACTIONS=never)",
-                        dims.2, f.name, f.width, f.depth
-                    ),
-                    e,
+        // Beyond the default 48 KiB (by-label bins, pipelined staging): opt in.
+        cx.device
+            .allow_opt_in_shared(&function, u64::from(dims.2), &|| {
+                format!(
+                    "kernel {} ({} by-label columns, depth {}; plan with fewer clusters per \
+                     contraction, or without fused contractions: POPCORN_CONTRACTIONS=never)",
+                    f.name, f.width, f.depth
                 )
             })?;
     }

@@ -3,10 +3,9 @@
 use super::{vector_len, Io, StepCx};
 use crate::cuda::args::{count, dense, index, shape, Dense};
 use crate::cuda::driver::{self, KernelArg};
-use crate::cuda::errors::{driver_error, invalid};
+use crate::cuda::errors::invalid;
 use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
-use cudarc::driver::sys::CUfunction_attribute;
 use kernels_gen::label_row_sums::{
     partial_kernel, partial_name, reduce_kernel, reduce_name, LabelRowSumsLayout,
 };
@@ -117,24 +116,9 @@ unsafe fn row_sums(
             limits.shared_bytes_per_block_optin
         ))
     })?;
-    // The device's largest opt-in, not this launch's size: the attribute belongs to the kernel,
-    // which threads sharing the device launch at other sizes (k), so a smaller value set by one
-    // between another's setting and its launch would make that launch invalid.
-    let most = limits.shared_bytes_per_block_optin;
-    partial_fn
-        .set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            i32::try_from(most).unwrap_or(i32::MAX),
-        )
-        .map_err(|e| {
-            driver_error(
-                &format!(
-                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = {most}) for {}",
-                    first
-                ),
-                e,
-            )
-        })?;
+    device.allow_opt_in_shared(&partial_fn, u64::from(layout.shared_bytes), &|| {
+        format!("the label sums of rows ({first})")
+    })?;
     let partial_bytes = usize::try_from(layout.partial_elems * elem_bytes).map_err(|_| {
         invalid(format!(
             "label sums of rows: {} partial sums do not fit this machine's addresses",
