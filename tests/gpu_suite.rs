@@ -1244,3 +1244,120 @@ fn normalized_cut_matches_the_cpu() {
         }
     }
 }
+
+/// Uploads `h` (a dense or index input) to `ctx`.
+fn upload(ctx: &Context, h: &Host) -> Tensor {
+    match h {
+        Host::Dense(r, c, v) => ctx.dense(*r, *c, v).unwrap(),
+        Host::Index(l) => ctx.index(l).unwrap(),
+        _ => panic!("not a tensor input"),
+    }
+}
+
+/// Runs recorded as CUDA graphs (a GPU context's default) against runs queued step by step:
+/// Kernel K-means iterations (K stored, and K recomputed from the points), ten on one context
+/// with the labels fed back through swapped tensors as the library does (two recordings, one
+/// per way round), the points and labels rewritten in place between runs, and a larger problem
+/// run part way on the recording context, which reallocates its scratch memory (recordings
+/// made before are then stale and made again). Every run's outputs agree with the step-by-step
+/// context's, and runs were replayed.
+#[test]
+fn recorded_runs_match_runs_step_by_step() {
+    let (Some(graphs), Some(plain)) = (gpu(DType::F32), gpu(DType::F32)) else {
+        return;
+    };
+    let (graphs, plain) = (graphs.with_graphs(true), plain.with_graphs(false));
+    let mut rng = SplitMix64::new(seed());
+    let programs = common::example_programs();
+    for (name, n, k, d) in [
+        ("kkmeans_recompute_polynomial", 3001, 7, 19),
+        ("kkmeans_iteration", 1500, 5, 1),
+    ] {
+        let p = &programs[name];
+        let dims = BTreeMap::from([("n", n), ("k", k), ("d", d), ("m", 1)]);
+        let inputs = inputs_for(p, &mut rng, &dims);
+        let data = if name == "kkmeans_iteration" {
+            "K"
+        } else {
+            "X"
+        };
+        // Each context's tensors: the data, and two label tensors swapped every iteration.
+        let tensors = |ctx: &Context| (upload(ctx, &inputs[data]), upload(ctx, &inputs["labels"]));
+        let (g_data, mut g_labels) = tensors(&graphs);
+        let (p_data, mut p_labels) = tensors(&plain);
+        let scalars: Vec<(&str, f64)> = inputs
+            .iter()
+            .filter_map(|(k, h)| match h {
+                Host::Scalar(x) => Some((*k, *x)),
+                _ => None,
+            })
+            .collect();
+        let (mut g_out, mut p_out) = (Outputs::default(), Outputs::default());
+        let before = graphs.replayed_runs();
+        for it in 0..10 {
+            if it == 4 || it == 8 {
+                // New data in place (recordings read their tensors' current contents).
+                let fresh = match &inputs[data] {
+                    Host::Dense(r, c, v) => {
+                        let scale = 1.0 + 0.1 * it as f64;
+                        Host::Dense(*r, *c, v.iter().map(|x| x * scale).collect())
+                    }
+                    _ => unreachable!(),
+                };
+                if let Host::Dense(_, _, v) = &fresh {
+                    graphs.write_f64(&g_data, v).unwrap();
+                    plain.write_f64(&p_data, v).unwrap();
+                }
+            }
+            if it == 6 {
+                // A larger problem on the recording context: its scratch memory grows.
+                let big = BTreeMap::from([("n", 4 * n + 3), ("k", k), ("d", d), ("m", 1)]);
+                let big_inputs = inputs_for(p, &mut rng, &big);
+                let _ = run(&graphs, p, &big_inputs, &[("k", k)]);
+            }
+            let mut g_args = Args::new()
+                .tensor(data, &g_data)
+                .tensor("labels", &g_labels)
+                .dim("k", k);
+            let mut p_args = Args::new()
+                .tensor(data, &p_data)
+                .tensor("labels", &p_labels)
+                .dim("k", k);
+            for (s, x) in &scalars {
+                g_args = g_args.scalar(s, *x);
+                p_args = p_args.scalar(s, *x);
+            }
+            graphs.run_into(p, &g_args, &mut g_out).unwrap();
+            plain.run_into(p, &p_args, &mut p_out).unwrap();
+            let what = format!("{name} iteration {it}");
+            let (go, po) = (
+                g_out.scalar("objective").unwrap(),
+                p_out.scalar("objective").unwrap(),
+            );
+            assert!(
+                (go - po).abs() <= 1e-5 * po.abs().max(1.0),
+                "{what}: objective {go} recorded, {po} step by step"
+            );
+            let gl = graphs.to_u32(g_out.tensor("new_labels").unwrap()).unwrap();
+            let pl = plain.to_u32(p_out.tensor("new_labels").unwrap()).unwrap();
+            let same = gl.iter().zip(&pl).filter(|(a, b)| a == b).count();
+            assert!(
+                same as f64 >= 0.995 * n as f64,
+                "{what}: {same} of {n} labels agree"
+            );
+            // The step-by-step labels go on in both (so near-ties cannot make them drift),
+            // written into the tensor the next run reads, swapped as the library swaps them.
+            let g_next = g_out.take("new_labels").unwrap();
+            graphs.write_u32(&g_next, &pl).unwrap();
+            g_out.insert("new_labels", std::mem::replace(&mut g_labels, g_next));
+            let p_next = p_out.take("new_labels").unwrap();
+            p_out.insert("new_labels", std::mem::replace(&mut p_labels, p_next));
+        }
+        assert!(
+            graphs.replayed_runs() >= before + 4,
+            "{name}: {} runs replayed",
+            graphs.replayed_runs() - before
+        );
+        assert_eq!(plain.replayed_runs(), 0, "{name}: graphs off, yet replayed");
+    }
+}

@@ -3,13 +3,14 @@
 //! | variable | field | effect |
 //! |---|---|---|
 //! | `POPCORN_DEVICE=cpu\|cuda\|cuda:N` | [`Settings::device`] | where `Context::from_env()` runs (default: the first usable GPU, else the CPU) |
-//! | `POPCORN_LOG=plan,fusion,cache,time` (or `all`) | [`Settings::log`] | the graph after each pass and the final plan; why each producer fused or not; kernel-cache hits and compiles; every step's device time with its rates |
+//! | `POPCORN_LOG=plan,fusion,cache,time,graphs` (or `all`) | [`Settings::log`] | the graph after each pass and the final plan; why each producer fused or not; kernel-cache hits and compiles; every step's device time with its rates; every run recorded as a CUDA graph, and why a plan is not |
 //! | `POPCORN_DUMP_DIR=dir` | [`Settings::dump_dir`] | every new plan (text, DOT, JSON) and every generated kernel's `.cu` and `.ptx` |
 //! | `POPCORN_SYNC=1` | [`Settings::sync`] | synchronise and check after every step, naming the step that failed |
 //! | `POPCORN_NO_FUSION=1` | [`Settings::no_fusion`] | every element-wise operation its own kernel |
 //! | `POPCORN_CLUSTER_SUMS_MAX_K=N`, `POPCORN_NO_CLUSTER_SUMS=1` | [`Settings::cluster_sums_max_k`] | the cluster-sums and label-sums patterns on up to `N` clusters, or off |
 //! | `POPCORN_TF32=1` | [`Settings::tf32`] | dense products (GEMM, SYRK) on TF32 tensor cores |
 //! | `POPCORN_SYRK_BLOCK_ROWS=B` | [`Settings::syrk_block_rows`] | rows per GEMM block row of a SYRK on the GPU (`0`: cuBLAS SYRK) |
+//! | `POPCORN_NO_GRAPHS=1` | [`Settings::no_graphs`] | every run of a plan queues its steps one by one, instead of replaying the CUDA graph recorded at its second run with the same tensors |
 //! | `POPCORN_NO_OVERLAP=1` | [`Settings::no_overlap`] | a SYRK's map after the whole product instead of band by band beside it |
 //! | `POPCORN_TF32_ROUND_IN_KERNEL=1` | [`Settings::tf32_round_in_kernel`] | TF32 contractions round every staged chunk of their operands instead of rounding the operands once in memory first |
 //! | `POPCORN_CACHE_DIR=dir` | [`Settings::cache_dir`] | where compiled kernels are kept (default `$XDG_CACHE_HOME/popcorn/kernels`, else `~/.cache/popcorn/kernels`) |
@@ -36,6 +37,8 @@ pub struct LogTopics {
     pub cache: bool,
     /// `time`: every step's device time with its rates.
     pub time: bool,
+    /// `graphs`: every run recorded as a CUDA graph, and why a plan's runs are not.
+    pub graphs: bool,
 }
 
 impl LogTopics {
@@ -50,12 +53,14 @@ impl LogTopics {
                 "fusion" => t.fusion = true,
                 "cache" => t.cache = true,
                 "time" => t.time = true,
+                "graphs" => t.graphs = true,
                 "all" => {
                     t = LogTopics {
                         plan: true,
                         fusion: true,
                         cache: true,
                         time: true,
+                        graphs: true,
                     }
                 }
                 other => unknown.push(other.to_string()),
@@ -86,6 +91,8 @@ pub struct Settings {
     pub syrk_block_rows: Option<usize>,
     /// `POPCORN_NO_OVERLAP`.
     pub no_overlap: bool,
+    /// `POPCORN_NO_GRAPHS`.
+    pub no_graphs: bool,
     /// `POPCORN_TF32_ROUND_IN_KERNEL`.
     pub tf32_round_in_kernel: bool,
     /// `POPCORN_CACHE_DIR`, else `$XDG_CACHE_HOME/popcorn/kernels`, else
@@ -139,7 +146,7 @@ impl Settings {
         let (log, unknown) = LogTopics::parse(&value("POPCORN_LOG").unwrap_or_default());
         if !unknown.is_empty() {
             problems.push(format!(
-                "POPCORN_LOG: unknown topic(s) {}; the topics are plan, fusion, cache, time, all",
+                "POPCORN_LOG: unknown topic(s) {}; the topics are plan, fusion, cache, time, graphs, all",
                 unknown.join(", ")
             ));
         }
@@ -174,6 +181,7 @@ impl Settings {
             tf32: flag("POPCORN_TF32"),
             syrk_block_rows,
             no_overlap: flag("POPCORN_NO_OVERLAP"),
+            no_graphs: flag("POPCORN_NO_GRAPHS"),
             tf32_round_in_kernel: flag("POPCORN_TF32_ROUND_IN_KERNEL"),
             cache_dir,
             require_gpu: flag("POPCORN_REQUIRE_GPU"),
@@ -256,13 +264,14 @@ mod tests {
             ("POPCORN_LOG", "plan,time"),
             ("POPCORN_DEVICE", "cuda:1"),
             ("POPCORN_CPU_RANKS", "3"),
+            ("POPCORN_NO_GRAPHS", "1"),
             ("HOME", "/home/u"),
         ]);
         assert_eq!(s.cpu_ranks, Some(3));
-        assert!(s.sync && !s.tf32 && !s.no_fusion);
+        assert!(s.sync && !s.tf32 && !s.no_fusion && s.no_graphs);
         assert_eq!(s.cluster_sums_max_k, Some(64));
         assert_eq!(s.syrk_block_rows, Some(2048));
-        assert!(s.log.plan && s.log.time && !s.log.cache && !s.log.fusion);
+        assert!(s.log.plan && s.log.time && !s.log.cache && !s.log.fusion && !s.log.graphs);
         assert_eq!(s.device.as_deref(), Some("cuda:1"));
         assert_eq!(
             s.cache_dir,
@@ -270,7 +279,7 @@ mod tests {
         );
         assert!(s.problems.is_empty());
         let all = from(&[("POPCORN_LOG", "all"), ("POPCORN_NO_CLUSTER_SUMS", "yes")]);
-        assert!(all.log.plan && all.log.fusion && all.log.cache && all.log.time);
+        assert!(all.log.plan && all.log.fusion && all.log.cache && all.log.time && all.log.graphs);
         assert_eq!(all.cluster_sums_max_k, Some(0));
     }
 

@@ -204,6 +204,10 @@ pub trait Backend: Send + Sync {
     /// marks when the work queued before it finishes), on the CPU the current instant.
     type Mark: Send + Sync;
 
+    /// A run's work recorded once and queued again ([`Backend::record`], [`Backend::replay`]):
+    /// a CUDA graph on a GPU; [`NoRecording`] where the backend cannot record.
+    type Recording: Send;
+
     /// A one-line description (`cpu (16 threads)`, `cuda:0 NVIDIA H100 80GB HBM3 (sm_90)`).
     fn describe(&self) -> String;
 
@@ -300,4 +304,34 @@ pub trait Backend: Send + Sync {
     /// Milliseconds from mark `a` to mark `b` (recorded after `a`). Waits for the work before
     /// `b` to finish on a GPU.
     fn elapsed_ms(&self, a: &Self::Mark, b: &Self::Mark) -> Result<f64, RuntimeError>;
+
+    /// Whether [`Backend::record`] can record (false by default).
+    fn can_record(&self) -> bool {
+        false
+    }
+
+    /// Records instead of running: calls `queue`, which queues work (a plan's steps) as it
+    /// would to run it, and returns that work recorded, not run. `Ok(None)` where the backend
+    /// cannot record (the default); an error where `queue` failed or queued what cannot be
+    /// recorded (nothing then ran, and the backend is as before).
+    fn record(
+        &self,
+        queue: &mut dyn FnMut() -> Result<(), RuntimeError>,
+    ) -> Result<Option<Self::Recording>, RuntimeError> {
+        let _ = queue;
+        Ok(None)
+    }
+
+    /// Queues a recording's work again, on the buffers it was recorded with. `Ok(false)`, with
+    /// nothing queued, where it may not be replayed any more (scratch memory it uses was
+    /// reallocated since): record again.
+    fn replay(&self, recording: &Self::Recording) -> Result<bool, RuntimeError>;
+
+    /// The address of a buffer's memory: with the lengths, what identifies the buffers a
+    /// recording was made with.
+    fn address(&self, buf: &Self::Buf) -> u64;
 }
+
+/// The recording of a backend that cannot record: no value exists.
+#[derive(Debug)]
+pub enum NoRecording {}

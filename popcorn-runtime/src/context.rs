@@ -8,8 +8,9 @@ use crate::cpu_backend::CpuBackend;
 use crate::cuda::CudaBackend;
 use crate::device::DeviceSpec;
 use crate::error::RuntimeError;
-use crate::executor::{execute, Workspace};
+use crate::executor::Workspace;
 use crate::ranks::InMemory;
+use crate::recorded::Recorded;
 use crate::tensor::{Tensor, TensorData, TensorShape};
 use popcorn_dsl::plan::collective::PartitionSpec;
 use popcorn_dsl::plan::{Home, Plan, ValueKind};
@@ -53,6 +54,8 @@ impl TensorStore for CudaBackend {
 struct Prepared<B: Backend> {
     plan: Arc<Plan>,
     workspace: Mutex<Workspace<B>>,
+    /// Its runs recorded as CUDA graphs, by their tensors.
+    recorded: Recorded<B>,
 }
 
 /// A backend with its plan cache.
@@ -102,6 +105,8 @@ pub struct Context {
     config: PlannerConfig,
     /// Plans are made for this machine instead of the backend's own target.
     target: Option<popcorn_dsl::Target>,
+    /// Runs may be recorded and replayed as CUDA graphs ([`Context::with_graphs`]).
+    graphs: bool,
 }
 
 fn dense_arg<'a, B>(bufs: &'a [B], shape: TensorShape) -> Arg<'a, B> {
@@ -156,6 +161,7 @@ impl Context {
             engine,
             config,
             target: None,
+            graphs: !popcorn_dsl::settings::settings().no_graphs,
         })
     }
 
@@ -170,6 +176,7 @@ impl Context {
             }),
             config: cpu_config(),
             target: None,
+            graphs: false,
         }
     }
 
@@ -183,6 +190,25 @@ impl Context {
     pub fn with_dtype(mut self, dtype: DType) -> Context {
         self.config.dtype = dtype;
         self
+    }
+
+    /// The same context with runs recorded and replayed as CUDA graphs (`on`, the default
+    /// unless `POPCORN_NO_GRAPHS` is set) or always queued step by step: from the third run
+    /// of a plan with the same tensors, scalars and sizes, a GPU context launches the run's
+    /// kernels as one graph recorded at the second (plans of popcorn's own kernels; see
+    /// [`Context::replayed_runs`]). Results are those of the runs step by step.
+    pub fn with_graphs(mut self, on: bool) -> Context {
+        self.graphs = on;
+        self
+    }
+
+    /// How many runs so far replayed a recorded CUDA graph (0 on the CPU).
+    pub fn replayed_runs(&self) -> u64 {
+        with_engine!(self, e => e
+            .plans
+            .lock()
+            .map(|plans| plans.values().map(|p| p.recorded.replays()).sum())
+            .unwrap_or(0))
     }
 
     /// The same context with another planner configuration (its dtype included).
@@ -581,6 +607,7 @@ impl Context {
         let prepared = Arc::new(Prepared {
             plan: Arc::new(plan),
             workspace: Mutex::new(workspace),
+            recorded: Recorded::default(),
         });
         plans.insert(key, prepared.clone());
         Ok(prepared)
@@ -696,7 +723,9 @@ impl Context {
             if plan.partition.is_some() {
                 crate::ranks::execute(b, plan, &InMemory, &ins, &outs, scalars, dims)?;
             } else {
-                execute(b, plan, &ws, &ins, &outs, scalars, dims)?;
+                prepared
+                    .recorded
+                    .run(self.graphs, b, plan, &ws, &ins, &outs, scalars, dims)?;
             }
         }
         // Scalar outputs: host expressions, or 1 x 1 results read back.

@@ -2,7 +2,7 @@
 //! (multithreaded with rayon). It is the fallback where no GPU exists and the reference every
 //! GPU result is tested against.
 
-use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
+use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec, NoRecording};
 use crate::cpu::{self, CsrRef, FusedArg, FusedOut, Real};
 use crate::error::RuntimeError;
 use crate::host_memory;
@@ -188,6 +188,7 @@ impl Default for CpuBackend {
 impl Backend for CpuBackend {
     type Buf = CpuBuffer;
     type Mark = Instant;
+    type Recording = NoRecording;
 
     fn describe(&self) -> String {
         format!("cpu ({} threads)", rayon::current_num_threads())
@@ -286,6 +287,15 @@ impl Backend for CpuBackend {
 
     fn elapsed_ms(&self, a: &Instant, b: &Instant) -> Result<f64, RuntimeError> {
         Ok(b.saturating_duration_since(*a).as_secs_f64() * 1e3)
+    }
+
+    fn replay(&self, recording: &NoRecording) -> Result<bool, RuntimeError> {
+        match *recording {}
+    }
+
+    fn address(&self, buf: &CpuBuffer) -> u64 {
+        // The buffer itself: its data never moves out of it.
+        buf as *const CpuBuffer as u64
     }
 }
 

@@ -88,17 +88,19 @@ pub fn execute<B: Backend>(
     scalars: &ScalarBindings,
     dims: &DimBindings,
 ) -> Result<(), RuntimeError> {
-    if workspace.buffers.len() != plan.buffers.len() {
-        return Err(RuntimeError::InvalidData(format!(
-            "the workspace holds {} buffers but the plan of `{}` has {}: allocate it for this plan",
-            workspace.buffers.len(),
-            plan.program,
-            plan.buffers.len()
-        )));
-    }
-    // Transient buffers live for this run.
-    let transient: Vec<Option<B::Buf>> = plan
-        .buffers
+    let transient = allocate_transient(backend, plan)?;
+    execute_with(
+        backend, plan, workspace, &transient, inputs, outputs, scalars, dims,
+    )
+}
+
+/// The plan's transient buffers (those a run allocates for itself), by buffer; `None` for
+/// the workspace's.
+pub(crate) fn allocate_transient<B: Backend>(
+    backend: &B,
+    plan: &Plan,
+) -> Result<Vec<Option<B::Buf>>, RuntimeError> {
+    plan.buffers
         .iter()
         .map(|b| {
             if b.transient {
@@ -109,11 +111,33 @@ pub fn execute<B: Backend>(
                 Ok(None)
             }
         })
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
+
+/// [`execute`] with the transient buffers given ([`allocate_transient`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn execute_with<B: Backend>(
+    backend: &B,
+    plan: &Plan,
+    workspace: &Workspace<B>,
+    transient: &[Option<B::Buf>],
+    inputs: &HashMap<String, Arg<'_, B::Buf>>,
+    outputs: &HashMap<String, Arg<'_, B::Buf>>,
+    scalars: &ScalarBindings,
+    dims: &DimBindings,
+) -> Result<(), RuntimeError> {
+    if workspace.buffers.len() != plan.buffers.len() || transient.len() != plan.buffers.len() {
+        return Err(RuntimeError::InvalidData(format!(
+            "the workspace holds {} buffers but the plan of `{}` has {}: allocate it for this plan",
+            workspace.buffers.len(),
+            plan.program,
+            plan.buffers.len()
+        )));
+    }
     let env = Env {
         plan,
         workspace,
-        transient: &transient,
+        transient,
         inputs,
         outputs,
         scalars,

@@ -3,8 +3,9 @@
 //!
 //! A [`Context`] picks a device ([`DeviceSpec`]: `POPCORN_DEVICE=cpu|cuda|cuda:N`, default the
 //! first usable GPU), plans each program for its backend's [target](popcorn_dsl::Target) once
-//! per shape signature (cached with its workspace) and runs it through the [`executor`], or,
-//! for a plan partitioned over several ranks, through [`ranks`]. Plans
+//! per shape signature (cached with its workspace) and runs it through the [`executor`] (on a
+//! GPU, from its third run with the same tensors, by replaying a CUDA graph recorded at the
+//! second), or, for a plan partitioned over several ranks, through [`ranks`]. Plans
 //! are portable: the same plan runs on both backends, and the CPU backend is the reference
 //! every GPU result is tested against.
 #![warn(missing_docs)]
@@ -21,6 +22,7 @@ pub mod error;
 pub mod executor;
 pub mod host_memory;
 pub mod ranks;
+mod recorded;
 pub mod tensor;
 #[cfg(test)]
 mod test_steps;

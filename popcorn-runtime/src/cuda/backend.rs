@@ -7,6 +7,7 @@ use crate::cuda::builtin_ops::CountScratch;
 use crate::cuda::device::{device_limits, Device, LANES};
 use crate::cuda::driver;
 use crate::cuda::errors::{driver_error, invalid};
+use crate::cuda::graphs::{self, CudaRecording};
 use crate::cuda::memory::CudaBuffer;
 use crate::cuda::nvrtc::{CacheSettings, KernelCache, KernelCacheStats};
 use crate::cuda::ops::{self, StepCx};
@@ -147,6 +148,13 @@ impl CudaBackend {
             allow_tf32: config.allow_tf32,
             round_tf32_operands: config.round_tf32_operands,
             limits: device_limits(&ctx)?,
+            capture_streams: [
+                ctx.new_stream()
+                    .map_err(|e| driver_error("cuStreamCreate", e))?,
+                ctx.new_stream_with_priority(greatest)
+                    .map_err(|e| driver_error("cuStreamCreateWithPriority", e))?,
+            ],
+            recorder: Mutex::new(()),
             streams: [stream, side_stream],
             ctx,
         };
@@ -240,6 +248,7 @@ fn device_target(name: &str, capability: (i32, i32), sms: u32, memory: usize) ->
 impl Backend for CudaBackend {
     type Buf = CudaBuffer;
     type Mark = CudaMark;
+    type Recording = CudaRecording;
 
     fn describe(&self) -> String {
         self.description.clone()
@@ -399,7 +408,8 @@ impl Backend for CudaBackend {
     fn join_lanes(&self) -> Result<(), RuntimeError> {
         self.device.bind()?;
         let main = self.device.main();
-        for side in &self.device.streams[1..] {
+        for lane in 1..LANES {
+            let side = self.device.lane(lane)?;
             let joined = side
                 .record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
                 .and_then(|done| main.wait(&done))
@@ -437,6 +447,25 @@ impl Backend for CudaBackend {
         a.0.elapsed_ms(&b.0)
             .map(f64::from)
             .map_err(|e| driver_error("cuEventElapsedTime", e))
+    }
+
+    fn can_record(&self) -> bool {
+        true
+    }
+
+    fn record(
+        &self,
+        queue: &mut dyn FnMut() -> Result<(), RuntimeError>,
+    ) -> Result<Option<CudaRecording>, RuntimeError> {
+        graphs::record(&self.device, queue).map(Some)
+    }
+
+    fn replay(&self, recording: &CudaRecording) -> Result<bool, RuntimeError> {
+        graphs::replay(&self.device, recording)
+    }
+
+    fn address(&self, buf: &CudaBuffer) -> u64 {
+        buf.device_ptr()
     }
 }
 

@@ -26,6 +26,10 @@ pub(crate) struct Device {
     pub(crate) ctx: Arc<CudaContext>,
     /// The lanes: `streams[0]` is the main stream.
     pub(crate) streams: [Arc<CudaStream>; LANES],
+    /// The lanes of a thread recording a graph ([`crate::cuda::graphs`]).
+    pub(crate) capture_streams: [Arc<CudaStream>; LANES],
+    /// Held while a graph is recorded.
+    pub(crate) recorder: Mutex<()>,
     pub(crate) kernels: KernelCache,
     /// cuBLAS, bound to the main stream.
     pub(crate) blas: Mutex<BlasHandle>,
@@ -44,14 +48,23 @@ pub(crate) struct Device {
 }
 
 impl Device {
-    /// The main stream.
+    /// The main stream (of this thread: a capture stream while it records a graph).
     pub(crate) fn main(&self) -> &Arc<CudaStream> {
-        &self.streams[0]
+        &self.lanes()[0]
     }
 
-    /// The stream of lane `lane`.
+    /// This thread's lanes: the capture streams while it records a graph for this device.
+    fn lanes(&self) -> &[Arc<CudaStream>; LANES] {
+        if crate::cuda::graphs::recording_for(self) {
+            &self.capture_streams
+        } else {
+            &self.streams
+        }
+    }
+
+    /// The stream of lane `lane` (of this thread, as [`Device::main`]).
     pub(crate) fn lane(&self, lane: usize) -> Result<&Arc<CudaStream>, RuntimeError> {
-        self.streams.get(lane).ok_or_else(|| {
+        self.lanes().get(lane).ok_or_else(|| {
             RuntimeError::InvalidData(format!(
                 "lane {lane} does not exist: the device has {LANES}"
             ))
@@ -66,21 +79,34 @@ impl Device {
         }
     }
 
-    /// Lets `function` launch with up to the device's largest opt-in dynamic shared memory, after
-    /// checking that this launch's `needed` bytes fit (`what` names the launch in the error).
-    /// The attribute belongs to the kernel, which threads sharing the device launch at other
-    /// sizes: set to the largest value, not to this launch's, it never drops below what another
-    /// thread's launch needs between that thread's setting and its launch.
+    /// Lets `function` launch with as much dynamic shared memory as the device allows it (its
+    /// largest opt-in less the kernel's static shared memory), after checking that this
+    /// launch's `needed` bytes fit (`what` names the launch in the error). The attribute
+    /// belongs to the kernel, which threads sharing the device launch at other sizes: set to
+    /// the largest value, not to this launch's, it never drops below what another thread's
+    /// launch needs between that thread's setting and its launch.
     pub(crate) fn allow_opt_in_shared(
         &self,
         function: &CudaFunction,
         needed: u64,
         what: &dyn Fn() -> String,
     ) -> Result<(), RuntimeError> {
-        let most = self.limits.shared_bytes_per_block_optin;
+        let fixed = function
+            .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+            .map_err(|e| {
+                driver_error(
+                    &format!("cuFuncGetAttribute(SHARED_SIZE_BYTES) for {}", what()),
+                    e,
+                )
+            })?;
+        let most = self
+            .limits
+            .shared_bytes_per_block_optin
+            .saturating_sub(u32::try_from(fixed).unwrap_or(0));
         if needed > u64::from(most) {
             return Err(RuntimeError::InvalidData(format!(
-                "{} needs {needed} bytes of shared memory per block and this device allows {most}",
+                "{} needs {needed} bytes of dynamic shared memory per block and this device \
+                 allows it {most}",
                 what()
             )));
         }

@@ -6,7 +6,23 @@ use crate::cuda::driver;
 use crate::cuda::errors::{driver_error, is_out_of_memory};
 use crate::error::RuntimeError;
 use cudarc::driver::{sys::CUdeviceptr, CudaStream};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The scratch epoch: advanced by every reallocation of scratch memory ([`GrowBuffer`]), whose
+/// old memory CUDA graphs recorded before may use ([`crate::cuda::graphs`]).
+static SCRATCH_EPOCH: Mutex<u64> = Mutex::new(0);
+
+/// Locks the scratch epoch: no scratch memory is reallocated (nor its old memory freed) while
+/// the guard lives.
+pub(crate) fn lock_scratch_epoch() -> MutexGuard<'static, u64> {
+    // The epoch is a plain counter: a panic elsewhere cannot leave it inconsistent.
+    SCRATCH_EPOCH.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The current scratch epoch.
+pub(crate) fn scratch_epoch() -> u64 {
+    *lock_scratch_epoch()
+}
 
 /// One device allocation, freed (stream-ordered) when dropped. Zero bytes allocate nothing and
 /// have the null address.
@@ -25,6 +41,9 @@ impl DeviceMemory {
         bytes: usize,
         what: &str,
     ) -> Result<Self, RuntimeError> {
+        if crate::cuda::graphs::recording() {
+            return Err(crate::cuda::graphs::no_allocation_while_recording(what));
+        }
         let ctx = stream.context();
         ctx.bind_to_thread()
             .map_err(|e| driver_error("cuCtxSetCurrent", e))?;
@@ -190,6 +209,14 @@ impl GrowBuffer {
     ) -> Result<CudaDevicePtr, RuntimeError> {
         let big_enough = self.mem.as_ref().is_some_and(|m| m.bytes() >= bytes);
         if !big_enough {
+            if crate::cuda::graphs::recording() {
+                // Refused before the old memory is freed: the recording fails, nothing changes.
+                return Err(crate::cuda::graphs::no_allocation_while_recording(what));
+            }
+            // A new epoch, under whose lock the old memory is freed: no graph recorded with
+            // it launches after the free is queued.
+            let mut epoch = lock_scratch_epoch();
+            *epoch += 1;
             // Free first so the old and new blocks need not coexist.
             self.mem = None;
             self.mem = Some(DeviceMemory::alloc(stream, bytes, what)?);

@@ -31,6 +31,7 @@ pub mod col_major;
 mod device;
 mod driver;
 mod errors;
+mod graphs;
 mod memory;
 pub mod nvrtc;
 mod ops;
@@ -44,6 +45,7 @@ mod tests;
 
 pub use backend::{CudaBackend, CudaConfig, CudaMark};
 pub use errors::driver_message;
+pub use graphs::CudaRecording;
 pub use memory::CudaBuffer;
 pub use nvrtc::KernelCacheStats;
 pub use probe::cuda_available;

@@ -1,0 +1,346 @@
+//! Runs of one plan recorded once and replayed ([`Backend::record`], [`Backend::replay`]): on
+//! a GPU, a CUDA graph that queues all of a run's kernels with one launch, which is what an
+//! iteration of small steps (Kernel K-means on a few thousand points) spends most of its time
+//! on otherwise.
+//!
+//! A recording holds the addresses of the buffers it was made with, so it is kept by a key of
+//! the run's tensors (addresses and lengths), scalars and sizes, and replayed only for a run
+//! with the same key. The first run with a key runs as usual (it compiles the kernels and sizes
+//! the scratch memory), the second is recorded and replayed, and later ones replay. An
+//! iteration that swaps its input and output tensors every time has two keys: both are kept.
+//!
+//! Only plans of popcorn's own kernels are recorded (library calls through cuBLAS and
+//! cuSPARSE, and partitioned plans, run as usual), and not under `POPCORN_NO_GRAPHS`,
+//! `POPCORN_SYNC` or `POPCORN_LOG=time` (which need every step queued on its own). A recording
+//! that fails (something in the run cannot be recorded) makes the plan run as usual from then
+//! on; `POPCORN_LOG=graphs` says why.
+
+use crate::backend::{Arg, Backend, BufferInfo};
+use crate::error::RuntimeError;
+use crate::executor::{allocate_transient, execute, execute_with, Workspace};
+use popcorn_dsl::plan::{Plan, StepOp};
+use popcorn_dsl::{DimBindings, ScalarBindings};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Recordings kept per plan (an iteration swapping two tensors needs two).
+const KEPT: usize = 4;
+
+/// Keys seen once (not yet recorded) remembered per plan.
+const SEEN: usize = 8;
+
+/// What a recording was made with: every tensor's name, address and length, every scalar's
+/// bits, every size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct RunKey {
+    tensors: Vec<(String, u64, usize)>,
+    scalars: Vec<(String, u64)>,
+    dims: Vec<(String, usize)>,
+}
+
+impl RunKey {
+    fn new<B: Backend>(
+        backend: &B,
+        inputs: &HashMap<String, Arg<'_, B::Buf>>,
+        outputs: &HashMap<String, Arg<'_, B::Buf>>,
+        scalars: &ScalarBindings,
+        dims: &DimBindings,
+    ) -> RunKey {
+        let mut tensors = Vec::new();
+        for (side, args) in [("in", inputs), ("out", outputs)] {
+            for (name, arg) in args {
+                let bufs: Vec<&B::Buf> = match arg {
+                    Arg::Dense { buf, .. } | Arg::Index { buf, .. } => vec![*buf],
+                    Arg::Csr {
+                        row_ptr,
+                        col_idx,
+                        values,
+                        ..
+                    } => vec![*row_ptr, *col_idx, *values],
+                    Arg::Scalar(x) => {
+                        tensors.push((format!("{side} {name}"), x.to_bits(), 0));
+                        continue;
+                    }
+                };
+                for (i, b) in bufs.into_iter().enumerate() {
+                    tensors.push((format!("{side} {name} {i}"), backend.address(b), b.len()));
+                }
+            }
+        }
+        tensors.sort();
+        RunKey {
+            tensors,
+            scalars: scalars
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_bits()))
+                .collect(),
+            dims: dims.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        }
+    }
+}
+
+/// One recording, with the transient buffers it uses.
+struct Kept<B: Backend> {
+    key: RunKey,
+    recording: B::Recording,
+    _transient: Vec<Option<B::Buf>>,
+}
+
+/// A plan's recordings.
+struct State<B: Backend> {
+    /// Why this plan's runs are not recorded, once known.
+    refused: Option<String>,
+    seen: Vec<RunKey>,
+    kept: Vec<Kept<B>>,
+}
+
+/// The recorded runs of one plan on one backend.
+pub(crate) struct Recorded<B: Backend> {
+    state: Mutex<State<B>>,
+    replays: AtomicU64,
+}
+
+impl<B: Backend> Default for Recorded<B> {
+    fn default() -> Self {
+        Recorded {
+            state: Mutex::new(State {
+                refused: None,
+                seen: Vec::new(),
+                kept: Vec::new(),
+            }),
+            replays: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Why `plan`'s runs cannot be recorded, if they cannot.
+fn not_recordable(plan: &Plan) -> Option<String> {
+    if plan.partition.is_some() {
+        return Some("the plan is partitioned over ranks".into());
+    }
+    plan.steps.iter().enumerate().find_map(|(i, s)| match s.op {
+        StepOp::Fused(_) | StepOp::Builtin(_) | StepOp::Copy => None,
+        _ => Some(format!("step {i} ({}) is a library call", s.op_name())),
+    })
+}
+
+/// Whether the settings let runs be recorded at all.
+fn settings_allow() -> bool {
+    let s = popcorn_dsl::settings::settings();
+    !(s.no_graphs || s.sync || s.log.time)
+}
+
+fn log(plan: &Plan, what: &str) {
+    if popcorn_dsl::settings::settings().log.graphs {
+        eprintln!("[popcorn graphs] {}: {what}", plan.program);
+    }
+}
+
+impl<B: Backend> Recorded<B> {
+    /// How many runs replayed a recording.
+    pub(crate) fn replays(&self) -> u64 {
+        self.replays.load(Ordering::Relaxed)
+    }
+
+    /// Runs `plan` as [`execute`] does (only that where `allowed` is false): by replaying the recording of an earlier run with the
+    /// same tensors, scalars and sizes where there is one, recording this run where it is the
+    /// second with them, and queuing its steps one by one otherwise.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run(
+        &self,
+        allowed: bool,
+        backend: &B,
+        plan: &Plan,
+        workspace: &Workspace<B>,
+        inputs: &HashMap<String, Arg<'_, B::Buf>>,
+        outputs: &HashMap<String, Arg<'_, B::Buf>>,
+        scalars: &ScalarBindings,
+        dims: &DimBindings,
+    ) -> Result<(), RuntimeError> {
+        let plain = || execute(backend, plan, workspace, inputs, outputs, scalars, dims);
+        if !allowed || !backend.can_record() || !settings_allow() {
+            return plain();
+        }
+        let mut state = self
+            .state
+            .lock()
+            .map_err(|_| RuntimeError::Device("a plan's recordings' lock is poisoned".into()))?;
+        if state.refused.is_some() {
+            return plain();
+        }
+        if let Some(why) = not_recordable(plan) {
+            log(plan, &format!("runs step by step: {why}"));
+            state.refused = Some(why);
+            return plain();
+        }
+        let key = RunKey::new(backend, inputs, outputs, scalars, dims);
+        if let Some(i) = state.kept.iter().position(|k| k.key == key) {
+            if backend.replay(&state.kept[i].recording)? {
+                self.replays.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            // Scratch memory moved since: record again.
+            log(
+                plan,
+                "scratch memory reallocated since the recording: recording again",
+            );
+            state.kept.remove(i);
+        } else if !state.seen.contains(&key) {
+            if state.seen.len() == SEEN {
+                state.seen.remove(0);
+            }
+            state.seen.push(key);
+            return plain();
+        }
+        // The second run with this key (or one whose recording went stale): record it.
+        let transient = allocate_transient(backend, plan)?;
+        let recorded = backend.record(&mut || {
+            execute_with(
+                backend, plan, workspace, &transient, inputs, outputs, scalars, dims,
+            )
+        });
+        let recording = match recorded {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                state.refused = Some(format!("{} cannot record", backend.describe()));
+                return plain();
+            }
+            Err(e) => {
+                log(
+                    plan,
+                    &format!("runs step by step: its recording failed: {e}"),
+                );
+                state.refused = Some(e.to_string());
+                return plain();
+            }
+        };
+        if !backend.replay(&recording)? {
+            // Scratch memory moved between recording and replay (another thread): not kept.
+            return plain();
+        }
+        self.replays.fetch_add(1, Ordering::Relaxed);
+        log(
+            plan,
+            &format!(
+                "recorded ({} steps), replayed from now on for the same tensors",
+                plan.steps.len()
+            ),
+        );
+        if state.kept.len() == KEPT {
+            state.kept.remove(0);
+        }
+        state.kept.push(Kept {
+            key,
+            recording,
+            _transient: transient,
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{ElemType, HostSlice};
+    use crate::cpu_backend::CpuBackend;
+    use popcorn_dsl::{PlannerConfig, Program, Target};
+    use std::collections::BTreeMap;
+
+    fn gpu_plan(src: &str, dims: &[(&str, usize)]) -> Plan {
+        let p = Program::parse(src).unwrap();
+        let dims: DimBindings = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        popcorn_dsl::plan(
+            &p,
+            &dims,
+            &PlannerConfig::default(),
+            &Target::reference_gpu(),
+            &BTreeMap::new(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn plans_of_popcorns_kernels_are_recordable_and_library_calls_are_not() {
+        let maps = gpu_plan(
+            "fn f(x: Col[n], y: Col[n], a: Scalar) -> (z: Col[n], s: Scalar) { z = a * x + y; s = sum(z); }",
+            &[("n", 1000)],
+        );
+        assert_eq!(not_recordable(&maps), None, "{maps}");
+        let product = gpu_plan(
+            "fn g(A: Dense[m, k], B: Dense[k, n]) -> (C: Dense[m, n]) { C = A * B; }",
+            &[("m", 300), ("k", 200), ("n", 400)],
+        );
+        let why = not_recordable(&product).expect("a GEMM is a library call");
+        assert!(why.contains("library call"), "{why}\n{product}");
+    }
+
+    #[test]
+    fn a_run_key_names_every_tensor_scalar_and_size() {
+        let b = CpuBackend::new();
+        let x = b.upload(HostSlice::F64(&[1.0, 2.0])).unwrap();
+        let y = b.alloc(ElemType::F64, 2).unwrap();
+        let l = b.alloc(ElemType::U32, 2).unwrap();
+        let dense = |buf| Arg::Dense {
+            buf,
+            rows: 2,
+            cols: 1,
+        };
+        let ins = HashMap::from([("x".to_string(), dense(&x))]);
+        let outs = HashMap::from([("y".to_string(), dense(&y))]);
+        let scalars = ScalarBindings::from([("a".to_string(), 2.0)]);
+        let dims = DimBindings::from([("n".to_string(), 2)]);
+        let key = RunKey::new(&b, &ins, &outs, &scalars, &dims);
+        assert_eq!(key, RunKey::new(&b, &ins, &outs, &scalars, &dims));
+        // Another output tensor, another scalar value or another size: another key.
+        let other = HashMap::from([("y".to_string(), dense(&x))]);
+        assert_ne!(key, RunKey::new(&b, &ins, &other, &scalars, &dims));
+        let index = HashMap::from([("y".to_string(), Arg::Index { buf: &l, len: 2 })]);
+        assert_ne!(key, RunKey::new(&b, &ins, &index, &scalars, &dims));
+        let a3 = ScalarBindings::from([("a".to_string(), 3.0)]);
+        assert_ne!(key, RunKey::new(&b, &ins, &outs, &a3, &dims));
+        let n3 = DimBindings::from([("n".to_string(), 3)]);
+        assert_ne!(key, RunKey::new(&b, &ins, &outs, &scalars, &n3));
+    }
+
+    #[test]
+    fn a_backend_that_cannot_record_runs_every_step() {
+        let b = CpuBackend::new();
+        let plan = gpu_plan(
+            "fn f(x: Col[n], a: Scalar) -> (z: Col[n]) { z = a * x; }",
+            &[("n", 3)],
+        );
+        let ws = Workspace::allocate(&b, &plan).unwrap();
+        let x = b.upload(HostSlice::F32(&[1.0, 2.0, 3.0])).unwrap();
+        let z = b.alloc(ElemType::F32, 3).unwrap();
+        let ins = HashMap::from([(
+            "x".to_string(),
+            Arg::Dense {
+                buf: &x,
+                rows: 3,
+                cols: 1,
+            },
+        )]);
+        let outs = HashMap::from([(
+            "z".to_string(),
+            Arg::Dense {
+                buf: &z,
+                rows: 3,
+                cols: 1,
+            },
+        )]);
+        let scalars = ScalarBindings::from([("a".to_string(), 2.0)]);
+        let dims = DimBindings::from([("n".to_string(), 3)]);
+        let recorded = Recorded::<CpuBackend>::default();
+        for _ in 0..4 {
+            recorded
+                .run(true, &b, &plan, &ws, &ins, &outs, &scalars, &dims)
+                .unwrap();
+        }
+        assert_eq!(recorded.replays(), 0);
+        assert_eq!(
+            b.download(&z).unwrap(),
+            crate::backend::HostVec::F32(vec![2.0, 4.0, 6.0])
+        );
+    }
+}
