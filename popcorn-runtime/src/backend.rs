@@ -154,6 +154,23 @@ pub enum Arg<'a, B> {
     Scalar(f64),
 }
 
+impl<'a, B> Arg<'a, B> {
+    /// The buffers of the argument: one for dense and index values, three for CSR (row
+    /// offsets, column indices, values), none for a scalar.
+    pub fn buffers(&self) -> Vec<&'a B> {
+        match self {
+            Arg::Dense { buf, .. } | Arg::Index { buf, .. } => vec![*buf],
+            Arg::Csr {
+                row_ptr,
+                col_idx,
+                values,
+                ..
+            } => vec![*row_ptr, *col_idx, *values],
+            Arg::Scalar(_) => vec![],
+        }
+    }
+}
+
 impl<B> Clone for Arg<'_, B> {
     fn clone(&self) -> Self {
         match self {

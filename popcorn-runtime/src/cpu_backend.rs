@@ -158,19 +158,6 @@ impl Deref for Held<'_> {
     }
 }
 
-fn parts<'a>(a: &Arg<'a, CpuBuffer>) -> Vec<&'a CpuBuffer> {
-    match a {
-        Arg::Dense { buf, .. } | Arg::Index { buf, .. } => vec![*buf],
-        Arg::Csr {
-            row_ptr,
-            col_idx,
-            values,
-            ..
-        } => vec![*row_ptr, *col_idx, *values],
-        Arg::Scalar(_) => vec![],
-    }
-}
-
 fn wrong(what: &str) -> RuntimeError {
     RuntimeError::Internal(format!("{what} has the wrong element type"))
 }
@@ -352,7 +339,7 @@ fn run_typed<T: Real + HostElem>(
     alpha: f64,
 ) -> Result<(), RuntimeError> {
     // Lock outputs for writing; inputs that share a buffer with an output are copied first.
-    let out_bufs: Vec<&CpuBuffer> = outputs.iter().flat_map(parts).collect();
+    let out_bufs: Vec<&CpuBuffer> = outputs.iter().flat_map(Arg::buffers).collect();
     for (i, a) in out_bufs.iter().enumerate() {
         if out_bufs[..i].iter().any(|b| std::ptr::eq(*a, *b)) {
             return Err(RuntimeError::Internal(
@@ -364,7 +351,7 @@ fn run_typed<T: Real + HostElem>(
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            parts(a)
+            a.buffers()
                 .into_iter()
                 .map(|b| {
                     if out_bufs.iter().any(|o| std::ptr::eq(*o, b)) {

@@ -50,20 +50,11 @@ impl RunKey {
         let mut tensors = Vec::new();
         for (side, args) in [("in", inputs), ("out", outputs)] {
             for (name, arg) in args {
-                let bufs: Vec<&B::Buf> = match arg {
-                    Arg::Dense { buf, .. } | Arg::Index { buf, .. } => vec![*buf],
-                    Arg::Csr {
-                        row_ptr,
-                        col_idx,
-                        values,
-                        ..
-                    } => vec![*row_ptr, *col_idx, *values],
-                    Arg::Scalar(x) => {
-                        tensors.push((format!("{side} {name}"), x.to_bits(), 0));
-                        continue;
-                    }
-                };
-                for (i, b) in bufs.into_iter().enumerate() {
+                if let Arg::Scalar(x) = arg {
+                    tensors.push((format!("{side} {name}"), x.to_bits(), 0));
+                    continue;
+                }
+                for (i, b) in arg.buffers().into_iter().enumerate() {
                     tensors.push((format!("{side} {name} {i}"), backend.address(b), b.len()));
                 }
             }
