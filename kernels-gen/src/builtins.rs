@@ -914,28 +914,45 @@ pub fn selection_weigh_grid_block(k: u64) -> LaunchDims {
     )
 }
 
-const ROUND_TF32: &str = r#"// popcorn builtin kernel {NAME}: out[e] = in[e] rounded to TF32 (cvt.rna.tf32.f32, as
-// the contraction kernels round the operands they stage), for e < len.
+const ROUND_TF32: &str = r#"// popcorn builtin kernel {NAME}: the rows x cols matrix `in` (leading dimension ld_in)
+// rounded to TF32 (cvt.rna.tf32.f32, as the contraction kernels round the operands they
+// stage) into `out` with leading dimension ld_out >= cols, whose columns past cols get 0: one
+// warp per row at a time, its lanes along the row.
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
-    const long long len,
+    const long long rows,
+    const long long cols,
+    const long long ld_in,
+    const long long ld_out,
     const float* __restrict__ in,
     float* __restrict__ out)
 {
-    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
-    for (long long e = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
-         e < len; e += stride) {
-        unsigned int r;
-        asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(in[e]));
-        out[e] = __uint_as_float(r);
+    const long long warps = ((long long)gridDim.x * (long long)blockDim.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    for (long long r = ((long long)blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+         r < rows; r += warps) {
+        const float* src = in + r * ld_in;
+        float* dst = out + r * ld_out;
+        for (long long c = lane; c < ld_out; c += 32) {
+            float v = 0.0f;
+            if (c < cols) {
+                unsigned int t;
+                asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(t) : "f"(src[c]));
+                v = __uint_as_float(t);
+            }
+            dst[c] = v;
+        }
     }
 }
 "#;
 
-/// TF32 rounding of `len` floats into another buffer: the operands of a TF32 contraction
-/// rounded once in memory ([`crate::emit_rounded`]).
+/// TF32 rounding of a row-major matrix into another buffer, whose leading dimension may be
+/// larger (the columns past the matrix's get 0): the operands of a TF32 contraction rounded
+/// once in memory ([`crate::emit_rounded`]), with rows padded to a multiple of 16 bytes so
+/// that the kernel stages them with 16-byte copies.
 ///
-/// Parameters: `(const long long len, const float* in, float* out)`; entry point
-/// `pk_round_tf32`. Launch: [`linear_grid_block`]`(len)`.
+/// Parameters: `(const long long rows, const long long cols, const long long ld_in, const long
+/// long ld_out, const float* in, float* out)`; entry point `pk_round_tf32`. Launch:
+/// [`linear_grid_block`]`(32 * rows)` (a warp per row).
 pub fn round_tf32() -> BuiltinKernel {
     untyped("pk_round_tf32", ROUND_TF32)
 }

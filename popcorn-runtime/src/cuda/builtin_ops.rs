@@ -401,29 +401,33 @@ impl Builtins<'_> {
         )
     }
 
-    /// `out[e]` = `input[e]` rounded to TF32, for `e < len` (`float`s).
+    /// The `rows x cols` matrix at `input.0` (leading dimension `input.1`) rounded to TF32 into
+    /// `out.0` (leading dimension `out.1 >= cols`, its columns past `cols` set to 0).
     ///
     /// # Safety
     /// Every address is device memory of the current context usable on this stream, holding
     /// what the kernel reads and writes at these sizes.
     pub(crate) unsafe fn round_tf32(
         &self,
-        input: u64,
-        len: usize,
-        out: u64,
+        input: (u64, usize),
+        (rows, cols): (usize, usize),
+        out: (u64, usize),
     ) -> Result<(), RuntimeError> {
-        if len == 0 {
+        if rows == 0 {
             return Ok(());
         }
         let mut args = [
-            KernelArg::size(len)?,
-            KernelArg::Ptr(input),
-            KernelArg::Ptr(out),
+            KernelArg::size(rows)?,
+            KernelArg::size(cols)?,
+            KernelArg::size(input.1)?,
+            KernelArg::size(out.1)?,
+            KernelArg::Ptr(input.0),
+            KernelArg::Ptr(out.0),
         ];
         self.run(
             Kind::RoundTf32,
             ScalarType::F32,
-            builtins::linear_grid_block(len as u64),
+            builtins::linear_grid_block(32 * rows as u64),
             &mut args,
         )
     }

@@ -43,12 +43,13 @@ pub(crate) fn run(
         let Form::Contraction { a, b, .. } = &f.spec.form else {
             return Err(invalid(format!("kernel {name} is not a contraction")));
         };
-        // One copy stands for B, and for A too where A is the same matrix.
+        // One copy stands for B, and for A too where A is the same matrix, with its own
+        // (padded) leading dimension.
+        let replaced = |k: usize| k == *b || (k == *a && copies.rounded.a);
         for (param, arg) in kernels_gen::params(&f.spec).iter().zip(args.iter_mut()) {
             match param {
-                Param::InputPtr(k) if *k == *b || (*k == *a && copies.rounded.a) => {
-                    *arg = KernelArg::Ptr(copies.copy)
-                }
+                Param::InputPtr(k) if replaced(*k) => *arg = KernelArg::Ptr(copies.copy),
+                Param::InputLd(k) if replaced(*k) => *arg = KernelArg::size(copies.ld)?,
                 _ => {}
             }
         }
@@ -89,7 +90,7 @@ pub(crate) fn run(
     zero_accumulated_outputs(cx, f, outputs)?;
     // SAFETY: `kernel_args` built the arguments in the order of the kernel's parameters and
     // checked every buffer against what the kernel reads and writes over this space or band;
-    // a rounded copy holds as many elements as the operand it replaces.
+    // a rounded copy holds the rows of the operand it replaces, at its own leading dimension.
     let launched = unsafe { driver::launch(cx.stream, &function, &name, dims, &mut args) };
     drop(copies);
     launched
