@@ -26,7 +26,7 @@ pub(crate) struct Device {
     pub(crate) ctx: Arc<CudaContext>,
     /// The lanes: `streams[0]` is the main stream.
     pub(crate) streams: [Arc<CudaStream>; LANES],
-    /// The lanes of a thread recording a graph ([`crate::cuda::graphs`]).
+    /// The lanes of a thread recording a graph ([`crate::cuda::recording`]).
     pub(crate) capture_streams: [Arc<CudaStream>; LANES],
     /// Held while a graph is recorded.
     pub(crate) recorder: Mutex<()>,
@@ -53,9 +53,15 @@ impl Device {
         &self.lanes()[0]
     }
 
+    /// The device's identity for [`crate::cuda::recording`] (its address: a device does not
+    /// move while a thread records for it, which borrows it throughout).
+    pub(crate) fn identity(&self) -> usize {
+        self as *const Device as usize
+    }
+
     /// This thread's lanes: the capture streams while it records a graph for this device.
     fn lanes(&self) -> &[Arc<CudaStream>; LANES] {
-        if crate::cuda::graphs::recording_for(self) {
+        if crate::cuda::recording::recording_for(self.identity()) {
             &self.capture_streams
         } else {
             &self.streams

@@ -1,7 +1,7 @@
 //! Runs recorded as CUDA graphs ([`crate::backend::Backend::record`] and `replay` on a GPU).
 //!
 //! A recording captures, on a device's own pair of capture streams, the work that the step
-//! units queue while the calling thread is marked as recording ([`Recording::on`]): for that
+//! units queue while the calling thread is marked as recording ([`crate::cuda::recording`]): for that
 //! thread the device's lanes are the capture streams, so work other threads queue on the
 //! device's ordinary lanes meanwhile is neither captured nor disturbed. A recorded graph is
 //! launched on the main lane, ordered with everything else queued there.
@@ -17,34 +17,11 @@
 
 use crate::cuda::device::Device;
 use crate::cuda::errors::driver_error;
+use crate::cuda::recording;
 use crate::error::RuntimeError;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaStream};
-use std::cell::Cell;
 use std::sync::Arc;
-
-thread_local! {
-    /// The device (its address) this thread is recording for, 0 when none.
-    static RECORDING_FOR: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Whether this thread is recording work for `device`.
-pub(crate) fn recording_for(device: &Device) -> bool {
-    RECORDING_FOR.with(|r| r.get() == device as *const Device as usize)
-}
-
-/// Whether this thread is recording work for any device.
-pub(crate) fn recording() -> bool {
-    RECORDING_FOR.with(|r| r.get() != 0)
-}
-
-/// The error of an allocation asked for while recording.
-pub(crate) fn no_allocation_while_recording(what: &str) -> RuntimeError {
-    RuntimeError::InvalidData(format!(
-        "{what} would be allocated while recording a CUDA graph (recordings allocate nothing: \
-         the run goes unrecorded)"
-    ))
-}
 
 /// A run recorded as a CUDA graph, with the scratch epoch it was recorded in.
 pub struct CudaRecording {
@@ -73,7 +50,7 @@ pub(crate) fn record(
         .recorder
         .lock()
         .map_err(|_| RuntimeError::Device("the graph recorder's lock is poisoned".into()))?;
-    if recording() {
+    if recording::recording() {
         return Err(RuntimeError::InvalidData(
             "a recording inside a recording".into(),
         ));
@@ -84,9 +61,10 @@ pub(crate) fn record(
     origin
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(|e| driver_error("cuStreamBeginCapture", e))?;
-    RECORDING_FOR.with(|r| r.set(device as *const Device as usize));
-    let queued = queue();
-    RECORDING_FOR.with(|r| r.set(0));
+    let queued = {
+        let _marked = recording::Recording::begin(device.identity());
+        queue()
+    };
     // The side lane's work joins the origin stream again (the queued steps join their lanes
     // at the end of a pipeline; after an error part way, this join ends the capture cleanly).
     let joined = join_capture(&device.capture_streams[1], &origin);

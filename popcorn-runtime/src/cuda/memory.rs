@@ -9,7 +9,7 @@ use cudarc::driver::{sys::CUdeviceptr, CudaStream};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The scratch epoch: advanced by every reallocation of scratch memory ([`GrowBuffer`]), whose
-/// old memory CUDA graphs recorded before may use ([`crate::cuda::graphs`]).
+/// old memory CUDA graphs recorded before may use.
 static SCRATCH_EPOCH: Mutex<u64> = Mutex::new(0);
 
 /// Locks the scratch epoch: no scratch memory is reallocated (nor its old memory freed) while
@@ -41,8 +41,8 @@ impl DeviceMemory {
         bytes: usize,
         what: &str,
     ) -> Result<Self, RuntimeError> {
-        if crate::cuda::graphs::recording() {
-            return Err(crate::cuda::graphs::no_allocation_while_recording(what));
+        if crate::cuda::recording::recording() {
+            return Err(crate::cuda::recording::no_allocation_while_recording(what));
         }
         let ctx = stream.context();
         ctx.bind_to_thread()
@@ -209,9 +209,9 @@ impl GrowBuffer {
     ) -> Result<CudaDevicePtr, RuntimeError> {
         let big_enough = self.mem.as_ref().is_some_and(|m| m.bytes() >= bytes);
         if !big_enough {
-            if crate::cuda::graphs::recording() {
+            if crate::cuda::recording::recording() {
                 // Refused before the old memory is freed: the recording fails, nothing changes.
-                return Err(crate::cuda::graphs::no_allocation_while_recording(what));
+                return Err(crate::cuda::recording::no_allocation_while_recording(what));
             }
             // A new epoch, under whose lock the old memory is freed: no graph recorded with
             // it launches after the free is queued.

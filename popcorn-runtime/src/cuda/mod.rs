@@ -37,6 +37,7 @@ pub mod nvrtc;
 mod ops;
 mod probe;
 pub mod raw;
+mod recording;
 pub mod sparse;
 pub mod syrk_blocks;
 
