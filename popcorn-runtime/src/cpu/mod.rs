@@ -21,6 +21,7 @@ mod real;
 mod sparse_points;
 mod sparse_products;
 mod syrk;
+mod vector_exp;
 
 #[cfg(test)]
 mod tests;

@@ -442,7 +442,7 @@ fn map_unary<T: Real>(op: UnaryOp, src: Option<&[T]>, out: &mut [T]) {
     }
     match op {
         UnaryOp::Neg => run(src, out, |x: T| -x),
-        UnaryOp::Exp => run(src, out, T::exp),
+        UnaryOp::Exp => super::super::vector_exp::exp_slice(src, out),
         UnaryOp::Log => run(src, out, T::ln),
         UnaryOp::Sqrt => run(src, out, T::sqrt),
         UnaryOp::Abs => run(src, out, T::abs),
