@@ -7,9 +7,11 @@
 //! rounding error (Cody and Waite), `e^r` by its Taylor polynomial of degree 13 (truncation
 //! below 5e-18) evaluated with fused multiply-adds, and `2^n` set in the exponent bits. The
 //! result is within 2 ulp of the exact `e^x` in `f64` (checked against the platform's `exp` by
-//! the tests below), and as exact as the platform's `expf` in `f32`. Vectors holding a value
-//! outside [-700, 700] or NaN (overflow, results below the normal range, infinities) go to the
-//! platform's `exp` whole.
+//! the tests below), and as exact as the platform's `expf` in `f32`. Values outside
+//! [-700, 700] and NaN (overflow, results below the normal range, infinities) take the
+//! platform's `exp`. A value's result never depends on where it lies in the slice (the tail and
+//! the vectors holding such values compute each value alone, with the same operations), so a
+//! tile's or a rank's split of a matrix gives the same bits as the whole.
 //!
 //! The gaussian kernel's map (`exp(-gamma * d^2)` over every element of `K`) is the CPU's
 //! heaviest use: 4 ns per element through the scalar `exp` on this project's machine.
@@ -116,13 +118,30 @@ mod x86 {
         _mm256_mul_pd(p, _mm256_castsi256_pd(two_n))
     }
 
-    /// Whether all four values are in [-LIMIT, LIMIT] (false for NaN).
+    /// Which of the four values are in [-LIMIT, LIMIT] (bit i for value i; not NaN).
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn in_range(x: __m256d) -> bool {
+    unsafe fn in_range(x: __m256d) -> i32 {
         let low = _mm256_cmp_pd::<_CMP_GE_OQ>(x, _mm256_set1_pd(-LIMIT));
         let high = _mm256_cmp_pd::<_CMP_LE_OQ>(x, _mm256_set1_pd(LIMIT));
-        _mm256_movemask_pd(_mm256_and_pd(low, high)) == 0xF
+        _mm256_movemask_pd(_mm256_and_pd(low, high))
+    }
+
+    /// `e^x` one value at a time, the same bits as the vector path: [`exp4`]'s operations in
+    /// the same order with the same single roundings for `x` in [-LIMIT, LIMIT] (`mul_add`
+    /// is the fused multiply-add), the platform's `exp` elsewhere.
+    fn exp1(x: f64) -> f64 {
+        if !(-LIMIT..=LIMIT).contains(&x) {
+            return x.exp();
+        }
+        let n = (x * std::f64::consts::LOG2_E).round_ties_even();
+        let r = (-n).mul_add(LN2_HI, x);
+        let r = (-n).mul_add(LN2_LO, r);
+        let mut p = TAYLOR[13];
+        for c in TAYLOR[..13].iter().rev() {
+            p = p.mul_add(r, *c);
+        }
+        p * f64::from_bits(((n as i64 + 1023) as u64) << 52)
     }
 
     /// [`super::exp_slice`] in `f64`.
@@ -138,17 +157,20 @@ mod x86 {
             // SAFETY: i + 4 <= len <= the length of `out` and of `src`.
             let from = src.map_or(out.as_ptr().add(i), |s| s.as_ptr().add(i));
             let x = _mm256_loadu_pd(from);
-            if in_range(x) {
-                _mm256_storeu_pd(out.as_mut_ptr().add(i), exp4(x));
+            let ok = in_range(x);
+            let to = out.as_mut_ptr().add(i);
+            if ok == 0xF {
+                _mm256_storeu_pd(to, exp4(x));
             } else {
-                for j in i..i + 4 {
-                    *out.get_unchecked_mut(j) = (*from.add(j - i)).exp();
+                // Each value by itself (the result of a value never depends on its neighbours).
+                for q in 0..4 {
+                    *to.add(q) = exp1(*from.add(q));
                 }
             }
             i += 4;
         }
         for j in whole..len {
-            out[j] = src.map_or(out[j], |s| s[j]).exp();
+            out[j] = exp1(src.map_or(out[j], |s| s[j]));
         }
     }
 
@@ -165,17 +187,29 @@ mod x86 {
             // SAFETY: as in exp_f64.
             let from = src.map_or(out.as_ptr().add(i), |s| s.as_ptr().add(i));
             let x = _mm256_cvtps_pd(_mm_loadu_ps(from));
-            if in_range(x) {
-                _mm_storeu_ps(out.as_mut_ptr().add(i), _mm256_cvtpd_ps(exp4(x)));
+            let to = out.as_mut_ptr().add(i);
+            if in_range(x) == 0xF {
+                _mm_storeu_ps(to, _mm256_cvtpd_ps(exp4(x)));
             } else {
-                for j in i..i + 4 {
-                    *out.get_unchecked_mut(j) = (*from.add(j - i)).exp();
+                for q in 0..4 {
+                    *to.add(q) = exp1_f32(*from.add(q));
                 }
             }
             i += 4;
         }
         for j in whole..len {
-            out[j] = src.map_or(out[j], |s| s[j]).exp();
+            out[j] = exp1_f32(src.map_or(out[j], |s| s[j]));
+        }
+    }
+
+    /// [`exp1`] for an `f32`: widened, rounded back (as the vector path converts), or the
+    /// platform's `expf` outside [-LIMIT, LIMIT].
+    fn exp1_f32(x: f32) -> f32 {
+        let w = f64::from(x);
+        if (-LIMIT..=LIMIT).contains(&w) {
+            exp1(w) as f32
+        } else {
+            x.exp()
         }
     }
 }
@@ -257,6 +291,45 @@ mod tests {
                 let d = (got.to_bits() as i64 - want.to_bits() as i64).unsigned_abs();
                 assert!(d <= 1, "exp({x}) = {got}, platform {want}");
             }
+        }
+    }
+
+    /// A value's result is the same wherever it lies: in a vector of four, in the tail, or
+    /// beside values outside the vector path's range (so a split of a matrix into tiles or
+    /// ranks gives the same bits).
+    #[test]
+    fn results_do_not_depend_on_position() {
+        let xs: Vec<f64> = values()
+            .into_iter()
+            .take(4000)
+            .chain([800.0, f64::NAN, -1.5])
+            .collect();
+        let mut whole = vec![0.0; xs.len()];
+        exp_slice(Some(&xs), &mut whole);
+        for start in 0..7 {
+            for (i, x) in xs.iter().enumerate().skip(start).step_by(5) {
+                let mut one = [0.0];
+                exp_slice(Some(&[*x]), &mut one);
+                let mut part = vec![0.0; xs.len() - start];
+                exp_slice(Some(&xs[start..]), &mut part);
+                let (a, b, c) = (whole[i], one[0], part[i - start]);
+                assert!(
+                    (a.to_bits() == b.to_bits() && b.to_bits() == c.to_bits())
+                        || (a.is_nan() && b.is_nan() && c.is_nan()),
+                    "exp({x}): {a} whole, {b} alone, {c} from offset {start}"
+                );
+            }
+        }
+        let xf: Vec<f32> = xs.iter().map(|x| (*x / 8.0) as f32).collect();
+        let mut wf = vec![0.0f32; xf.len()];
+        exp_slice(Some(&xf), &mut wf);
+        for (i, x) in xf.iter().enumerate().step_by(3) {
+            let mut one = [0.0f32];
+            exp_slice(Some(&[*x]), &mut one);
+            assert!(
+                wf[i].to_bits() == one[0].to_bits() || (wf[i].is_nan() && one[0].is_nan()),
+                "expf({x})"
+            );
         }
     }
 }
