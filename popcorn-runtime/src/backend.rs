@@ -243,6 +243,22 @@ pub trait Backend: Send + Sync {
     /// Reads a buffer back (synchronising as needed).
     fn download(&self, buf: &Self::Buf) -> Result<HostVec, RuntimeError>;
 
+    /// The first element of each buffer, as `f64` (NaN for an empty one), after the work
+    /// queued so far: a run's scalar results read back together (on a GPU, one wait for all
+    /// of them). By default one [`Backend::download`] each.
+    fn read_scalars(&self, bufs: &[&Self::Buf]) -> Result<Vec<f64>, RuntimeError> {
+        bufs.iter()
+            .map(|b| {
+                Ok(self
+                    .download(b)?
+                    .to_f64()
+                    .first()
+                    .copied()
+                    .unwrap_or(f64::NAN))
+            })
+            .collect()
+    }
+
     /// Sets every element to `value` (NaN poisons float buffers in tests; integer buffers take
     /// `value as u32`/`i32`, `u32::MAX` for NaN).
     fn fill(&self, buf: &Self::Buf, value: f64) -> Result<(), RuntimeError>;

@@ -728,8 +728,9 @@ impl Context {
                     .run(self.graphs, b, plan, &ws, &ins, &outs, scalars, dims)?;
             }
         }
-        // Scalar outputs: host expressions, or 1 x 1 results read back.
+        // Scalar outputs: host expressions, or 1 x 1 results read back (all at once).
         outputs.scalars.clear();
+        let mut read_back: Vec<(&String, &B::Buf)> = Vec::new();
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
             let declared_scalar = program
@@ -745,16 +746,15 @@ impl Context {
                 }
                 _ if declared_scalar => {
                     let t = &outputs.tensors[name];
-                    let x = b
-                        .download(&B::bufs(&t.data).expect("allocated above")[0])?
-                        .to_f64();
-                    outputs
-                        .scalars
-                        .insert(name.clone(), x.first().copied().unwrap_or(f64::NAN));
+                    read_back.push((name, &B::bufs(&t.data).expect("allocated above")[0]));
                 }
                 _ => {}
             }
         }
+        let bufs: Vec<&B::Buf> = read_back.iter().map(|(_, b)| *b).collect();
+        let values = b.read_scalars(&bufs)?;
+        let names: Vec<String> = read_back.iter().map(|(n, _)| (*n).clone()).collect();
+        outputs.scalars.extend(names.into_iter().zip(values));
         Ok(())
     }
 }

@@ -155,6 +155,7 @@ impl CudaBackend {
                     .map_err(|e| driver_error("cuStreamCreateWithPriority", e))?,
             ],
             recorder: Mutex::new(()),
+            scalar_staging: Mutex::new(None),
             streams: [stream, side_stream],
             ctx,
         };
@@ -322,6 +323,74 @@ impl Backend for CudaBackend {
             ElemType::U32 => HostVec::U32(read(src, n)?),
             ElemType::I32 => HostVec::I32(read(src, n)?),
         })
+    }
+
+    fn read_scalars(&self, bufs: &[&CudaBuffer]) -> Result<Vec<f64>, RuntimeError> {
+        if bufs.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.device.bind()?;
+        let mut staging = self
+            .device
+            .scalar_staging
+            .lock()
+            .map_err(|_| RuntimeError::Device("the scalar staging lock is poisoned".into()))?;
+        if staging.as_ref().is_none_or(|s| s.len() < bufs.len()) {
+            // Cached (not write-combined) page-locked memory: the host reads it.
+            // SAFETY: the memory is written by the copies below before it is read.
+            let fresh = unsafe {
+                self.device
+                    .ctx
+                    .alloc_pinned_with_flags::<u64>(bufs.len().max(8), 0)
+            }
+            .map_err(|e| driver_error("cuMemHostAlloc", e))?;
+            *staging = Some(fresh);
+        }
+        let slots = staging
+            .as_mut()
+            .ok_or_else(|| invalid("the scalar staging memory is missing"))?;
+        let host = slots
+            .as_mut_ptr()
+            .map_err(|e| driver_error("cuEventSynchronize", e))?;
+        let main = self.device.main();
+        for (i, b) in bufs.iter().enumerate() {
+            if b.is_empty() {
+                continue;
+            }
+            // SAFETY: slot `i` (8 bytes) exists (the staging holds at least bufs.len() slots)
+            // and receives at most 8 bytes, the buffer's first element; the copy is ordered on
+            // the main lane after the work that wrote the buffer, and read only after the
+            // synchronisation below.
+            unsafe {
+                cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
+                    host.add(i).cast(),
+                    b.device_ptr(),
+                    b.elem().size_bytes(),
+                    main.cu_stream(),
+                )
+            }
+            .result()
+            .map_err(|e| driver_error("cuMemcpyDtoHAsync", e))?;
+        }
+        // Both lanes, as download does, so that an asynchronous failure is reported here.
+        self.synchronize()?;
+        Ok(bufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                if b.is_empty() {
+                    return f64::NAN;
+                }
+                // SAFETY: slot i was written by the copy above, which has completed.
+                let bits = unsafe { *host.add(i) };
+                match b.elem() {
+                    ElemType::F32 => f64::from(f32::from_bits(bits as u32)),
+                    ElemType::F64 => f64::from_bits(bits),
+                    ElemType::U32 => f64::from(bits as u32),
+                    ElemType::I32 => f64::from(bits as u32 as i32),
+                }
+            })
+            .collect())
     }
 
     fn fill(&self, buf: &CudaBuffer, value: f64) -> Result<(), RuntimeError> {

@@ -30,6 +30,8 @@ pub(crate) struct Device {
     pub(crate) capture_streams: [Arc<CudaStream>; LANES],
     /// Held while a graph is recorded.
     pub(crate) recorder: Mutex<()>,
+    /// Page-locked host memory that scalar results are copied into (grown as needed).
+    pub(crate) scalar_staging: Mutex<Option<cudarc::driver::PinnedHostSlice<u64>>>,
     pub(crate) kernels: KernelCache,
     /// cuBLAS, bound to the main stream.
     pub(crate) blas: Mutex<BlasHandle>,

@@ -2507,3 +2507,37 @@ fn gpu_tf32_operands_rounded_once_give_the_same_bits() {
         }
     }
 }
+
+/// Scalar results read back together (`Backend::read_scalars`): the first element of each
+/// buffer in every element type, NaN for an empty buffer, more buffers than the staging
+/// memory first holds (it grows), against the values written.
+#[test]
+fn gpu_scalars_read_back_together() {
+    let Some(b) = gpu() else { return };
+    let mut bufs = vec![
+        b.upload(HostSlice::F32(&[1.5, 9.0])).unwrap(),
+        b.upload(HostSlice::F64(&[-2.25])).unwrap(),
+        b.upload(HostSlice::U32(&[4_000_000_000, 1])).unwrap(),
+        b.upload(HostSlice::I32(&[-3])).unwrap(),
+        b.alloc(ElemType::F32, 0).unwrap(),
+    ];
+    let mut want = vec![1.5, -2.25, 4e9, -3.0, f64::NAN];
+    for i in 0..9 {
+        bufs.push(b.upload(HostSlice::F64(&[i as f64 * 0.5 - 1.0])).unwrap());
+        want.push(i as f64 * 0.5 - 1.0);
+    }
+    for round in 0..2 {
+        let refs: Vec<&CudaBuffer> = bufs.iter().collect();
+        let got = b.read_scalars(&refs).unwrap();
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g == w || (g.is_nan() && w.is_nan()),
+                "round {round}, buffer {i}: {g} read, {w} written"
+            );
+        }
+        // Fewer buffers the second time: the grown staging is reused.
+        bufs.truncate(6);
+        want.truncate(6);
+    }
+}
