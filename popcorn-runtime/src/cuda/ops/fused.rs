@@ -140,13 +140,7 @@ fn column_scratch(cx: &StepCx<'_>, f: &FusedStep, shape: LaunchShape) -> Result<
     };
     let bytes = usize::try_from(need.bytes).map_err(too_big)?;
     let tickets = usize::try_from(need.tickets).map_err(too_big)?;
-    let mut buffer = cx
-        .device
-        .column_scratch
-        .get(cx.lane)
-        .ok_or_else(|| invalid(format!("lane {} has no scratch", cx.lane)))?
-        .lock()
-        .map_err(|_| poisoned())?;
+    let mut buffer = cx.lane_scratch()?;
     let base = buffer.ensure(cx.stream, bytes, "column-reduction scratch")?;
     // SAFETY: the scratch holds `bytes` bytes, the tickets `tickets` words from
     // `tickets_offset` (within `bytes`, as `column_scratch` computed), on this lane's stream.

@@ -4,7 +4,6 @@ use super::{vector_len, Io, StepCx};
 use crate::cuda::args::{count, dense, index, shape, Dense};
 use crate::cuda::driver::{self, KernelArg};
 use crate::cuda::errors::invalid;
-use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
 use kernels_gen::label_row_sums::{
     partial_kernel, partial_name, reduce_kernel, reduce_name, LabelRowSumsLayout,
@@ -125,12 +124,7 @@ unsafe fn row_sums(
             layout.partial_elems
         ))
     })?;
-    let mut scratch = device
-        .column_scratch
-        .get(cx.lane)
-        .ok_or_else(|| invalid(format!("lane {} has no scratch", cx.lane)))?
-        .lock()
-        .map_err(|_| poisoned())?;
+    let mut scratch = cx.lane_scratch()?;
     // Steps on one lane run in stream order, so the lane's scratch is free for this step.
     let partial = scratch.ensure(cx.stream, partial_bytes, "label row sums partials")?;
     let mut first_args = [

@@ -30,13 +30,14 @@ use crate::cuda::device::Device;
 use crate::cuda::driver;
 use crate::cuda::errors::invalid;
 use crate::cuda::memory::CudaBuffer;
+use crate::cuda::memory::GrowBuffer;
 use crate::error::RuntimeError;
 use cudarc::driver::CudaStream;
 use kernel_ir::ScalarType;
 use popcorn_dsl::ops::Builtin;
 use popcorn_dsl::plan::{Step, StepOp, StepPart};
 use popcorn_dsl::DType;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 /// What a step unit works with.
 pub(crate) struct StepCx<'a> {
@@ -52,7 +53,19 @@ pub(crate) struct StepCx<'a> {
     pub(crate) alpha: f64,
 }
 
-impl StepCx<'_> {
+impl<'a> StepCx<'a> {
+    /// This lane's scratch memory, locked: steps on one lane run in stream order, so a step
+    /// may use all of it until its work is queued (the guard keeps other threads' steps on
+    /// this lane out meanwhile).
+    pub(crate) fn lane_scratch(&self) -> Result<MutexGuard<'a, GrowBuffer>, RuntimeError> {
+        self.device
+            .column_scratch
+            .get(self.lane)
+            .ok_or_else(|| invalid(format!("lane {} has no scratch", self.lane)))?
+            .lock()
+            .map_err(|_| crate::cuda::nvrtc::poisoned())
+    }
+
     /// The element type of the plan's values.
     pub(crate) fn elem(&self) -> ElemType {
         ElemType::float(self.dtype)

@@ -12,7 +12,6 @@ use super::StepCx;
 use crate::backend::{Arg, BufferInfo};
 use crate::cuda::errors::invalid;
 use crate::cuda::memory::{DeviceAddress, GrowBuffer};
-use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
 use kernel_ir::Form;
 use kernels_gen::RoundedOperands;
@@ -86,13 +85,7 @@ pub(crate) fn round<'a, B: BufferInfo + DeviceAddress>(
                 f.name
             ))
         })?;
-    let mut scratch = cx
-        .device
-        .column_scratch
-        .get(cx.lane)
-        .ok_or_else(|| invalid(format!("lane {} has no scratch", cx.lane)))?
-        .lock()
-        .map_err(|_| poisoned())?;
+    let mut scratch = cx.lane_scratch()?;
     let copy = scratch.ensure(cx.stream, bytes, "TF32-rounded contraction operand")?;
     // SAFETY: `B` is a dense f32 input of `b_rows x b_cols` elements, contiguous (as the step's
     // arguments say), and the scratch holds `b_rows x ld` floats, both on this lane's stream.
