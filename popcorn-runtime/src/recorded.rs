@@ -30,14 +30,12 @@ const KEPT: usize = 4;
 /// Keys seen once (not yet recorded) remembered per plan.
 const SEEN: usize = 8;
 
-/// What a recording was made with: every tensor's name, address and length, every scalar's
-/// bits, every size.
+/// What a recording was made with: every tensor's address and length (and every scalar
+/// argument's bits), taken in the order of their names, then every bound scalar's bits and
+/// every size. A plan's runs all have the same names, so the values alone tell its runs
+/// apart, and building the key allocates nothing per name.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct RunKey {
-    tensors: Vec<(String, u64, usize)>,
-    scalars: Vec<(String, u64)>,
-    dims: Vec<(String, usize)>,
-}
+struct RunKey(Vec<u64>);
 
 impl RunKey {
     fn new<B: Backend>(
@@ -47,27 +45,27 @@ impl RunKey {
         scalars: &ScalarBindings,
         dims: &DimBindings,
     ) -> RunKey {
-        let mut tensors = Vec::new();
-        for (side, args) in [("in", inputs), ("out", outputs)] {
-            for (name, arg) in args {
-                if let Arg::Scalar(x) = arg {
-                    tensors.push((format!("{side} {name}"), x.to_bits(), 0));
-                    continue;
-                }
-                for (i, b) in arg.buffers().into_iter().enumerate() {
-                    tensors.push((format!("{side} {name} {i}"), backend.address(b), b.len()));
-                }
+        let mut args: Vec<(bool, &str, &Arg<'_, B::Buf>)> = inputs
+            .iter()
+            .map(|(name, arg)| (false, name.as_str(), arg))
+            .chain(outputs.iter().map(|(name, arg)| (true, name.as_str(), arg)))
+            .collect();
+        args.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let mut key = Vec::with_capacity(2 * args.len() + scalars.len() + dims.len() + 2);
+        key.push(args.len() as u64);
+        for (_, _, arg) in args {
+            if let Arg::Scalar(x) = arg {
+                key.push(x.to_bits());
+                continue;
+            }
+            for b in arg.buffers() {
+                key.extend([backend.address(b), b.len() as u64]);
             }
         }
-        tensors.sort();
-        RunKey {
-            tensors,
-            scalars: scalars
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_bits()))
-                .collect(),
-            dims: dims.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-        }
+        key.push(scalars.len() as u64);
+        key.extend(scalars.values().map(|v| v.to_bits()));
+        key.extend(dims.values().map(|v| *v as u64));
+        RunKey(key)
     }
 }
 
@@ -80,6 +78,8 @@ struct Kept<B: Backend> {
 
 /// A plan's recordings.
 struct State<B: Backend> {
+    /// Whether the plan was checked for what cannot be recorded ([`not_recordable`]).
+    checked: bool,
     /// Why this plan's runs are not recorded, once known.
     refused: Option<String>,
     seen: Vec<RunKey>,
@@ -96,6 +96,7 @@ impl<B: Backend> Default for Recorded<B> {
     fn default() -> Self {
         Recorded {
             state: Mutex::new(State {
+                checked: false,
                 refused: None,
                 seen: Vec::new(),
                 kept: Vec::new(),
@@ -157,12 +158,14 @@ impl<B: Backend> Recorded<B> {
             .state
             .lock()
             .map_err(|_| RuntimeError::Device("a plan's recordings' lock is poisoned".into()))?;
-        if state.refused.is_some() {
-            return plain();
+        if !state.checked {
+            state.checked = true;
+            if let Some(why) = not_recordable(plan) {
+                log(plan, &format!("runs step by step: {why}"));
+                state.refused = Some(why);
+            }
         }
-        if let Some(why) = not_recordable(plan) {
-            log(plan, &format!("runs step by step: {why}"));
-            state.refused = Some(why);
+        if state.refused.is_some() {
             return plain();
         }
         let key = RunKey::new(backend, inputs, outputs, scalars, dims);
