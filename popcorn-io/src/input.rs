@@ -226,15 +226,25 @@ fn available_memory() -> Option<u64> {
 /// Allocates an empty `Vec<f64>` with room for `n * d` values, or explains why it cannot
 /// (more than the memory budget, see [`set_memory_limit`], or an overflowing size).
 pub(super) fn alloc_points(path: &Path, n: usize, d: usize) -> Result<Vec<f64>, IoError> {
-    let too_large = || IoError::TooLarge {
+    alloc_f64(n, d, || IoError::TooLarge {
         path: path.to_path_buf(),
         n,
         d,
-    };
-    let total = n.checked_mul(d).ok_or_else(too_large)?;
+    })
+}
+
+/// An empty `Vec<f64>` with room for `rows * cols` values, checked against the memory budget
+/// (see [`set_memory_limit`]); `too_large()` where the size overflows, exceeds the budget or
+/// cannot be allocated.
+pub(super) fn alloc_f64(
+    rows: usize,
+    cols: usize,
+    too_large: impl Fn() -> IoError,
+) -> Result<Vec<f64>, IoError> {
+    let total = rows.checked_mul(cols).ok_or_else(&too_large)?;
     let bytes = total
         .checked_mul(std::mem::size_of::<f64>())
-        .ok_or_else(too_large)?;
+        .ok_or_else(&too_large)?;
     if !fits_memory_budget(bytes as u64) {
         return Err(too_large());
     }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::dataset::Dataset;
 use super::error::IoError;
-use super::input::{alloc_points, fits_memory_budget};
+use super::input::{alloc_f64, alloc_points};
 
 /// A `rows x cols` sparse matrix in CSR form, validated on construction.
 ///
@@ -267,20 +267,11 @@ impl CsrMatrix {
     /// [`IoError::DenseTooLarge`] when the size overflows, exceeds the budget or cannot be
     /// allocated.
     pub fn to_dense_checked(&self) -> Result<Vec<f64>, IoError> {
-        let too_large = || IoError::DenseTooLarge {
+        let mut x = alloc_f64(self.rows, self.cols, || IoError::DenseTooLarge {
             rows: self.rows,
             cols: self.cols,
-        };
-        let total = self.rows.checked_mul(self.cols).ok_or_else(too_large)?;
-        let bytes = total
-            .checked_mul(std::mem::size_of::<f64>())
-            .ok_or_else(too_large)?;
-        if !fits_memory_budget(bytes as u64) {
-            return Err(too_large());
-        }
-        let mut x = Vec::new();
-        x.try_reserve_exact(total).map_err(|_| too_large())?;
-        x.resize(total, 0.0);
+        })?;
+        x.resize(self.rows * self.cols, 0.0);
         self.scatter_into(&mut x);
         Ok(x)
     }
