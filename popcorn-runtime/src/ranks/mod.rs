@@ -16,7 +16,7 @@ pub mod collective;
 
 pub use collective::{Collectives, InMemory};
 
-use crate::backend::{Arg, Backend, BufferInfo, ElemType};
+use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostVec};
 use crate::error::RuntimeError;
 use collective::{append, prefix, slice, write_prefix};
 use popcorn_dsl::plan::collective::{CollectiveKind, Partition, RankStep, StepMode};
@@ -242,20 +242,31 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
         }
         let value = self.plan.value(v);
         let cols = value.cols;
+        // An input is one tensor for every rank: read once.
+        let mut input_data: Option<HostVec> = None;
         for r in 0..self.part.ranks() {
             let rows = self.part.rows(r);
             if rows.is_empty() {
                 continue;
             }
-            let whole = match self.ranks[r].whole[v.0].as_ref().and_then(|b| b.first()) {
-                Some(b) => b,
-                None => match self.inputs.get(input_name(value)) {
-                    Some(Arg::Dense { buf, .. }) | Some(Arg::Index { buf, .. }) => *buf,
-                    _ => return Err(self.missing("input tensor", v)),
+            let own;
+            let data = match self.ranks[r].whole[v.0].as_ref().and_then(|b| b.first()) {
+                Some(b) => {
+                    own = self.backend.download(b)?;
+                    &own
+                }
+                None => match &mut input_data {
+                    Some(d) => &*d,
+                    empty => {
+                        let buf = match self.inputs.get(input_name(value)) {
+                            Some(Arg::Dense { buf, .. }) | Some(Arg::Index { buf, .. }) => *buf,
+                            _ => return Err(self.missing("input tensor", v)),
+                        };
+                        &*empty.insert(self.backend.download(buf)?)
+                    }
                 },
             };
-            let data = self.backend.download(whole)?;
-            let block = slice(&data, rows.start * cols..rows.end * cols)?;
+            let block = slice(data, rows.start * cols..rows.end * cols)?;
             write_prefix(self.backend, self.rows_buf(r, v)?, &block)?;
         }
         self.rows_ok[v.0] = true;
