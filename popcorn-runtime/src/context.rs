@@ -753,8 +753,8 @@ impl Context {
         }
         let bufs: Vec<&B::Buf> = read_back.iter().map(|(_, b)| *b).collect();
         let values = b.read_scalars(&bufs)?;
-        let names: Vec<String> = read_back.iter().map(|(n, _)| (*n).clone()).collect();
-        outputs.scalars.extend(names.into_iter().zip(values));
+        let names = read_back.iter().map(|(n, _)| (*n).clone());
+        outputs.scalars.extend(names.zip(values));
         Ok(())
     }
 }
