@@ -69,6 +69,20 @@ struct Engine<B: Backend> {
     plans: Mutex<PlanCache<B>>,
 }
 
+impl<B: Backend> Drop for Engine<B> {
+    /// The plans go before the backend: their recorded CUDA graphs launch the backend's
+    /// kernels, whose modules the backend unloads when it goes, so the graphs are destroyed
+    /// first, after the queued work (which may be a graph still running) has finished.
+    fn drop(&mut self) {
+        // An error here was reported by the run that caused it; dropping goes on regardless.
+        let _ = self.backend.synchronize();
+        match self.plans.get_mut() {
+            Ok(plans) => plans.clear(),
+            Err(poisoned) => poisoned.into_inner().clear(),
+        }
+    }
+}
+
 /// The backend in use. One per context and never moved, so the variants' difference in size
 /// does not matter.
 #[allow(clippy::large_enum_variant)]
