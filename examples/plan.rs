@@ -8,6 +8,7 @@
 use clap::Parser;
 use popcorn::dsl::plan::collective::PartitionSpec;
 use popcorn::dsl::{DType, DimBindings, PlannerConfig, Program, Target};
+use popcorn::kernel_ir::Half;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,6 +60,26 @@ struct Cli {
     /// which values are held in rows or replicated, and the collectives with their bytes.
     #[arg(long, value_name = "P")]
     ranks: Option<usize>,
+    /// Hold a dense parameter or result in 16 bits, `name=bf16` or `name=fp16` (repeatable;
+    /// each program where `name` is one): written and read in half the bytes, computed in f32.
+    #[arg(long = "half", value_name = "NAME=FORMAT")]
+    halves: Vec<String>,
+}
+
+/// The `--half NAME=FORMAT` items as names and formats.
+fn parse_halves(items: &[String]) -> Result<BTreeMap<String, Half>, String> {
+    let mut held = BTreeMap::new();
+    for item in items {
+        let (name, format) = item.split_once('=').ok_or_else(|| {
+            format!("--half {item}: expected NAME=FORMAT, for example --half K=bf16")
+        })?;
+        let half: Half = format
+            .trim()
+            .parse()
+            .map_err(|e| format!("--half {item}: {e}"))?;
+        held.insert(name.trim().to_string(), half);
+    }
+    Ok(held)
 }
 
 fn parse_dims(items: &[String]) -> Result<DimBindings, String> {
@@ -143,6 +164,13 @@ fn main() -> ExitCode {
         config.cluster_sums_max_k = Some(k);
     }
     config.tf32 |= cli.tf32;
+    let halves = match parse_halves(&cli.halves) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     if let Some(p) = cli.ranks {
         if p == 0 {
             eprintln!("error: --ranks takes at least 1 rank");
@@ -183,6 +211,18 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        let mut config = config.clone();
+        config.half_storage = halves
+            .iter()
+            .filter(|(name, _)| {
+                program
+                    .params
+                    .iter()
+                    .chain(&program.outputs)
+                    .any(|p| &p.name == *name)
+            })
+            .map(|(name, half)| (name.clone(), *half))
+            .collect();
         match popcorn::dsl::plan(program, &used, &config, &target, &nnz) {
             Ok(plan) => {
                 println!("{plan}\n");

@@ -752,6 +752,7 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
                 overlap: false,
                 contractions: ContractionPolicy::Never,
                 partition: None,
+                half_storage: Default::default(),
             },
             1e-9,
         ),

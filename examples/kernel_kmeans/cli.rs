@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use popcorn::io::LabelColumn;
+use popcorn::kernel_ir::Half;
 use popcorn::kkmeans::Algorithm;
 use popcorn::{DType, DeviceSpec};
 use std::path::PathBuf;
@@ -149,6 +150,11 @@ pub struct Cli {
     #[arg(long)]
     pub tf32: bool,
 
+    /// How a stored kernel matrix is held: f32 (the fit's type), or bf16 / fp16 (half the bytes
+    /// written and read every iteration, each entry rounded to 16 bits; computed in f32)
+    #[arg(long, value_name = "FORMAT", default_value = "f32", value_parser = parse_storage)]
+    pub kernel_storage: KernelStorage,
+
     /// Kernel matrix: stored (built once, n^2 values), recompute (its tiles recomputed from the
     /// points every iteration, never stored), or auto (the faster that fits in memory)
     #[arg(long, value_name = "ALGORITHM", default_value = "auto", value_parser = parse_algorithm)]
@@ -291,6 +297,20 @@ fn parse_level(s: &str) -> Result<Level, String> {
 
 fn parse_device(s: &str) -> Result<DeviceSpec, String> {
     s.parse::<DeviceSpec>().map_err(|e| e.to_string())
+}
+
+/// How `--kernel-storage` holds a stored kernel matrix: in 16 bits, or (`None`) in the fit's type.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelStorage(pub Option<Half>);
+
+fn parse_storage(s: &str) -> Result<KernelStorage, String> {
+    match s {
+        "f32" | "float32" => Ok(KernelStorage(None)),
+        other => other
+            .parse::<Half>()
+            .map(|h| KernelStorage(Some(h)))
+            .map_err(|e| format!("{e}, or f32")),
+    }
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {

@@ -146,6 +146,7 @@ pub fn builder(cli: &Cli, kernel: Kernel, k: usize, device: DeviceSpec) -> Kerne
         .n_init(cli.runs)
         .zscore(cli.zscore)
         .tf32(cli.tf32)
+        .kernel_storage(cli.kernel_storage.0)
         .algorithm(cli.algorithm)
         .device(device)
         .dtype(cli.dtype)

@@ -70,6 +70,18 @@ impl KernelSpec {
                 s.push(']');
             }
         }
+        // Only where some matrix is held in 16 bits: the names of other kernels stay as they
+        // were.
+        if !self.narrow.is_empty() {
+            s.push_str(";narrow[");
+            for (k, half) in &self.narrow.inputs {
+                let _ = write!(s, "in{k}:{},", half.name());
+            }
+            for (k, half) in &self.narrow.outputs {
+                let _ = write!(s, "out{k}:{},", half.name());
+            }
+            s.push(']');
+        }
         s
     }
 
@@ -79,6 +91,7 @@ impl KernelSpec {
     /// ```
     /// use kernel_ir::{Access, Expr, Form, Input, KernelSpec, ScalarType};
     /// let spec = |input: &str| KernelSpec {
+    ///     narrow: Default::default(),
     ///     dtype: ScalarType::F32,
     ///     inputs: vec![Input { name: input.into(), access: Access::Col }],
     ///     form: Form::Map { outputs: vec![Expr::Input(0)] },
@@ -215,6 +228,7 @@ mod tests {
 
     fn spec(form: Form, access: Access) -> KernelSpec {
         KernelSpec {
+            narrow: Default::default(),
             dtype: ScalarType::F32,
             inputs: vec![Input {
                 name: "x".into(),

@@ -13,6 +13,7 @@
 //!
 //! // out0[i, j] = x[i, j] * 2 + b[j]
 //! let spec = KernelSpec {
+//!     narrow: Default::default(),
 //!     dtype: ScalarType::F32,
 //!     inputs: vec![
 //!         Input { name: "x".into(), access: Access::Matrix { transposed: false } },
@@ -44,7 +45,7 @@ mod validate;
 pub use hash::fnv1a64;
 pub use ops::{BinaryOp, UnaryOp};
 pub use spec::{
-    Access, Expr, Form, Input, KernelSpec, OutputShape, Precision, ReduceKind, Reduction,
-    ScalarType,
+    Access, Expr, Form, Half, Input, KernelSpec, Narrow, OutputShape, Precision, ReduceKind,
+    Reduction, ScalarType,
 };
 pub use validate::SpecError;

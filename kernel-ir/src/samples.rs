@@ -52,6 +52,7 @@ pub fn mixed_contraction(
     }
     reductions.push(reduce(ReduceKind::Pick { index_input: 5 }, &Expr::Product));
     KernelSpec {
+        narrow: Default::default(),
         dtype,
         inputs: vec![
             input("A", Access::Left { transposed: ta }),

@@ -91,6 +91,78 @@ pub enum Precision {
     Tf32,
 }
 
+/// A 16-bit format a dense matrix may be held in memory, while the kernel computes in its
+/// [`ScalarType`]: loads widen each element, stores round to nearest even.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Half {
+    /// bfloat16: 8 bits of exponent (the range of `f32`), 8 bits of significand.
+    Bf16,
+    /// IEEE binary16: 5 bits of exponent (largest finite value 65504), 11 bits of significand.
+    F16,
+}
+
+impl Half {
+    /// The name users write (`bf16`, `fp16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Half::Bf16 => "bf16",
+            Half::F16 => "fp16",
+        }
+    }
+
+    /// The largest finite value the format holds.
+    pub fn max_finite(self) -> f64 {
+        match self {
+            Half::Bf16 => f64::from(f32::from_bits(0x7f7f_0000)),
+            Half::F16 => 65504.0,
+        }
+    }
+}
+
+impl std::fmt::Display for Half {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Half {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Half, String> {
+        match s {
+            "bf16" | "bfloat16" => Ok(Half::Bf16),
+            "fp16" | "f16" | "float16" | "half" => Ok(Half::F16),
+            other => Err(format!("unknown 16-bit format `{other}`; use bf16 or fp16")),
+        }
+    }
+}
+
+/// The dense inputs and outputs of a kernel held in 16 bits (everything else is held in the
+/// kernel's [`ScalarType`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Narrow {
+    /// `(input number, format)`: [`Access::Matrix`] or [`Access::LowerSymmetric`] inputs.
+    pub inputs: Vec<(usize, Half)>,
+    /// `(output number, format)`: [`OutputShape::Full`] outputs.
+    pub outputs: Vec<(usize, Half)>,
+}
+
+impl Narrow {
+    /// Whether every input and output is held in the kernel's type.
+    pub fn is_empty(&self) -> bool {
+        self.inputs.is_empty() && self.outputs.is_empty()
+    }
+
+    /// The format input `k` is held in, if 16 bits.
+    pub fn input(&self, k: usize) -> Option<Half> {
+        self.inputs.iter().find(|(i, _)| *i == k).map(|(_, h)| *h)
+    }
+
+    /// The format output `k` is held in, if 16 bits.
+    pub fn output(&self, k: usize) -> Option<Half> {
+        self.outputs.iter().find(|(i, _)| *i == k).map(|(_, h)| *h)
+    }
+}
+
 /// One input of a fused kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Input {
@@ -302,6 +374,9 @@ pub struct KernelSpec {
     /// Human-readable provenance (IR node names), for readers. Not part of the kernel's
     /// identity ([`KernelSpec::name`]).
     pub provenance: Vec<String>,
+    /// The dense inputs and outputs held in 16 bits (none by default).
+    #[serde(default, skip_serializing_if = "Narrow::is_empty")]
+    pub narrow: Narrow,
 }
 
 /// What one output of a kernel is.

@@ -4,11 +4,33 @@
 //! that names the offending part. The planner validates every spec it builds, and plans
 //! loaded from elsewhere are validated before they run.
 
-use crate::spec::{Access, Expr, Form, KernelSpec, ReduceKind};
+use crate::spec::{Access, Expr, Form, Half, KernelSpec, OutputShape, ReduceKind, ScalarType};
 
 /// A structural problem in a [`KernelSpec`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
+    /// An input held in 16 bits is not a dense matrix, or the kernel does not compute in f32.
+    #[error(
+        "input {index} is held in {half}, but only dense matrix inputs of f32 kernels may be; \
+         hold it in the kernel's type"
+    )]
+    NarrowInput {
+        /// The input number.
+        index: usize,
+        /// Its format.
+        half: Half,
+    },
+    /// An output held in 16 bits is not a full matrix, or the kernel does not compute in f32.
+    #[error(
+        "output {index} is held in {half}, but only full matrix outputs of f32 kernels may be; \
+         hold it in the kernel's type"
+    )]
+    NarrowOutput {
+        /// The output number.
+        index: usize,
+        /// Its format.
+        half: Half,
+    },
     /// An expression reads an input number that does not exist.
     #[error(
         "{location} reads input {index}, but the kernel has only {count} inputs; \
@@ -176,6 +198,27 @@ impl KernelSpec {
             };
             if operand && !is_operand {
                 found.push(SpecError::StrayOperand { index: k });
+            }
+        }
+        for (k, half) in &self.narrow.inputs {
+            let held = matches!(
+                self.inputs.get(*k).map(|i| i.access),
+                Some(Access::Matrix { .. } | Access::LowerSymmetric)
+            );
+            if !held || self.dtype != ScalarType::F32 {
+                found.push(SpecError::NarrowInput {
+                    index: *k,
+                    half: *half,
+                });
+            }
+        }
+        let outputs = self.outputs();
+        for (k, half) in &self.narrow.outputs {
+            if outputs.get(*k) != Some(&OutputShape::Full) || self.dtype != ScalarType::F32 {
+                found.push(SpecError::NarrowOutput {
+                    index: *k,
+                    half: *half,
+                });
             }
         }
         found

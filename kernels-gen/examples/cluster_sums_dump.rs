@@ -19,7 +19,8 @@ fn main() -> std::io::Result<()> {
             for row_bytes in [64u32, 128, 256, 512] {
                 for stages in 2..=4 {
                     let cols = row_bytes / dtype.size_bytes() as u32;
-                    let Ok(v) = ClusterSumsVariant::new(dtype, cols, stages, vectorized) else {
+                    let Ok(v) = ClusterSumsVariant::new(dtype, None, cols, stages, vectorized)
+                    else {
                         continue;
                     };
                     let k = cluster_sums(&v);

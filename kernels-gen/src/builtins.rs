@@ -58,6 +58,46 @@ pub fn diag(dtype: ScalarType) -> BuiltinKernel {
     typed("diag", dtype, DIAG)
 }
 
+const DIAG_HALF: &str = r#"// popcorn builtin kernel {NAME}: out[i] = a[i * lda + i] for 0 <= i < n, a held in
+// 16 bits and widened to float.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long n,
+    const unsigned short* __restrict__ a,
+    const long long lda,
+    float* __restrict__ out)
+{
+    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    for (long long i = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+         i < n; i += stride) {
+        out[i] = {WIDEN}(a[i * lda + i]);
+    }
+}
+"#;
+
+/// The diagonal, widened to `float`, of a row-major matrix held in 16 bits: `out[i] =
+/// a[i * lda + i]` for `0 <= i < n`; entry point `pk_diag_from_bf16` or `pk_diag_from_fp16`.
+///
+/// Parameters: `(const long long n, const unsigned short* a, const long long lda, float* out)`.
+/// Launch: [`linear_grid_block`]`(n)`.
+pub fn diag_half(half: kernel_ir::Half) -> BuiltinKernel {
+    let name = diag_half_name(half);
+    let source = DIAG_HALF
+        .replace("{NAME}", name)
+        .replace("{WIDEN}", crate::emit::from_half_fn(half));
+    BuiltinKernel {
+        name: name.to_string(),
+        source: format!("{}{source}", crate::emit::HALF_CONVERSIONS),
+    }
+}
+
+/// The entry point of [`diag_half`].
+pub fn diag_half_name(half: kernel_ir::Half) -> &'static str {
+    match half {
+        kernel_ir::Half::Bf16 => "pk_diag_from_bf16",
+        kernel_ir::Half::F16 => "pk_diag_from_fp16",
+    }
+}
+
 const CSR_SCATTER: &str = r#"// popcorn builtin kernel {NAME}: a CSR matrix written into a zeroed dense one.
 // Row r's entries (c, v) add v at out[r * ld + c], or at out[c * ld + r] (transposed). One
 // thread per row: every address is written by one thread only (duplicates by the same one).
@@ -1014,6 +1054,22 @@ mod tests {
                 assert_eq!(kernel.source.matches(&entry).count(), 1, "{}", kernel.name);
                 assert!(kernel.source.contains("extern \"C\" __global__"));
             }
+        }
+    }
+
+    #[test]
+    fn diagonals_of_sixteen_bit_matrices_widen_each_entry() {
+        for (half, widen) in [
+            (kernel_ir::Half::Bf16, "pk_from_bf16"),
+            (kernel_ir::Half::F16, "pk_from_f16"),
+        ] {
+            let k = diag_half(half);
+            assert_eq!(k.name, diag_half_name(half));
+            assert!(k.source.contains("const unsigned short* __restrict__ a"));
+            assert!(k
+                .source
+                .contains(&format!("out[i] = {widen}(a[i * lda + i]);")));
+            assert_eq!(k.source.matches(&format!(" {}(", k.name)).count(), 1);
         }
     }
 

@@ -103,7 +103,7 @@
 
 use crate::emit::LaunchDims;
 use crate::params::CType;
-use kernel_ir::ScalarType;
+use kernel_ir::{Half, ScalarType};
 
 /// Threads per block: one warp, an independent worker.
 pub const CLUSTER_SUMS_THREADS: u32 = 32;
@@ -114,6 +114,10 @@ pub const BIN_STRIDE: u32 = 33;
 /// The resident warps per multiprocessor a launch plans for first: about the fewest that keep
 /// an H100 near its memory bandwidth, and the workers per SM that stream a large matrix.
 pub const MIN_WARPS_PER_SM: u32 = 4;
+/// The resident warps per multiprocessor a launch over a matrix held in 16 bits plans for
+/// first: twice the elements per byte make its loop issue-bound, so it needs more warps in
+/// flight than an f32 one to stream at the memory's rate (BENCHMARKS.md, run 26).
+pub const MIN_WARPS_PER_SM_HELD: u32 = 8;
 /// For larger `k`, one pass with as few as this many resident warps per multiprocessor is
 /// preferred to several passes (each pass reads `M` again); past that `k` is split into passes.
 pub const MIN_WARPS_PER_SM_LARGE_K: u32 = 2;
@@ -130,7 +134,7 @@ pub enum ClusterSumsError {
     TileWidth {
         /// Requested columns per tile.
         tile_cols: u32,
-        /// Element type.
+        /// Element type of the sums.
         dtype: ScalarType,
         /// Bytes per tile row.
         bytes: u64,
@@ -158,8 +162,10 @@ pub enum ClusterSumsError {
 /// The compile-time shape of a cluster-sums kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ClusterSumsVariant {
-    /// Element type of `M` and `S`.
+    /// Element type of `S` (and of `M`, unless `held`).
     pub dtype: ScalarType,
+    /// The 16-bit format `M` is held in (`dtype` must be `F32`), or `None` for `M` in `dtype`.
+    pub held: Option<Half>,
     /// Columns per staged tile (64 to 512 bytes per row, a power of two).
     pub tile_cols: u32,
     /// Shared-memory buffers in the `cp.async` ring (2 to 4): `stages - 1` tiles are in flight
@@ -178,11 +184,12 @@ impl ClusterSumsVariant {
     /// A checked variant.
     pub fn new(
         dtype: ScalarType,
+        held: Option<Half>,
         tile_cols: u32,
         stages: u32,
         aligned: bool,
     ) -> Result<ClusterSumsVariant, ClusterSumsError> {
-        let bytes = u64::from(tile_cols) * dtype.size_bytes() as u64;
+        let bytes = u64::from(tile_cols) * matrix_elem_bytes(dtype, held);
         if !TILE_ROW_BYTES.iter().any(|b| u64::from(*b) == bytes) {
             return Err(ClusterSumsError::TileWidth {
                 tile_cols,
@@ -194,15 +201,22 @@ impl ClusterSumsVariant {
             return Err(ClusterSumsError::Stages { stages });
         }
         Ok(ClusterSumsVariant::unchecked(
-            dtype, tile_cols, stages, aligned,
+            dtype, held, tile_cols, stages, aligned,
         ))
     }
 
     /// A variant of valid parameters, its strided rows a whole alignment block (`RA` rows)
     /// apart, which suits any leading dimension.
-    fn unchecked(dtype: ScalarType, tile_cols: u32, stages: u32, aligned: bool) -> Self {
+    fn unchecked(
+        dtype: ScalarType,
+        held: Option<Half>,
+        tile_cols: u32,
+        stages: u32,
+        aligned: bool,
+    ) -> Self {
         let mut v = ClusterSumsVariant {
             dtype,
+            held,
             tile_cols,
             stages,
             aligned,
@@ -238,18 +252,23 @@ impl ClusterSumsVariant {
 
     /// The variant used by default: 512-byte tile rows, two stages (the fastest measured for
     /// k = 10 to 100, n = 50000 to 78823: BENCHMARKS.md; `bench_cluster_sums` times others).
-    pub fn preferred(dtype: ScalarType, aligned: bool) -> ClusterSumsVariant {
-        ClusterSumsVariant::unchecked(dtype, 512 / dtype.size_bytes() as u32, 2, aligned)
+    pub fn preferred(dtype: ScalarType, held: Option<Half>, aligned: bool) -> ClusterSumsVariant {
+        let esz = matrix_elem_bytes(dtype, held) as u32;
+        ClusterSumsVariant::unchecked(dtype, held, 512 / esz, 2, aligned)
     }
 
     /// The variants tried in order when the preferred one leaves too little room for the bins
     /// (see [`plan_cluster_sums`]): the preferred one, then ever smaller staging rings.
-    pub fn fallbacks(dtype: ScalarType, aligned: bool) -> Vec<ClusterSumsVariant> {
-        let esz = dtype.size_bytes() as u32;
+    pub fn fallbacks(
+        dtype: ScalarType,
+        held: Option<Half>,
+        aligned: bool,
+    ) -> Vec<ClusterSumsVariant> {
+        let esz = matrix_elem_bytes(dtype, held) as u32;
         [(512, 2), (256, 3), (256, 2), (128, 2), (64, 2)]
             .into_iter()
             .map(|(row_bytes, stages)| {
-                ClusterSumsVariant::unchecked(dtype, row_bytes / esz, stages, aligned)
+                ClusterSumsVariant::unchecked(dtype, held, row_bytes / esz, stages, aligned)
             })
             .collect()
     }
@@ -259,21 +278,36 @@ impl ClusterSumsVariant {
     /// that are 16-byte but not 128-byte aligned (n = 50000 or 70000 in f32) are also summed
     /// correctly by the aligned mode, but its copies then straddle cache lines (measured slower:
     /// BENCHMARKS.md, run 3), while the strided mode starts every tile on a line.
-    pub fn prefers_aligned(dtype: ScalarType, m_addr: u64, ld: u64) -> bool {
-        let esz = dtype.size_bytes() as u64;
+    pub fn prefers_aligned(dtype: ScalarType, held: Option<Half>, m_addr: u64, ld: u64) -> bool {
+        let esz = matrix_elem_bytes(dtype, held);
         m_addr.is_multiple_of(128) && (ld * esz).is_multiple_of(128)
     }
 
-    /// Elements per 16 bytes (`VE`).
+    /// The workers per multiprocessor that stream a large matrix: [`MIN_WARPS_PER_SM`], or
+    /// [`MIN_WARPS_PER_SM_HELD`] for a matrix held in 16 bits.
+    pub fn streaming_warps_per_sm(&self) -> u32 {
+        if self.held.is_some() {
+            MIN_WARPS_PER_SM_HELD
+        } else {
+            MIN_WARPS_PER_SM
+        }
+    }
+
+    /// Bytes of one element of `M`.
+    fn m_bytes(&self) -> u64 {
+        matrix_elem_bytes(self.dtype, self.held)
+    }
+
+    /// Elements of `M` per 16 bytes (`VE`).
     fn vector_elems(&self) -> u32 {
-        16 / self.dtype.size_bytes() as u32
+        16 / self.m_bytes() as u32
     }
 
     /// The tile alignment of the strided mode, in elements (`RA`): tiles of strided rows start
     /// on `min(tile row bytes, 128)`-byte boundaries, so a warp's copies read whole 128-byte
     /// lines (whole 64-byte halves for 64-byte tile rows).
     pub fn row_alignment(&self) -> u32 {
-        self.tile_cols.min(128 / self.dtype.size_bytes() as u32)
+        self.tile_cols.min(128 / self.m_bytes() as u32)
     }
 
     /// Row groups (32 rows each at most, one per lane) of a matrix with `rows` rows: `rows / 32`
@@ -302,8 +336,7 @@ impl ClusterSumsVariant {
 
     /// Bytes of one stage: the padded `32 x tile_cols` tile and its labels.
     pub fn stage_bytes(&self) -> u64 {
-        let esz = self.dtype.size_bytes() as u64;
-        let row = u64::from(self.tile_cols + self.vector_elems()) * esz;
+        let row = u64::from(self.tile_cols + self.vector_elems()) * self.m_bytes();
         ROWS_PER_GROUP * row + u64::from(self.tile_cols) * 4
     }
 
@@ -324,9 +357,10 @@ impl ClusterSumsVariant {
     /// The kernel's entry-point name, e.g. `pk_cluster_sums_f32_t64_s3_a` (`_r2` for strided
     /// rows two apart).
     pub fn name(&self) -> String {
-        let ty = match self.dtype {
-            ScalarType::F32 => "f32",
-            ScalarType::F64 => "f64",
+        let ty = match (self.held, self.dtype) {
+            (Some(half), _) => format!("{}_f32", half.name()),
+            (None, ScalarType::F32) => "f32".to_string(),
+            (None, ScalarType::F64) => "f64".to_string(),
         };
         let rows = if self.aligned {
             "a".to_string()
@@ -337,6 +371,14 @@ impl ClusterSumsVariant {
             "pk_cluster_sums_{ty}_t{}_s{}_{rows}",
             self.tile_cols, self.stages
         )
+    }
+}
+
+/// Bytes of one element of `M` held in `held` (16 bits) or else in `dtype`.
+fn matrix_elem_bytes(dtype: ScalarType, held: Option<Half>) -> u64 {
+    match held {
+        Some(_) => 2,
+        None => dtype.size_bytes() as u64,
     }
 }
 
@@ -411,6 +453,25 @@ impl ClusterSumsLaunch {
     /// Streaming a large matrix, more warps per SM do not read faster, and an uneven number
     /// per SM reads slower (BENCHMARKS.md, run 6).
     pub fn workers(&self, rows: u64, cols: u64, resident_blocks: u64, multiprocessors: u64) -> u64 {
+        self.workers_per_sm(
+            rows,
+            cols,
+            resident_blocks,
+            multiprocessors,
+            self.variant.streaming_warps_per_sm(),
+        )
+    }
+
+    /// [`Self::workers`] with `per_sm` streaming workers per multiprocessor instead of the
+    /// variant's own number (for benchmarks).
+    pub fn workers_per_sm(
+        &self,
+        rows: u64,
+        cols: u64,
+        resident_blocks: u64,
+        multiprocessors: u64,
+        per_sm: u32,
+    ) -> u64 {
         let groups = self.variant.row_groups(rows);
         if groups == 0 || cols == 0 {
             return 0;
@@ -418,7 +479,7 @@ impl ClusterSumsLaunch {
         if self.variant.column_tiles(cols) >= 2 && 2 * groups <= resident_blocks {
             return 2 * groups;
         }
-        let streaming = multiprocessors.saturating_mul(u64::from(MIN_WARPS_PER_SM));
+        let streaming = multiprocessors.saturating_mul(u64::from(per_sm));
         resident_blocks.min(streaming).clamp(1, groups)
     }
 
@@ -450,6 +511,7 @@ impl ClusterSumsLaunch {
 pub fn plan_cluster_sums(
     k: u64,
     dtype: ScalarType,
+    held: Option<Half>,
     aligned: bool,
     forced: Option<ClusterSumsVariant>,
     limits: &DeviceLimits,
@@ -483,8 +545,13 @@ pub fn plan_cluster_sums(
     };
     let mut best: Option<ClusterSumsLaunch> = None;
     let mut first_error = None;
-    for warps in [MIN_WARPS_PER_SM, MIN_WARPS_PER_SM_LARGE_K] {
-        for variant in ClusterSumsVariant::fallbacks(dtype, aligned) {
+    let first = if held.is_some() {
+        MIN_WARPS_PER_SM_HELD
+    } else {
+        MIN_WARPS_PER_SM
+    };
+    for warps in [first, MIN_WARPS_PER_SM_LARGE_K] {
+        for variant in ClusterSumsVariant::fallbacks(dtype, held, aligned) {
             match make(variant, budget(warps)) {
                 Ok(launch) if launch.passes() == 1 => return Ok(launch),
                 Ok(launch) => {
@@ -504,7 +571,7 @@ pub fn plan_cluster_sums(
         (Some(b), _) => Ok(b),
         (None, Some(e)) => Err(e),
         (None, None) => make(
-            ClusterSumsVariant::preferred(dtype, aligned),
+            ClusterSumsVariant::preferred(dtype, held, aligned),
             budget(MIN_WARPS_PER_SM_LARGE_K),
         ),
     }
@@ -521,6 +588,7 @@ const TEMPLATE: &str = r#"// popcorn builtin kernel {NAME}: cluster sums over on
 namespace {NAME}_impl {
 
 typedef {T} real;
+typedef {MT} mval;
 typedef {VT} vec;
 typedef {LT} lvec;
 constexpr int TW = {TW};
@@ -529,7 +597,7 @@ constexpr int VE = {VE};
 constexpr int TWP = TW + VE;
 constexpr int CPR = TW / VE;
 constexpr int RSTEP = 32 / CPR;
-constexpr int TILE_BYTES = 32 * TWP * (int)sizeof(real);
+constexpr int TILE_BYTES = 32 * TWP * (int)sizeof(mval);
 constexpr int STAGE_BYTES = TILE_BYTES + TW * 4;
 constexpr unsigned BIN_BYTES = 33u * (unsigned)sizeof(real);
 
@@ -570,7 +638,7 @@ __device__ __forceinline__ void wait_oldest()
 __device__ __forceinline__ unsigned chunk_bytes(long long cols, long long col)
 {
     const long long avail = cols - col;
-    return avail >= VE ? 16u : (avail > 0 ? (unsigned)avail * (unsigned)sizeof(real) : 0u);
+    return avail >= VE ? 16u : (avail > 0 ? (unsigned)avail * (unsigned)sizeof(mval) : 0u);
 }
 
 {ROW_MODE}
@@ -593,7 +661,7 @@ __device__ __forceinline__ void push(real v, real* p, real*& cur, real& base, re
 // Sums one staged tile into the lane's bins. FULL: all TW columns are inside the matrix;
 // otherwise columns >= jn go to the dump row. `row` is the lane's row in the stage.
 template <bool FULL>
-__device__ __forceinline__ void consume(const real* row, const unsigned int* lab, int jn,
+__device__ __forceinline__ void consume(const mval* row, const unsigned int* lab, int jn,
     unsigned c_lo, unsigned kb, unsigned char* bins_lane, real*& cur, real& base, real& acc)
 {
     vec v = load_vec(row);
@@ -620,7 +688,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     const long long rows,
     const long long cols,
     const long long ld,
-    const {T}* __restrict__ m,
+    const {MT}* __restrict__ m,
     const unsigned int* __restrict__ labels,
     const long long c_lo,
     const long long kb,
@@ -646,7 +714,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     const unsigned ukb = (unsigned)kb;
     const unsigned uclo = (unsigned)c_lo;
     // Element offset of m inside its 16-byte block (0 for aligned rows).
-    const unsigned moff = (unsigned)((unsigned long long)m / sizeof(real)) & (unsigned)(VE - 1);
+    const unsigned moff = (unsigned)((unsigned long long)m / sizeof(mval)) & (unsigned)(VE - 1);
     const unsigned sbase = (unsigned)__cvta_generic_to_shared(pk_smem);
     real* bins = reinterpret_cast<real*>(pk_smem + STAGES * STAGE_BYTES);
     unsigned char* bins_lane = reinterpret_cast<unsigned char*>(bins + lane);
@@ -699,7 +767,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
         wait_oldest();
         __syncwarp();
         const unsigned char* st = pk_smem + stage * STAGE_BYTES;
-        const real* row = reinterpret_cast<const real*>(st) + row_off;
+        const mval* row = reinterpret_cast<const mval*>(st) + row_off;
         const unsigned int* lab = reinterpret_cast<const unsigned int*>(st + TILE_BYTES);
         {CONSUME}
         const bool last_tile = ct == cts - 1;
@@ -763,21 +831,21 @@ __device__ __forceinline__ void load_labels(unsigned stage, const unsigned int* 
 }
 
 // Aligned rows: lane copies chunk q = lane % CPR of rows lane / CPR + i * RSTEP.
-__device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict__ m,
+__device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict__ m,
     long long rows, long long cols, long long ld, unsigned moff, long long r0, long long c0,
     unsigned lane)
 {
     const unsigned q = lane % (unsigned)CPR;
     const unsigned rf = lane / (unsigned)CPR;
     const long long row0 = r0 + (long long)rf;
-    const real* p = m + row0 * ld + c0 + (long long)(q * VE);
+    const mval* p = m + row0 * ld + c0 + (long long)(q * VE);
     const long long step = (long long)RSTEP * ld;
-    const unsigned dst = stage + (rf * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(real);
+    const unsigned dst = stage + (rf * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(mval);
     if (r0 + 32 <= rows && c0 + TW <= cols) {
         // Interior tile: every chunk is whole.
 #pragma unroll
         for (int i = 0; i < CPR; ++i) {
-            copy16_full(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(real)), p);
+            copy16_full(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(mval)), p);
             p += step;
         }
         return;
@@ -789,7 +857,7 @@ __device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict
     for (int i = 0; i < CPR; ++i) {
         // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
         const unsigned bytes = i * RSTEP < nv ? colbytes : 0u;
-        copy16(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(real)), bytes != 0u ? p : m, bytes);
+        copy16(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(mval)), bytes != 0u ? p : m, bytes);
         p += step;
     }
 }
@@ -799,7 +867,7 @@ __device__ __forceinline__ unsigned row_offset(unsigned lane, long long r0, long
     return lane * (unsigned)TWP;
 }
 
-__device__ __forceinline__ vec load_vec(const real* p)
+__device__ __forceinline__ vec load_vec(const mval* p)
 {
     return *reinterpret_cast<const vec*>(p);
 }"#;
@@ -846,7 +914,7 @@ const ALIGNED_PARTS: [(&str, &str); 5] = [
 ];
 
 /// Row groups, tile loading, labels and shared loads of strided rows.
-const STRIDED: &str = r#"// Strided rows. RA elements (RA * sizeof(real) = min(TW * sizeof(real), 128) bytes) is the
+const STRIDED: &str = r#"// Strided rows. RA elements (RA * sizeof(mval) = min(TW * sizeof(mval), 128) bytes) is the
 // alignment of tile starts; RP (a power of two, at most RA) is the period of the rows' shifts
 // past such boundaries. Row group g is phase g % RP of super group g / RP (32 * RP consecutive
 // rows): tile row r (lane r's row) is row group_row(g) + RP * r. All its rows start the same
@@ -910,20 +978,20 @@ __device__ __forceinline__ void load_labels(unsigned stage, const unsigned int* 
 // Queues tile rows r (rows r0 + RP * r) from column c0, which starts on an RA-element boundary
 // in each of them: lane copies chunk q = lane % CPR of tile rows lane / CPR + i * RSTEP. A chunk
 // that starts before column 0 is read whole; chunks past cols are zero-filled.
-__device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict__ m,
+__device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict__ m,
     long long rows, long long cols, long long ld, long long r0, long long c0, unsigned lane)
 {
     const unsigned q = lane % (unsigned)CPR;
     const unsigned rf = lane / (unsigned)CPR;
     const long long row0 = r0 + (long long)(rf * (unsigned)RP);
-    const real* p = m + row0 * ld + c0 + (long long)(q * VE);
+    const mval* p = m + row0 * ld + c0 + (long long)(q * VE);
     const long long step = (long long)(RSTEP * RP) * ld;
-    const unsigned dst = stage + (rf * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(real);
+    const unsigned dst = stage + (rf * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(mval);
     if (r0 + (long long)(31 * RP) < rows && c0 + TW <= cols) {
         // Interior tile: all 32 rows exist and every chunk is whole.
 #pragma unroll
         for (int i = 0; i < CPR; ++i) {
-            copy16_full(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(real)), p);
+            copy16_full(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(mval)), p);
             p += step;
         }
         return;
@@ -936,18 +1004,18 @@ __device__ __forceinline__ void load_tile(unsigned stage, const real* __restrict
     for (int i = 0; i < CPR; ++i) {
         // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
         const unsigned bytes = i * RSTEP < nv ? colbytes : 0u;
-        copy16(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(real)), bytes != 0u ? p : m, bytes);
+        copy16(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(mval)), bytes != 0u ? p : m, bytes);
         p += step;
     }
 }
 
 // Queues column tile ct of row group g: its rows and its labels.
-__device__ __forceinline__ void queue_tile(unsigned stage, const real* __restrict__ m,
+__device__ __forceinline__ void queue_tile(unsigned stage, const mval* __restrict__ m,
     const unsigned int* __restrict__ labels, long long rows, long long cols, long long ld,
     long long g, long long ct, unsigned lane)
 {
     const long long r0 = group_row(g);
-    const unsigned m_elem = (unsigned)((unsigned long long)m / sizeof(real));
+    const unsigned m_elem = (unsigned)((unsigned long long)m / sizeof(mval));
     const long long c0 = ct * TW - (long long)row_shift(r0, ld, m_elem);
     load_tile(stage, m, rows, cols, ld, r0, c0, lane);
     load_labels(stage, labels, cols, c0, lane);
@@ -959,7 +1027,7 @@ __device__ __forceinline__ unsigned row_offset(unsigned lane, long long, long lo
     return lane * (unsigned)TWP;
 }
 
-__device__ __forceinline__ vec load_vec(const real* p)
+__device__ __forceinline__ vec load_vec(const mval* p)
 {
     return *reinterpret_cast<const vec*>(p);
 }"#;
@@ -1002,20 +1070,47 @@ const STRIDED_PARTS: [(&str, &str); 5] = [
     ),
 ];
 
-/// The vector fields of a 16-byte vector of `dtype`.
-fn fields(dtype: ScalarType) -> &'static [&'static str] {
-    match dtype {
-        ScalarType::F32 => &["x", "y", "z", "w"],
-        ScalarType::F64 => &["x", "y"],
+/// The elements of one 16-byte vector of `M` as `(value, label)` C expressions: the vector `v`
+/// and its labels `l` (16-bit elements are widened; two 16-bit elements share a 32-bit field,
+/// the lower address in the low half).
+fn elements(variant: &ClusterSumsVariant) -> Vec<(String, String)> {
+    let fields = ["x", "y", "z", "w"];
+    match (variant.held, variant.dtype) {
+        (Some(half), _) => {
+            let widen = crate::emit::from_half_fn(half);
+            (0..8)
+                .map(|e| {
+                    let word = fields[e / 2];
+                    let bits = if e % 2 == 0 {
+                        format!("(unsigned short)(v.{word} & 0xffffu)")
+                    } else {
+                        format!("(unsigned short)(v.{word} >> 16)")
+                    };
+                    let half_vec = if e < 4 { "a" } else { "b" };
+                    (
+                        format!("{widen}({bits})"),
+                        format!("l.{half_vec}.{}", fields[e % 4]),
+                    )
+                })
+                .collect()
+        }
+        (None, ScalarType::F32) => fields
+            .iter()
+            .map(|f| (format!("v.{f}"), format!("l.{f}")))
+            .collect(),
+        (None, ScalarType::F64) => fields[..2]
+            .iter()
+            .map(|f| (format!("v.{f}"), format!("l.{f}")))
+            .collect(),
     }
 }
 
 /// The per-element statements of [`TEMPLATE`]'s `consume` for one 16-byte vector.
-fn pushes(dtype: ScalarType) -> String {
+fn pushes(variant: &ClusterSumsVariant) -> String {
     let mut out = String::new();
-    for (e, f) in fields(dtype).iter().enumerate() {
+    for (e, (value, label)) in elements(variant).iter().enumerate() {
         out.push_str(&format!(
-            "        {{\n            unsigned c = l.{f} - c_lo;\n            c = c < kb ? c : kb;\n            if (!FULL && q * VE + {e} >= jn) {{\n                c = kb;\n            }}\n            push(v.{f}, reinterpret_cast<real*>(bins_lane + c * BIN_BYTES), cur, base, acc);\n        }}\n"
+            "        {{\n            unsigned c = {label} - c_lo;\n            c = c < kb ? c : kb;\n            if (!FULL && q * VE + {e} >= jn) {{\n                c = kb;\n            }}\n            push({value}, reinterpret_cast<real*>(bins_lane + c * BIN_BYTES), cur, base, acc);\n        }}\n"
         ));
     }
     out
@@ -1024,11 +1119,15 @@ fn pushes(dtype: ScalarType) -> String {
 /// The cluster-sums kernel of `variant` (see the module documentation for the parameters and
 /// the launch).
 pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::BuiltinKernel {
-    let esz = variant.dtype.size_bytes() as u32;
-    let ve = 16 / esz;
-    let (vt, lt) = match variant.dtype {
-        ScalarType::F32 => ("float4", "uint4"),
-        ScalarType::F64 => ("double2", "uint2"),
+    let ve = variant.vector_elems();
+    let (mt, vt, lt) = match (variant.held, variant.dtype) {
+        (Some(_), _) => (
+            "unsigned short",
+            "uint4",
+            "struct {\n    uint4 a;\n    uint4 b;\n}",
+        ),
+        (None, ScalarType::F32) => ("float", "float4", "uint4"),
+        (None, ScalarType::F64) => ("double", "double2", "uint2"),
     };
     let (mode, functions, flush, parts) = if variant.aligned {
         ("aligned", ALIGNED, ALIGNED_FLUSH, ALIGNED_PARTS)
@@ -1043,10 +1142,11 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Buil
         source = source.replace(placeholder, text);
     }
     let source = source
-        .replace("{PUSHES}", &pushes(variant.dtype))
+        .replace("{PUSHES}", &pushes(variant))
         .replace("{MODE}", mode)
         .replace("{NAME}", &name)
         .replace("{T}", variant.dtype.c_name())
+        .replace("{MT}", mt)
         .replace("{TW}", &variant.tile_cols.to_string())
         .replace("{STAGES}", &variant.stages.to_string())
         .replace("{RA}", &variant.row_alignment().to_string())
@@ -1054,6 +1154,14 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Buil
         .replace("{VE}", &ve.to_string())
         .replace("{VT}", vt)
         .replace("{LT}", lt);
+    let source = match variant.held {
+        Some(_) => source.replacen(
+            "namespace ",
+            &format!("{}namespace ", crate::emit::HALF_CONVERSIONS),
+            1,
+        ),
+        None => source,
+    };
     crate::builtin_kernel::BuiltinKernel { name, source }
 }
 
@@ -1063,12 +1171,19 @@ mod tests {
 
     fn all_variants() -> Vec<ClusterSumsVariant> {
         let mut v = Vec::new();
-        for dtype in [ScalarType::F32, ScalarType::F64] {
+        let types = [
+            (ScalarType::F32, None),
+            (ScalarType::F64, None),
+            (ScalarType::F32, Some(Half::Bf16)),
+            (ScalarType::F32, Some(Half::F16)),
+        ];
+        for (dtype, held) in types {
             for aligned in [true, false] {
                 for row_bytes in TILE_ROW_BYTES {
                     for stages in 2..=4 {
-                        let cols = row_bytes / dtype.size_bytes() as u32;
-                        let base = ClusterSumsVariant::new(dtype, cols, stages, aligned).unwrap();
+                        let cols = row_bytes / matrix_elem_bytes(dtype, held) as u32;
+                        let base =
+                            ClusterSumsVariant::new(dtype, held, cols, stages, aligned).unwrap();
                         // Leading dimensions whose shifts repeat every 1, 2, 4, ... RA rows.
                         let mut periods = std::collections::BTreeSet::new();
                         for ld in [64u64, 32, 16, 8, 4, 2, 1] {
@@ -1131,7 +1246,7 @@ mod tests {
 
     #[test]
     fn sources_pick_the_row_mode_and_vector_types() {
-        let v = ClusterSumsVariant::new(ScalarType::F32, 64, 3, true).unwrap();
+        let v = ClusterSumsVariant::new(ScalarType::F32, None, 64, 3, true).unwrap();
         let k = cluster_sums(&v);
         assert_eq!(k.name, "pk_cluster_sums_f32_t64_s3_a");
         assert!(k
@@ -1163,7 +1278,7 @@ mod tests {
         ] {
             assert!(!k.source.contains(strided_only), "{strided_only}");
         }
-        let e = ClusterSumsVariant::new(ScalarType::F64, 32, 2, false).unwrap();
+        let e = ClusterSumsVariant::new(ScalarType::F64, None, 32, 2, false).unwrap();
         let k = cluster_sums(&e);
         assert_eq!(k.name, "pk_cluster_sums_f64_t32_s2_r16");
         assert!(k.source.contains("(strided rows)"));
@@ -1214,18 +1329,47 @@ mod tests {
         // The shifted mode's row permutation and scalar shared loads are gone.
         assert!(!k.source.contains("slot("));
         assert!(!k.source.contains("v.x = p[0];"));
-        let f = ClusterSumsVariant::new(ScalarType::F32, 64, 2, false).unwrap();
+        let f = ClusterSumsVariant::new(ScalarType::F32, None, 64, 2, false).unwrap();
         let k = cluster_sums(&f);
         assert_eq!(k.name, "pk_cluster_sums_f32_t64_s2_r32");
         assert!(k.source.contains("constexpr int VE = 4;"));
         assert!(k.source.contains("constexpr int RA = 32;"));
         assert_eq!(k.source.matches("push(v.").count(), 4);
         // 64-byte tile rows: tiles start on 64-byte boundaries.
-        let t = ClusterSumsVariant::new(ScalarType::F32, 16, 2, false).unwrap();
+        let t = ClusterSumsVariant::new(ScalarType::F32, None, 16, 2, false).unwrap();
         assert_eq!(t.row_alignment(), 16);
         assert!(cluster_sums(&t).source.contains("constexpr int RA = 16;"));
-        let t = ClusterSumsVariant::new(ScalarType::F64, 8, 2, false).unwrap();
+        let t = ClusterSumsVariant::new(ScalarType::F64, None, 8, 2, false).unwrap();
         assert_eq!(t.row_alignment(), 8);
+    }
+
+    #[test]
+    fn sixteen_bit_matrices_are_staged_eight_to_a_vector_and_widened() {
+        for (half, widen) in [(Half::Bf16, "pk_from_bf16"), (Half::F16, "pk_from_f16")] {
+            let v = ClusterSumsVariant::preferred(ScalarType::F32, Some(half), true);
+            assert_eq!(v.tile_cols, 256, "512-byte tile rows of 2-byte elements");
+            let k = cluster_sums(&v);
+            assert_eq!(
+                k.name,
+                format!("pk_cluster_sums_{}_f32_t256_s2_a", half.name())
+            );
+            assert!(k.source.contains("typedef unsigned short mval;"));
+            assert!(k.source.contains("typedef float real;"));
+            assert!(k.source.contains("constexpr int VE = 8;"));
+            assert!(k.source.contains("const unsigned short* __restrict__ m,"));
+            // Eight elements per 16-byte vector: low halves first, labels from two vectors.
+            assert_eq!(k.source.matches(&format!("push({widen}(")).count(), 8);
+            assert!(k
+                .source
+                .contains(&format!("push({widen}((unsigned short)(v.x & 0xffffu))")));
+            assert!(k.source.contains("unsigned c = l.b.w - c_lo;"));
+            assert!(k.source.contains("#define PK_HALF_CONVERSIONS"));
+            let s = ClusterSumsVariant::preferred(ScalarType::F32, Some(half), false);
+            assert_eq!(s.row_alignment(), 64, "tiles start on 128-byte boundaries");
+            // A stage: 32 padded rows of 264 two-byte elements and the tile's 256 labels.
+            assert_eq!(v.stage_bytes(), 32 * 264 * 2 + 256 * 4);
+        }
+        assert!(ClusterSumsVariant::new(ScalarType::F32, Some(Half::Bf16), 100, 2, true).is_err());
     }
 
     #[test]
@@ -1238,10 +1382,7 @@ mod tests {
             let ra = u64::from(base.row_alignment());
             let tw = u64::from(base.tile_cols);
             assert_eq!(tw % ra, 0);
-            assert_eq!(
-                ra * base.dtype.size_bytes() as u64,
-                (tw * base.dtype.size_bytes() as u64).min(128)
-            );
+            assert_eq!(ra * base.m_bytes(), (tw * base.m_bytes()).min(128));
             for ld in [1u64, 3, 6, 33, 78823, 1002, 50_000, 70_000, 1024, 4, 12] {
                 let v = base.with_leading_dimension(ld);
                 let rp = u64::from(v.row_period);
@@ -1296,7 +1437,7 @@ mod tests {
 
     #[test]
     fn strided_rows_lie_one_shift_period_apart() {
-        let f = ClusterSumsVariant::preferred(ScalarType::F32, false);
+        let f = ClusterSumsVariant::preferred(ScalarType::F32, None, false);
         assert_eq!(f.row_alignment(), 32);
         // Every row has its own shift (odd ld), every other row (ld = 16 mod 32), all the same
         // (ld = 0 mod 32: only the matrix address is off a line), and in between.
@@ -1313,34 +1454,34 @@ mod tests {
             "pk_cluster_sums_f32_t128_s2_r2"
         );
         // f64 tiles start on 16-element boundaries; aligned variants do not change.
-        let d = ClusterSumsVariant::preferred(ScalarType::F64, false);
+        let d = ClusterSumsVariant::preferred(ScalarType::F64, None, false);
         assert_eq!(d.with_leading_dimension(50_008).row_period, 2);
         assert_eq!(d.with_leading_dimension(50_000).row_period, 1);
         assert_eq!(d.with_leading_dimension(50_001).row_period, 16);
-        let a = ClusterSumsVariant::preferred(ScalarType::F32, true);
+        let a = ClusterSumsVariant::preferred(ScalarType::F32, None, true);
         assert_eq!(a.with_leading_dimension(50_001), a);
     }
 
     #[test]
     fn bad_variants_are_refused() {
         assert!(matches!(
-            ClusterSumsVariant::new(ScalarType::F32, 48, 3, true),
+            ClusterSumsVariant::new(ScalarType::F32, None, 48, 3, true),
             Err(ClusterSumsError::TileWidth { bytes: 192, .. })
         ));
-        assert!(ClusterSumsVariant::new(ScalarType::F64, 8, 3, true).is_ok());
+        assert!(ClusterSumsVariant::new(ScalarType::F64, None, 8, 3, true).is_ok());
         assert!(matches!(
-            ClusterSumsVariant::new(ScalarType::F64, 128, 3, true),
+            ClusterSumsVariant::new(ScalarType::F64, None, 128, 3, true),
             Err(ClusterSumsError::TileWidth { bytes: 1024, .. })
         ));
         assert_eq!(
-            ClusterSumsVariant::new(ScalarType::F32, 64, 5, true),
+            ClusterSumsVariant::new(ScalarType::F32, None, 64, 5, true),
             Err(ClusterSumsError::Stages { stages: 5 })
         );
         assert_eq!(
-            ClusterSumsVariant::new(ScalarType::F32, 64, 1, true),
+            ClusterSumsVariant::new(ScalarType::F32, None, 64, 1, true),
             Err(ClusterSumsError::Stages { stages: 1 })
         );
-        let msg = ClusterSumsVariant::new(ScalarType::F32, 3, 2, false)
+        let msg = ClusterSumsVariant::new(ScalarType::F32, None, 3, 2, false)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -1350,7 +1491,7 @@ mod tests {
     #[test]
     fn shared_memory_sizes_by_hand() {
         // f32, 64 columns: rows of 68 floats (272 bytes) x 32 + 256 bytes of labels.
-        let v = ClusterSumsVariant::new(ScalarType::F32, 64, 3, true).unwrap();
+        let v = ClusterSumsVariant::new(ScalarType::F32, None, 64, 3, true).unwrap();
         assert_eq!(v.stage_bytes(), 32 * 272 + 256);
         // k = 10: 11 bins of 33 floats.
         assert_eq!(v.shared_bytes(10), 3 * 8960 + 11 * 33 * 4);
@@ -1359,7 +1500,7 @@ mod tests {
         assert_eq!(v.clusters_within(v.shared_bytes(10) + 132), 11);
         assert_eq!(v.clusters_within(100), 0);
         // f64, 32 columns: rows of 34 doubles (272 bytes) x 32 + 128 bytes of labels.
-        let d = ClusterSumsVariant::new(ScalarType::F64, 32, 2, false).unwrap();
+        let d = ClusterSumsVariant::new(ScalarType::F64, None, 32, 2, false).unwrap();
         assert_eq!(d.stage_bytes(), 32 * 272 + 128);
         assert_eq!(d.shared_bytes(1), 2 * 8832 + 2 * 33 * 8);
     }
@@ -1368,34 +1509,34 @@ mod tests {
     fn plans_fit_the_h100_and_split_large_k_into_passes() {
         let h = DeviceLimits::H100;
         for k in [1u64, 10, 50, 100] {
-            let l = plan_cluster_sums(k, ScalarType::F32, true, None, &h).unwrap();
+            let l = plan_cluster_sums(k, ScalarType::F32, None, true, None, &h).unwrap();
             assert_eq!(l.passes(), 1, "k = {k}");
             assert_eq!(
                 l.variant,
-                ClusterSumsVariant::preferred(ScalarType::F32, true)
+                ClusterSumsVariant::preferred(ScalarType::F32, None, true)
             );
             assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM);
             assert_eq!(l.pass_range(0), (0, k));
         }
         // k = 100 on the H100: 2 stages of 32 x 132 floats + 512 bytes of labels, 101 x 33
         // floats of bins: 4 warps per SM.
-        let l = plan_cluster_sums(100, ScalarType::F32, true, None, &h).unwrap();
+        let l = plan_cluster_sums(100, ScalarType::F32, None, true, None, &h).unwrap();
         assert_eq!(l.shared_bytes, 2 * (32 * 132 * 4 + 512) + 101 * 132);
         assert_eq!(h.blocks_per_sm(u64::from(l.shared_bytes)), 4);
         // k = 200: the 512-byte rows leave room for 169 clusters at 4 warps per SM, so the
         // planner falls back to 256-byte rows in three stages.
-        let l = plan_cluster_sums(200, ScalarType::F32, true, None, &h).unwrap();
+        let l = plan_cluster_sums(200, ScalarType::F32, None, true, None, &h).unwrap();
         assert_eq!(
             (l.variant.tile_cols, l.variant.stages, l.passes()),
             (64, 3, 1)
         );
         // k = 500: one pass with 2 warps per SM.
-        let l = plan_cluster_sums(500, ScalarType::F32, false, None, &h).unwrap();
+        let l = plan_cluster_sums(500, ScalarType::F32, None, false, None, &h).unwrap();
         assert_eq!(l.passes(), 1);
         assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM_LARGE_K);
         // k = 1000 does not fit in one pass: several passes cover 0..1000.
         for dtype in [ScalarType::F32, ScalarType::F64] {
-            let l = plan_cluster_sums(1000, dtype, false, None, &h).unwrap();
+            let l = plan_cluster_sums(1000, dtype, None, false, None, &h).unwrap();
             assert!(l.passes() > 1);
             assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM_LARGE_K);
             let mut next = 0;
@@ -1412,8 +1553,8 @@ mod tests {
     #[test]
     fn forced_variants_are_kept_and_may_use_a_whole_block() {
         let h = DeviceLimits::H100;
-        let v = ClusterSumsVariant::new(ScalarType::F32, 128, 3, true).unwrap();
-        let l = plan_cluster_sums(100, ScalarType::F32, true, Some(v), &h).unwrap();
+        let v = ClusterSumsVariant::new(ScalarType::F32, None, 128, 3, true).unwrap();
+        let l = plan_cluster_sums(100, ScalarType::F32, None, true, Some(v), &h).unwrap();
         assert_eq!(l.variant, v);
         assert_eq!(l.passes(), 1);
         // 3 stages of 32 x 132 floats + 512 bytes of labels, 101 x 33 floats of bins.
@@ -1433,14 +1574,14 @@ mod tests {
             reserved_shared_bytes_per_block: 0,
             max_blocks_per_sm: 32,
         };
-        let e = plan_cluster_sums(10, ScalarType::F64, true, None, &tiny).unwrap_err();
+        let e = plan_cluster_sums(10, ScalarType::F64, None, true, None, &tiny).unwrap_err();
         assert!(e.to_string().contains("shared memory"), "{e}");
     }
 
     #[test]
     fn workers_are_four_per_sm_and_one_or_two_per_row_group() {
         let h = DeviceLimits::H100;
-        let a = plan_cluster_sums(7, ScalarType::F32, true, None, &h).unwrap();
+        let a = plan_cluster_sums(7, ScalarType::F32, None, true, None, &h).unwrap();
         assert_eq!(a.workers(1, 1, 660, 132), 1);
         assert_eq!(a.workers(33, 5, 660, 132), 2);
         assert_eq!(a.workers(60_000, 60_000, 660, 132), 528);
@@ -1460,7 +1601,7 @@ mod tests {
         assert_eq!(a.workers(6400, 128, 660, 132), 200);
         // Strided rows, f32 tiles of 128 columns: RA = 32 row groups per super group of 1024
         // rows, empty ones included.
-        let f = plan_cluster_sums(7, ScalarType::F32, false, None, &h).unwrap();
+        let f = plan_cluster_sums(7, ScalarType::F32, None, false, None, &h).unwrap();
         assert_eq!(f.variant.tile_cols, 128);
         assert_eq!(f.variant.row_groups(1), 32);
         assert_eq!(f.variant.row_groups(1024), 32);
@@ -1475,7 +1616,7 @@ mod tests {
         assert!(f.needs_zeroed_output(1025, 63));
         assert!(f.needs_zeroed_output(100, 3));
         // f64 tiles of 64 columns: RA = 16, super groups of 512 rows.
-        let d = plan_cluster_sums(7, ScalarType::F64, false, None, &h).unwrap();
+        let d = plan_cluster_sums(7, ScalarType::F64, None, false, None, &h).unwrap();
         assert_eq!(d.variant.row_groups(1), 16);
         assert_eq!(d.variant.row_groups(513), 32);
         assert_eq!(d.workers(513, 3, 660, 132), 32);
@@ -1497,11 +1638,11 @@ mod tests {
 
     #[test]
     fn the_same_variant_gives_the_same_source() {
-        let v = ClusterSumsVariant::preferred(ScalarType::F64, true);
+        let v = ClusterSumsVariant::preferred(ScalarType::F64, None, true);
         assert_eq!(cluster_sums(&v), cluster_sums(&v));
         assert_ne!(
             cluster_sums(&v).source,
-            cluster_sums(&ClusterSumsVariant::preferred(ScalarType::F32, true)).source
+            cluster_sums(&ClusterSumsVariant::preferred(ScalarType::F32, None, true)).source
         );
     }
 }

@@ -17,6 +17,7 @@
 //!
 //! // out0[i, j] = x[i, j] * 2 + b[j]
 //! let spec = KernelSpec {
+//!     narrow: Default::default(),
 //!     dtype: ScalarType::F32,
 //!     inputs: vec![
 //!         Input { name: "x".into(), access: Access::Matrix { transposed: false } },

@@ -152,6 +152,7 @@ fn header_text_cannot_break_out_of_comments() {
 #[test]
 fn parameters_follow_param_order() {
     let spec = KernelSpec {
+        narrow: Default::default(),
         dtype: ScalarType::F32,
         inputs: vec![
             input("A", MATRIX),
@@ -258,6 +259,7 @@ fn inputs_are_loaded_once_per_element() {
 #[test]
 fn map_without_positional_inputs_skips_the_index_division() {
     let spec = KernelSpec {
+        narrow: Default::default(),
         dtype: ScalarType::F32,
         inputs: vec![input("s", Access::Scalar), input("g", Access::Broadcast)],
         form: Form::Map {
@@ -333,6 +335,7 @@ fn constants_round_trip_exactly() {
     ];
     for &v in &values {
         let spec = KernelSpec {
+            narrow: Default::default(),
             dtype: ScalarType::F64,
             inputs: vec![],
             form: Form::Map {
@@ -363,6 +366,7 @@ fn constants_round_trip_exactly() {
     }
     // Negative constants are parenthesised so `a - -b` never appears.
     let spec = KernelSpec {
+        narrow: Default::default(),
         dtype: ScalarType::F64,
         inputs: vec![input("s", Access::Scalar)],
         form: Form::Map {
@@ -456,6 +460,7 @@ fn row_reductions_initialise_and_combine_per_kind() {
 #[test]
 fn rows_with_only_picks_skip_the_column_pass() {
     let spec = KernelSpec {
+        narrow: Default::default(),
         dtype: ScalarType::F64,
         inputs: vec![input("X", MATRIX), input("idx", Access::IndexCol)],
         form: Form::Rows {
@@ -547,6 +552,7 @@ fn column_reductions_are_deterministic_block_reductions() {
 #[test]
 fn invalid_specs_emit_error_directives_and_try_emit_reports_them() {
     let spec = KernelSpec {
+        narrow: Default::default(),
         dtype: ScalarType::F32,
         inputs: vec![input("X", MATRIX), input("idx", Access::IndexCol)],
         form: Form::Cols {
@@ -587,6 +593,7 @@ fn invalid_specs_emit_error_directives_and_try_emit_reports_them() {
     assert_eq!(try_emit(&spec), Err(problems[0].clone()));
 
     let bad_pick = KernelSpec {
+        narrow: Default::default(),
         dtype: ScalarType::F64,
         inputs: vec![input("X", MATRIX)],
         form: Form::Rows {
@@ -632,6 +639,7 @@ fn empty_forms_still_emit_valid_kernels() {
     ];
     for form in specs {
         let spec = KernelSpec {
+            narrow: Default::default(),
             dtype: ScalarType::F32,
             inputs: vec![],
             form,
@@ -648,6 +656,7 @@ fn empty_forms_still_emit_valid_kernels() {
 #[test]
 fn unary_and_select_compose() {
     let spec = KernelSpec {
+        narrow: Default::default(),
         dtype: ScalarType::F64,
         inputs: vec![input("x", Access::Col)],
         form: Form::Map {
@@ -699,6 +708,7 @@ fn polynomial_by_label(exponent: Expr, with_argmin: bool) -> KernelSpec {
         );
     }
     KernelSpec {
+        narrow: Default::default(),
         dtype: ScalarType::F32,
         inputs: vec![
             input("X", Access::Left { transposed: false }),
@@ -843,4 +853,73 @@ fn rounded_operands_name_their_own_tf32_kernel() {
         assert_eq!(emit_rounded(&spec, both), emit(&spec));
         assert_eq!(rounded_name(&spec, both), spec.name());
     }
+}
+
+#[test]
+fn matrices_held_in_sixteen_bits_are_widened_on_load_and_rounded_on_store() {
+    use kernel_ir::{Half, Input, Narrow};
+    // out0 = 2 * in0 (a matrix), in a map, a row kernel and a lower-symmetric tile-pair map.
+    let map = |access: Access, narrow: Narrow| KernelSpec {
+        narrow,
+        dtype: ScalarType::F32,
+        inputs: vec![Input {
+            name: "K".into(),
+            access,
+        }],
+        form: Form::Map {
+            outputs: vec![Expr::binary(
+                BinaryOp::Mul,
+                Expr::Const(2.0),
+                Expr::Input(0),
+            )],
+        },
+        provenance: vec![],
+    };
+    let plain = map(Access::Matrix { transposed: false }, Narrow::default());
+    for half in [Half::Bf16, Half::F16] {
+        let (widen, round) = match half {
+            Half::Bf16 => ("pk_from_bf16", "pk_to_bf16"),
+            Half::F16 => ("pk_from_f16", "pk_to_f16"),
+        };
+        let both = Narrow {
+            inputs: vec![(0, half)],
+            outputs: vec![(0, half)],
+        };
+        for access in [Access::Matrix { transposed: false }, Access::LowerSymmetric] {
+            let spec = map(access, both.clone());
+            spec.validate().expect("valid");
+            let k = try_emit(&spec).expect("emits");
+            assert_ne!(
+                spec.name(),
+                plain.name(),
+                "16-bit storage changes the identity"
+            );
+            let params = signature_params(&k.source);
+            assert!(
+                params.iter().any(|p| p == "const unsigned short* in0"),
+                "{params:?}"
+            );
+            assert!(
+                params.iter().any(|p| p == "unsigned short* out0"),
+                "{params:?}"
+            );
+            assert_contains(&k.source, "#define PK_HALF_CONVERSIONS");
+            assert_contains(&k.source, &format!("{widen}(in0["));
+            assert_contains(&k.source, &format!("= {round}("));
+        }
+        // Narrow outputs must be full matrices, narrow inputs matrices, and the kernel f32.
+        let mut bad = map(
+            Access::Col,
+            Narrow {
+                inputs: vec![(0, half)],
+                outputs: vec![],
+            },
+        );
+        assert!(matches!(bad.validate(), Err(SpecError::NarrowInput { .. })));
+        bad.inputs[0].access = Access::Matrix { transposed: true };
+        bad.dtype = ScalarType::F64;
+        assert!(matches!(bad.validate(), Err(SpecError::NarrowInput { .. })));
+    }
+    // Kernels that hold nothing keep their source free of the conversions.
+    assert!(!emit(&plain).source.contains("PK_HALF_CONVERSIONS"));
 }

@@ -225,6 +225,11 @@ impl Graph {
         n
     }
 
+    /// Whether `n` is still a node of the graph (a rewrite may have removed it).
+    pub fn contains(&self, n: NodeId) -> bool {
+        self.g.node_weight(n).is_some()
+    }
+
     /// The node's data.
     pub fn node(&self, n: NodeId) -> &Node {
         &self.g[n]

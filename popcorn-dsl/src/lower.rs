@@ -113,6 +113,7 @@ impl<'a> Lowering<'a> {
             cols,
             home,
             shape,
+            held: None,
         });
         self.value_of.insert(n, id);
         id

@@ -5,6 +5,7 @@
 //! lanes for a plan's pipelined steps.
 
 use crate::error::RuntimeError;
+use kernel_ir::Half;
 use popcorn_dsl::plan::{Step, StepPart};
 use popcorn_dsl::{DType, Target};
 
@@ -19,6 +20,8 @@ pub enum ElemType {
     U32,
     /// `i32` (CSR row pointers and column indices)
     I32,
+    /// 16-bit floats in `half`'s format: a dense value held in 16 bits, computed in `f32`.
+    Half(Half),
 }
 
 impl ElemType {
@@ -34,8 +37,25 @@ impl ElemType {
     pub fn size_bytes(self) -> usize {
         match self {
             ElemType::F64 => 8,
+            ElemType::Half(_) => 2,
             _ => 4,
         }
+    }
+}
+
+/// `x` rounded to `half` (to nearest even), as its bits.
+pub fn to_half_bits(half: Half, x: f32) -> u16 {
+    match half {
+        Half::Bf16 => half::bf16::from_f32(x).to_bits(),
+        Half::F16 => half::f16::from_f32(x).to_bits(),
+    }
+}
+
+/// The value of the `half` bits `bits`.
+pub fn from_half_bits(half: Half, bits: u16) -> f32 {
+    match half {
+        Half::Bf16 => half::bf16::from_bits(bits).to_f32(),
+        Half::F16 => half::f16::from_bits(bits).to_f32(),
     }
 }
 
@@ -50,6 +70,8 @@ pub enum HostSlice<'a> {
     U32(&'a [u32]),
     /// `i32` values.
     I32(&'a [i32]),
+    /// 16-bit floats of a format, as their bits.
+    Half(Half, &'a [u16]),
 }
 
 impl HostSlice<'_> {
@@ -60,6 +82,7 @@ impl HostSlice<'_> {
             HostSlice::F64(_) => ElemType::F64,
             HostSlice::U32(_) => ElemType::U32,
             HostSlice::I32(_) => ElemType::I32,
+            HostSlice::Half(h, _) => ElemType::Half(*h),
         }
     }
 
@@ -70,6 +93,7 @@ impl HostSlice<'_> {
             HostSlice::F64(s) => s.len(),
             HostSlice::U32(s) => s.len(),
             HostSlice::I32(s) => s.len(),
+            HostSlice::Half(_, s) => s.len(),
         }
     }
 
@@ -90,6 +114,8 @@ pub enum HostVec {
     U32(Vec<u32>),
     /// `i32` values.
     I32(Vec<i32>),
+    /// 16-bit floats of a format, as their bits.
+    Half(Half, Vec<u16>),
 }
 
 impl HostVec {
@@ -100,6 +126,10 @@ impl HostVec {
             HostVec::F64(v) => v.clone(),
             HostVec::U32(v) => v.iter().map(|x| *x as f64).collect(),
             HostVec::I32(v) => v.iter().map(|x| *x as f64).collect(),
+            HostVec::Half(h, v) => v
+                .iter()
+                .map(|x| f64::from(from_half_bits(*h, *x)))
+                .collect(),
         }
     }
 
@@ -110,6 +140,7 @@ impl HostVec {
             HostVec::F64(v) => HostSlice::F64(v),
             HostVec::U32(v) => HostSlice::U32(v),
             HostVec::I32(v) => HostSlice::I32(v),
+            HostVec::Half(h, v) => HostSlice::Half(*h, v),
         }
     }
 }

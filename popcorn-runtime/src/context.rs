@@ -3,7 +3,7 @@
 //! workspace on every later call (so a loop allocates nothing).
 
 use crate::args::{Args, Outputs};
-use crate::backend::{Arg, Backend, ElemType, HostSlice, HostVec};
+use crate::backend::{to_half_bits, Arg, Backend, ElemType, HostSlice, HostVec};
 use crate::cpu_backend::CpuBackend;
 use crate::cuda::CudaBackend;
 use crate::device::DeviceSpec;
@@ -389,6 +389,34 @@ impl Context {
         }
     }
 
+    /// A dense `rows x cols` matrix held in 16 bits: the row-major values rounded to `half`
+    /// (to nearest even), for plans that hold a parameter in that format
+    /// ([`PlannerConfig::half_storage`](popcorn_dsl::PlannerConfig)).
+    pub fn dense_half(
+        &self,
+        rows: usize,
+        cols: usize,
+        values: &[f64],
+        half: kernel_ir::Half,
+    ) -> Result<Tensor, RuntimeError> {
+        if values.len() != rows * cols {
+            return Err(RuntimeError::InvalidData(format!(
+                "a {rows} x {cols} matrix needs {} values, got {}",
+                rows * cols,
+                values.len()
+            )));
+        }
+        let bits: Vec<u16> = values
+            .iter()
+            .map(|v| to_half_bits(half, *v as f32))
+            .collect();
+        self.make(
+            TensorShape::Dense { rows, cols },
+            ElemType::Half(half),
+            &[HostSlice::Half(half, &bits)],
+        )
+    }
+
     /// A column vector.
     pub fn col(&self, values: &[f64]) -> Result<Tensor, RuntimeError> {
         self.dense(values.len(), 1, values)
@@ -507,6 +535,10 @@ impl Context {
             ElemType::F64 => HostVec::F64(values.to_vec()),
             ElemType::U32 => HostVec::U32(values.iter().map(|v| *v as u32).collect()),
             ElemType::I32 => HostVec::I32(values.iter().map(|v| *v as i32).collect()),
+            ElemType::Half(h) => HostVec::Half(
+                h,
+                values.iter().map(|v| to_half_bits(h, *v as f32)).collect(),
+            ),
         };
         with_engine!(self, e => e.backend.write(&bufs_for(&e.backend, &t.data)?[0], host.as_slice()))
     }
@@ -582,7 +614,7 @@ impl Context {
                 .map(|(_, v)| {
                     let v = plan.value(*v);
                     match v.kind {
-                        ValueKind::Dense => v.len() * self.config.dtype.size_bytes(),
+                        ValueKind::Dense => v.len() * v.elem_bytes(self.config.dtype),
                         ValueKind::Index => v.rows * 4,
                         _ => 0,
                     }
@@ -661,6 +693,23 @@ impl Context {
         let prepared = self.prepare(engine, program, dims, nnz)?;
         let plan = &prepared.plan;
         let b = &engine.backend;
+        // Dense inputs hold the element type the plan reads (16 bits where it holds them so).
+        for (name, id) in &plan.inputs {
+            let v = plan.value(*id);
+            let Some((_, t)) = args.tensors.iter().find(|(n, _)| n == name) else {
+                continue;
+            };
+            let want = v.held.map_or(ElemType::float(plan.dtype), ElemType::Half);
+            if v.kind == ValueKind::Dense && t.elem != want {
+                return Err(RuntimeError::Binding(format!(
+                    "tensor `{name}` holds {} values, but the plan reads `{name}` as {}; pass a \
+                     tensor of that type (Context::dense_half makes 16-bit ones) or plan with \
+                     PlannerConfig::half_storage to match",
+                    elem_name(t.elem),
+                    elem_name(want)
+                )));
+            }
+        }
         // Output tensors: reuse the caller's where the shape fits.
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
@@ -670,7 +719,7 @@ impl Context {
                         rows: v.rows,
                         cols: v.cols,
                     },
-                    ElemType::float(plan.dtype),
+                    v.held.map_or(ElemType::float(plan.dtype), ElemType::Half),
                 ),
                 ValueKind::Index => (TensorShape::Index { len: v.rows }, ElemType::U32),
                 _ => continue,
@@ -770,6 +819,17 @@ impl Context {
         let names = read_back.iter().map(|(n, _)| (*n).clone());
         outputs.scalars.extend(names.zip(values));
         Ok(())
+    }
+}
+
+/// An element type as users write it (`f32`, `bf16`, ...).
+fn elem_name(e: ElemType) -> String {
+    match e {
+        ElemType::F32 => "f32".into(),
+        ElemType::F64 => "f64".into(),
+        ElemType::U32 => "u32".into(),
+        ElemType::I32 => "i32".into(),
+        ElemType::Half(h) => h.to_string(),
     }
 }
 

@@ -2,7 +2,9 @@
 //! (multithreaded with rayon). It is the fallback where no GPU exists and the reference every
 //! GPU result is tested against.
 
-use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec, NoRecording};
+use crate::backend::{
+    to_half_bits, Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec, NoRecording,
+};
 use crate::cpu::{self, CsrRef, FusedArg, FusedOut, Real};
 use crate::error::RuntimeError;
 use crate::host_memory;
@@ -102,6 +104,7 @@ impl CpuBackend {
             ElemType::F64 => HostVec::F64(host_memory::try_vec(len, 0.0, what, limit)?),
             ElemType::U32 => HostVec::U32(host_memory::try_vec(len, 0, what, limit)?),
             ElemType::I32 => HostVec::I32(host_memory::try_vec(len, 0, what, limit)?),
+            ElemType::Half(h) => HostVec::Half(h, host_memory::try_vec(len, 0, what, limit)?),
         })
     }
 }
@@ -201,6 +204,7 @@ impl Backend for CpuBackend {
             (HostVec::F64(d), HostSlice::F64(s)) => d.copy_from_slice(s),
             (HostVec::U32(d), HostSlice::U32(s)) => d.copy_from_slice(s),
             (HostVec::I32(d), HostSlice::I32(s)) => d.copy_from_slice(s),
+            (HostVec::Half(_, d), HostSlice::Half(_, s)) => d.copy_from_slice(s),
             _ => return Err(wrong("an upload")),
         }
         Ok(CpuBuffer::new(v, data.elem(), data.len(), &self.held))
@@ -222,6 +226,7 @@ impl Backend for CpuBackend {
             (HostVec::F64(d), HostSlice::F64(s)) => d.copy_from_slice(s),
             (HostVec::U32(d), HostSlice::U32(s)) => d.copy_from_slice(s),
             (HostVec::I32(d), HostSlice::I32(s)) => d.copy_from_slice(s),
+            (HostVec::Half(_, d), HostSlice::Half(_, s)) => d.copy_from_slice(s),
             _ => return Err(wrong("a written buffer")),
         }
         Ok(())
@@ -239,6 +244,7 @@ impl Backend for CpuBackend {
             HostVec::F64(d) => d.fill(value),
             HostVec::U32(d) => d.fill(int(value)),
             HostVec::I32(d) => d.fill(if value.is_nan() { -1 } else { value as i32 }),
+            HostVec::Half(h, d) => d.fill(to_half_bits(*h, value as f32)),
         }
         Ok(())
     }
@@ -257,6 +263,12 @@ impl Backend for CpuBackend {
         dtype: DType,
         alpha: f64,
     ) -> Result<(), RuntimeError> {
+        if run_on_half(step, inputs, outputs)? {
+            return Ok(());
+        }
+        if let Some(wide) = self.widened(inputs, outputs)? {
+            return wide.run(step, inputs, outputs, dtype, alpha);
+        }
         match dtype {
             DType::F32 => run_typed::<f32>(step, inputs, outputs, alpha),
             DType::F64 => run_typed::<f64>(step, inputs, outputs, alpha),
@@ -283,6 +295,187 @@ impl Backend for CpuBackend {
     fn address(&self, buf: &CpuBuffer) -> u64 {
         // The buffer itself: its data never moves out of it.
         buf as *const CpuBuffer as u64
+    }
+}
+
+/// Elements per task of the conversions between 16 bits and `f32`.
+const CONVERSION_CHUNK: usize = 1 << 16;
+
+/// A step's dense arguments held in 16 bits, widened to `f32` copies: the CPU backend computes
+/// every step on `f32` values and rounds the 16-bit outputs once the step is done (the same
+/// rounding to nearest even as the GPU's stores). The copies take `f32` memory for the step's
+/// duration.
+struct Widened {
+    /// `f32` copies of the held inputs, by input position.
+    inputs: Vec<(usize, CpuBuffer)>,
+    /// `f32` buffers for the held outputs, by output position.
+    outputs: Vec<(usize, CpuBuffer)>,
+}
+
+impl CpuBackend {
+    /// The widened copies of the step's 16-bit dense arguments, or `None` when it has none.
+    fn widened(
+        &self,
+        inputs: &[Arg<'_, CpuBuffer>],
+        outputs: &[Arg<'_, CpuBuffer>],
+    ) -> Result<Option<Widened>, RuntimeError> {
+        if inputs.iter().chain(outputs).all(|a| held(a).is_none()) {
+            return Ok(None);
+        }
+        let mut wide = Widened {
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        };
+        for (k, a) in inputs.iter().enumerate() {
+            if let Some((buf, h)) = held(a) {
+                let g = buf.read()?;
+                let HostVec::Half(_, bits) = &*g else {
+                    return Err(wrong("a 16-bit input"));
+                };
+                let mut v = self.zeroed(ElemType::F32, bits.len())?;
+                if let HostVec::F32(d) = &mut v {
+                    use rayon::prelude::*;
+                    d.par_chunks_mut(CONVERSION_CHUNK)
+                        .zip(bits.par_chunks(CONVERSION_CHUNK))
+                        .for_each(|(x, b)| cpu::widen(h, b, x));
+                }
+                wide.inputs
+                    .push((k, CpuBuffer::new(v, ElemType::F32, bits.len(), &self.held)));
+            }
+        }
+        for (k, a) in outputs.iter().enumerate() {
+            if let Some((buf, _)) = held(a) {
+                wide.outputs.push((k, self.alloc(ElemType::F32, buf.len)?));
+            }
+        }
+        Ok(Some(wide))
+    }
+}
+
+/// Runs the steps that read a matrix held in 16 bits as it is (cluster sums and diagonals,
+/// which stream or pick from a kernel matrix); `false` for any other step.
+fn run_on_half(
+    step: &Step,
+    inputs: &[Arg<'_, CpuBuffer>],
+    outputs: &[Arg<'_, CpuBuffer>],
+) -> Result<bool, RuntimeError> {
+    let (Some(Arg::Dense { buf, rows, cols }), Some(out)) = (inputs.first(), outputs.first())
+    else {
+        return Ok(false);
+    };
+    let ElemType::Half(half) = buf.elem else {
+        return Ok(false);
+    };
+    let StepOp::Builtin(b @ (Builtin::ClusterSums(_) | Builtin::Diag(_))) = &step.op else {
+        return Ok(false);
+    };
+    let m = buf.read()?;
+    let HostVec::Half(_, bits) = &*m else {
+        return Err(wrong("a 16-bit matrix"));
+    };
+    let out_buf = out.buffers()[0];
+    let mut g = out_buf.write()?;
+    let HostVec::F32(out) = &mut *g else {
+        return Err(wrong("the f32 result of a 16-bit matrix"));
+    };
+    match b {
+        Builtin::ClusterSums(c) => {
+            let labels = match inputs.get(1) {
+                Some(Arg::Index { buf, len }) => {
+                    let l = buf.read()?;
+                    let HostVec::U32(v) = &*l else {
+                        return Err(wrong("the labels"));
+                    };
+                    v[..*len].to_vec()
+                }
+                _ => return Err(wrong("the labels")),
+            };
+            let Dim::Fixed(k) = c.k else {
+                return Err(RuntimeError::Internal(
+                    "the plan's cluster sums leave their clusters unsized".into(),
+                ));
+            };
+            cpu::cluster_sums_half(*rows, *cols, bits, *cols, half, &labels, k, out)?;
+        }
+        Builtin::Diag(d) => cpu::diag_half(*rows, d.offset, bits, *cols, half, out)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// The buffer and format of a dense argument held in 16 bits.
+fn held<'a>(a: &Arg<'a, CpuBuffer>) -> Option<(&'a CpuBuffer, kernel_ir::Half)> {
+    match a {
+        Arg::Dense { buf, .. } => match buf.elem {
+            ElemType::Half(h) => Some((*buf, h)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `args` with the arguments at the positions of `copies` replaced by those copies.
+fn swap<'a>(
+    args: &[Arg<'a, CpuBuffer>],
+    copies: &'a [(usize, CpuBuffer)],
+) -> Vec<Arg<'a, CpuBuffer>> {
+    args.iter()
+        .enumerate()
+        .map(|(k, a)| match (a, copies.iter().find(|(i, _)| *i == k)) {
+            (Arg::Dense { rows, cols, .. }, Some((_, copy))) => Arg::Dense {
+                buf: copy,
+                rows: *rows,
+                cols: *cols,
+            },
+            _ => a.clone(),
+        })
+        .collect()
+}
+
+impl Widened {
+    /// Runs `step` on the widened arguments, then rounds the outputs into their 16-bit buffers.
+    fn run(
+        &self,
+        step: &Step,
+        inputs: &[Arg<'_, CpuBuffer>],
+        outputs: &[Arg<'_, CpuBuffer>],
+        dtype: DType,
+        alpha: f64,
+    ) -> Result<(), RuntimeError> {
+        if dtype != DType::F32 {
+            return Err(RuntimeError::Binding(
+                "a value held in 16 bits is computed in f32; plan in f32".into(),
+            ));
+        }
+        let wide_inputs = swap(inputs, &self.inputs);
+        let wide_outputs = swap(outputs, &self.outputs);
+        let mut step = step.clone();
+        if let StepOp::Fused(f) = &mut step.op {
+            f.spec.narrow = Default::default();
+        }
+        run_typed::<f32>(&step, &wide_inputs, &wide_outputs, alpha)?;
+        for (k, copy) in &self.outputs {
+            let Arg::Dense { buf, .. } = &outputs[*k] else {
+                continue;
+            };
+            let from = copy.read()?;
+            let mut to = buf.write()?;
+            match (&*from, &mut *to) {
+                (HostVec::F32(x), HostVec::Half(h, bits)) => {
+                    use rayon::prelude::*;
+                    let h = *h;
+                    bits.par_chunks_mut(CONVERSION_CHUNK)
+                        .zip(x.par_chunks(CONVERSION_CHUNK))
+                        .for_each(|(b, v)| {
+                            for (b, v) in b.iter_mut().zip(v) {
+                                *b = to_half_bits(h, *v);
+                            }
+                        });
+                }
+                _ => return Err(wrong("a 16-bit output")),
+            }
+        }
+        Ok(())
     }
 }
 

@@ -25,6 +25,7 @@ fn elem_type(plan: &Plan, elem: Elem) -> ElemType {
         Elem::Float => ElemType::float(plan.dtype),
         Elem::U32 => ElemType::U32,
         Elem::I32 => ElemType::I32,
+        Elem::Half(h) => ElemType::Half(h),
     }
 }
 

@@ -77,6 +77,10 @@ pub struct AlgorithmChoice {
     pub recompute_s: f64,
     /// The iterations both estimates assume.
     pub iterations: usize,
+    /// K (held in 16 bits) is built by one kernel that computes its product tile by tile and
+    /// writes K directly, because the product stored in f32 first would not fit in memory.
+    #[serde(default)]
+    pub fused_build: bool,
 }
 
 impl AlgorithmChoice {
@@ -92,6 +96,7 @@ impl AlgorithmChoice {
             stored_s: 0.0,
             recompute_s: f64::INFINITY,
             iterations: 0,
+            fused_build: false,
         }
     }
 }
@@ -137,11 +142,19 @@ pub(crate) fn choose(
     weighted: bool,
 ) -> Result<AlgorithmChoice, FitError> {
     let size = ctx.dtype().size_bytes() as u64;
-    let kernel_matrix_bytes = (n as u64).saturating_mul(n as u64).saturating_mul(size);
-    let iterations = EXPECTED_ITERATIONS.min(max_iter).max(1);
     let config = ctx.config();
-    let build =
-        plan_of(ctx, config, &kernel.name("kernel"), &[("n", n), ("d", d)])?.estimated_seconds();
+    // K in 16 bits where the context holds it so.
+    let k_size = if config.half_storage.contains_key("K") {
+        2
+    } else {
+        size
+    };
+    let kernel_matrix_bytes = (n as u64).saturating_mul(n as u64).saturating_mul(k_size);
+    let iterations = EXPECTED_ITERATIONS.min(max_iter).max(1);
+    let build_plan = plan_of(ctx, config, &kernel.name("kernel"), &[("n", n), ("d", d)])?;
+    let build = build_plan.estimated_seconds();
+    // What building K needs besides K (an f32 product before a 16-bit K is rounded from it).
+    let build_workspace = build_plan.workspace_bytes() as u64;
     let stored_iteration = plan_of(
         ctx,
         config,
@@ -166,10 +179,29 @@ pub(crate) fn choose(
     let stored_s = build + iterations as f64 * stored_iteration;
     let recompute_s = iterations as f64 * recompute_iteration;
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-    // K, plus the iteration's n x k values and the points, must fit in what is free.
-    let needed = kernel_matrix_bytes.saturating_add(3 * (n * k.max(d)) as u64 * size);
+    // K, plus the iteration's n x k values and the points, must fit in what is free, with
+    // what building K takes besides (an f32 product before a 16-bit K is rounded from it). A
+    // 16-bit K can also be built by one kernel that writes it from the product's tiles.
+    let extra = 3 * (n * k.max(d)) as u64 * size;
+    let needed = kernel_matrix_bytes
+        .saturating_add(build_workspace)
+        .saturating_add(extra);
     let free = ctx.memory_info().map(|(free, _)| free as u64);
-    let fits = free.is_none_or(|f| needed <= f);
+    let fits_plain = free.is_none_or(|f| needed <= f);
+    let fused_workspace = if fits_plain || config.half_storage.is_empty() {
+        None
+    } else {
+        let config = fused_build_config(config);
+        Some(
+            plan_of(ctx, &config, &kernel.name("kernel"), &[("n", n), ("d", d)])?.workspace_bytes()
+                as u64,
+        )
+    };
+    let fused_build = !fits_plain
+        && fused_workspace.is_some_and(|w| {
+            free.is_none_or(|f| kernel_matrix_bytes.saturating_add(w).saturating_add(extra) <= f)
+        });
+    let fits = fits_plain || fused_build;
     let memory = if ctx.is_gpu() {
         "GPU memory"
     } else {
@@ -233,6 +265,15 @@ pub(crate) fn choose(
             )
         }
     };
+    let fused_build = fused_build && algorithm == Algorithm::Stored;
+    let reason = if fused_build {
+        format!(
+            "{reason}; K is built by one kernel writing it from the product's tiles (the f32 \
+             product would not fit beside it)"
+        )
+    } else {
+        reason
+    };
     let summary = match requested {
         Algorithm::Auto if !fits => format!(
             "{algorithm} (K needs {:.1} GiB, {:.1} GiB free)",
@@ -254,5 +295,17 @@ pub(crate) fn choose(
         stored_s,
         recompute_s,
         iterations,
+        fused_build,
     })
+}
+
+/// The configuration that builds K by one fused kernel (see [`AlgorithmChoice::fused_build`]),
+/// in strict fp32: that kernel's TF32 variant, which only stores, measured 180 times slower
+/// (BENCHMARKS.md, run 26).
+pub(crate) fn fused_build_config(config: &PlannerConfig) -> PlannerConfig {
+    PlannerConfig {
+        contractions: ContractionPolicy::Always,
+        tf32: false,
+        ..config.clone()
+    }
 }

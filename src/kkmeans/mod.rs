@@ -38,6 +38,7 @@ use source::Source;
 pub use weights::WeightSummary;
 
 use crate::{Args, Context, DType, DeviceSpec, Outputs, RuntimeError, Tensor};
+use kernel_ir::Half;
 use serde::Serialize;
 use std::ops::ControlFlow;
 use std::time::Instant;
@@ -95,6 +96,41 @@ impl Kernel {
     /// Whether the kernel is positive semi-definite (the objective then never increases).
     pub fn is_psd(&self) -> bool {
         !matches!(self, Kernel::Sigmoid { .. } | Kernel::Precomputed)
+    }
+
+    /// An upper bound on `|kappa(x, y)|` over the `n x d` row-major points `x` (by
+    /// Cauchy-Schwarz, `|x . y| <= max ||x||^2`): `max ||x||^2` for the linear kernel,
+    /// `(|gamma| max ||x||^2 + |coef0|)^degree` for the polynomial one (infinite for a
+    /// negative degree, whose values are unbounded near a zero base), 1 for the Gaussian and
+    /// sigmoid ones. `INFINITY` for a precomputed kernel (its values are checked directly).
+    ///
+    /// ```
+    /// use popcorn::kkmeans::Kernel;
+    /// let x = [3.0, 4.0, 1.0, 0.0]; // norms 5 and 1
+    /// assert_eq!(Kernel::Linear.bound(&x, 2), 25.0);
+    /// assert_eq!(Kernel::POLYNOMIAL_DEFAULT.bound(&x, 2), 26.0 * 26.0);
+    /// assert_eq!(Kernel::Gaussian { gamma: None }.bound(&x, 2), 1.0);
+    /// ```
+    pub fn bound(&self, x: &[f64], d: usize) -> f64 {
+        let norm2 = x
+            .chunks(d.max(1))
+            .map(|row| row.iter().map(|v| v * v).sum::<f64>())
+            .fold(0.0f64, f64::max);
+        self.bound_from_norm(norm2)
+    }
+
+    /// [`Kernel::bound`] from the largest squared norm of the points.
+    pub fn bound_from_norm(&self, max_norm2: f64) -> f64 {
+        match *self {
+            Kernel::Linear => max_norm2,
+            Kernel::Polynomial {
+                gamma,
+                coef0,
+                degree,
+            } if degree >= 0.0 => (gamma.abs() * max_norm2 + coef0.abs()).powf(degree),
+            Kernel::Polynomial { .. } | Kernel::Precomputed => f64::INFINITY,
+            Kernel::Gaussian { .. } | Kernel::Sigmoid { .. } => 1.0,
+        }
     }
 }
 
@@ -290,6 +326,9 @@ pub struct KernelKMeans {
     /// Compute the kernel matrix's product with TF32 tensor cores (f32 only): several times
     /// faster, at about 10 bits of mantissa per operand (see BENCHMARKS.md for the cost).
     pub tf32: bool,
+    /// Hold the stored kernel matrix in 16 bits (bf16 or fp16; f32 fits only): written and
+    /// read in half the bytes, every iteration still computing in f32.
+    pub kernel_storage: Option<Half>,
     /// Stored or recomputed kernel matrix.
     pub algorithm: Algorithm,
     /// The points' weights (weighted Kernel K-means), one per point; `None`: every point
@@ -314,6 +353,7 @@ impl KernelKMeans {
             device: DeviceSpec::Auto,
             dtype: DType::F32,
             tf32: false,
+            kernel_storage: None,
             algorithm: Algorithm::Auto,
             sample_weight: None,
         }
@@ -361,13 +401,42 @@ impl KernelKMeans {
         self
     }
 
-    /// The context the fit runs in: the device, the element type and TF32.
+    /// Holds the stored kernel matrix in 16 bits (`Some(Half::Bf16)` or `Some(Half::F16)`),
+    /// or in the fit's type (`None`, the default). Each iteration then reads half the bytes;
+    /// the entries lose precision (bf16 keeps 8 significant bits and f32's range, fp16 11 bits
+    /// up to 65504: a fit whose kernel values could exceed that is refused, naming the bound).
+    /// Building K still takes an f32 product first (`4 n^2` bytes) where the kernel function
+    /// follows it. f32 fits only; the recompute algorithm never stores K and ignores it.
+    ///
+    /// ```
+    /// use popcorn::kernel_ir::Half;
+    /// use popcorn::kkmeans::{KernelKMeans, Points};
+    /// use popcorn::DeviceSpec;
+    ///
+    /// let x = [0.0, 0.1, 0.2, 5.0, 5.1, 5.2];
+    /// let fit = KernelKMeans::new(2)
+    ///     .kernel_storage(Some(Half::Bf16))
+    ///     .device(DeviceSpec::Cpu)
+    ///     .fit(Points::new(6, 1, &x).unwrap())
+    ///     .unwrap();
+    /// assert_eq!(fit.labels[..3], [fit.labels[0]; 3]);
+    /// assert_ne!(fit.labels[0], fit.labels[3]);
+    /// ```
+    pub fn kernel_storage(mut self, half: Option<Half>) -> Self {
+        self.kernel_storage = half;
+        self
+    }
+
+    /// The context the fit runs in: the device, the element type, TF32 and K's storage.
     fn context(&self) -> Result<Context, FitError> {
         let ctx = Context::new(self.device)?.with_dtype(self.dtype);
-        let config = popcorn_dsl::PlannerConfig {
+        let mut config = popcorn_dsl::PlannerConfig {
             tf32: self.tf32,
             ..ctx.config().clone()
         };
+        if let Some(half) = self.kernel_storage {
+            config.half_storage.insert("K".into(), half);
+        }
         Ok(ctx.with_config(config))
     }
 
@@ -459,7 +528,30 @@ impl KernelKMeans {
         if let Some(w) = &self.sample_weight {
             weights::check(w, n)?;
         }
+        if let (Some(half), DType::F64) = (self.kernel_storage, self.dtype) {
+            return Err(FitError::Parameter(format!(
+                "a kernel matrix held in {half} is computed in f32, and this fit is f64; use \
+                 dtype f32 or hold K in f64"
+            )));
+        }
         Ok(())
+    }
+
+    /// Refuses an fp16 kernel matrix whose entries could overflow: `bound` is the largest
+    /// `|kappa(x, y)|` the points can give ([`Kernel::bound`]).
+    pub(crate) fn check_kernel_range(&self, bound: f64) -> Result<(), FitError> {
+        let Some(half) = self.kernel_storage else {
+            return Ok(());
+        };
+        if bound <= half.max_finite() {
+            return Ok(());
+        }
+        Err(FitError::Parameter(format!(
+            "kernel values may reach {bound:.4e}, beyond {:.0}, the largest {half} value, so \
+             K in {half} would hold infinities; hold K in bf16 (the range of f32) or f32, or \
+             scale the points (zscore) or the kernel's gamma",
+            half.max_finite()
+        )))
     }
 
     /// Which algorithm a fit of `n` points of `d` features would run, and why: what
@@ -558,6 +650,7 @@ impl KernelKMeans {
             Some(s) => s.apply(points),
             None => points.data.to_vec(),
         };
+        self.check_kernel_range(self.kernel.bound(&x_host, points.d))?;
         let x = ctx.dense(points.n, points.d, &x_host)?;
         let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
@@ -573,7 +666,7 @@ impl KernelKMeans {
         )?;
         // The recompute plans fuse every kernel product (prediction's cross kernel included:
         // the model keeps this context).
-        let ctx = match choice.algorithm {
+        let mut ctx = match choice.algorithm {
             Algorithm::Recompute => {
                 let config = algorithm::recompute_config(ctx.config());
                 ctx.with_config(config)
@@ -586,13 +679,20 @@ impl KernelKMeans {
             _ => {
                 report(control, &Progress::Phase("kernel matrix"))?;
                 let t = Instant::now();
-                let kmat = ctx
+                // Where the f32 product would not fit beside a 16-bit K, one kernel writes K
+                // from the product's tiles.
+                let iteration_config = ctx.config().clone();
+                if choice.fused_build {
+                    ctx.set_config(algorithm::fused_build_config(&iteration_config));
+                }
+                let built = ctx
                     .run(
                         kernel_programs.program("kernel"),
                         &kernel_programs.bind(Args::new().tensor("X", &x)),
                     )
-                    .map_err(suggest_recompute)?
-                    .take("K")?;
+                    .map_err(suggest_recompute);
+                ctx.set_config(iteration_config);
+                let kmat = built?.take("K")?;
                 ctx.synchronize()?;
                 kernel_matrix_s = t.elapsed().as_secs_f64();
                 Some(kmat)
@@ -675,7 +775,12 @@ impl KernelKMeans {
         let start = Instant::now();
         report(control, &Progress::Phase("upload"))?;
         let ctx = self.context()?;
-        let kmat = ctx.dense(n, n, kmat)?;
+        let largest = kmat.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        self.check_kernel_range(largest)?;
+        let kmat = match self.kernel_storage {
+            Some(half) => ctx.dense_half(n, n, kmat, half)?,
+            None => ctx.dense(n, n, kmat)?,
+        };
         let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();

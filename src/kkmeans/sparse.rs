@@ -67,6 +67,11 @@ impl KernelKMeans {
             ));
         }
         self.validate(n)?;
+        let max_norm2 = (0..n)
+            .filter_map(|r| x.row(r))
+            .map(|(_, v)| v.iter().map(|a| a * a).sum::<f64>())
+            .fold(0.0f64, f64::max);
+        self.check_kernel_range(self.kernel.bound_from_norm(max_norm2))?;
         let start = Instant::now();
         report(control, &Progress::Phase("upload"))?;
         let ctx = self.context()?;

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use crate::params::CType;
-use kernel_ir::{Access, BinaryOp, Expr, KernelSpec, ScalarType, UnaryOp};
+use kernel_ir::{Access, BinaryOp, Expr, Half, KernelSpec, ScalarType, UnaryOp};
 
 /// Name of the macro holding `+inf` of `dtype` (defined by the kernel prelude).
 pub(crate) fn inf_macro(dtype: ScalarType) -> &'static str {
@@ -134,13 +134,14 @@ pub(crate) fn input_load(
 ) -> Option<String> {
     let input = spec.inputs.get(index)?;
     let p = format!("in{index}");
+    let held = |element: String| widened(spec, index, element);
     Some(match input.access {
-        Access::Matrix { transposed: false } => format!("{p}[{row} * {p}_ld + {col}]"),
-        Access::Matrix { transposed: true } => format!("{p}[{col} * {p}_ld + {row}]"),
+        Access::Matrix { transposed: false } => held(format!("{p}[{row} * {p}_ld + {col}]")),
+        Access::Matrix { transposed: true } => held(format!("{p}[{col} * {p}_ld + {row}]")),
         Access::LowerSymmetric if staged_symmetric => format!("pk_sym{index}"),
-        Access::LowerSymmetric => format!(
+        Access::LowerSymmetric => held(format!(
             "{p}[({row} >= {col} ? {row} : {col}) * {p}_ld + ({row} >= {col} ? {col} : {row})]"
-        ),
+        )),
         Access::Col => format!("{p}[{row}]"),
         Access::Row => format!("{p}[{col}]"),
         Access::Scalar => p,
@@ -151,6 +152,68 @@ pub(crate) fn input_load(
         Access::Left { .. } | Access::Right { .. } => return None,
     })
 }
+
+/// The value of input `index`'s element `element` (C text of the loaded element): widened
+/// from 16 bits where the input is held so ([`kernel_ir::Narrow`]), else as it is.
+pub(crate) fn widened(spec: &KernelSpec, index: usize, element: String) -> String {
+    match spec.narrow.input(index) {
+        Some(half) => format!("{}({element})", from_half_fn(half)),
+        None => element,
+    }
+}
+
+/// The C text storing `value` as an element of output `index`: rounded to 16 bits where the
+/// output is held so ([`kernel_ir::Narrow`]), else as it is.
+pub(crate) fn narrowed(spec: &KernelSpec, index: usize, value: &str) -> String {
+    match spec.narrow.output(index) {
+        Some(half) => format!("{}({value})", to_half_fn(half)),
+        None => value.to_string(),
+    }
+}
+
+/// The prelude's function widening a 16-bit value of `half` to `float`.
+pub(crate) fn from_half_fn(half: Half) -> &'static str {
+    match half {
+        Half::Bf16 => "pk_from_bf16",
+        Half::F16 => "pk_from_f16",
+    }
+}
+
+/// The prelude's function rounding a `float` to `half` (to nearest even).
+pub(crate) fn to_half_fn(half: Half) -> &'static str {
+    match half {
+        Half::Bf16 => "pk_to_bf16",
+        Half::F16 => "pk_to_f16",
+    }
+}
+
+/// The conversions between `float` and the 16-bit formats, for kernels that hold a matrix in
+/// 16 bits. bf16 rounds by integer arithmetic (to nearest even; NaN stays NaN), exactly as the
+/// CPU backend does; fp16 uses the hardware's conversions (to nearest even, overflow to
+/// infinity). Guarded, so sources may be concatenated into one module.
+pub(crate) const HALF_CONVERSIONS: &str = "#ifndef PK_HALF_CONVERSIONS\n\
+#define PK_HALF_CONVERSIONS\n\
+__device__ __forceinline__ float pk_from_bf16(unsigned short h) {\n\
+    return __uint_as_float(((unsigned int)h) << 16);\n\
+}\n\
+__device__ __forceinline__ unsigned short pk_to_bf16(float f) {\n\
+    const unsigned int u = __float_as_uint(f);\n\
+    if ((u & 0x7fffffffu) > 0x7f800000u) {\n\
+        return (unsigned short)((u >> 16) | 0x40u);\n\
+    }\n\
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n\
+}\n\
+__device__ __forceinline__ float pk_from_f16(unsigned short h) {\n\
+    float f;\n\
+    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n\
+    return f;\n\
+}\n\
+__device__ __forceinline__ unsigned short pk_to_f16(float f) {\n\
+    unsigned short h;\n\
+    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n\
+    return h;\n\
+}\n\
+#endif\n";
 
 /// Code for the expressions of one element `(row, col)`.
 pub(crate) struct ElementScope<'a> {

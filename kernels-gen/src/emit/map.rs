@@ -19,7 +19,7 @@
 //!   neighbouring tiles, which helps matrices whose rows start off cache lines (BENCHMARKS.md,
 //!   run 4).
 
-use super::expr::ElementScope;
+use super::expr::{narrowed, widened, ElementScope};
 use super::launch::{LaunchShape, LINEAR_BLOCK_THREADS, PAIR_BLOCK_ROWS, PAIR_GROUP, PAIR_TILE};
 use super::reads_position;
 use crate::params::CType;
@@ -74,6 +74,7 @@ fn linear(spec: &KernelSpec, outputs: &[Expr]) -> String {
     }
     scope.write_to(&mut s, "        ");
     for (k, value) in results.iter().enumerate() {
+        let value = narrowed(spec, k, value);
         s.push_str(&format!("        out{k}[pk_e] = {value};\n"));
     }
     s.push_str("    }\n");
@@ -98,6 +99,7 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
     let mut element = String::new();
     scope.write_to(&mut element, "                ");
     for (k, value) in results.iter().enumerate() {
+        let value = narrowed(spec, k, value);
         element.push_str(&format!(
             "                out{k}[i * cols + j] = {value};\n"
         ));
@@ -180,7 +182,8 @@ fn tile_pairs(spec: &KernelSpec, outputs: &[Expr], symmetric: &[usize]) -> Strin
         ));
         for k in symmetric {
             s.push_str(&format!(
-                "{indent}        pk_next{k}[q][h] = inside ? in{k}[r * in{k}_ld + c] : ({t})0;\n"
+                "{indent}        pk_next{k}[q][h] = inside ? {} : ({t})0;\n",
+                widened(spec, *k, format!("in{k}[r * in{k}_ld + c]"))
             ));
         }
         s.push_str(&format!("{indent}    }}\n{indent}}}\n"));
@@ -260,6 +263,7 @@ mod tests {
 
     fn spec(form: Form) -> KernelSpec {
         KernelSpec {
+            narrow: Default::default(),
             dtype: ScalarType::F32,
             inputs: vec![
                 Input {

@@ -54,7 +54,7 @@ pub use launch::{
     PIPELINE_STAGES, PIPELINE_THREADS, ROW_WARPS_PER_BLOCK,
 };
 
-pub(crate) use expr::prelude;
+pub(crate) use expr::{from_half_fn, prelude, HALF_CONVERSIONS};
 
 use crate::params::{params, CType, Param};
 use kernel_ir::SpecError;
@@ -153,6 +153,9 @@ pub fn emit_rounded(spec: &KernelSpec, rounded: RoundedOperands) -> GeneratedKer
     };
 
     let mut kernel = prelude(spec.dtype);
+    if !spec.narrow.is_empty() {
+        kernel.push_str(expr::HALF_CONVERSIONS);
+    }
     kernel.push_str(&preamble);
     for problem in spec.problems() {
         kernel.push_str(&format!(
@@ -231,12 +234,16 @@ pub(crate) fn param_decl(spec: &KernelSpec, param: &Param) -> String {
         Param::Depth => "const long long depth".to_string(),
         Param::Width => "const long long width".to_string(),
         Param::Scratch => format!("unsigned char*{r} scratch"),
+        Param::InputPtr(k) if spec.narrow.input(k).is_some() => {
+            format!("const unsigned short*{r} in{k}")
+        }
         Param::InputPtr(k) => format!("const {t}*{r} in{k}"),
         Param::InputLd(k) => format!("const long long in{k}_ld"),
         Param::InputScalar(k) => format!("const {t} in{k}"),
         Param::InputIndex(k) => format!("const unsigned int*{r} in{k}"),
         Param::Output(k) => match spec.outputs().get(k) {
             Some(OutputShape::PerRowIndex) => format!("unsigned int*{r} out{k}"),
+            _ if spec.narrow.output(k).is_some() => format!("unsigned short*{r} out{k}"),
             _ => format!("{t}*{r} out{k}"),
         },
     }
@@ -285,8 +292,12 @@ fn header(spec: &KernelSpec, name: &str, launch: &LaunchShape) -> String {
         h.push_str("//   (none)\n");
     }
     for (k, input) in spec.inputs.iter().enumerate() {
+        let held = match spec.narrow.input(k) {
+            Some(half) => format!(", held in {half} (widened on load)"),
+            None => String::new(),
+        };
         h.push_str(&format!(
-            "//   in{k} = {}: {}\n",
+            "//   in{k} = {}: {}{held}\n",
             comment_text(&input.name),
             describe_access(k, input.access)
         ));
@@ -307,7 +318,11 @@ fn header(spec: &KernelSpec, name: &str, launch: &LaunchShape) -> String {
             OutputShape::PerCol => "one value per column, [j]",
             OutputShape::PerRowWide => "rows x width, row-major, element (i, c) at [i * width + c]",
         };
-        h.push_str(&format!("//   out{k}: {what}\n"));
+        let held = match spec.narrow.output(k) {
+            Some(half) => format!(", held in {half} (rounded to nearest even)"),
+            None => String::new(),
+        };
+        h.push_str(&format!("//   out{k}: {what}{held}\n"));
     }
     h.push_str(&format!("// launch: {}\n", launch.describe()));
     h.push_str("// (end of header: the kernel text follows)\n");

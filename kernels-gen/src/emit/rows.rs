@@ -11,7 +11,7 @@
 //! `(i, idx[i])`, or writes NaN where `idx[i] >= cols` (the GPU cannot report the error the CPU
 //! backend raises).
 
-use super::expr::{inf_macro, nan_macro, ElementScope};
+use super::expr::{inf_macro, nan_macro, narrowed, ElementScope};
 use super::launch::{LaunchShape, ROW_WARPS_PER_BLOCK};
 use crate::params::CType;
 use kernel_ir::{Expr, KernelSpec, ReduceKind, Reduction};
@@ -69,6 +69,7 @@ pub(crate) fn body(spec: &KernelSpec, stores: &[Expr], reductions: &[Reduction])
         s.push_str("        for (long long j = pk_lane; j < cols; j += 32) {\n");
         scope.write_to(&mut s, "            ");
         for (k, value) in stored.iter().enumerate() {
+            let value = narrowed(spec, k, value);
             s.push_str(&format!("            out{k}[i * cols + j] = {value};\n"));
         }
         for (&(k, r), v) in scanned.iter().zip(&reduced) {

@@ -44,6 +44,7 @@ pub fn c(v: f64) -> Expr {
 /// `out0 = X * s + b`, `out1 = exp(-|X - c|)`, `out2 = Y^T + g`.
 pub fn map_affine(dtype: ScalarType) -> KernelSpec {
     KernelSpec {
+        narrow: Default::default(),
         dtype,
         inputs: vec![
             input("X", MATRIX),
@@ -88,6 +89,7 @@ pub fn map_all_ops(dtype: ScalarType) -> KernelSpec {
             .unwrap_or(c(0.0))
     };
     KernelSpec {
+        narrow: Default::default(),
         dtype,
         inputs: vec![input("X", MATRIX)],
         form: Form::Map {
@@ -137,6 +139,7 @@ pub fn rows_kmeans(dtype: ScalarType) -> KernelSpec {
         expr: dist.clone(),
     };
     KernelSpec {
+        narrow: Default::default(),
         dtype,
         inputs: vec![
             input("K", MATRIX),
@@ -162,6 +165,7 @@ pub fn rows_kmeans(dtype: ScalarType) -> KernelSpec {
 /// `out2 = X[i, idx[i]]` (inputs X, idx).
 pub fn rows_reduce_only(dtype: ScalarType) -> KernelSpec {
     KernelSpec {
+        narrow: Default::default(),
         dtype,
         inputs: vec![input("X", MATRIX), input("idx", Access::IndexCol)],
         form: Form::Rows {
@@ -193,6 +197,7 @@ pub fn cols_stats(dtype: ScalarType) -> KernelSpec {
         expr: v.clone(),
     };
     KernelSpec {
+        narrow: Default::default(),
         dtype,
         inputs: vec![input("X", MATRIX), input("b", Access::Row)],
         form: Form::Cols {
@@ -220,6 +225,7 @@ pub fn contraction_mixed(dtype: ScalarType, tf32: bool, by_label: bool) -> Kerne
 /// A contraction with both operands the other way round (A transposed, B not) and one store.
 pub fn contraction_transposed(dtype: ScalarType) -> KernelSpec {
     KernelSpec {
+        narrow: Default::default(),
         dtype,
         inputs: vec![
             input("A", Access::Left { transposed: true }),

@@ -280,6 +280,7 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
             let s = ctx.dense_f32(n, k, &vec![0.0; n * k])?;
             let offset = cli.offset.min(n - 1);
             let cs = ClusterSumsArgs {
+                held: None,
                 dtype: ScalarType::F32,
                 m: src + 4 * offset as u64,
                 rows: n,

@@ -76,7 +76,7 @@ enum Place {
 fn storage(plan: &Plan, v: ValueId) -> Option<(Elem, usize)> {
     let val = plan.value(v);
     match val.kind {
-        ValueKind::Dense => Some((Elem::Float, val.len())),
+        ValueKind::Dense => Some((val.held.map_or(Elem::Float, Elem::Half), val.len())),
         ValueKind::Index => Some((Elem::U32, val.rows)),
         _ => None,
     }

@@ -73,6 +73,7 @@ fn region(g: &Graph, p: NodeId, cx: &PassContext<'_>) -> Region {
         return r;
     }
     let gram = product_of(g, p).is_some_and(|(a, _)| !a.trans_a && a.trans_b);
+    let mut stored_nodes = Vec::new();
     let mut stack = vec![p];
     let mut seen = BTreeSet::from([p]);
     while let Some(n) = stack.pop() {
@@ -120,9 +121,21 @@ fn region(g: &Graph, p: NodeId, cx: &PassContext<'_>) -> Region {
                 return r;
             }
             r.stored += 1;
+            stored_nodes.push(n);
         }
     }
-    if r.reductions.is_empty() {
+    // Outputs held in 16 bits that only a map of the product writes: fused when contractions
+    // are asked for everywhere, the product is then never stored in f32 (an `n x n` f32
+    // temporary would take twice the 16-bit output's memory).
+    let held_outputs = !stored_nodes.is_empty()
+        && stored_nodes.iter().all(|s| {
+            g.outputs
+                .iter()
+                .any(|(name, o)| o == s && cx.config.half_storage.contains_key(name))
+        });
+    if r.reductions.is_empty()
+        && !(held_outputs && cx.config.contractions == ContractionPolicy::Always)
+    {
         r.refusal =
             Some("nothing reduces it (a library product and a map write it as fast)".into());
     }
@@ -222,6 +235,10 @@ impl GraphPass for Contractions {
         }
         let mut changed = false;
         for n in g.topo_order() {
+            // An earlier rewrite (a diagonal derived from the operands) may have removed it.
+            if !g.contains(n) {
+                continue;
+            }
             let Some((attrs, operands)) = product_of(g, n) else {
                 continue;
             };

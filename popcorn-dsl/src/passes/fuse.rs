@@ -481,6 +481,7 @@ impl Fusion {
         };
         let provenance = members.iter().map(|n| g.describe(*n)).collect();
         let spec = KernelSpec {
+            narrow: Default::default(),
             dtype: cx.config.dtype.scalar_type(),
             inputs: b.inputs.iter().map(|(i, _)| i.clone()).collect(),
             form,

@@ -15,7 +15,9 @@
 //!    reductions computed inside their kernel, never stored);
 //! 5. lowering: [`fuse`] groups maps, broadcasts and reductions into kernels, and the graph
 //!    becomes steps over values;
-//! 6. [`lower_triangle`]: a SYRK read only by one map writes its lower triangle, the map
+//! 6. [`half_storage`]: the values [`PlannerConfig::half_storage`] names are held in 16 bits,
+//!    with conversions beside the steps that cannot hold them;
+//!    [`lower_triangle`]: a SYRK read only by one map writes its lower triangle, the map
 //!    mirrors it; [`pipelines`]: such a map runs band by band beside its SYRK;
 //! 7. [`buffers`]: liveness and buffer reuse.
 //!
@@ -30,6 +32,7 @@ pub mod contractions;
 pub mod cse;
 pub mod diagonals;
 pub mod fuse;
+pub mod half_storage;
 pub mod infer;
 pub mod label_order;
 mod library_choice;
@@ -85,6 +88,12 @@ pub struct PlannerConfig {
     /// points over P ranks.
     #[serde(default)]
     pub partition: Option<PartitionSpec>,
+    /// Dense parameters and results held in 16 bits, by name ([`half_storage`]): a kernel
+    /// matrix `K` in bf16 is written and read in half the bytes, every step still computing in
+    /// f32. A name holds in every program that has a parameter or result of that name (a
+    /// context's programs share its configuration); only in f32 plans.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub half_storage: std::collections::BTreeMap<String, kernel_ir::Half>,
 }
 
 fn default_true() -> bool {
@@ -103,6 +112,7 @@ impl Default for PlannerConfig {
             syrk_block_rows: None,
             contractions: ContractionPolicy::Auto,
             partition: None,
+            half_storage: Default::default(),
         }
     }
 }
@@ -119,6 +129,7 @@ impl std::hash::Hash for PlannerConfig {
             syrk_block_rows,
             contractions,
             partition,
+            half_storage,
         } = self;
         dtype.hash(state);
         fusion.hash(state);
@@ -129,6 +140,7 @@ impl std::hash::Hash for PlannerConfig {
         syrk_block_rows.hash(state);
         contractions.hash(state);
         partition.hash(state);
+        half_storage.hash(state);
     }
 }
 
@@ -151,6 +163,12 @@ impl PlannerConfig {
     /// [`PlannerConfig::from_settings`] with this process's settings.
     pub fn from_env() -> PlannerConfig {
         PlannerConfig::from_settings(crate::settings::settings())
+    }
+
+    /// The same configuration with the dense parameter or result `name` held in `half`.
+    pub fn with_half_storage(mut self, name: &str, half: kernel_ir::Half) -> PlannerConfig {
+        self.half_storage.insert(name.to_string(), half);
+        self
     }
 
     /// The same configuration with another element type.
@@ -249,6 +267,7 @@ pub const PIPELINE: &[Stage] = &[
     Stage::Graph(&cse::Cse),
     Stage::Graph(&infer::Infer),
     Stage::Lower,
+    Stage::Plan(&half_storage::HalfStorage),
     Stage::Plan(&lower_triangle::LowerTriangle),
     Stage::Plan(&pipelines::Pipelines),
     Stage::Plan(&partition::Partitioning),

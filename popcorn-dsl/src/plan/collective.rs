@@ -124,6 +124,7 @@ impl Collective {
         let size = match self.elem {
             Elem::Float => dtype.size_bytes(),
             Elem::U32 | Elem::I32 => 4,
+            Elem::Half(_) => 2,
         };
         self.len * size
     }
@@ -309,6 +310,7 @@ impl Partition {
                         Elem::Float => plan.dtype.to_string(),
                         Elem::U32 => "u32".into(),
                         Elem::I32 => "i32".into(),
+                        Elem::Half(h) => h.to_string(),
                     },
                     super::display::si(c.bytes(plan.dtype) as f64)
                 ),

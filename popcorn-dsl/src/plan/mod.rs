@@ -17,7 +17,7 @@ use crate::ops::{Builtin, OpFacts};
 use crate::scalar::ScalarExpr;
 use crate::target::Target;
 use crate::types::{DType, DimBindings, Shape};
-use kernel_ir::KernelSpec;
+use kernel_ir::{Half, KernelSpec};
 use serde::{Deserialize, Serialize};
 
 pub use dot::GraphView;
@@ -82,6 +82,10 @@ pub struct Value {
     /// rows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shape: Option<Shape>,
+    /// The 16-bit format a dense input or output is held in
+    /// ([`PlannerConfig::half_storage`](crate::PlannerConfig)); `None`: the plan's type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Half>,
 }
 
 impl Value {
@@ -95,8 +99,17 @@ impl Value {
         self.len() == 0
     }
 
-    /// The type as users write it (`Dense[60000, 10]`, `Col[60000]`, `Csr[10, 60000]`).
+    /// The type as users write it (`Dense[60000, 10]`, `Col[60000]`, `Csr[10, 60000]`), and
+    /// the 16-bit format it is held in (`Dense[60000, 60000] in bf16`).
     pub fn type_string(&self) -> String {
+        let ty = self.kind_string();
+        match self.held {
+            Some(half) => format!("{ty} in {half}"),
+            None => ty,
+        }
+    }
+
+    fn kind_string(&self) -> String {
         match &self.kind {
             ValueKind::Scalar(_) => "Scalar".into(),
             ValueKind::Index => format!("Index[{}]", self.rows),
@@ -104,6 +117,15 @@ impl Value {
             ValueKind::Dense if self.cols == 1 && self.rows != 1 => format!("Col[{}]", self.rows),
             ValueKind::Dense if self.rows == 1 && self.cols != 1 => format!("Row[{}]", self.cols),
             ValueKind::Dense => format!("Dense[{}, {}]", self.rows, self.cols),
+        }
+    }
+
+    /// Bytes of one element of a dense value: 2 where it is held in 16 bits, else those of
+    /// `dtype`.
+    pub fn elem_bytes(&self, dtype: DType) -> usize {
+        match self.held {
+            Some(_) => 2,
+            None => dtype.size_bytes(),
         }
     }
 }
@@ -117,6 +139,8 @@ pub enum Elem {
     U32,
     /// `i32` (CSR row pointers and column indices).
     I32,
+    /// A dense value held in 16 bits ([`Value::held`]).
+    Half(Half),
 }
 
 /// A plan-owned buffer, allocated once and reused across runs of the plan.
@@ -417,6 +441,7 @@ impl Plan {
                     * match b.elem {
                         Elem::Float => self.dtype.size_bytes(),
                         Elem::U32 | Elem::I32 => 4,
+                        Elem::Half(_) => 2,
                     }
             })
             .sum()

@@ -1,7 +1,9 @@
 //! [`CudaBackend`]: device setup, buffers and transfers, the target it offers the planner, and
 //! the dispatch of plan steps to their units ([`crate::cuda::ops`]) on its lanes.
 
-use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec};
+use crate::backend::{
+    from_half_bits, to_half_bits, Arg, Backend, BufferInfo, ElemType, HostSlice, HostVec,
+};
 use crate::cuda::blas::BlasHandle;
 use crate::cuda::builtin_ops::CountScratch;
 use crate::cuda::device::{device_limits, Device, LANES};
@@ -294,6 +296,7 @@ impl Backend for CudaBackend {
                 HostSlice::F64(s) => driver::copy_htod(stream, dst, s),
                 HostSlice::U32(s) => driver::copy_htod(stream, dst, s),
                 HostSlice::I32(s) => driver::copy_htod(stream, dst, s),
+                HostSlice::Half(_, s) => driver::copy_htod(stream, dst, s),
             }
         }
     }
@@ -322,6 +325,7 @@ impl Backend for CudaBackend {
             ElemType::F64 => HostVec::F64(read(src, n)?),
             ElemType::U32 => HostVec::U32(read(src, n)?),
             ElemType::I32 => HostVec::I32(read(src, n)?),
+            ElemType::Half(h) => HostVec::Half(h, read(src, n)?),
         })
     }
 
@@ -388,6 +392,7 @@ impl Backend for CudaBackend {
                     ElemType::F64 => f64::from_bits(bits),
                     ElemType::U32 => f64::from(bits as u32),
                     ElemType::I32 => f64::from(bits as u32 as i32),
+                    ElemType::Half(h) => f64::from(from_half_bits(h, bits as u16)),
                 }
             })
             .collect())
@@ -416,6 +421,7 @@ impl Backend for CudaBackend {
                     len,
                 ),
                 ElemType::F64 => b.fill_f64(ptr, len, value),
+                ElemType::Half(h) => b.memset16(ptr, to_half_bits(h, value as f32), len),
             }
         }
     }

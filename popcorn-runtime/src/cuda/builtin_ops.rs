@@ -237,6 +237,21 @@ impl Builtins<'_> {
         unsafe { driver::memset32(self.stream, ptr, bits, len) }
     }
 
+    /// Sets `len` 16-bit words at `ptr` to `bits`.
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// at least `len` 16-bit words.
+    pub(crate) unsafe fn memset16(
+        &self,
+        ptr: u64,
+        bits: u16,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: as this function's contract says.
+        unsafe { driver::memset16(self.stream, ptr, bits, len) }
+    }
+
     /// Fills `len` doubles at `ptr` with `value`.
     ///
     /// # Safety
@@ -460,6 +475,39 @@ impl Builtins<'_> {
             builtins::linear_grid_block(n as u64),
             &mut args,
         )
+    }
+
+    /// Writes the `n` diagonal entries of a row-major matrix held in 16 bits (`half`), widened
+    /// to `f32`, into `out`.
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream: `a` holds
+    /// the entries `i * lda + i` (16-bit each) for `i < n`, and `out` `n` floats.
+    pub(crate) unsafe fn diag_half(
+        &self,
+        half: kernel_ir::Half,
+        a: u64,
+        n: usize,
+        lda: usize,
+        out: u64,
+    ) -> Result<(), RuntimeError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(n)?,
+            KernelArg::Ptr(a),
+            KernelArg::size(lda)?,
+            KernelArg::Ptr(out),
+        ];
+        let name = builtins::diag_half_name(half);
+        let f = self
+            .kernels
+            .function(name, || builtins::diag_half(half).source)?;
+        let dims = builtins::linear_grid_block(n as u64);
+        // SAFETY: `args` follow the kernel's parameters; the addresses hold what it touches,
+        // as this function's contract says.
+        unsafe { driver::launch(self.stream, &f, name, dims, &mut args) }
     }
 
     /// Scatters a CSR matrix of `rows` rows into the zeroed dense `out` (leading dimension

@@ -111,6 +111,25 @@ pub(crate) unsafe fn memset32(
         .map_err(|e| driver_error("cuMemsetD32Async", e))
 }
 
+/// Sets `halves` 16-bit words at `ptr` to `bits`, on `stream`.
+///
+/// # Safety
+/// `ptr` holds at least `halves` 16-bit words of device memory usable on `stream`.
+pub(crate) unsafe fn memset16(
+    stream: &CudaStream,
+    ptr: u64,
+    bits: u16,
+    halves: usize,
+) -> Result<(), RuntimeError> {
+    if halves == 0 {
+        return Ok(());
+    }
+    // SAFETY: the caller guarantees the range; the stream belongs to the current context.
+    unsafe { sys::cuMemsetD16Async(ptr, bits, halves, stream.cu_stream()) }
+        .result()
+        .map_err(|e| driver_error("cuMemsetD16Async", e))
+}
+
 /// Copies `bytes` from `src` to `dst` (device to device), on `stream`.
 ///
 /// # Safety

@@ -182,11 +182,22 @@ fn gpu_transfers_and_fills_every_element_type() {
         let d: Vec<f64> = (0..len).map(|i| i as f64 / 3.0).collect();
         let u: Vec<u32> = (0..len).map(|i| (i * 7) as u32).collect();
         let s: Vec<i32> = (0..len).map(|i| i as i32 - 100).collect();
+        // 16-bit values exact in both formats (small multiples of 1/2).
+        let bf: Vec<u16> = f
+            .iter()
+            .map(|x| crate::backend::to_half_bits(kernel_ir::Half::Bf16, *x))
+            .collect();
+        let hf: Vec<u16> = f
+            .iter()
+            .map(|x| crate::backend::to_half_bits(kernel_ir::Half::F16, *x))
+            .collect();
         let cases = [
             HostSlice::F32(&f),
             HostSlice::F64(&d),
             HostSlice::U32(&u),
             HostSlice::I32(&s),
+            HostSlice::Half(kernel_ir::Half::Bf16, &bf),
+            HostSlice::Half(kernel_ir::Half::F16, &hf),
         ];
         for data in cases {
             let buf = b.upload(data).expect("upload");
@@ -212,6 +223,7 @@ fn gpu_transfers_and_fills_every_element_type() {
                 HostVec::F64(v) => assert!(v.iter().all(|x| x.is_nan())),
                 HostVec::U32(v) => assert!(v.iter().all(|x| *x == u32::MAX)),
                 HostVec::I32(v) => assert!(v.iter().all(|x| *x == -1)),
+                HostVec::Half(..) => assert!(poisoned.to_f64().iter().all(|x| x.is_nan())),
             }
             b.fill(&buf, 3.0).expect("fill");
             assert!(b
@@ -240,6 +252,7 @@ fn owned(data: HostSlice<'_>) -> HostVec {
         HostSlice::F64(v) => HostVec::F64(v.to_vec()),
         HostSlice::U32(v) => HostVec::U32(v.to_vec()),
         HostSlice::I32(v) => HostVec::I32(v.to_vec()),
+        HostSlice::Half(h, v) => HostVec::Half(h, v.to_vec()),
     }
 }
 
@@ -249,6 +262,12 @@ fn from_f64(elem: ElemType, v: &[f64]) -> HostVec {
         ElemType::F64 => HostVec::F64(v.to_vec()),
         ElemType::U32 => HostVec::U32(v.iter().map(|x| *x as u32).collect()),
         ElemType::I32 => HostVec::I32(v.iter().map(|x| *x as i32).collect()),
+        ElemType::Half(h) => HostVec::Half(
+            h,
+            v.iter()
+                .map(|x| crate::backend::to_half_bits(h, *x as f32))
+                .collect(),
+        ),
     }
 }
 
@@ -1383,6 +1402,7 @@ fn bin(op: BinaryOp, a: Expr, b: Expr) -> Expr {
 /// Map: out0 = x * s + r[j] - c[i]; out1 = (x > c[i]) ? t^T : exp(-|x|) * bc.
 fn map_spec(dtype: DType) -> KernelSpec {
     KernelSpec {
+        narrow: Default::default(),
         dtype: dtype.scalar_type(),
         inputs: vec![
             input("x", Access::Matrix { transposed: false }),
@@ -1424,6 +1444,7 @@ fn map_spec(dtype: DType) -> KernelSpec {
 /// Rows: store x - c[i]; sum of x^2, argmin of x - c[i], min of x, x[i, idx[i]].
 fn rows_spec(dtype: DType) -> KernelSpec {
     KernelSpec {
+        narrow: Default::default(),
         dtype: dtype.scalar_type(),
         inputs: vec![
             input("x", Access::Matrix { transposed: false }),
@@ -1458,6 +1479,7 @@ fn rows_spec(dtype: DType) -> KernelSpec {
 /// Cols: sum of x * r[j], max of x, min of x (x read transposed when `transposed`).
 fn cols_spec(dtype: DType, transposed: bool) -> KernelSpec {
     KernelSpec {
+        narrow: Default::default(),
         dtype: dtype.scalar_type(),
         inputs: vec![
             input("x", Access::Matrix { transposed }),
@@ -1612,6 +1634,7 @@ fn gpu_pow_multiplies_for_small_integer_exponents() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(21);
     let spec = |dtype: DType| KernelSpec {
+        narrow: Default::default(),
         dtype: dtype.scalar_type(),
         inputs: vec![
             input("x", Access::Matrix { transposed: false }),
@@ -1672,6 +1695,7 @@ fn gpu_pow_multiplies_for_small_integer_exponents() {
 /// `out0 = pow(s * K + c[i], 2)`, `out1 = K`, K read as a lower-symmetric matrix.
 fn symmetric_map_spec(dtype: DType) -> KernelSpec {
     KernelSpec {
+        narrow: Default::default(),
         dtype: dtype.scalar_type(),
         inputs: vec![
             input("K", Access::LowerSymmetric),

@@ -95,6 +95,7 @@ macro_rules! same_elem {
             (HostVec::F64($x), HostVec::F64($y)) => $body,
             (HostVec::U32($x), HostVec::U32($y)) => $body,
             (HostVec::I32($x), HostVec::I32($y)) => $body,
+            (HostVec::Half(_, $x), HostVec::Half(_, $y)) => $body,
             _ => return Err(mismatch($what)),
         }
     };
@@ -113,6 +114,7 @@ pub(crate) fn prefix(mut v: HostVec, len: usize) -> Result<HostVec, RuntimeError
         HostVec::F64(x) => x.truncate(len),
         HostVec::U32(x) => x.truncate(len),
         HostVec::I32(x) => x.truncate(len),
+        HostVec::Half(_, x) => x.truncate(len),
     }
     Ok(v)
 }
@@ -125,6 +127,7 @@ pub(crate) fn slice(v: &HostVec, range: std::ops::Range<usize>) -> Result<HostVe
         HostVec::F64(x) => HostVec::F64(x.get(range.clone()).ok_or_else(short)?.to_vec()),
         HostVec::U32(x) => HostVec::U32(x.get(range.clone()).ok_or_else(short)?.to_vec()),
         HostVec::I32(x) => HostVec::I32(x.get(range.clone()).ok_or_else(short)?.to_vec()),
+        HostVec::Half(h, x) => HostVec::Half(*h, x.get(range.clone()).ok_or_else(short)?.to_vec()),
     })
 }
 

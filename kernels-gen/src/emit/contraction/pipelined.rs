@@ -25,7 +25,7 @@
 //! fold)`, launched with `__launch_bounds__(256, 1)` on a persistent grid (see
 //! [`LaunchShape::Pipelined`]).
 
-use super::super::expr::{pow_fn, uniform_pow_exponent, ElementScope};
+use super::super::expr::{narrowed, pow_fn, uniform_pow_exponent, ElementScope};
 use super::super::launch::{
     LaunchShape, PIPELINE_A_CHUNK_BYTES, PIPELINE_BLOCK_ROWS, PIPELINE_B_CHUNK_BYTES,
     PIPELINE_COLUMN_WARPS, PIPELINE_DEPTH_CHUNK, PIPELINE_STAGES, PIPELINE_THREADS,
@@ -247,7 +247,8 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
          const long long j) const {\n",
     );
     for k in 0..stores.len() {
-        s.push_str(&format!("        out{k}[i * cols + j] = x.s{k};\n"));
+        let value = narrowed(spec, k, &format!("x.s{k}"));
+        s.push_str(&format!("        out{k}[i * cols + j] = {value};\n"));
     }
     for (k, r) in reductions.iter().enumerate() {
         let v = format!("x.v{k}");

@@ -27,7 +27,7 @@
 //! atomic add (labels at or beyond `width` are skipped) and the block writes its rows' bins
 //! at the end, so sums by label come in no fixed order.
 
-use super::super::expr::ElementScope;
+use super::super::expr::{narrowed, ElementScope};
 use super::super::launch::{
     LaunchShape, CONTRACTION_BLOCK_COLS, CONTRACTION_BLOCK_ROWS, CONTRACTION_THREADS,
 };
@@ -395,6 +395,7 @@ fn epilogue(
     s.push_str("                if (i < rows && j < cols) {\n");
     scope.write_to(&mut s, "                    ");
     for (k, v) in stored.iter().enumerate() {
+        let v = narrowed(spec, k, v);
         s.push_str(&format!(
             "                    out{k}[i * cols + j] = {v};\n"
         ));

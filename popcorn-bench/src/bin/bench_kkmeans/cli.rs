@@ -1,6 +1,7 @@
 //! The command line of the benchmark.
 
 use clap::Parser;
+use popcorn::kernel_ir::Half;
 use popcorn::DeviceSpec;
 use std::path::PathBuf;
 
@@ -78,6 +79,12 @@ pub struct Cli {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub syrk_variants: Vec<String>,
 
+    /// Also hold K in these 16-bit formats, comma separated (`bf16`, `fp16`): the kernel matrix
+    /// and every k's iteration timed again, against the fp32 floor, with the labels' agreement
+    /// with the f32 run
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_half)]
+    pub kernel_storage: Vec<Half>,
+
     /// Skip measuring the copy bandwidth and SGEMM throughput (the floors then use none)
     #[arg(long)]
     pub no_ceilings: bool,
@@ -89,6 +96,10 @@ pub struct Cli {
     /// Seed of the synthetic data
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+fn parse_half(s: &str) -> Result<Half, String> {
+    s.parse::<Half>()
 }
 
 fn parse_device(s: &str) -> Result<DeviceSpec, String> {

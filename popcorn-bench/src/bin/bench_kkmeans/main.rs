@@ -23,7 +23,7 @@ use cli::Cli;
 use data::Points;
 use measure::Ceilings;
 use popcorn::{Context, DeviceSpec, RuntimeError};
-use report::{KRun, Report, ShapeRun};
+use report::{HalfRun, KRun, Report, ShapeRun};
 use std::io::Write;
 use std::time::Instant;
 
@@ -303,6 +303,7 @@ fn shape_runs(
         run.runs.push(KRun::new(k, it, points.truth.as_deref()));
     }
     drop(kmat);
+    half_runs(cli, points, &ks, floor_ms, sgemm, run)?;
 
     if naive_on {
         let (kt, kmat) = measure::kernel_matrix(
@@ -333,6 +334,105 @@ fn shape_runs(
                 it.end_to_end_s
             );
             r.add_naive(it, points.truth.as_deref());
+        }
+    }
+    Ok(())
+}
+
+/// `--kernel-storage`: for each 16-bit format, K built in it and every k's iterations over it
+/// (the sparse-left distance variant is skipped: its SpMM reads a widened copy of K).
+fn half_runs(
+    cli: &Cli,
+    points: &Points,
+    ks: &[usize],
+    floor_ms: Option<f64>,
+    sgemm: Option<f64>,
+    run: &mut ShapeRun,
+) -> Result<(), BenchError> {
+    // The largest |K| the points give (Cauchy-Schwarz): fp16 holds at most 65504.
+    let max_norm2 = points
+        .x
+        .chunks(points.d.max(1))
+        .map(|r| r.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>())
+        .fold(0.0f64, f64::max);
+    let bound = popcorn::kkmeans::Kernel::Polynomial {
+        gamma: measure::GAMMA,
+        coef0: measure::COEF0,
+        degree: measure::DEGREE,
+    }
+    .bound_from_norm(max_norm2);
+    for &half in &cli.kernel_storage {
+        if bound > half.max_finite() {
+            let note = format!(
+                "K in {half} skipped: its values may reach {bound:.3e}, beyond {half}'s {:.0}",
+                half.max_finite()
+            );
+            say!("  {note}");
+            run.notes.push(note);
+            continue;
+        }
+        let base = Context::new(cli.device)?;
+        let config = base.config().clone().with_half_storage("K", half);
+        let ctx = base.with_config(config);
+        let (x, _) = measure::upload(&ctx, points)?;
+        let (kt, kmat) = measure::kernel_matrix(
+            &ctx,
+            popcorn::kkmeans::programs::program("kernel_polynomial"),
+            &x,
+            false,
+            cli.kernel_reps(),
+            sgemm,
+        )?;
+        say!(
+            "  popcorn K in {half}: {} {:.1} ms",
+            kt.product,
+            kt.median_ms
+        );
+        for &k in ks {
+            let it = measure::popcorn_iterations_with(
+                &ctx,
+                &kmat,
+                k,
+                cli.iters,
+                cli.reps,
+                floor_ms,
+                kt.median_ms,
+                false,
+            )?;
+            let f32_run = run.runs.iter().find(|r| r.k == k);
+            let iteration_over_f32 =
+                f32_run.map(|r| it.iteration_median_ms / r.popcorn.iteration_median_ms);
+            let objective_rel_change = f32_run.map(|r| {
+                (it.objective - r.popcorn.objective).abs() / r.popcorn.objective.abs().max(1e-300)
+            });
+            let label_agreement = f32_run.map(|r| {
+                let same = r
+                    .popcorn
+                    .labels
+                    .iter()
+                    .zip(&it.labels)
+                    .filter(|(a, b)| a == b)
+                    .count();
+                same as f64 / it.labels.len().max(1) as f64
+            });
+            say!(
+                "  popcorn {half} k {k}: iteration {:.3} ms (distance {:.3} ms, {} x the fp32 floor), labels {} equal to f32's, objective {} relative to f32's",
+                it.iteration_median_ms,
+                it.distance_median_ms,
+                it.distance_over_floor.map_or("-".into(), |r| format!("{r:.3}")),
+                label_agreement.map_or("-".into(), |a| format!("{:.2}%", 100.0 * a)),
+                objective_rel_change.map_or("-".into(), |c| format!("{c:.2e}"))
+            );
+            run.half_runs.push(HalfRun {
+                format: half.to_string(),
+                k,
+                kernel: kt.clone(),
+                distance_over_fp32_floor: it.distance_over_floor,
+                iterations: it,
+                iteration_over_f32,
+                label_agreement,
+                objective_rel_change,
+            });
         }
     }
     Ok(())

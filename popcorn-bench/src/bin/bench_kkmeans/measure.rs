@@ -277,6 +277,21 @@ pub fn popcorn_iterations(
     floor_ms: Option<f64>,
     kernel_ms: f64,
 ) -> Result<Iterations, BenchError> {
+    popcorn_iterations_with(ctx, kmat, k, iters, reps, floor_ms, kernel_ms, true)
+}
+
+/// [`popcorn_iterations`], timing the sparse-left distance variant only with `sparse_left`.
+#[allow(clippy::too_many_arguments)]
+pub fn popcorn_iterations_with(
+    ctx: &Context,
+    kmat: &Tensor,
+    k: usize,
+    iters: usize,
+    reps: usize,
+    floor_ms: Option<f64>,
+    kernel_ms: f64,
+    sparse_left: bool,
+) -> Result<Iterations, BenchError> {
     let (n, _) = kmat.dims();
     let iteration = popcorn::kkmeans::programs::program("kkmeans_iteration");
     let run = |iters: usize| -> Result<(LoopRun, Tensor), BenchError> {
@@ -329,13 +344,15 @@ pub fn popcorn_iterations(
     let dist_ms = timed(ctx, reps.max(3), || {
         ctx.run_into(dist, &step_args(), &mut out)
     })?;
-    let alt = programs::program("distances_sparse_left");
-    let mut out = Outputs::default();
-    let alt_ms = timed(ctx, reps.max(3), || {
-        ctx.run_into(alt, &step_args(), &mut out)
-    })?;
-    r.sparse_left_median_ms = Some(median(&alt_ms));
-    r.sparse_left_over_floor = floor_ms.map(|f| median(&alt_ms) / f);
+    if sparse_left {
+        let alt = programs::program("distances_sparse_left");
+        let mut out = Outputs::default();
+        let alt_ms = timed(ctx, reps.max(3), || {
+            ctx.run_into(alt, &step_args(), &mut out)
+        })?;
+        r.sparse_left_median_ms = Some(median(&alt_ms));
+        r.sparse_left_over_floor = floor_ms.map(|f| median(&alt_ms) / f);
+    }
     r.iteration_median_ms = median(&r.iteration_ms);
     r.distance_median_ms = median(&dist_ms);
     r.argmin_median_ms = (r.iteration_median_ms - r.distance_median_ms).max(0.0);

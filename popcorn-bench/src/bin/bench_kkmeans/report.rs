@@ -63,10 +63,34 @@ pub struct ShapeRun {
     pub syrk_variants: Vec<SyrkVariant>,
     /// Every k.
     pub runs: Vec<KRun>,
+    /// `--kernel-storage`: K held in 16 bits, every k.
+    pub half_runs: Vec<HalfRun>,
     /// Why the shape was not (fully) measured.
     pub skipped: Option<String>,
     /// Remarks.
     pub notes: Vec<String>,
+}
+
+/// K held in a 16-bit format: its build and one k's iterations.
+#[derive(Debug, Serialize)]
+pub struct HalfRun {
+    /// `bf16` or `fp16`.
+    pub format: String,
+    /// Clusters.
+    pub k: usize,
+    /// The kernel matrix written in 16 bits.
+    pub kernel: KernelMatrix,
+    /// The iterations reading it.
+    pub iterations: Iterations,
+    /// The distance step over the fp32 K-read floor (4 n^2 bytes at the copy bandwidth): the
+    /// 16-bit floor is 0.5.
+    pub distance_over_fp32_floor: Option<f64>,
+    /// The iteration's median over the f32 run's.
+    pub iteration_over_f32: Option<f64>,
+    /// Fraction of final labels equal to the f32 run's (same start, same iterations).
+    pub label_agreement: Option<f64>,
+    /// `|objective - f32's| / f32's` after the same iterations.
+    pub objective_rel_change: Option<f64>,
 }
 
 /// The kernel matrix timed with one SYRK implementation.
@@ -179,6 +203,7 @@ impl ShapeRun {
             naive_kernel: None,
             popcorn_kernel_tf32: None,
             tf32_accuracy: None,
+            half_runs: Vec::new(),
             syrk_variants: Vec::new(),
             runs: Vec::new(),
             skipped: None,

@@ -209,6 +209,7 @@ fn ties_go_to_the_lowest_column_across_blocks() {
     // though the columns span several chunks.
     let (rows, cols, depth) = (2, 700, 3);
     let s = KernelSpec {
+        narrow: Default::default(),
         dtype: ScalarType::F64,
         inputs: vec![
             input("A", Access::Left { transposed: false }),
@@ -269,6 +270,7 @@ fn bad_calls_are_errors_that_say_what_to_do() {
         unreachable!()
     };
     let only_product = KernelSpec {
+        narrow: Default::default(),
         form: Form::Contraction {
             a: 0,
             b: 1,

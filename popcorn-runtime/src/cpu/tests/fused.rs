@@ -207,6 +207,7 @@ fn args<'a, T: Real>(ins: &'a [RefIn], owned: &'a Owned<T>) -> Vec<FusedArg<'a, 
 
 fn spec(dtype: ScalarType, accesses: &[Access], form: Form) -> KernelSpec {
     KernelSpec {
+        narrow: Default::default(),
         dtype,
         inputs: accesses
             .iter()

@@ -10,6 +10,7 @@
 //! the order of summation).
 
 use super::{Io, StepCx};
+use crate::backend::{Arg, BufferInfo, ElemType};
 use crate::cuda::args::{count, dense, index, shape};
 use crate::cuda::device::Device;
 use crate::cuda::driver::{self, KernelArg};
@@ -17,7 +18,7 @@ use crate::cuda::errors::{driver_error, invalid};
 use crate::error::RuntimeError;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::CudaStream;
-use kernel_ir::ScalarType;
+use kernel_ir::{Half, ScalarType};
 use kernels_gen::cluster_sums::{
     cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant, CLUSTER_SUMS_THREADS,
 };
@@ -25,8 +26,10 @@ use kernels_gen::cluster_sums::{
 /// One cluster-sums problem in device memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClusterSumsArgs {
-    /// Element type of `M` and `S`.
+    /// Element type of `S` (and of `M`, unless `held`).
     pub dtype: ScalarType,
+    /// The 16-bit format `M` is held in (with `dtype` f32), or `None` for `M` in `dtype`.
+    pub held: Option<Half>,
     /// Address of `M` (row-major).
     pub m: u64,
     /// Rows of `M` and `S`.
@@ -54,6 +57,8 @@ pub struct ClusterSumsTuning {
     /// Strided rows this many rows apart instead of the leading dimension's period (it must be
     /// a multiple of that period).
     pub row_period: Option<u32>,
+    /// This many streaming workers per multiprocessor instead of the variant's own number.
+    pub warps_per_sm: Option<u32>,
 }
 
 /// What a launch did (for benchmarks and logs).
@@ -77,7 +82,15 @@ pub(crate) fn run(
 ) -> Result<(), RuntimeError> {
     count("cluster sums", inputs, outputs, 2, 1)?;
     let elem = cx.elem();
-    let m = dense(&inputs[0], elem, "cluster sums input M")?;
+    let held = match &inputs[0] {
+        Arg::Dense { buf, .. } => match buf.elem() {
+            ElemType::Half(h) => Some(h),
+            _ => None,
+        },
+        _ => None,
+    };
+    let m_elem = held.map_or(elem, ElemType::Half);
+    let m = dense(&inputs[0], m_elem, "cluster sums input M")?;
     let (labels, n) = index(&inputs[1], "cluster sums labels")?;
     let s = dense(&outputs[0], elem, "cluster sums output S")?;
     if n != m.cols {
@@ -89,6 +102,7 @@ pub(crate) fn run(
     shape("cluster sums output S", (s.rows, s.cols), (m.rows, k))?;
     let args = ClusterSumsArgs {
         dtype: cx.scalar(),
+        held,
         m: m.ptr,
         rows: m.rows,
         cols: m.cols,
@@ -97,8 +111,8 @@ pub(crate) fn run(
         k,
         s: s.ptr,
     };
-    // SAFETY: M holds `rows x cols` elements, the labels `cols` entries and S `rows x k`
-    // elements of the plan's type (checked above); all are buffers of this device.
+    // SAFETY: M holds `rows x cols` elements of its type, the labels `cols` entries and S
+    // `rows x k` elements of the plan's type (checked above); all are buffers of this device.
     unsafe { launch_cluster_sums(cx.device, cx.stream, &args, ClusterSumsTuning::default()) }
         .map(|_| ())
 }
@@ -107,8 +121,9 @@ pub(crate) fn run(
 /// except where `tuning` forces them. `None` when there is nothing to launch.
 ///
 /// # Safety
-/// `args.m` holds `rows` rows of `ld` elements (the last `cols` long), `args.labels` `cols`
-/// `u32` labels and `args.s` `rows x k` elements, of `args.dtype`, on this device.
+/// `args.m` holds `rows` rows of `ld` elements (the last `cols` long) of `args.held` (else of
+/// `args.dtype`), `args.labels` `cols` `u32` labels and `args.s` `rows x k` elements of
+/// `args.dtype`, on this device.
 pub(crate) unsafe fn launch_cluster_sums(
     device: &Device,
     stream: &CudaStream,
@@ -137,23 +152,37 @@ pub(crate) unsafe fn launch_cluster_sums(
         unsafe { driver::memset32(stream, args.s, 0, args.rows * args.k * esz / 4)? };
         return Ok(None);
     }
-    if !args.m.is_multiple_of(esz as u64) {
+    if args.held.is_some() && args.dtype != ScalarType::F32 {
+        return Err(invalid(
+            "cluster sums: a matrix held in 16 bits is summed in f32 only".to_string(),
+        ));
+    }
+    let m_esz = args.held.map_or(esz, |_| 2);
+    if !args.m.is_multiple_of(m_esz as u64) {
         return Err(invalid(format!(
-            "cluster sums: the matrix address {:#x} is not aligned to its {esz}-byte elements",
+            "cluster sums: the matrix address {:#x} is not aligned to its {m_esz}-byte elements",
             args.m
         )));
     }
-    let aligned = ClusterSumsVariant::prefers_aligned(args.dtype, args.m, args.ld as u64);
+    let aligned =
+        ClusterSumsVariant::prefers_aligned(args.dtype, args.held, args.m, args.ld as u64);
     let forced = match tuning.tile {
         Some((tile_cols, stages)) => Some(
-            ClusterSumsVariant::new(args.dtype, tile_cols, stages, aligned)
+            ClusterSumsVariant::new(args.dtype, args.held, tile_cols, stages, aligned)
                 .map_err(|e| invalid(e.to_string()))?,
         ),
         None => None,
     };
     let limits = &device.limits;
-    let mut plan = plan_cluster_sums(args.k as u64, args.dtype, aligned, forced, limits)
-        .map_err(|e| RuntimeError::Device(e.to_string()))?;
+    let mut plan = plan_cluster_sums(
+        args.k as u64,
+        args.dtype,
+        args.held,
+        aligned,
+        forced,
+        limits,
+    )
+    .map_err(|e| RuntimeError::Device(e.to_string()))?;
     plan.variant = plan.variant.with_leading_dimension(args.ld as u64);
     if let (Some(p), false) = (tuning.row_period, plan.variant.aligned) {
         if !p.is_multiple_of(plan.variant.row_period) || p > plan.variant.row_alignment() {
@@ -192,11 +221,14 @@ pub(crate) unsafe fn launch_cluster_sums(
     }
     let resident = u64::from(limits.multiprocessors.max(1)) * u64::from(blocks_per_sm);
     let resident = tuning.max_workers.map_or(resident, |cap| resident.min(cap));
-    let workers = plan.workers(
+    let workers = plan.workers_per_sm(
         args.rows as u64,
         args.cols as u64,
         resident,
         u64::from(limits.multiprocessors),
+        tuning
+            .warps_per_sm
+            .unwrap_or_else(|| plan.variant.streaming_warps_per_sm()),
     );
     let zeroed = plan.needs_zeroed_output(args.rows as u64, workers);
     if zeroed {
@@ -327,6 +359,8 @@ mod tests {
 
     struct Case {
         dtype: ScalarType,
+        /// M held in 16 bits.
+        held: Option<Half>,
         rows: usize,
         cols: usize,
         ld: usize,
@@ -343,6 +377,7 @@ mod tests {
     fn case(dtype: ScalarType, rows: usize, cols: usize, k: usize) -> Case {
         Case {
             dtype,
+            held: None,
             rows,
             cols,
             ld: cols,
@@ -375,7 +410,8 @@ mod tests {
         // asks for its bytes inside M only (the rest is zero-filled), but compute-sanitizer
         // reports it as a 16-byte read past the allocation's end when the buffer ends inside
         // that block (it never leaves the block, so it cannot fault).
-        let padded = total.max(1).next_multiple_of(16 / c.dtype.size_bytes());
+        let mesz = c.held.map_or(c.dtype.size_bytes(), |_| 2);
+        let padded = total.max(1).next_multiple_of(16 / mesz);
         let m: Vec<f64> = (0..padded)
             .map(|i| {
                 let v = rng.value();
@@ -394,14 +430,25 @@ mod tests {
             ScalarType::F64 => ElemType::F64,
         };
         let m32: Vec<f32> = m.iter().map(|v| *v as f32).collect();
-        // Reference on the values the GPU sees (rounded to f32 where it computes in f32).
-        let seen: Vec<f64> = match c.dtype {
-            ScalarType::F32 => m32.iter().map(|v| f64::from(*v)).collect(),
-            ScalarType::F64 => m.clone(),
+        let bits: Vec<u16> = c.held.map_or_else(Vec::new, |h| {
+            m32.iter()
+                .map(|v| crate::backend::to_half_bits(h, *v))
+                .collect()
+        });
+        // Reference on the values the GPU sees (rounded to f32 where it computes in f32, and
+        // to 16 bits where M is held so).
+        let seen: Vec<f64> = match (c.held, c.dtype) {
+            (Some(h), _) => bits
+                .iter()
+                .map(|x| f64::from(crate::backend::from_half_bits(h, *x)))
+                .collect(),
+            (None, ScalarType::F32) => m32.iter().map(|v| f64::from(*v)).collect(),
+            (None, ScalarType::F64) => m.clone(),
         };
-        let mbuf = match c.dtype {
-            ScalarType::F32 => b.upload(HostSlice::F32(&m32)),
-            ScalarType::F64 => b.upload(HostSlice::F64(&m)),
+        let mbuf = match (c.held, c.dtype) {
+            (Some(h), _) => b.upload(HostSlice::Half(h, &bits)),
+            (None, ScalarType::F32) => b.upload(HostSlice::F32(&m32)),
+            (None, ScalarType::F64) => b.upload(HostSlice::F64(&m)),
         }
         .unwrap();
         let lbuf = b.upload(HostSlice::U32(&labels)).unwrap();
@@ -412,7 +459,8 @@ mod tests {
         b.fill(&sbuf, f64::NAN).unwrap();
         let args = ClusterSumsArgs {
             dtype: c.dtype,
-            m: mbuf.device_ptr() + (c.offset * c.dtype.size_bytes()) as u64,
+            held: c.held,
+            m: mbuf.device_ptr() + (c.offset * mesz) as u64,
             rows: c.rows,
             cols: c.cols,
             ld: c.ld,
@@ -429,6 +477,7 @@ mod tests {
                     tile: c.tile,
                     max_workers: c.workers,
                     row_period: None,
+                    warps_per_sm: None,
                 },
             )
         }
@@ -446,6 +495,7 @@ mod tests {
                     tile: c.tile,
                     max_workers: c.workers,
                     row_period: None,
+                    warps_per_sm: None,
                 },
             )
         }
@@ -471,8 +521,8 @@ mod tests {
             ScalarType::F64 => f64::EPSILON,
         };
         let what = format!(
-            "{:?} {}x{} ld {} k {} extra {} tile {:?} offset {} workers {:?}",
-            c.dtype, c.rows, c.cols, c.ld, c.k, c.extra, c.tile, c.offset, c.workers
+            "{:?} held {:?} {}x{} ld {} k {} extra {} tile {:?} offset {} workers {:?}",
+            c.dtype, c.held, c.rows, c.cols, c.ld, c.k, c.extra, c.tile, c.offset, c.workers
         );
         assert!(
             before.iter().chain(after).all(|v| v.is_nan()),
@@ -491,7 +541,7 @@ mod tests {
         let report = report.unwrap_or_else(|| panic!("{what}: nothing was launched"));
         assert_eq!(
             report.launch.variant.aligned,
-            ClusterSumsVariant::prefers_aligned(c.dtype, args.m, c.ld as u64),
+            ClusterSumsVariant::prefers_aligned(c.dtype, c.held, args.m, c.ld as u64),
             "{what}: row mode"
         );
         if let Some(cap) = c.workers {
@@ -517,6 +567,120 @@ mod tests {
                 for k in [1, 7, 100, 1000] {
                     seed += 1;
                     check(&b, &case(dtype, rows, cols, k), seed);
+                }
+            }
+        }
+    }
+
+    /// M held in bf16 or fp16 (8 elements per 16-byte vector): odd sizes, cluster counts,
+    /// both row modes (odd leading dimensions and offsets: strided), forced tiles, split row
+    /// groups, labels out of range; sums in f32 of the widened values.
+    #[test]
+    fn sixteen_bit_matrices_match_naive_sums_of_their_values() {
+        let Some(b) = gpu() else { return };
+        let mut seed = 5000;
+        for half in [Half::Bf16, Half::F16] {
+            for &(rows, cols) in &[(1, 1), (1, 9), (33, 65), (37, 1001), (64, 256), (300, 999)] {
+                for k in [1, 7, 100, 1000] {
+                    seed += 1;
+                    let mut c = case(ScalarType::F32, rows, cols, k);
+                    c.held = Some(half);
+                    check(&b, &c, seed);
+                }
+            }
+            for (ld_extra, offset, tile, workers) in [
+                (3, 0, None, None),
+                (0, 1, None, None),
+                (64, 0, Some((32, 2)), None),
+                (5, 3, Some((128, 3)), Some(7)),
+                (0, 0, Some((256, 4)), Some(5)),
+            ] {
+                seed += 1;
+                let mut c = case(ScalarType::F32, 131, 515, 13);
+                c.held = Some(half);
+                c.ld = 515 + ld_extra;
+                c.offset = offset;
+                c.tile = tile;
+                c.workers = workers;
+                c.extra = 3;
+                check(&b, &c, seed);
+            }
+        }
+    }
+
+    /// The speed of sums over a matrix held in bf16 by streaming workers per multiprocessor
+    /// and tile, against the f32 kernel on the same shape (the numbers behind
+    /// `MIN_WARPS_PER_SM_HELD`): `cargo test --release -p popcorn-runtime --lib
+    /// sixteen_bit_speed -- --ignored --nocapture` on a GPU (about 40 GB of device memory).
+    #[test]
+    #[ignore]
+    fn sixteen_bit_speed_by_workers_and_tiles() {
+        let Some(b) = gpu() else { return };
+        let time = |args: &ClusterSumsArgs, tuning: ClusterSumsTuning| {
+            let run =
+                || unsafe { launch_cluster_sums(b.device(), b.device().main(), args, tuning) };
+            let report = run().unwrap().unwrap();
+            let mut ms = Vec::new();
+            for _ in 0..5 {
+                let t0 = b.mark().unwrap();
+                run().unwrap();
+                let t1 = b.mark().unwrap();
+                b.synchronize().unwrap();
+                ms.push(b.elapsed_ms(&t0, &t1).unwrap());
+            }
+            ms.sort_by(f64::total_cmp);
+            (ms[2], report)
+        };
+        for &n in &[50_000usize, 78_823] {
+            let mut rng = Rng(7);
+            let wide = b.alloc(ElemType::F32, n * n).unwrap();
+            b.fill(&wide, 0.5).unwrap();
+            let held = b.alloc(ElemType::Half(Half::Bf16), n * n).unwrap();
+            b.fill(&held, 0.5).unwrap();
+            for k in [10usize, 50, 100] {
+                let labels: Vec<u32> = (0..n).map(|_| rng.below(k as u32)).collect();
+                let lbuf = b.upload(HostSlice::U32(&labels)).unwrap();
+                let sbuf = b.alloc(ElemType::F32, n * k).unwrap();
+                let args = |m: &crate::cuda::CudaBuffer, held| ClusterSumsArgs {
+                    dtype: ScalarType::F32,
+                    held,
+                    m: m.device_ptr(),
+                    rows: n,
+                    cols: n,
+                    ld: n,
+                    labels: lbuf.device_ptr(),
+                    k,
+                    s: sbuf.device_ptr(),
+                };
+                let (f32_ms, r) = time(&args(&wide, None), ClusterSumsTuning::default());
+                println!(
+                    "n {n} k {k} f32 {}: {f32_ms:.3} ms, {:.0} GB/s, {} workers",
+                    r.launch.variant.name(),
+                    (4 * n * n) as f64 / f32_ms / 1e6,
+                    r.workers
+                );
+                for tile in [
+                    None,
+                    Some((256, 2)),
+                    Some((128, 2)),
+                    Some((128, 3)),
+                    Some((64, 2)),
+                ] {
+                    for per_sm in [4, 6, 8, 12, 16] {
+                        let tuning = ClusterSumsTuning {
+                            tile,
+                            warps_per_sm: Some(per_sm),
+                            ..ClusterSumsTuning::default()
+                        };
+                        let (ms, r) = time(&args(&held, Some(Half::Bf16)), tuning);
+                        println!(
+                            "n {n} k {k} bf16 {} per_sm {per_sm}: {ms:.3} ms, {:.3} of f32, {} workers ({} resident/SM)",
+                            r.launch.variant.name(),
+                            ms / f32_ms,
+                            r.workers,
+                            r.blocks_per_sm
+                        );
+                    }
                 }
             }
         }
@@ -592,6 +756,7 @@ mod tests {
                             // take the aligned mode.
                             if ClusterSumsVariant::prefers_aligned(
                                 dtype,
+                                None,
                                 (offset * esz) as u64,
                                 ld as u64,
                             ) {
@@ -743,6 +908,7 @@ mod tests {
             let lbuf = b.upload(HostSlice::U32(&labels)).unwrap();
             let sbuf = b.alloc(ElemType::F32, rows * k).unwrap();
             let args = ClusterSumsArgs {
+                held: None,
                 dtype: ScalarType::F32,
                 m: mbuf.device_ptr(),
                 rows,
@@ -787,6 +953,7 @@ mod tests {
         let sbuf = b.alloc(ElemType::F32, 12).unwrap();
         b.fill(&sbuf, f64::NAN).unwrap();
         let args = ClusterSumsArgs {
+            held: None,
             dtype: ScalarType::F32,
             m: mbuf.device_ptr(),
             rows: 3,

@@ -306,7 +306,8 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
                         r * c
                     )));
                 }
-                check_buffer(buf, elem, r * c, &what)?;
+                let in_elem = spec.narrow.input(k).map_or(elem, ElemType::Half);
+                check_buffer(buf, in_elem, r * c, &what)?;
                 KernelArg::Ptr(buf.address())
             }
             Param::InputLd(k) => {
@@ -361,7 +362,10 @@ pub(crate) fn kernel_args<B: BufferInfo + DeviceAddress>(
                     }
                 };
                 let (needed, out_elem) = match shape {
-                    OutputShape::Full => (rows * cols, elem),
+                    OutputShape::Full => (
+                        rows * cols,
+                        spec.narrow.output(k).map_or(elem, ElemType::Half),
+                    ),
                     OutputShape::PerRow => (rows, elem),
                     OutputShape::PerRowIndex => (rows, ElemType::U32),
                     OutputShape::PerCol => (cols, elem),
@@ -420,6 +424,7 @@ mod tests {
     fn parameters_follow_the_spec_order_with_sizes_pointers_and_scalars() {
         // out0 = x^T[i, j] * s + b[j], plus argmin per row.
         let spec = KernelSpec {
+            narrow: Default::default(),
             dtype: ScalarType::F64,
             inputs: vec![
                 input("x", Access::Matrix { transposed: true }),
@@ -484,6 +489,7 @@ mod tests {
     #[test]
     fn mismatched_arguments_are_errors() {
         let spec = KernelSpec {
+            narrow: Default::default(),
             dtype: ScalarType::F32,
             inputs: vec![
                 input("x", Access::Matrix { transposed: false }),
@@ -557,6 +563,7 @@ mod tests {
     #[test]
     fn tile_pair_maps_take_bands_of_whole_tiles() {
         let spec = KernelSpec {
+            narrow: Default::default(),
             dtype: ScalarType::F32,
             inputs: vec![input("K", Access::LowerSymmetric)],
             form: Form::Map {
