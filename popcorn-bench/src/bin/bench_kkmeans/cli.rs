@@ -80,8 +80,8 @@ pub struct Cli {
     pub syrk_variants: Vec<String>,
 
     /// Also hold K in these 16-bit formats, comma separated (`bf16`, `fp16`): the kernel matrix
-    /// and every k's iteration timed again, against the fp32 floor, with the labels' agreement
-    /// with the f32 run
+    /// (with --tf32, its product on TF32 tensor cores) and every k's iteration timed again,
+    /// against the fp32 floor, with the labels' agreement with the f32 run
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_half)]
     pub kernel_storage: Vec<Half>,
 
