@@ -346,13 +346,7 @@ impl Context {
 
     /// A dense `rows x cols` matrix from row-major values (converted to the context's dtype).
     pub fn dense(&self, rows: usize, cols: usize, values: &[f64]) -> Result<Tensor, RuntimeError> {
-        if values.len() != rows * cols {
-            return Err(RuntimeError::InvalidData(format!(
-                "a {rows} x {cols} matrix needs {} values, got {}",
-                rows * cols,
-                values.len()
-            )));
-        }
+        matrix_values(rows, cols, values.len())?;
         let host = self.float_upload(values);
         self.make(
             TensorShape::Dense { rows, cols },
@@ -369,13 +363,7 @@ impl Context {
         cols: usize,
         values: &[f32],
     ) -> Result<Tensor, RuntimeError> {
-        if values.len() != rows * cols {
-            return Err(RuntimeError::InvalidData(format!(
-                "a {rows} x {cols} matrix needs {} values, got {}",
-                rows * cols,
-                values.len()
-            )));
-        }
+        matrix_values(rows, cols, values.len())?;
         match self.config.dtype {
             DType::F32 => self.make(
                 TensorShape::Dense { rows, cols },
@@ -399,13 +387,7 @@ impl Context {
         values: &[f64],
         half: kernel_ir::Half,
     ) -> Result<Tensor, RuntimeError> {
-        if values.len() != rows * cols {
-            return Err(RuntimeError::InvalidData(format!(
-                "a {rows} x {cols} matrix needs {} values, got {}",
-                rows * cols,
-                values.len()
-            )));
-        }
+        matrix_values(rows, cols, values.len())?;
         let bits: Vec<u16> = values
             .iter()
             .map(|v| to_half_bits(half, *v as f32))
@@ -820,6 +802,17 @@ impl Context {
         outputs.scalars.extend(names.zip(values));
         Ok(())
     }
+}
+
+/// Checks that `got` values fill a `rows x cols` matrix.
+fn matrix_values(rows: usize, cols: usize, got: usize) -> Result<(), RuntimeError> {
+    if got != rows * cols {
+        return Err(RuntimeError::InvalidData(format!(
+            "a {rows} x {cols} matrix needs {} values, got {got}",
+            rows * cols
+        )));
+    }
+    Ok(())
 }
 
 /// An element type as users write it (`f32`, `bf16`, ...).

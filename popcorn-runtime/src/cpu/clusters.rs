@@ -142,6 +142,31 @@ pub fn weigh_selection<T: Real>(
     Ok(())
 }
 
+/// Checks that `m_len` values hold a `rows x cols` matrix of leading dimension `ldm`, and
+/// `out_len` its `rows x k` sums.
+pub(crate) fn check_sums_shapes(
+    rows: usize,
+    cols: usize,
+    m_len: usize,
+    ldm: usize,
+    k: usize,
+    out_len: usize,
+) -> Result<(), CpuError> {
+    if rows > 0 && (ldm < cols || m_len < (rows - 1) * ldm + cols) {
+        return Err(CpuError::Shape {
+            operand: "M".into(),
+            detail: format!("{m_len} values for {rows} x {cols} with ld {ldm}"),
+        });
+    }
+    if out_len < rows * k {
+        return Err(CpuError::Shape {
+            operand: "S".into(),
+            detail: format!("{out_len} values for {rows} x {k}"),
+        });
+    }
+    Ok(())
+}
+
 /// Sums of each row of `m` (`rows x cols`, leading dimension `ldm`) by the label of the column:
 /// `out[i * k + c] = sum over j with labels[j] == c of m[i * ldm + j]` (`out` is `rows x k`).
 /// Rows are independent and summed left to right, so the result does not depend on the
@@ -174,18 +199,7 @@ pub fn cluster_sums<T: Real>(
             label: labels[p],
             k,
         })?;
-    if rows > 0 && (ldm < cols || m.len() < (rows - 1) * ldm + cols) {
-        return Err(CpuError::Shape {
-            operand: "M".into(),
-            detail: format!("{} values for {rows} x {cols} with ld {ldm}", m.len()),
-        });
-    }
-    if out.len() < rows * k {
-        return Err(CpuError::Shape {
-            operand: "S".into(),
-            detail: format!("{} values for {rows} x {k}", out.len()),
-        });
-    }
+    check_sums_shapes(rows, cols, m.len(), ldm, k, out.len())?;
     let labels = checked.as_slice();
     if k == 0 {
         return Ok(());

@@ -2,7 +2,7 @@
 //! rows at a time, so that the steps that stream a kernel matrix read half the bytes without
 //! an `f32` copy of the whole matrix.
 
-use super::clusters::cluster_sums;
+use super::clusters::{check_sums_shapes, cluster_sums};
 use super::error::CpuError;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use kernel_ir::Half;
@@ -53,18 +53,7 @@ pub fn cluster_sums_half(
     out: &mut [f32],
 ) -> Result<(), CpuError> {
     use rayon::prelude::*;
-    if rows > 0 && (ldm < cols || m.len() < (rows - 1) * ldm + cols) {
-        return Err(CpuError::Shape {
-            operand: "M".into(),
-            detail: format!("{} values for {rows} x {cols} with ld {ldm}", m.len()),
-        });
-    }
-    if out.len() < rows * k {
-        return Err(CpuError::Shape {
-            operand: "S".into(),
-            detail: format!("{} values for {rows} x {k}", out.len()),
-        });
-    }
+    check_sums_shapes(rows, cols, m.len(), ldm, k, out.len())?;
     if k == 0 || rows == 0 {
         // The checks of labels and shapes, on nothing.
         return cluster_sums::<f32>(0, cols, &[], ldm.max(cols), labels, k, out);

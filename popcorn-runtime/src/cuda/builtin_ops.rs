@@ -184,6 +184,16 @@ impl Kind {
     }
 }
 
+/// The arguments of the diagonal kernels: `(n, a, lda, out)`.
+fn diag_args(a: u64, n: usize, lda: usize, out: u64) -> Result<[KernelArg; 4], RuntimeError> {
+    Ok([
+        KernelArg::size(n)?,
+        KernelArg::Ptr(a),
+        KernelArg::size(lda)?,
+        KernelArg::Ptr(out),
+    ])
+}
+
 /// Launches builtin kernels on one stream.
 pub(crate) struct Builtins<'a> {
     pub(crate) kernels: &'a KernelCache,
@@ -463,12 +473,7 @@ impl Builtins<'_> {
         if n == 0 {
             return Ok(());
         }
-        let mut args = [
-            KernelArg::size(n)?,
-            KernelArg::Ptr(a),
-            KernelArg::size(lda)?,
-            KernelArg::Ptr(out),
-        ];
+        let mut args = diag_args(a, n, lda, out)?;
         self.run(
             Kind::Diag,
             dtype,
@@ -494,12 +499,7 @@ impl Builtins<'_> {
         if n == 0 {
             return Ok(());
         }
-        let mut args = [
-            KernelArg::size(n)?,
-            KernelArg::Ptr(a),
-            KernelArg::size(lda)?,
-            KernelArg::Ptr(out),
-        ];
+        let mut args = diag_args(a, n, lda, out)?;
         let name = builtins::diag_half_name(half);
         let f = self
             .kernels
