@@ -11,6 +11,7 @@ use crate::device::device_spec;
 use crate::errors::{fit_error, runtime_error, value_error};
 use crate::interrupt::SignalCheck;
 use numpy::{PyArray1, PyUntypedArrayMethods};
+use popcorn::kernel_ir::Half;
 use popcorn::kkmeans::{
     FitError, FitResult, Init, Kernel, KernelKMeans, Model, ModelParts, Points, Scaling,
 };
@@ -39,6 +40,24 @@ pub struct FitOptions<'py> {
     zscore: bool,
     device: String,
     dtype: String,
+    /// How a stored kernel matrix is held: `None` or `"float32"` (the fit's type),
+    /// `"bfloat16"` / `"bf16"`, `"float16"` / `"fp16"`.
+    #[pyo3(default)]
+    kernel_storage: Option<String>,
+}
+
+/// The 16-bit format `name` names for the kernel matrix, or `None` for the fit's type.
+fn kernel_storage_from(name: Option<&str>) -> PyResult<Option<Half>> {
+    match name {
+        None | Some("float32") | Some("f32") => Ok(None),
+        Some("bfloat16") => Ok(Some(Half::Bf16)),
+        Some("float16") => Ok(Some(Half::F16)),
+        Some(other) => other.parse::<Half>().map(Some).map_err(|_| {
+            value_error(format!(
+                "kernel_storage = {other:?}; use None, \"float32\", \"bfloat16\" or \"float16\""
+            ))
+        }),
+    }
 }
 
 /// `value` of the parameter `name` as a count of at least 1.
@@ -116,7 +135,8 @@ fn builder(o: &FitOptions<'_>, d: usize) -> PyResult<KernelKMeans> {
         .check_convergence(o.tol > 0.0)
         .zscore(o.zscore)
         .device(device_spec(&o.device)?)
-        .dtype(dtype_named(&o.dtype)?);
+        .dtype(dtype_named(&o.dtype)?)
+        .kernel_storage(kernel_storage_from(o.kernel_storage.as_deref())?);
     Ok(km)
 }
 

@@ -185,3 +185,22 @@ def test_sigint_stops_a_fit_in_another_process():
     finally:
         proc.kill()
     assert out.strip() == "interrupted", err
+
+
+@pytest.mark.parametrize("storage", ["bfloat16", "float16"])
+def test_a_kernel_matrix_held_in_16_bits_finds_the_blobs(storage, device):
+    X, truth = blobs(2)
+    km = KernelKMeans(3, kernel="rbf", tol=0.0, kernel_storage=storage, device=device).fit(X)
+    assert adjusted_rand_score(truth, km.labels_) == 1.0
+    assert km.algorithm_ == "stored"
+    assert km.get_params()["kernel_storage"] == storage
+
+
+def test_16_bit_kernel_storage_refuses_float64_overflow_and_unknown_names():
+    X, _ = blobs(2)
+    with pytest.raises(ValueError, match="computed in f32"):
+        KernelKMeans(3, kernel_storage="bfloat16", dtype="float64", device="cpu").fit(X)
+    with pytest.raises(ValueError, match="65504"):
+        KernelKMeans(3, kernel="linear", kernel_storage="float16", device="cpu").fit(X * 1e3)
+    with pytest.raises(ValueError, match="kernel_storage"):
+        KernelKMeans(3, kernel_storage="int8", device="cpu").fit(X)

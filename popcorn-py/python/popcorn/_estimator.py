@@ -92,6 +92,12 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         ``"auto"`` (the first usable GPU, else the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
     dtype : {"float32", "float64"}, default="float32"
         Element type of the computation.
+    kernel_storage : {None, "float32", "bfloat16", "float16"}, default=None
+        How a stored kernel matrix is held: in ``dtype`` (``None``, ``"float32"``), or in 16
+        bits, written and read in half the bytes while every step computes in float32 (float32
+        fits only). ``"bfloat16"`` keeps float32's range with 8 significant bits;
+        ``"float16"`` keeps 11 bits up to 65504, and a fit whose kernel values could pass that
+        is refused, naming the bound.
     random_state : int, RandomState instance or None, default=None
         Seeds the random inits.
 
@@ -141,6 +147,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         zscore=False,
         device="auto",
         dtype="float32",
+        kernel_storage=None,
         random_state=None,
     ):
         self.n_clusters = n_clusters
@@ -155,6 +162,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         self.zscore = zscore
         self.device = device
         self.dtype = dtype
+        self.kernel_storage = kernel_storage
         self.random_state = random_state
 
     def _check_input(self, X, reset):
@@ -220,6 +228,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
             "zscore": self.zscore,
             "device": self.device,
             "dtype": _dtype_name(self.dtype),
+            "kernel_storage": self.kernel_storage,
         }
         if sp.issparse(X):
             result, model = _native.fit_sparse(*_csr_arrays(X), options, sample_weight)
