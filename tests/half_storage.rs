@@ -337,56 +337,124 @@ fn digits_with_sixteen_bit_kernel_matrices_stay_close_to_f64() {
                         };
                         assert!(a >= least, "{what}: {:.2}% of labels agree", 100.0 * a);
                     }
-                    Err(e) => {
-                        // fp16 holds at most 65504: the polynomial kernel of z-scored digits
-                        // can exceed it, and is refused with the fix named.
-                        let msg = e.to_string();
-                        assert!(
-                            half == Half::F16
-                                && kernel.bound(&digits_zscored_scaled(), 64) > 65504.0
-                                && msg.contains("65504")
-                                && msg.contains("bf16"),
-                            "{what}: {msg}"
-                        );
-                    }
+                    Err(e) => panic!("{what}: {e}"),
                 }
             }
         }
     }
 }
 
-/// The z-scored digits, as the fit standardises them.
-fn digits_zscored_scaled() -> Vec<f64> {
-    let (n, d, x) = digits_zscored();
-    popcorn::kkmeans::Scaling::fit(Points::new(n, d, &x).expect("points"))
-        .apply(Points::new(n, d, &x).expect("points"))
-}
-
+/// Kernel values beyond half of fp16's range: K is held as a power of two times itself, the
+/// labels are those of f32, the objective and the model's predictions are unscaled; a
+/// kernel that grows without bound is refused in fp16, and an f64 fit refuses 16 bits.
 #[test]
-fn fp16_refuses_kernel_values_beyond_its_range_and_f64_fits_refuse_16_bits() {
-    let x: Vec<f64> = (0..40).map(|i| (i as f64) * 10.0).collect();
-    let fit = |half, dtype| {
+fn fp16_scales_large_kernel_values_by_a_power_of_two_and_reports_them_unscaled() {
+    // Two groups of values up to 390: |K| up to 3e5 (linear) and 2.3e10 (polynomial).
+    let x: Vec<f64> = (0..40)
+        .map(|i| {
+            if i < 20 {
+                i as f64
+            } else {
+                200.0 + i as f64 * 5.0
+            }
+        })
+        .collect();
+    let points = || Points::new(20, 2, &x).expect("points");
+    let fit = |kernel, half, dtype| {
         KernelKMeans::new(2)
-            .kernel(Kernel::Linear)
-            .kernel_storage(Some(half))
+            .kernel(kernel)
+            .kernel_storage(half)
             .dtype(dtype)
+            .max_iter(5)
             .device(DeviceSpec::Cpu)
-            .fit(Points::new(20, 2, &x).expect("points"))
+            .fit(points())
     };
-    let e = fit(Half::F16, DType::F32).expect_err("|K| up to 1.5e5 in fp16");
+    for kernel in [Kernel::Linear, Kernel::POLYNOMIAL_DEFAULT] {
+        let want = fit(kernel, None, DType::F64).expect("f64");
+        let got = fit(kernel, Some(Half::F16), DType::F32).expect("fp16, scaled");
+        assert_eq!(got.labels, want.labels, "{}", kernel.name());
+        let scale = got.algorithm.kernel_scale;
+        assert!(scale < 1.0 && scale.log2().fract() == 0.0, "{scale}");
+        // The objective is that of the K the fit held, divided back: K times the scale,
+        // rounded to fp16, divided by the scale, given precomputed in f64.
+        let held: Vec<f64> = (0..20)
+            .flat_map(|i| (0..20).map(move |j| (i, j)))
+            .map(|(i, j)| {
+                let dot = x[2 * i] * x[2 * j] + x[2 * i + 1] * x[2 * j + 1];
+                let value = match kernel {
+                    Kernel::Linear => dot,
+                    _ => (dot + 1.0) * (dot + 1.0),
+                };
+                round(Half::F16, &[value * scale])[0] / scale
+            })
+            .collect();
+        let exact = KernelKMeans::new(2)
+            .dtype(DType::F64)
+            .max_iter(5)
+            .device(DeviceSpec::Cpu)
+            .fit_precomputed(&held, 20)
+            .expect("f64 over the held K");
+        let rel = (got.objective - exact.objective).abs() / exact.objective.abs();
+        assert!(
+            rel < 1e-4,
+            "{}: objective {} vs {} over the held K (f64 over the exact K: {})",
+            kernel.name(),
+            got.objective,
+            exact.objective,
+            want.objective
+        );
+        assert!(
+            got.algorithm.reason.contains("as 2^"),
+            "{}",
+            got.algorithm.reason
+        );
+        // The model's centroid norms are unscaled: predictions of the training points are
+        // their labels.
+        assert_eq!(got.predict(points()).expect("predict"), got.labels);
+    }
+    let unbounded = Kernel::Polynomial {
+        gamma: 1.0,
+        coef0: 0.0,
+        degree: -1.0,
+    };
+    let e = fit(unbounded, Some(Half::F16), DType::F32).expect_err("unbounded in fp16");
     assert!(e.to_string().contains("65504"), "{e}");
-    // bf16 has f32's range.
-    fit(Half::Bf16, DType::F32).expect("bf16");
-    let e = fit(Half::Bf16, DType::F64).expect_err("f64 with a bf16 K");
+    // bf16 has f32's range: no scale.
+    let b = fit(Kernel::Linear, Some(Half::Bf16), DType::F32).expect("bf16");
+    assert_eq!(b.algorithm.kernel_scale, 1.0);
+    let e = fit(Kernel::Linear, Some(Half::Bf16), DType::F64).expect_err("f64 with a bf16 K");
     assert!(e.to_string().contains("f32"), "{e}");
-    // A precomputed K is checked by its values.
-    let k = vec![1.0e5; 16];
-    let e = KernelKMeans::new(2)
+    // A precomputed K is scaled by its values.
+    let mut k = vec![0.0; 16];
+    for i in 0..4 {
+        for j in 0..4 {
+            k[i * 4 + j] =
+                if (i < 2) == (j < 2) { 1.0e5 } else { 0.0 } + if i == j { 1.0e4 } else { 0.0 };
+        }
+    }
+    let p = KernelKMeans::new(2)
         .kernel_storage(Some(Half::F16))
         .device(DeviceSpec::Cpu)
         .fit_precomputed(&k, 4)
-        .expect_err("fp16 K of 1e5");
-    assert!(e.to_string().contains("65504"), "{e}");
+        .expect("fp16 K of 1e5, scaled");
+    let scale = p.algorithm.kernel_scale;
+    assert!(scale < 1.0, "{scale}");
+    let held: Vec<f64> = k
+        .iter()
+        .map(|v| round(Half::F16, &[v * scale])[0] / scale)
+        .collect();
+    let f = KernelKMeans::new(2)
+        .dtype(DType::F64)
+        .device(DeviceSpec::Cpu)
+        .fit_precomputed(&held, 4)
+        .expect("f64 over the held K");
+    assert_eq!(p.labels, f.labels);
+    assert!(
+        (p.objective - f.objective).abs() <= 1e-5 * f.objective.abs(),
+        "{} vs {}",
+        p.objective,
+        f.objective
+    );
 }
 
 #[test]

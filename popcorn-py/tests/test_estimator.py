@@ -201,6 +201,8 @@ def test_16_bit_kernel_storage_refuses_float64_overflow_and_unknown_names():
     with pytest.raises(ValueError, match="computed in f32"):
         KernelKMeans(3, kernel_storage="bfloat16", dtype="float64", device="cpu").fit(X)
     with pytest.raises(ValueError, match="65504"):
-        KernelKMeans(3, kernel="linear", kernel_storage="float16", device="cpu").fit(X * 1e3)
+        KernelKMeans(
+            3, kernel="poly", degree=-1, kernel_storage="float16", device="cpu"
+        ).fit(X)
     with pytest.raises(ValueError, match="kernel_storage"):
         KernelKMeans(3, kernel_storage="int8", device="cpu").fit(X)

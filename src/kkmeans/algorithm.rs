@@ -81,6 +81,9 @@ pub struct AlgorithmChoice {
     /// writes K directly, because the product stored in f32 first would not fit in memory.
     #[serde(default)]
     pub fused_build: bool,
+    /// The power of two a stored K held in 16 bits was multiplied by to fit the format's
+    /// range (1 unless fp16 needed it); objectives and centroid norms are reported unscaled.
+    pub kernel_scale: f64,
 }
 
 impl AlgorithmChoice {
@@ -97,6 +100,7 @@ impl AlgorithmChoice {
             recompute_s: f64::INFINITY,
             iterations: 0,
             fused_build: false,
+            kernel_scale: 1.0,
         }
     }
 }
@@ -296,6 +300,7 @@ pub(crate) fn choose(
         recompute_s,
         iterations,
         fused_build,
+        kernel_scale: 1.0,
     })
 }
 

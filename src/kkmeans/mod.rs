@@ -119,6 +119,35 @@ impl Kernel {
         self.bound_from_norm(norm2)
     }
 
+    /// The kernel times `scale` (a positive factor): the polynomial kernel with `gamma` and
+    /// `coef0` multiplied by `scale^(1/degree)`, the linear one as that polynomial of degree 1;
+    /// the others unchanged (their values stay within 1, so they are never scaled).
+    pub fn scaled(&self, scale: f64) -> Kernel {
+        if scale == 1.0 {
+            return *self;
+        }
+        match *self {
+            Kernel::Linear => Kernel::Polynomial {
+                gamma: scale,
+                coef0: 0.0,
+                degree: 1.0,
+            },
+            Kernel::Polynomial {
+                gamma,
+                coef0,
+                degree,
+            } if degree > 0.0 => {
+                let f = scale.powf(1.0 / degree);
+                Kernel::Polynomial {
+                    gamma: gamma * f,
+                    coef0: coef0 * f,
+                    degree,
+                }
+            }
+            other => other,
+        }
+    }
+
     /// [`Kernel::bound`] from the largest squared norm of the points.
     pub fn bound_from_norm(&self, max_norm2: f64) -> f64 {
         match *self {
@@ -404,7 +433,9 @@ impl KernelKMeans {
     /// Holds the stored kernel matrix in 16 bits (`Some(Half::Bf16)` or `Some(Half::F16)`),
     /// or in the fit's type (`None`, the default). Each iteration then reads half the bytes;
     /// the entries lose precision (bf16 keeps 8 significant bits and f32's range, fp16 11 bits
-    /// up to 65504: a fit whose kernel values could exceed that is refused, naming the bound).
+    /// up to 65504: where the kernel's values could pass half of that, K is held times a power
+    /// of two, which changes no label, and the objectives and centroid norms are divided back;
+    /// [`AlgorithmChoice::kernel_scale`] says by how much).
     /// Building K still takes an f32 product first (`4 n^2` bytes) where the kernel function
     /// follows it. f32 fits only; the recompute algorithm never stores K and ignores it.
     ///
@@ -537,21 +568,40 @@ impl KernelKMeans {
         Ok(())
     }
 
-    /// Refuses an fp16 kernel matrix whose entries could overflow: `bound` is the largest
-    /// `|kappa(x, y)|` the points can give ([`Kernel::bound`]).
-    pub(crate) fn check_kernel_range(&self, bound: f64) -> Result<(), FitError> {
+    /// The power of two a stored kernel matrix is multiplied by so that a 16-bit format holds
+    /// it: 1, or for values that could pass half of the format's largest (`bound` is the
+    /// largest `|kappa(x, y)|` the points can give, [`Kernel::bound`]) the power of two that
+    /// brings `bound` within it. Labels do not change under a positive factor; the objectives
+    /// and centroid norms are divided back. An unbounded kernel (a negative degree) is refused
+    /// in fp16.
+    pub(crate) fn kernel_scale(&self, bound: f64) -> Result<f64, FitError> {
         let Some(half) = self.kernel_storage else {
-            return Ok(());
+            return Ok(1.0);
         };
-        if bound <= half.max_finite() {
-            return Ok(());
+        let room = half.max_finite() / 2.0;
+        if bound <= room {
+            return Ok(1.0);
         }
-        Err(FitError::Parameter(format!(
-            "kernel values may reach {bound:.4e}, beyond {:.0}, the largest {half} value, so \
-             K in {half} would hold infinities; hold K in bf16 (the range of f32) or f32, or \
-             scale the points (zscore) or the kernel's gamma",
-            half.max_finite()
-        )))
+        if !bound.is_finite() {
+            return Err(FitError::Parameter(format!(
+                "kernel values may grow without bound (a negative degree), beyond {:.0}, the \
+                 largest {half} value; hold K in bf16 (the range of f32) or f32",
+                half.max_finite()
+            )));
+        }
+        Ok(2f64.powi(-((bound / room).log2().ceil() as i32)))
+    }
+
+    /// [`Self::kernel_scale`]'s reason, for the fit's report (empty at 1).
+    pub(crate) fn scale_reason(&self, scale: f64, bound: f64) -> String {
+        match self.kernel_storage {
+            Some(half) if scale != 1.0 => format!(
+                "; K held in {half} as 2^{} K (its values may reach {bound:.3e}; objectives are \
+                 reported unscaled)",
+                scale.log2() as i64
+            ),
+            _ => String::new(),
+        }
     }
 
     /// Which algorithm a fit of `n` points of `d` features would run, and why: what
@@ -650,7 +700,8 @@ impl KernelKMeans {
             Some(s) => s.apply(points),
             None => points.data.to_vec(),
         };
-        self.check_kernel_range(self.kernel.bound(&x_host, points.d))?;
+        let bound = self.kernel.bound(&x_host, points.d);
+        let scale = self.kernel_scale(bound)?;
         let x = ctx.dense(points.n, points.d, &x_host)?;
         let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
@@ -685,10 +736,12 @@ impl KernelKMeans {
                 if choice.fused_build {
                     ctx.set_config(algorithm::fused_build_config(&iteration_config));
                 }
+                // A 16-bit K is built times `scale` (see kernel_scale).
+                let build_programs = KernelPrograms::new(&self.kernel.scaled(scale), points.d);
                 let built = ctx
                     .run(
-                        kernel_programs.program("kernel"),
-                        &kernel_programs.bind(Args::new().tensor("X", &x)),
+                        build_programs.program("kernel"),
+                        &build_programs.bind(Args::new().tensor("X", &x)),
                     )
                     .map_err(suggest_recompute);
                 ctx.set_config(iteration_config);
@@ -707,13 +760,19 @@ impl KernelKMeans {
                 programs: &kernel_programs,
             },
         };
+        // Only a stored K is scaled.
+        let scale = if kmat.is_some() { scale } else { 1.0 };
+        let mut choice = choice;
+        choice.kernel_scale = scale;
+        choice.reason.push_str(&self.scale_reason(scale, bound));
         let (mut result, norms) =
             self.iterate(&ctx, &source, w.as_ref(), points.n, choice, control)?;
         let norms = match (norms, &kmat) {
             (Some(norms), _) => norms,
-            (None, Some(kmat)) => {
-                model::centroid_norms(&ctx, kmat, &result.labels, w.as_ref(), self.k)?
-            }
+            (None, Some(kmat)) => unscaled(
+                model::centroid_norms(&ctx, kmat, &result.labels, w.as_ref(), self.k)?,
+                scale,
+            ),
             (None, None) => {
                 return Err(FitError::Parameter(
                     "no centroid norms from the recompute iterations (a bug in popcorn)".into(),
@@ -776,18 +835,27 @@ impl KernelKMeans {
         report(control, &Progress::Phase("upload"))?;
         let ctx = self.context()?;
         let largest = kmat.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        self.check_kernel_range(largest)?;
+        let scale = self.kernel_scale(largest)?;
         let kmat = match self.kernel_storage {
+            Some(half) if scale != 1.0 => {
+                let scaled: Vec<f64> = kmat.iter().map(|v| v * scale).collect();
+                ctx.dense_half(n, n, &scaled, half)?
+            }
             Some(half) => ctx.dense_half(n, n, kmat, half)?,
             None => ctx.dense(n, n, kmat)?,
         };
         let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
-        let choice = AlgorithmChoice::given(n, ctx.dtype());
+        let mut choice = AlgorithmChoice::given(n, ctx.dtype());
+        choice.kernel_scale = scale;
+        choice.reason.push_str(&self.scale_reason(scale, largest));
         let source = Source::Stored(&kmat);
         let (mut result, _) = self.iterate(&ctx, &source, w.as_ref(), n, choice, control)?;
-        let norms = model::centroid_norms(&ctx, &kmat, &result.labels, w.as_ref(), self.k)?;
+        let norms = unscaled(
+            model::centroid_norms(&ctx, &kmat, &result.labels, w.as_ref(), self.k)?,
+            scale,
+        );
         drop(kmat);
         result.timings.upload_s = upload_s;
         result.timings.total_s = start.elapsed().as_secs_f64();
@@ -851,7 +919,15 @@ impl KernelKMeans {
             let weights = self.sample_weight.as_deref();
             let labels0 = init::initial_labels(&self.init, n, k, run, ctx, source, &diag, weights)?;
             init_s += t.elapsed().as_secs_f64();
-            let r = self.run_once(ctx, source, w, labels0, run, control)?;
+            let r = self.run_once(
+                ctx,
+                source,
+                w,
+                labels0,
+                run,
+                algorithm.kernel_scale,
+                control,
+            )?;
             if best.as_ref().is_none_or(|(_, b)| r.objective < b.objective) {
                 best = Some((run, r));
             }
@@ -889,6 +965,7 @@ impl KernelKMeans {
 
     /// One run from `labels0`: iterate until no label changes, the objective stalls (when
     /// checked) or `max_iter`.
+    #[allow(clippy::too_many_arguments)]
     fn run_once(
         &self,
         ctx: &Context,
@@ -896,6 +973,7 @@ impl KernelKMeans {
         w: Option<&Tensor>,
         labels0: Vec<u32>,
         run: usize,
+        kernel_scale: f64,
         control: &mut Control<'_>,
     ) -> Result<RunResult, FitError> {
         // The labels live on the device; each iteration reads back two numbers (the objective
@@ -909,7 +987,9 @@ impl KernelKMeans {
         let iteration = source.iteration(w.is_some());
         // The device's weights are divided by this power of two (see `weights_on`): the
         // objective it computes is multiplied back, exactly.
-        let weight_scale = self.sample_weight.as_deref().map_or(1.0, weights::scale);
+        // A stored K held in 16 bits may be multiplied by a power of two (kernel_scale): the
+        // objective is divided back, exactly.
+        let weight_scale = self.sample_weight.as_deref().map_or(1.0, weights::scale) / kernel_scale;
         for it in 1..=self.max_iter {
             let t = Instant::now();
             ctx.run_into(iteration, &source.iteration_args(&labels, w, k), &mut out)?;
@@ -970,6 +1050,14 @@ impl KernelKMeans {
             per_iteration_s,
         })
     }
+}
+
+/// Centroid norms computed from a kernel matrix held times `scale`, divided back.
+pub(crate) fn unscaled(norms: Vec<f64>, scale: f64) -> Vec<f64> {
+    if scale == 1.0 {
+        return norms;
+    }
+    norms.into_iter().map(|v| v / scale).collect()
 }
 
 /// A stored kernel matrix that does not fit: the error also names the algorithm that needs no

@@ -71,7 +71,8 @@ impl KernelKMeans {
             .filter_map(|r| x.row(r))
             .map(|(_, v)| v.iter().map(|a| a * a).sum::<f64>())
             .fold(0.0f64, f64::max);
-        self.check_kernel_range(self.kernel.bound_from_norm(max_norm2))?;
+        let bound = self.kernel.bound_from_norm(max_norm2);
+        let scale = self.kernel_scale(bound)?;
         let start = Instant::now();
         report(control, &Progress::Phase("upload"))?;
         let ctx = self.context()?;
@@ -79,7 +80,8 @@ impl KernelKMeans {
         let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
-        let programs = KernelPrograms::new(&self.kernel, d);
+        // A 16-bit K is built times `scale` (see kernel_scale).
+        let programs = KernelPrograms::new(&self.kernel.scaled(scale), d);
         report(control, &Progress::Phase("kernel matrix"))?;
         let t = Instant::now();
         let kmat = ctx
@@ -90,10 +92,15 @@ impl KernelKMeans {
             .take("K")?;
         ctx.synchronize()?;
         let kernel_matrix_s = t.elapsed().as_secs_f64();
-        let choice = AlgorithmChoice::sparse(n, ctx.dtype());
+        let mut choice = AlgorithmChoice::sparse(n, ctx.dtype());
+        choice.kernel_scale = scale;
+        choice.reason.push_str(&self.scale_reason(scale, bound));
         let (mut result, _) =
             self.iterate(&ctx, &Source::Stored(&kmat), w.as_ref(), n, choice, control)?;
-        let norms = model::centroid_norms(&ctx, &kmat, &result.labels, w.as_ref(), self.k)?;
+        let norms = super::unscaled(
+            model::centroid_norms(&ctx, &kmat, &result.labels, w.as_ref(), self.k)?,
+            scale,
+        );
         drop(kmat);
         result.timings.upload_s = upload_s;
         result.timings.kernel_matrix_s = kernel_matrix_s;

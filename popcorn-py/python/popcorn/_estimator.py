@@ -96,8 +96,8 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         How a stored kernel matrix is held: in ``dtype`` (``None``, ``"float32"``), or in 16
         bits, written and read in half the bytes while every step computes in float32 (float32
         fits only). ``"bfloat16"`` keeps float32's range with 8 significant bits;
-        ``"float16"`` keeps 11 bits up to 65504, and a fit whose kernel values could pass that
-        is refused, naming the bound.
+        ``"float16"`` keeps 11 bits up to 65504: where the kernel's values could pass half of
+        that, K is held times a power of two (no label changes; ``inertia_`` is unscaled).
     random_state : int, RandomState instance or None, default=None
         Seeds the random inits.
 
