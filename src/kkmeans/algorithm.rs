@@ -171,14 +171,24 @@ pub(crate) fn choose(
         &recompute_config(config),
         &weighted_name(&kernel.name("kkmeans_recompute"), weighted),
         &[("n", n), ("d", d), ("k", k)],
-    )?;
-    let recompute_iteration = recompute.estimated_seconds();
+    );
+    // A recompute plan the planner cannot make (a partitioned context: its sums by cluster
+    // reorder the points across ranks) leaves the stored one, unless recompute is asked for.
+    let (recompute, unplannable) = match recompute {
+        Ok(plan) => (Some(plan), None),
+        Err(e) if requested != Algorithm::Recompute => (None, Some(e.to_string())),
+        Err(e) => return Err(e),
+    };
+    let recompute_iteration = recompute
+        .as_ref()
+        .map_or(f64::INFINITY, |p| p.estimated_seconds());
     // Where the target cannot sum this many clusters inside a contraction (or contractions are
     // off), the recompute plan stores K after all.
-    let recomputes = !recompute
-        .steps
-        .iter()
-        .any(|s| matches!(s.op, StepOp::Gemm(_) | StepOp::Syrk { .. }));
+    let recomputes = recompute.as_ref().is_some_and(|p| {
+        !p.steps
+            .iter()
+            .any(|s| matches!(s.op, StepOp::Gemm(_) | StepOp::Syrk { .. }))
+    });
     let max_labels = ctx.target().contractions.map_or(0, |t| t.max_labels);
     let stored_s = build + iterations as f64 * stored_iteration;
     let recompute_s = iterations as f64 * recompute_iteration;
@@ -214,7 +224,9 @@ pub(crate) fn choose(
     let (algorithm, reason) = match requested {
         Algorithm::Stored => (Algorithm::Stored, "asked for".to_string()),
         Algorithm::Recompute | Algorithm::Auto if !recomputes => {
-            let why = if config.contractions == ContractionPolicy::Never {
+            let why = if let Some(e) = &unplannable {
+                format!("the recompute algorithm cannot be planned here ({e})")
+            } else if config.contractions == ContractionPolicy::Never {
                 "contractions are turned off (POPCORN_CONTRACTIONS=never)".to_string()
             } else if k > max_labels {
                 format!("the recompute algorithm sums at most {max_labels} clusters on this device, k = {k}")
@@ -312,5 +324,43 @@ pub(crate) fn fused_build_config(config: &PlannerConfig) -> PlannerConfig {
         contractions: ContractionPolicy::Always,
         tf32: false,
         ..config.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kkmeans::Kernel;
+    use popcorn_dsl::plan::collective::PartitionSpec;
+
+    /// A context whose plans run partitioned over two ranks cannot plan the recompute
+    /// algorithm (its sums by cluster reorder the points across ranks): `Auto` stores K and
+    /// says why, and `Recompute` asked for is an error.
+    #[test]
+    fn a_recompute_plan_that_cannot_be_made_leaves_the_stored_one() {
+        let ctx = Context::new(crate::DeviceSpec::Cpu).expect("cpu");
+        let config = PlannerConfig {
+            partition: Some(PartitionSpec::points(2)),
+            ..ctx.config().clone()
+        };
+        let ctx = ctx.with_config(config);
+        let programs = KernelPrograms::new(&Kernel::POLYNOMIAL_DEFAULT, 4);
+        let choice =
+            choose(Algorithm::Auto, &ctx, &programs, (100, 4, 3), 10, false).expect("auto");
+        assert_eq!(choice.algorithm, Algorithm::Stored);
+        assert!(
+            choice.reason.contains("cannot be planned"),
+            "{}",
+            choice.reason
+        );
+        assert!(choose(
+            Algorithm::Recompute,
+            &ctx,
+            &programs,
+            (100, 4, 3),
+            10,
+            false
+        )
+        .is_err());
     }
 }
