@@ -233,10 +233,9 @@ fn lloyd_steps_equal_the_unpartitioned_plan() {
 #[test]
 fn recomputed_linear_kernel_kmeans_equals_the_unpartitioned_plan() {
     // Where the planner chains the products (X (X^T V^T): label sums of the points, then a
-    // contraction over the rows). At n = 2 it keeps K's tiles, sorted by cluster: an error
-    // when partitioned (see the last test).
+    // contraction over the rows); at n = 2 it keeps K's tiles.
     let p = program(KKM, "kkmeans_recompute_linear");
-    for &(n, k) in SHAPES.iter().filter(|(n, _)| *n >= 7) {
+    for &(n, k) in SHAPES {
         let x = values(n * 2, 11 + n as u64);
         let l = labels(n, k);
         let make = |ctx: &Context| -> Inputs {
@@ -252,6 +251,73 @@ fn recomputed_linear_kernel_kmeans_equals_the_unpartitioned_plan() {
             &[],
             &[("k", k)],
             &["new_labels", "objective", "changed", "cn"],
+        );
+    }
+}
+
+#[test]
+fn recomputed_kernel_kmeans_of_every_kernel_equals_the_unpartitioned_plan() {
+    // The kernel's tiles recomputed inside the contraction that sums them by cluster, each rank
+    // its rows against every point (partitioned plans keep the points in place, where one
+    // device sorts them by cluster; the sums by cluster add in the same order either way).
+    for (name, scalars) in [
+        (
+            "kkmeans_recompute_polynomial",
+            &[("gamma", 0.5), ("coef0", 1.0), ("degree", 2.0)][..],
+        ),
+        ("kkmeans_recompute_gaussian", &[("gamma", 0.7)][..]),
+        (
+            "kkmeans_recompute_sigmoid",
+            &[("gamma", 0.3), ("coef0", 0.1)][..],
+        ),
+    ] {
+        let p = program(KKM, name);
+        for &(n, k) in SHAPES {
+            let x = values(n * 3, 17 + n as u64);
+            let l = labels(n, k);
+            let make = |ctx: &Context| -> Inputs {
+                vec![
+                    ("X", ctx.dense(n, 3, &x).unwrap()),
+                    ("labels", ctx.index(&l).unwrap()),
+                ]
+            };
+            same_on_every_rank_count(
+                &p,
+                DType::F64,
+                &make,
+                scalars,
+                &[("k", k)],
+                &["new_labels", "objective", "changed", "cn"],
+            );
+        }
+    }
+}
+
+#[test]
+fn predictions_equal_the_unpartitioned_plan() {
+    // New points against the training points `X` (n of them, split over the ranks).
+    let p = program(KKM, "kkmeans_predict_polynomial");
+    for &(n, k) in SHAPES {
+        let m = 5;
+        let x = values(n * 3, 23 + n as u64);
+        let y = values(m * 3, 29 + n as u64);
+        let l = labels(n, k);
+        let cn: Vec<f64> = (0..k).map(|c| 1.0 + c as f64).collect();
+        let make = |ctx: &Context| -> Inputs {
+            vec![
+                ("X", ctx.dense(n, 3, &x).unwrap()),
+                ("Y", ctx.dense(m, 3, &y).unwrap()),
+                ("labels", ctx.index(&l).unwrap()),
+                ("cn", ctx.col(&cn).unwrap()),
+            ]
+        };
+        same_on_every_rank_count(
+            &p,
+            DType::F64,
+            &make,
+            &[("gamma", 0.5), ("coef0", 1.0), ("degree", 2.0)],
+            &[("k", k)],
+            &["predicted"],
         );
     }
 }
@@ -449,11 +515,6 @@ fn the_kernel_matrix_printout_shows_the_local_syrk() {
 #[test]
 fn programs_that_cannot_be_split_fail_to_plan_naming_the_step() {
     let cases = [
-        (
-            "kkmeans_recompute_gaussian",
-            "rows by cluster",
-            "across ranks",
-        ),
         ("kernel_linear_sparse", "sparse (CSR)", "`X`"),
         ("kkmeans_iteration_weighted", "spmm", "sparse products"),
     ];

@@ -159,13 +159,18 @@ pub(crate) fn choose(
     let build = build_plan.estimated_seconds();
     // What building K needs besides K (an f32 product before a 16-bit K is rounded from it).
     let build_workspace = build_plan.workspace_bytes() as u64;
-    let stored_iteration = plan_of(
+    // A stored iteration the planner cannot make (partitioned: the weighted or one-cluster
+    // iteration's sparse products) leaves the recompute one, unless stored is asked for.
+    let stored_iteration = match plan_of(
         ctx,
         config,
         &weighted_name("kkmeans_iteration", weighted),
         &[("n", n), ("k", k)],
-    )?
-    .estimated_seconds();
+    ) {
+        Ok(plan) => Ok(plan.estimated_seconds()),
+        Err(e) if requested != Algorithm::Stored => Err(e.to_string()),
+        Err(e) => return Err(e),
+    };
     let recompute = plan_of(
         ctx,
         &recompute_config(config),
@@ -190,7 +195,7 @@ pub(crate) fn choose(
             .any(|s| matches!(s.op, StepOp::Gemm(_) | StepOp::Syrk { .. }))
     });
     let max_labels = ctx.target().contractions.map_or(0, |t| t.max_labels);
-    let stored_s = build + iterations as f64 * stored_iteration;
+    let stored_s = build + iterations as f64 * stored_iteration.as_ref().unwrap_or(&f64::INFINITY);
     let recompute_s = iterations as f64 * recompute_iteration;
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     // K, plus the iteration's n x k values and the points, must fit in what is free, with
@@ -254,6 +259,13 @@ pub(crate) fn choose(
             (Algorithm::Stored, why)
         }
         Algorithm::Recompute => (Algorithm::Recompute, "asked for".to_string()),
+        Algorithm::Auto if stored_iteration.is_err() => (
+            Algorithm::Recompute,
+            format!(
+                "the stored algorithm cannot be planned here ({})",
+                stored_iteration.as_ref().err().map_or("", |e| e.as_str())
+            ),
+        ),
         Algorithm::Auto if !fits => (
             Algorithm::Recompute,
             format!(
@@ -274,7 +286,7 @@ pub(crate) fn choose(
                     "estimated faster over {iterations} iterations: stored {:.3} s (K built in {:.3} s, {:.3} ms per iteration), recompute {:.3} s ({:.3} ms per iteration)",
                     stored_s,
                     build,
-                    stored_iteration * 1e3,
+                    stored_iteration.as_ref().map_or(f64::INFINITY, |s| *s) * 1e3,
                     recompute_s,
                     recompute_iteration * 1e3
                 ),
@@ -333,11 +345,11 @@ mod tests {
     use crate::kkmeans::Kernel;
     use popcorn_dsl::plan::collective::PartitionSpec;
 
-    /// A context whose plans run partitioned over two ranks cannot plan the recompute
-    /// algorithm (its sums by cluster reorder the points across ranks): `Auto` stores K and
-    /// says why, and `Recompute` asked for is an error.
+    /// In a context whose plans run partitioned over two ranks, each algorithm falls back to
+    /// the other where its plan cannot be made, saying why: the weighted stored iteration's
+    /// sparse product is not partitioned, the recompute plans are (each rank its rows).
     #[test]
-    fn a_recompute_plan_that_cannot_be_made_leaves_the_stored_one() {
+    fn an_algorithm_whose_plan_cannot_be_made_leaves_the_other() {
         let ctx = Context::new(crate::DeviceSpec::Cpu).expect("cpu");
         let config = PlannerConfig {
             partition: Some(PartitionSpec::points(2)),
@@ -345,22 +357,25 @@ mod tests {
         };
         let ctx = ctx.with_config(config);
         let programs = KernelPrograms::new(&Kernel::POLYNOMIAL_DEFAULT, 4);
-        let choice =
-            choose(Algorithm::Auto, &ctx, &programs, (100, 4, 3), 10, false).expect("auto");
-        assert_eq!(choice.algorithm, Algorithm::Stored);
-        assert!(
-            choice.reason.contains("cannot be planned"),
-            "{}",
-            choice.reason
-        );
-        assert!(choose(
+        let shape = (100, 4, 3);
+        let asked = choose(Algorithm::Recompute, &ctx, &programs, shape, 10, false);
+        assert_eq!(asked.expect("recompute").algorithm, Algorithm::Recompute);
+        let weighted = choose(Algorithm::Auto, &ctx, &programs, shape, 10, true).expect("auto");
+        assert_eq!(
+            weighted.algorithm,
             Algorithm::Recompute,
-            &ctx,
-            &programs,
-            (100, 4, 3),
-            10,
-            false
-        )
-        .is_err());
+            "{}",
+            weighted.reason
+        );
+        assert!(
+            weighted
+                .reason
+                .contains("stored algorithm cannot be planned"),
+            "{}",
+            weighted.reason
+        );
+        let e = choose(Algorithm::Stored, &ctx, &programs, shape, 10, true)
+            .expect_err("stored weighted, partitioned");
+        assert!(e.to_string().contains("spmm"), "{e}");
     }
 }

@@ -332,7 +332,10 @@ impl GraphPass for Contractions {
             }
             let mut operands = operands;
             let mut symmetric = false;
-            if attrs.trans_b {
+            // Sorting the points by cluster permutes them across all `n` rows, which a plan
+            // partitioned over the points cannot do within a rank: partitioned plans keep the
+            // points in place (every tile then meets more clusters).
+            if attrs.trans_b && cx.config.partition.is_none() {
                 let region = label_order::Region {
                     product: n,
                     a: operands[0],
