@@ -33,6 +33,12 @@ impl ElemType {
         }
     }
 
+    /// The element type of a dense value of a plan of `dtype`: `held` in 16 bits, or the
+    /// plan's floating-point type.
+    pub fn dense(dtype: DType, held: Option<Half>) -> ElemType {
+        held.map_or(ElemType::float(dtype), ElemType::Half)
+    }
+
     /// Bytes per element.
     pub fn size_bytes(self) -> usize {
         match self {
@@ -198,6 +204,19 @@ impl<'a, B> Arg<'a, B> {
                 ..
             } => vec![*row_ptr, *col_idx, *values],
             Arg::Scalar(_) => vec![],
+        }
+    }
+}
+
+impl<B: BufferInfo> Arg<'_, B> {
+    /// The 16-bit format of a dense argument held in 16 bits, `None` for any other.
+    pub fn held(&self) -> Option<Half> {
+        match self {
+            Arg::Dense { buf, .. } => match buf.elem() {
+                ElemType::Half(h) => Some(h),
+                _ => None,
+            },
+            _ => None,
         }
     }
 }

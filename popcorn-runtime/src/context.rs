@@ -681,7 +681,7 @@ impl Context {
             let Some((_, t)) = args.tensors.iter().find(|(n, _)| n == name) else {
                 continue;
             };
-            let want = v.held.map_or(ElemType::float(plan.dtype), ElemType::Half);
+            let want = ElemType::dense(plan.dtype, v.held);
             if v.kind == ValueKind::Dense && t.elem != want {
                 return Err(RuntimeError::Binding(format!(
                     "tensor `{name}` holds {} values, but the plan reads `{name}` as {}; pass a \
@@ -701,7 +701,7 @@ impl Context {
                         rows: v.rows,
                         cols: v.cols,
                     },
-                    v.held.map_or(ElemType::float(plan.dtype), ElemType::Half),
+                    ElemType::dense(plan.dtype, v.held),
                 ),
                 ValueKind::Index => (TensorShape::Index { len: v.rows }, ElemType::U32),
                 _ => continue,

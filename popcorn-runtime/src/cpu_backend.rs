@@ -363,7 +363,7 @@ fn run_on_half(
     else {
         return Ok(false);
     };
-    let ElemType::Half(half) = buf.elem else {
+    let Some(half) = inputs[0].held() else {
         return Ok(false);
     };
     let StepOp::Builtin(b @ (Builtin::ClusterSums(_) | Builtin::Diag(_))) = &step.op else {
@@ -380,22 +380,19 @@ fn run_on_half(
     };
     match b {
         Builtin::ClusterSums(c) => {
-            let labels = match inputs.get(1) {
-                Some(Arg::Index { buf, len }) => {
-                    let l = buf.read()?;
-                    let HostVec::U32(v) = &*l else {
-                        return Err(wrong("the labels"));
-                    };
-                    v[..*len].to_vec()
-                }
-                _ => return Err(wrong("the labels")),
+            let Some(Arg::Index { buf, len }) = inputs.get(1) else {
+                return Err(wrong("the labels"));
             };
+            let l = buf.read()?;
+            let labels = get::<u32>(&l, "the labels")?
+                .get(..*len)
+                .ok_or_else(|| wrong("the labels"))?;
             let Dim::Fixed(k) = c.k else {
                 return Err(RuntimeError::Internal(
                     "the plan's cluster sums leave their clusters unsized".into(),
                 ));
             };
-            cpu::cluster_sums_half(*rows, *cols, bits, *cols, half, &labels, k, out)?;
+            cpu::cluster_sums_half(*rows, *cols, bits, *cols, half, labels, k, out)?;
         }
         Builtin::Diag(d) => cpu::diag_half(*rows, d.offset, bits, *cols, half, out)?,
         _ => return Ok(false),
@@ -405,11 +402,8 @@ fn run_on_half(
 
 /// The buffer and format of a dense argument held in 16 bits.
 fn held<'a>(a: &Arg<'a, CpuBuffer>) -> Option<(&'a CpuBuffer, kernel_ir::Half)> {
-    match a {
-        Arg::Dense { buf, .. } => match buf.elem {
-            ElemType::Half(h) => Some((*buf, h)),
-            _ => None,
-        },
+    match (a, a.held()) {
+        (Arg::Dense { buf, .. }, Some(h)) => Some((*buf, h)),
         _ => None,
     }
 }
@@ -466,11 +460,7 @@ impl Widened {
                     let h = *h;
                     bits.par_chunks_mut(CONVERSION_CHUNK)
                         .zip(x.par_chunks(CONVERSION_CHUNK))
-                        .for_each(|(b, v)| {
-                            for (b, v) in b.iter_mut().zip(v) {
-                                *b = to_half_bits(h, *v);
-                            }
-                        });
+                        .for_each(|(b, v)| cpu::narrow(h, v, b));
                 }
                 _ => return Err(wrong("a 16-bit output")),
             }

@@ -147,49 +147,51 @@ pub(crate) fn choose(
 ) -> Result<AlgorithmChoice, FitError> {
     let size = ctx.dtype().size_bytes() as u64;
     let config = ctx.config();
-    // K in 16 bits where the context holds it so.
-    let k_size = if config.half_storage.contains_key("K") {
-        2
-    } else {
-        size
-    };
-    let kernel_matrix_bytes = (n as u64).saturating_mul(n as u64).saturating_mul(k_size);
     let iterations = EXPECTED_ITERATIONS.min(max_iter).max(1);
     let build_plan = plan_of(ctx, config, &kernel.name("kernel"), &[("n", n), ("d", d)])?;
     let build = build_plan.estimated_seconds();
+    // K as the build plan holds it (in 16 bits where the context says so).
+    let k_size = build_plan
+        .outputs
+        .iter()
+        .find(|(name, _)| name == "K")
+        .map_or(size as usize, |(_, v)| {
+            build_plan.value(*v).elem_bytes(ctx.dtype())
+        }) as u64;
+    let kernel_matrix_bytes = (n as u64).saturating_mul(n as u64).saturating_mul(k_size);
     // What building K needs besides K (an f32 product before a 16-bit K is rounded from it).
     let build_workspace = build_plan.workspace_bytes() as u64;
-    // A stored iteration the planner cannot make (partitioned: the weighted or one-cluster
-    // iteration's sparse products) leaves the recompute one, unless stored is asked for.
-    let stored_iteration = match plan_of(
-        ctx,
-        config,
-        &weighted_name("kkmeans_iteration", weighted),
-        &[("n", n), ("k", k)],
-    ) {
-        Ok(plan) => Ok(plan.estimated_seconds()),
-        Err(e) if requested != Algorithm::Stored => Err(e.to_string()),
-        Err(e) => return Err(e),
+    // An algorithm whose plan cannot be made (partitioned: the weighted or one-cluster stored
+    // iteration's sparse products) leaves the other, unless it is asked for: its error then.
+    let unless_asked = |plan: Result<Plan, FitError>, algorithm: Algorithm| match plan {
+        Err(e) if requested == algorithm => Err(e),
+        other => Ok(other.map_err(|e| e.to_string())),
     };
-    let recompute = plan_of(
-        ctx,
-        &recompute_config(config),
-        &weighted_name(&kernel.name("kkmeans_recompute"), weighted),
-        &[("n", n), ("d", d), ("k", k)],
-    );
-    // A recompute plan the planner cannot make (a partitioned context: its sums by cluster
-    // reorder the points across ranks) leaves the stored one, unless recompute is asked for.
-    let (recompute, unplannable) = match recompute {
-        Ok(plan) => (Some(plan), None),
-        Err(e) if requested != Algorithm::Recompute => (None, Some(e.to_string())),
-        Err(e) => return Err(e),
-    };
+    let stored_iteration = unless_asked(
+        plan_of(
+            ctx,
+            config,
+            &weighted_name("kkmeans_iteration", weighted),
+            &[("n", n), ("k", k)],
+        ),
+        Algorithm::Stored,
+    )?
+    .map(|p| p.estimated_seconds());
+    let recompute = unless_asked(
+        plan_of(
+            ctx,
+            &recompute_config(config),
+            &weighted_name(&kernel.name("kkmeans_recompute"), weighted),
+            &[("n", n), ("d", d), ("k", k)],
+        ),
+        Algorithm::Recompute,
+    )?;
     let recompute_iteration = recompute
         .as_ref()
         .map_or(f64::INFINITY, |p| p.estimated_seconds());
     // Where the target cannot sum this many clusters inside a contraction (or contractions are
     // off), the recompute plan stores K after all.
-    let recomputes = recompute.as_ref().is_some_and(|p| {
+    let recomputes = recompute.as_ref().is_ok_and(|p| {
         !p.steps
             .iter()
             .any(|s| matches!(s.op, StepOp::Gemm(_) | StepOp::Syrk { .. }))
@@ -229,7 +231,7 @@ pub(crate) fn choose(
     let (algorithm, reason) = match requested {
         Algorithm::Stored => (Algorithm::Stored, "asked for".to_string()),
         Algorithm::Recompute | Algorithm::Auto if !recomputes => {
-            let why = if let Some(e) = &unplannable {
+            let why = if let Err(e) = &recompute {
                 format!("the recompute algorithm cannot be planned here ({e})")
             } else if config.contractions == ContractionPolicy::Never {
                 "contractions are turned off (POPCORN_CONTRACTIONS=never)".to_string()

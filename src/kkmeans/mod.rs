@@ -592,16 +592,41 @@ impl KernelKMeans {
         Ok(2f64.powi(-((bound / room).log2().ceil() as i32)))
     }
 
-    /// [`Self::kernel_scale`]'s reason, for the fit's report (empty at 1).
-    pub(crate) fn scale_reason(&self, scale: f64, bound: f64) -> String {
-        match self.kernel_storage {
-            Some(half) if scale != 1.0 => format!(
+    /// `choice` for a stored K held times `scale` ([`Self::kernel_scale`] of `bound`), its
+    /// reason saying so.
+    pub(crate) fn scaled_choice(
+        &self,
+        mut choice: AlgorithmChoice,
+        scale: f64,
+        bound: f64,
+    ) -> AlgorithmChoice {
+        choice.kernel_scale = scale;
+        if let (Some(half), true) = (self.kernel_storage, scale != 1.0) {
+            choice.reason.push_str(&format!(
                 "; K held in {half} as 2^{} K (its values may reach {bound:.3e}; objectives are \
                  reported unscaled)",
                 scale.log2() as i64
-            ),
-            _ => String::new(),
+            ));
         }
+        choice
+    }
+
+    /// The centroid norms of `result`'s labels from the stored `kmat`, divided back by the
+    /// factor K was held times (see [`Self::kernel_scale`]).
+    pub(crate) fn stored_centroid_norms(
+        &self,
+        ctx: &Context,
+        kmat: &Tensor,
+        result: &FitResult,
+        w: Option<&Tensor>,
+    ) -> Result<Vec<f64>, FitError> {
+        let scale = result.algorithm.kernel_scale;
+        let norms = model::centroid_norms(ctx, kmat, &result.labels, w, self.k)?;
+        Ok(if scale == 1.0 {
+            norms
+        } else {
+            norms.into_iter().map(|v| v / scale).collect()
+        })
     }
 
     /// Which algorithm a fit of `n` points of `d` features would run, and why: what
@@ -761,18 +786,15 @@ impl KernelKMeans {
             },
         };
         // Only a stored K is scaled.
-        let scale = if kmat.is_some() { scale } else { 1.0 };
-        let mut choice = choice;
-        choice.kernel_scale = scale;
-        choice.reason.push_str(&self.scale_reason(scale, bound));
+        let choice = match kmat {
+            Some(_) => self.scaled_choice(choice, scale, bound),
+            None => choice,
+        };
         let (mut result, norms) =
             self.iterate(&ctx, &source, w.as_ref(), points.n, choice, control)?;
         let norms = match (norms, &kmat) {
             (Some(norms), _) => norms,
-            (None, Some(kmat)) => unscaled(
-                model::centroid_norms(&ctx, kmat, &result.labels, w.as_ref(), self.k)?,
-                scale,
-            ),
+            (None, Some(kmat)) => self.stored_centroid_norms(&ctx, kmat, &result, w.as_ref())?,
             (None, None) => {
                 return Err(FitError::Parameter(
                     "no centroid norms from the recompute iterations (a bug in popcorn)".into(),
@@ -847,15 +869,10 @@ impl KernelKMeans {
         let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
-        let mut choice = AlgorithmChoice::given(n, ctx.dtype());
-        choice.kernel_scale = scale;
-        choice.reason.push_str(&self.scale_reason(scale, largest));
+        let choice = self.scaled_choice(AlgorithmChoice::given(n, ctx.dtype()), scale, largest);
         let source = Source::Stored(&kmat);
         let (mut result, _) = self.iterate(&ctx, &source, w.as_ref(), n, choice, control)?;
-        let norms = unscaled(
-            model::centroid_norms(&ctx, &kmat, &result.labels, w.as_ref(), self.k)?,
-            scale,
-        );
+        let norms = self.stored_centroid_norms(&ctx, &kmat, &result, w.as_ref())?;
         drop(kmat);
         result.timings.upload_s = upload_s;
         result.timings.total_s = start.elapsed().as_secs_f64();
@@ -1050,14 +1067,6 @@ impl KernelKMeans {
             per_iteration_s,
         })
     }
-}
-
-/// Centroid norms computed from a kernel matrix held times `scale`, divided back.
-pub(crate) fn unscaled(norms: Vec<f64>, scale: f64) -> Vec<f64> {
-    if scale == 1.0 {
-        return norms;
-    }
-    norms.into_iter().map(|v| v / scale).collect()
 }
 
 /// A stored kernel matrix that does not fit: the error also names the algorithm that needs no

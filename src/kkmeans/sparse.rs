@@ -4,7 +4,7 @@
 //! dense ones on K. The recompute algorithm needs dense points.
 
 use super::csr_upload::upload;
-use super::model::{self, KernelPrograms, ModelParts};
+use super::model::{KernelPrograms, ModelParts};
 use super::{report, Algorithm, AlgorithmChoice, Control, FitError, FitResult, Kernel};
 use super::{KernelKMeans, Model, Progress, Source};
 use crate::io::CsrMatrix;
@@ -92,15 +92,10 @@ impl KernelKMeans {
             .take("K")?;
         ctx.synchronize()?;
         let kernel_matrix_s = t.elapsed().as_secs_f64();
-        let mut choice = AlgorithmChoice::sparse(n, ctx.dtype());
-        choice.kernel_scale = scale;
-        choice.reason.push_str(&self.scale_reason(scale, bound));
+        let choice = self.scaled_choice(AlgorithmChoice::sparse(n, ctx.dtype()), scale, bound);
         let (mut result, _) =
             self.iterate(&ctx, &Source::Stored(&kmat), w.as_ref(), n, choice, control)?;
-        let norms = super::unscaled(
-            model::centroid_norms(&ctx, &kmat, &result.labels, w.as_ref(), self.k)?,
-            scale,
-        );
+        let norms = self.stored_centroid_norms(&ctx, &kmat, &result, w.as_ref())?;
         drop(kmat);
         result.timings.upload_s = upload_s;
         result.timings.kernel_matrix_s = kernel_matrix_s;

@@ -14,7 +14,7 @@ use super::{PassContext, PlanError, PlanPass};
 use crate::ops::Builtin;
 use crate::plan::{FusedStep, Home, Plan, Step, StepOp, Value, ValueId, ValueKind};
 use crate::types::DType;
-use kernel_ir::{Access, Expr, Form, Half, Input, KernelSpec, OutputShape};
+use kernel_ir::{Access, Expr, Form, Half, Input, KernelSpec};
 
 /// The 16-bit storage pass.
 pub struct HalfStorage;
@@ -116,7 +116,13 @@ fn hold(plan: &mut Plan, s: usize) -> Result<usize, PlanError> {
         .map(|v| 2.0 * plan.value(*v).len() as f64)
         .sum();
     let direct = match &step.op {
-        StepOp::Fused(f) => fused_holds(&f.spec, &held_in, &held_out),
+        // What a generated kernel can hold is what its spec's validation allows.
+        StepOp::Fused(f) => {
+            let mut spec = f.spec.clone();
+            spec.narrow.inputs.clone_from(&held_in);
+            spec.narrow.outputs.clone_from(&held_out);
+            spec.validate().is_ok()
+        }
         // The first operand (the matrix) of cluster sums and of diag; their results are
         // f32 temporaries.
         StepOp::Builtin(Builtin::ClusterSums(_) | Builtin::Diag(_)) => {
@@ -141,37 +147,19 @@ fn hold(plan: &mut Plan, s: usize) -> Result<usize, PlanError> {
         let held = plan.steps[s].inputs[k];
         let wide = wide_twin(plan, held, "widened");
         plan.steps[s].inputs[k] = wide;
-        before.push(conversion(plan, held, wide, Some(half), None));
+        before.push(conversion(plan, held, wide, half, Convert::Widen));
     }
     for (k, half) in held_out {
         let held = plan.steps[s].outputs[k];
         let wide = wide_twin(plan, held, "unrounded");
         plan.steps[s].outputs[k] = wide;
-        after.push(conversion(plan, wide, held, None, Some(half)));
+        after.push(conversion(plan, wide, held, half, Convert::Round));
     }
+    // The pass runs before pipelines are formed, so inserting steps renumbers nothing.
     let count = 1 + before.len() + after.len();
-    let at = s;
-    let tail = plan.steps.split_off(at + 1);
-    let step = plan.steps.pop().ok_or_else(|| PlanError::Internal {
-        pass: "half_storage",
-        message: "a step vanished".into(),
-    })?;
-    plan.steps.extend(before);
-    plan.steps.push(step);
-    plan.steps.extend(after);
-    plan.steps.extend(tail);
-    // Steps after `at` moved: pipelines that name them follow.
-    let shift = count - 1;
-    for p in &mut plan.pipelines {
-        if p.producer > at {
-            p.producer += shift;
-        } else if p.producer == at && shift > 0 {
-            return Err(PlanError::Unsupported(format!(
-                "step {at} runs pipelined with the next one and cannot hold its values in 16 \
-                 bits; hold them in f32"
-            )));
-        }
-    }
+    let step = plan.steps.remove(s);
+    plan.steps
+        .splice(s..s, before.into_iter().chain([step]).chain(after));
     Ok(count)
 }
 
@@ -182,20 +170,6 @@ fn held_positions(plan: &Plan, values: &[ValueId]) -> Vec<(usize, Half)> {
         .enumerate()
         .filter_map(|(k, v)| plan.value(*v).held.map(|h| (k, h)))
         .collect()
-}
-
-/// Whether a generated kernel can hold these inputs and outputs itself: dense matrix inputs
-/// and full outputs.
-fn fused_holds(spec: &KernelSpec, held_in: &[(usize, Half)], held_out: &[(usize, Half)]) -> bool {
-    let outputs = spec.outputs();
-    held_in.iter().all(|(k, _)| {
-        matches!(
-            spec.inputs.get(*k).map(|i| i.access),
-            Some(Access::Matrix { .. } | Access::LowerSymmetric)
-        )
-    }) && held_out
-        .iter()
-        .all(|(k, _)| outputs.get(*k) == Some(&OutputShape::Full))
 }
 
 /// A new f32 temporary of the shape of `v`, named after it.
@@ -214,14 +188,17 @@ fn wide_twin(plan: &mut Plan, v: ValueId, what: &str) -> ValueId {
     ValueId(plan.values.len() - 1)
 }
 
-/// A generated map copying `from` into `to`, widening from `widen` or rounding to `round`.
-fn conversion(
-    plan: &Plan,
-    from: ValueId,
-    to: ValueId,
-    widen: Option<Half>,
-    round: Option<Half>,
-) -> Step {
+/// Which way a conversion map goes.
+#[derive(Clone, Copy)]
+enum Convert {
+    /// From 16 bits to f32.
+    Widen,
+    /// From f32 to 16 bits.
+    Round,
+}
+
+/// A generated map copying `from` into `to`, widening from `half` or rounding to it.
+fn conversion(plan: &Plan, from: ValueId, to: ValueId, half: Half, way: Convert) -> Step {
     let source = plan.value(from);
     let mut spec = KernelSpec {
         dtype: plan.dtype.scalar_type(),
@@ -235,16 +212,15 @@ fn conversion(
         provenance: Vec::new(),
         narrow: Default::default(),
     };
-    let (half, verb) = match (widen, round) {
-        (Some(h), _) => {
-            spec.narrow.inputs.push((0, h));
-            (h, "widened from")
+    let verb = match way {
+        Convert::Widen => {
+            spec.narrow.inputs.push((0, half));
+            "widened from"
         }
-        (None, Some(h)) => {
-            spec.narrow.outputs.push((0, h));
-            (h, "rounded to")
+        Convert::Round => {
+            spec.narrow.outputs.push((0, half));
+            "rounded to"
         }
-        (None, None) => (Half::Bf16, "copied as"),
     };
     spec.provenance.push(format!(
         "{} = {} ({verb} {half})",

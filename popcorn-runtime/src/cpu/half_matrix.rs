@@ -24,6 +24,18 @@ pub fn widen(half: Half, bits: &[u16], out: &mut [f32]) {
     }
 }
 
+/// `values` rounded to `half` (to nearest even) into `out` (same length), as bits.
+pub fn narrow(half: Half, values: &[f32], out: &mut [u16]) {
+    match half {
+        Half::Bf16 => out
+            .reinterpret_cast_mut::<half::bf16>()
+            .convert_from_f32_slice(values),
+        Half::F16 => out
+            .reinterpret_cast_mut::<half::f16>()
+            .convert_from_f32_slice(values),
+    }
+}
+
 /// The bits as `bf16` values (the same 16-bit layout).
 fn bytemuck_bf16(bits: &[u16]) -> &[half::bf16] {
     bits.reinterpret_cast()
@@ -98,9 +110,7 @@ pub fn diag_half(
         });
     }
     for (i, o) in out[..n].iter_mut().enumerate() {
-        let mut one = [0.0f32];
-        widen(half, &a[i * lda + offset + i..][..1], &mut one);
-        *o = one[0];
+        *o = crate::backend::from_half_bits(half, a[i * lda + offset + i]);
     }
     Ok(())
 }
@@ -139,6 +149,20 @@ mod tests {
                     assert_eq!(*v, wide[i * ld + i]);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn narrowing_rounds_each_value_as_the_scalar_conversion_does() {
+        let values: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 1.37e-3).collect();
+        for half in [Half::Bf16, Half::F16] {
+            let mut bits = vec![0u16; values.len()];
+            narrow(half, &values, &mut bits);
+            let want: Vec<u16> = values
+                .iter()
+                .map(|v| crate::backend::to_half_bits(half, *v))
+                .collect();
+            assert_eq!(bits, want);
         }
     }
 

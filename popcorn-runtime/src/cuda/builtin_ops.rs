@@ -184,16 +184,6 @@ impl Kind {
     }
 }
 
-/// The arguments of the diagonal kernels: `(n, a, lda, out)`.
-fn diag_args(a: u64, n: usize, lda: usize, out: u64) -> Result<[KernelArg; 4], RuntimeError> {
-    Ok([
-        KernelArg::size(n)?,
-        KernelArg::Ptr(a),
-        KernelArg::size(lda)?,
-        KernelArg::Ptr(out),
-    ])
-}
-
 /// Launches builtin kernels on one stream.
 pub(crate) struct Builtins<'a> {
     pub(crate) kernels: &'a KernelCache,
@@ -457,7 +447,8 @@ impl Builtins<'_> {
         )
     }
 
-    /// `out[i] = a[i * lda + i]` for `i < n`.
+    /// `out[i] = a[i * lda + i]` for `i < n`: `a` of `dtype`, or held in 16 bits (`held`, then
+    /// widened to `f32`).
     ///
     /// # Safety
     /// Every address is device memory of the current context usable on this stream, holding
@@ -465,6 +456,7 @@ impl Builtins<'_> {
     pub(crate) unsafe fn diag(
         &self,
         dtype: ScalarType,
+        held: Option<kernel_ir::Half>,
         a: u64,
         n: usize,
         lda: usize,
@@ -473,38 +465,20 @@ impl Builtins<'_> {
         if n == 0 {
             return Ok(());
         }
-        let mut args = diag_args(a, n, lda, out)?;
-        self.run(
-            Kind::Diag,
-            dtype,
-            builtins::linear_grid_block(n as u64),
-            &mut args,
-        )
-    }
-
-    /// Writes the `n` diagonal entries of a row-major matrix held in 16 bits (`half`), widened
-    /// to `f32`, into `out`.
-    ///
-    /// # Safety
-    /// Every address is device memory of the current context usable on this stream: `a` holds
-    /// the entries `i * lda + i` (16-bit each) for `i < n`, and `out` `n` floats.
-    pub(crate) unsafe fn diag_half(
-        &self,
-        half: kernel_ir::Half,
-        a: u64,
-        n: usize,
-        lda: usize,
-        out: u64,
-    ) -> Result<(), RuntimeError> {
-        if n == 0 {
-            return Ok(());
-        }
-        let mut args = diag_args(a, n, lda, out)?;
+        let mut args = [
+            KernelArg::size(n)?,
+            KernelArg::Ptr(a),
+            KernelArg::size(lda)?,
+            KernelArg::Ptr(out),
+        ];
+        let dims = builtins::linear_grid_block(n as u64);
+        let Some(half) = held else {
+            return self.run(Kind::Diag, dtype, dims, &mut args);
+        };
         let name = builtins::diag_half_name(half);
         let f = self
             .kernels
             .function(name, || builtins::diag_half(half).source)?;
-        let dims = builtins::linear_grid_block(n as u64);
         // SAFETY: `args` follow the kernel's parameters; the addresses hold what it touches,
         // as this function's contract says.
         unsafe { driver::launch(self.stream, &f, name, dims, &mut args) }

@@ -52,7 +52,7 @@ struct Run<'p, 'a, B: Backend> {
 fn elem_of(plan: &Plan, v: &Value) -> ElemType {
     match v.kind {
         ValueKind::Index => ElemType::U32,
-        _ => v.held.map_or(ElemType::float(plan.dtype), ElemType::Half),
+        _ => ElemType::dense(plan.dtype, v.held),
     }
 }
 

@@ -292,8 +292,9 @@ fn shape_runs(
     }
     syrk_variant_runs(cli, ctx, &x, sgemm, run)?;
     for &k in &ks {
-        let it =
-            measure::popcorn_iterations(ctx, &kmat, k, cli.iters, cli.reps, floor_ms, kernel_ms)?;
+        let it = measure::popcorn_iterations(
+            ctx, &kmat, k, cli.iters, cli.reps, floor_ms, kernel_ms, true,
+        )?;
         say!(
             "  popcorn k {k}: iteration {:.2} ms (distance {:.2} ms), end to end {:.3} s",
             it.iteration_median_ms,
@@ -392,7 +393,7 @@ fn half_runs(
             kt.median_ms
         );
         for &k in ks {
-            let it = measure::popcorn_iterations_with(
+            let it = measure::popcorn_iterations(
                 &ctx,
                 &kmat,
                 k,

@@ -267,22 +267,10 @@ struct LoopRun {
 
 /// Popcorn: `iters` runs of the library's iteration program per repetition (labels read back
 /// every iteration, as the library's loop does), after a warm-up of two iterations; then the
-/// distance step alone, in the iteration's layout and with the sparse operand on the left.
-pub fn popcorn_iterations(
-    ctx: &Context,
-    kmat: &Tensor,
-    k: usize,
-    iters: usize,
-    reps: usize,
-    floor_ms: Option<f64>,
-    kernel_ms: f64,
-) -> Result<Iterations, BenchError> {
-    popcorn_iterations_with(ctx, kmat, k, iters, reps, floor_ms, kernel_ms, true)
-}
-
-/// [`popcorn_iterations`], timing the sparse-left distance variant only with `sparse_left`.
+/// distance step alone, in the iteration's layout and, with `sparse_left`, with the sparse
+/// operand on the left.
 #[allow(clippy::too_many_arguments)]
-pub fn popcorn_iterations_with(
+pub fn popcorn_iterations(
     ctx: &Context,
     kmat: &Tensor,
     k: usize,

@@ -10,7 +10,7 @@
 //! the order of summation).
 
 use super::{Io, StepCx};
-use crate::backend::{Arg, BufferInfo, ElemType};
+use crate::backend::ElemType;
 use crate::cuda::args::{count, dense, index, shape};
 use crate::cuda::device::Device;
 use crate::cuda::driver::{self, KernelArg};
@@ -82,13 +82,7 @@ pub(crate) fn run(
 ) -> Result<(), RuntimeError> {
     count("cluster sums", inputs, outputs, 2, 1)?;
     let elem = cx.elem();
-    let held = match &inputs[0] {
-        Arg::Dense { buf, .. } => match buf.elem() {
-            ElemType::Half(h) => Some(h),
-            _ => None,
-        },
-        _ => None,
-    };
+    let held = inputs[0].held();
     let m_elem = held.map_or(elem, ElemType::Half);
     let m = dense(&inputs[0], m_elem, "cluster sums input M")?;
     let (labels, n) = index(&inputs[1], "cluster sums labels")?;

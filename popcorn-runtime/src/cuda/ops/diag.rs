@@ -1,7 +1,7 @@
 //! `Builtin::Diag`: the diagonal of a square matrix.
 
 use super::{vector_len, Io, StepCx};
-use crate::backend::{Arg, BufferInfo, ElemType};
+use crate::backend::ElemType;
 use crate::cuda::args::{count, dense};
 use crate::cuda::errors::invalid;
 use crate::error::RuntimeError;
@@ -16,14 +16,14 @@ pub(crate) fn run(
 ) -> Result<(), RuntimeError> {
     count("diag", inputs, outputs, 1, 1)?;
     let elem = cx.elem();
-    let held = match &inputs[0] {
-        Arg::Dense { buf, .. } => match buf.elem() {
-            ElemType::Half(h) if elem == ElemType::F32 => Some(h),
-            _ => None,
-        },
-        _ => None,
-    };
-    let m = dense(&inputs[0], held.map_or(elem, ElemType::Half), "diag input")?;
+    let held = inputs[0].held();
+    if held.is_some() && elem != ElemType::F32 {
+        return Err(invalid(
+            "diag: a matrix held in 16 bits is read in f32 plans only",
+        ));
+    }
+    let m_elem = held.map_or(elem, ElemType::Half);
+    let m = dense(&inputs[0], m_elem, "diag input")?;
     let out = dense(&outputs[0], elem, "diag output")?;
     let square = op.offset == 0 && m.rows == m.cols;
     let block = op.offset > 0 && m.rows + op.offset <= m.cols;
@@ -35,16 +35,13 @@ pub(crate) fn run(
     }
     vector_len("diag output", out.len(), m.rows)?;
     // Row i's diagonal entry is at i * ld + offset + i: the matrix read from column `offset`.
-    let m_bytes = held.map_or(elem.size_bytes(), |_| 2);
-    let first = m.ptr + (op.offset * m_bytes) as u64;
-    let builtins = cx.device.builtins(cx.stream);
-    // SAFETY: `m` holds `n` rows of `ld = m.cols` entries (16-bit ones where held) and
-    // `offset + n <= ld` (checked above), so every entry read from `first` lies inside it;
-    // `out` holds its `n` entries of the plan's type.
+    let first = m.ptr + (op.offset * m_elem.size_bytes()) as u64;
+    // SAFETY: `m` holds `n` rows of `ld = m.cols` entries of `m_elem` and `offset + n <= ld`
+    // (checked above), so every entry read from `first` lies inside it; `out` holds its `n`
+    // entries of the plan's type.
     unsafe {
-        match held {
-            Some(h) => builtins.diag_half(h, first, m.rows, m.cols, out.ptr),
-            None => builtins.diag(cx.scalar(), first, m.rows, m.cols, out.ptr),
-        }
+        cx.device
+            .builtins(cx.stream)
+            .diag(cx.scalar(), held, first, m.rows, m.cols, out.ptr)
     }
 }
