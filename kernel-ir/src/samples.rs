@@ -75,9 +75,60 @@ pub fn mixed_contraction(
     }
 }
 
+/// Kernel K-means' sums of a polynomial kernel by label, as the recomputing plans fuse them:
+/// `K = (g P + 1)^2` with `P = A A^T`, summed by the labels of the columns, the symmetric form
+/// (one triangle of tiles where the backend has it).
+///
+/// Inputs: 0 `A` (left operand), 1 `B` (right operand, transposed: the same matrix as `A`),
+/// 2 `labels` (index row), 3 `g` (scalar).
+pub fn symmetric_kernel_sums(dtype: ScalarType, precision: Precision) -> KernelSpec {
+    let scaled = Expr::binary(
+        BinaryOp::Add,
+        Expr::binary(BinaryOp::Mul, Expr::Input(3), Expr::Product),
+        Expr::Const(1.0),
+    );
+    let kernel = Expr::binary(BinaryOp::Mul, scaled.clone(), scaled);
+    let input = |name: &str, access| Input {
+        name: name.into(),
+        access,
+    };
+    KernelSpec {
+        narrow: Default::default(),
+        dtype,
+        inputs: vec![
+            input("A", Access::Left { transposed: false }),
+            input("B", Access::Right { transposed: true }),
+            input("labels", Access::IndexRow),
+            input("g", Access::Scalar),
+        ],
+        form: Form::Contraction {
+            a: 0,
+            b: 1,
+            precision,
+            symmetric: true,
+            stores: vec![],
+            reductions: vec![Reduction {
+                kind: ReduceKind::ByLabel { labels: 2 },
+                expr: kernel,
+            }],
+        },
+        provenance: vec!["symmetric kernel sums".to_string()],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_symmetric_kernel_sums_are_valid() {
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            for precision in [Precision::Strict, Precision::Tf32] {
+                let spec = symmetric_kernel_sums(dtype, precision);
+                assert!(spec.validate().is_ok(), "{:?}", spec.problems());
+            }
+        }
+    }
 
     #[test]
     fn the_mixed_contraction_is_valid_with_and_without_sums_by_label() {

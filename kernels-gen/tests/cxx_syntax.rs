@@ -36,6 +36,7 @@ inline void __trap() {}
 inline int __popc(unsigned int x) { return __builtin_popcount(x); }
 inline unsigned int __activemask() { return 0xffffffffu; }
 inline unsigned int __match_any_sync(unsigned int mask, unsigned int) { return mask; }
+inline int __all_sync(unsigned int, int p) { return p; }
 inline int __ffs(unsigned int x) { return __builtin_ffs((int)x); }
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { unsigned int o = *p; *p += v; return o; }
 inline float atomicAdd(float* p, float v) { float o = *p; *p += v; return o; }

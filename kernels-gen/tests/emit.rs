@@ -822,27 +822,58 @@ fn pipelined_launches_fill_the_device_when_rows_may_split() {
 }
 
 /// TF32 contractions on the pipelined template have a kernel per set of operands rounded in
-/// memory; other kernels ignore the request and keep `emit`'s name and source.
+/// memory, and a warp-specialised one where both are; other kernels ignore the request and
+/// keep `emit`'s name and source.
 #[test]
-fn rounded_operands_name_their_own_tf32_kernel() {
+fn contraction_variants_name_their_own_tf32_kernel() {
     use kernel_ir::{samples::mixed_contraction, Precision, ScalarType};
-    use kernels_gen::{emit_rounded, rounded_name, takes_rounded_operands, RoundedOperands};
+    use kernels_gen::{
+        emit_variant, takes_rounded_operands, variant_name, ContractionVariant, RoundedOperands,
+    };
     let both = RoundedOperands { a: true, b: true };
     let b_only = RoundedOperands { a: false, b: true };
+    let rounded = |rounded| ContractionVariant {
+        rounded,
+        warp_specialised: false,
+    };
     let tf32 = mixed_contraction(ScalarType::F32, (false, true), Precision::Tf32, true);
     assert!(takes_rounded_operands(&tf32));
     let plain = emit(&tf32);
-    assert_eq!(emit_rounded(&tf32, RoundedOperands::NONE), plain);
+    assert_eq!(emit_variant(&tf32, ContractionVariant::default()), plain);
     assert!(plain.source.contains("pk::contraction<true, 0>"));
-    for (rounded, mask) in [(b_only, 2), (both, 3)] {
-        let k = emit_rounded(&tf32, rounded);
+    for (operands, mask) in [(b_only, 2), (both, 3)] {
+        let k = emit_variant(&tf32, rounded(operands));
         assert_eq!(k.name, format!("{}_r{mask}", plain.name));
-        assert_eq!(rounded_name(&tf32, rounded), k.name);
-        assert!(k.source.contains("void __launch_bounds__"));
+        assert_eq!(variant_name(&tf32, rounded(operands)), k.name);
+        assert!(k.source.contains("void __launch_bounds__(256, 1)"));
         assert!(k.source.contains(&format!("{}(", k.name)));
         assert!(k.source.contains(&format!("pk::contraction<true, {mask}>")));
         assert_eq!(k.launch, plain.launch);
     }
+    // The warp-specialised body: both operands rounded, 384 threads, two tensor maps.
+    let ws = ContractionVariant {
+        rounded: both,
+        warp_specialised: true,
+    };
+    let k = emit_variant(&tf32, ws);
+    assert_eq!(k.name, format!("{}_r3_ws", plain.name));
+    assert_eq!(variant_name(&tf32, ws), k.name);
+    assert!(k.source.contains("void __launch_bounds__(384, 1)"));
+    assert!(k
+        .source
+        .contains("const __grid_constant__ pk::TensorMap pk_ta"));
+    assert!(k.source.contains("pk::contraction_warp_specialised("));
+    assert_eq!(k.launch, plain.launch.warp_specialised());
+    assert_eq!(k.launch.threads_per_block(), 384);
+    // Without both operands rounded the request is the rounded kernel's.
+    let partial = ContractionVariant {
+        rounded: b_only,
+        warp_specialised: true,
+    };
+    assert_eq!(
+        emit_variant(&tf32, partial),
+        emit_variant(&tf32, rounded(b_only))
+    );
     // Strict, f64 and transposed-operand contractions stage nothing to round.
     for spec in [
         mixed_contraction(ScalarType::F32, (false, true), Precision::Strict, true),
@@ -850,9 +881,34 @@ fn rounded_operands_name_their_own_tf32_kernel() {
         mixed_contraction(ScalarType::F32, (true, true), Precision::Tf32, true),
     ] {
         assert!(!takes_rounded_operands(&spec));
-        assert_eq!(emit_rounded(&spec, both), emit(&spec));
-        assert_eq!(rounded_name(&spec, both), spec.name());
+        assert_eq!(emit_variant(&spec, ws), emit(&spec));
+        assert_eq!(variant_name(&spec, ws), spec.name());
     }
+}
+
+/// The warp-specialised shape's shared memory: the whole depth of the left operand resident
+/// (at most two chunks), six right-operand slots, scratch and barriers; refused where the
+/// device has less.
+#[test]
+fn warp_specialised_contractions_plan_their_shared_memory() {
+    use kernel_ir::{samples::mixed_contraction, Precision, ScalarType};
+    use kernels_gen::emit::{
+        PIPELINE_A_CHUNK_BYTES, PIPELINE_B_CHUNK_BYTES, PIPELINE_WS_OTHER_BYTES,
+    };
+    let spec = mixed_contraction(ScalarType::F32, (false, true), Precision::Tf32, true);
+    let shape = kernels_gen::launch_shape(&spec).warp_specialised();
+    for (depth, chunks) in [(1u64, 1u32), (32, 1), (33, 2), (64, 2)] {
+        let want =
+            chunks * PIPELINE_A_CHUNK_BYTES + 6 * PIPELINE_B_CHUNK_BYTES + PIPELINE_WS_OTHER_BYTES;
+        let (grid, block, shared) = shape
+            .pipelined_grid_block((5000, 5000, depth), 132, 232_448)
+            .expect("fits");
+        assert_eq!((shared, block), (want, (384, 1, 1)), "depth {depth}");
+        assert!(grid.0 >= 1 && grid.0 <= 132);
+    }
+    assert!(shape
+        .pipelined_grid_block((5000, 5000, 64), 132, 100_000)
+        .is_err());
 }
 
 #[test]

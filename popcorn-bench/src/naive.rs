@@ -695,6 +695,7 @@ fn kernel_polynomial(X: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scala
                 dump_dir: None,
                 log_cache: false,
                 round_tf32_operands: true,
+                warp_specialised_contractions: true,
             };
             CudaBackend::with_config(0, config).map_err(|e| e.to_string())
         });

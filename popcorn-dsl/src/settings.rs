@@ -13,6 +13,7 @@
 //! | `POPCORN_NO_GRAPHS=1` | [`Settings::no_graphs`] | every run of a plan queues its steps one by one, instead of replaying the CUDA graph recorded at its second run with the same tensors |
 //! | `POPCORN_NO_OVERLAP=1` | [`Settings::no_overlap`] | a SYRK's map after the whole product instead of band by band beside it |
 //! | `POPCORN_TF32_ROUND_IN_KERNEL=1` | [`Settings::tf32_round_in_kernel`] | TF32 contractions round every staged chunk of their operands instead of rounding the operands once in memory first |
+//! | `POPCORN_NO_WARP_SPECIALISATION=1` | [`Settings::no_warp_specialisation`] | TF32 contractions on Hopper keep the lock-step body (all warps stage, multiply and fold in turn) instead of the warp-specialised one (a producer thread copying through the tensor memory accelerator, two consumer warpgroups) |
 //! | `POPCORN_CACHE_DIR=dir` | [`Settings::cache_dir`] | where compiled kernels are kept (default `$XDG_CACHE_HOME/popcorn/kernels`, else `~/.cache/popcorn/kernels`) |
 //! | `POPCORN_REQUIRE_GPU=1` | [`Settings::require_gpu`] | GPU tests fail instead of skipping where no GPU is usable |
 //! | `POPCORN_CONTRACTIONS=auto\|always\|never` | [`Settings::contractions`] | fuse products with their consumers where the cost model says so, wherever possible, or never |
@@ -95,6 +96,8 @@ pub struct Settings {
     pub no_graphs: bool,
     /// `POPCORN_TF32_ROUND_IN_KERNEL`.
     pub tf32_round_in_kernel: bool,
+    /// `POPCORN_NO_WARP_SPECIALISATION`.
+    pub no_warp_specialisation: bool,
     /// `POPCORN_CACHE_DIR`, else `$XDG_CACHE_HOME/popcorn/kernels`, else
     /// `~/.cache/popcorn/kernels` (`None` when none of these is set).
     pub cache_dir: Option<PathBuf>,
@@ -183,6 +186,7 @@ impl Settings {
             no_overlap: flag("POPCORN_NO_OVERLAP"),
             no_graphs: flag("POPCORN_NO_GRAPHS"),
             tf32_round_in_kernel: flag("POPCORN_TF32_ROUND_IN_KERNEL"),
+            no_warp_specialisation: flag("POPCORN_NO_WARP_SPECIALISATION"),
             cache_dir,
             require_gpu: flag("POPCORN_REQUIRE_GPU"),
             contractions,

@@ -47,6 +47,18 @@ pub const PIPELINE_A_CHUNK_BYTES: u32 = PIPELINE_BLOCK_ROWS * PIPELINE_DEPTH_CHU
 pub const PIPELINE_B_CHUNK_BYTES: u32 = PIPELINE_COLUMN_TILE * PIPELINE_DEPTH_CHUNK * 4;
 /// Columns per tile of [`LaunchShape::Pipelined`] kernels (two column warps of 64).
 pub const PIPELINE_COLUMN_TILE: u32 = 128;
+/// Threads per block of warp-specialised [`LaunchShape::Pipelined`] kernels: two consumer
+/// warpgroups and a producer warpgroup.
+pub const PIPELINE_WS_THREADS: u32 = 384;
+/// Slots of the right operand's ring in warp-specialised pipelined kernels.
+pub const PIPELINE_WS_STAGES: u32 = 6;
+/// Most depth chunks a warp-specialised pipelined kernel takes (its left operand stays
+/// resident beside the ring).
+pub const PIPELINE_WS_MAX_DEPTH_CHUNKS: u32 = 2;
+/// Bytes of a warp-specialised pipelined kernel's other shared memory: the column sums'
+/// scratch (8 warps x 8 rows x 136 floats), the warpgroups' four meeting places (2,080 bytes
+/// each) and 13 mbarriers.
+pub const PIPELINE_WS_OTHER_BYTES: u32 = 8 * 8 * 136 * 4 + 4 * 2080 + 8 * 13;
 
 /// Threads per block of [`LaunchShape::Linear`] kernels.
 pub const LINEAR_BLOCK_THREADS: u32 = 256;
@@ -163,6 +175,9 @@ pub enum LaunchShape {
         /// Whether a row's columns may be split over blocks (the only reductions are sums by
         /// label, which the launcher zeroes first: see [`crate::zeroed_outputs`]).
         split_columns: bool,
+        /// The warp-specialised body ([`LaunchShape::warp_specialised`]): a producer
+        /// warpgroup feeding the consumers through the tensor memory accelerator.
+        warp_specialised: bool,
     },
 }
 
@@ -264,11 +279,22 @@ impl LaunchShape {
             a_chunk_bytes,
             b_chunk_bytes,
             exchange_bytes,
+            warp_specialised,
             ..
         } = *self
         else {
             return 0;
         };
+        if warp_specialised {
+            // The left operand always resident, the ring, scratch and barriers.
+            let bytes = depth
+                .div_ceil(u64::from(depth_chunk.max(1)))
+                .max(1)
+                .saturating_mul(u64::from(a_chunk_bytes))
+                .saturating_add(u64::from(PIPELINE_WS_STAGES) * u64::from(b_chunk_bytes))
+                .saturating_add(u64::from(PIPELINE_WS_OTHER_BYTES));
+            return u32::try_from(bytes).unwrap_or(u32::MAX);
+        }
         let a_chunks = if resident {
             depth
                 .div_ceil(u64::from(depth_chunk.max(1)))
@@ -298,6 +324,7 @@ impl LaunchShape {
             block_rows,
             threads,
             split_columns,
+            warp_specialised,
             ..
         } = *self
         else {
@@ -305,7 +332,12 @@ impl LaunchShape {
         };
         let resident = self.pipelined_shared_bytes(depth, true);
         let streaming = self.pipelined_shared_bytes(depth, false);
-        let shared = if resident <= shared_limit {
+        let shared = if warp_specialised {
+            if resident > shared_limit {
+                return Err(resident);
+            }
+            resident
+        } else if resident <= shared_limit {
             resident
         } else if streaming <= shared_limit {
             streaming
@@ -321,6 +353,35 @@ impl LaunchShape {
         };
         let grid = blocks_for(units, 1).min(multiprocessors.max(1));
         Ok(((grid, 1, 1), (threads, 1, 1), shared))
+    }
+
+    /// The warp-specialised variant of a [`LaunchShape::Pipelined`] shape
+    /// ([`PIPELINE_WS_THREADS`] threads, see [`crate::ContractionVariant`]); other shapes
+    /// unchanged.
+    pub fn warp_specialised(self) -> LaunchShape {
+        match self {
+            LaunchShape::Pipelined {
+                block_rows,
+                depth_chunk,
+                stages,
+                a_chunk_bytes,
+                b_chunk_bytes,
+                exchange_bytes,
+                split_columns,
+                ..
+            } => LaunchShape::Pipelined {
+                block_rows,
+                threads: PIPELINE_WS_THREADS,
+                depth_chunk,
+                stages,
+                a_chunk_bytes,
+                b_chunk_bytes,
+                exchange_bytes,
+                split_columns,
+                warp_specialised: true,
+            },
+            other => other,
+        }
     }
 
     /// Like [`LaunchShape::grid_block`], for by-label outputs `width` columns wide: a
@@ -453,17 +514,35 @@ impl LaunchShape {
                 b_chunk_bytes,
                 exchange_bytes,
                 split_columns,
-            } => format!(
-                "1-D blocks of {threads} threads, each block {block_rows} rows at a time across \
-                 {}, at most one block per multiprocessor (grid-stride over work units); dynamic shared memory: {stages} x {b_chunk_bytes} bytes of right operand, \
-                 {a_chunk_bytes} bytes per {depth_chunk}-deep chunk of left operand (all chunks \
-                 of the depth when they fit, else {stages}), {exchange_bytes} bytes of row exchange",
-                if split_columns {
+                warp_specialised,
+            } => {
+                let across = if split_columns {
                     "a run of the columns (the runs of a row over several blocks)"
                 } else {
                     "all columns"
+                };
+                if warp_specialised {
+                    format!(
+                        "1-D blocks of {threads} threads (two consumer warpgroups, one producer \
+                         thread copying through the tensor memory accelerator), each block \
+                         {block_rows} rows at a time across {across}, at most one block per \
+                         multiprocessor (grid-stride over work units); dynamic shared memory: \
+                         {PIPELINE_WS_STAGES} x {b_chunk_bytes} bytes of right operand, \
+                         {a_chunk_bytes} bytes per {depth_chunk}-deep chunk of left operand (all \
+                         of the depth), {PIPELINE_WS_OTHER_BYTES} bytes of column-sum scratch and \
+                         barriers"
+                    )
+                } else {
+                    format!(
+                        "1-D blocks of {threads} threads, each block {block_rows} rows at a time \
+                         across {across}, at most one block per multiprocessor (grid-stride over \
+                         work units); dynamic shared memory: {stages} x {b_chunk_bytes} bytes of \
+                         right operand, {a_chunk_bytes} bytes per {depth_chunk}-deep chunk of left \
+                         operand (all chunks of the depth when they fit, else {stages}), \
+                         {exchange_bytes} bytes of row exchange"
+                    )
                 }
-            ),
+            }
             LaunchShape::RowBlocks {
                 block_rows,
                 threads,

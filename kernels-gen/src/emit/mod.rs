@@ -50,8 +50,9 @@ pub use launch::{
     COLUMN_BLOCK_THREADS, COLUMN_MIN_ROWS_PER_THREAD, COLUMN_TARGET_BLOCKS, CONTRACTION_BLOCK_COLS,
     CONTRACTION_BLOCK_ROWS, CONTRACTION_THREADS, LINEAR_BLOCK_THREADS, MAX_COLUMN_GROUP_WIDTH,
     MAX_GRID_BLOCKS, PAIR_BLOCK_ROWS, PAIR_GROUP, PAIR_TILE, PIPELINE_A_CHUNK_BYTES,
-    PIPELINE_BLOCK_ROWS, PIPELINE_B_CHUNK_BYTES, PIPELINE_COLUMN_WARPS, PIPELINE_DEPTH_CHUNK,
-    PIPELINE_STAGES, PIPELINE_THREADS, ROW_WARPS_PER_BLOCK,
+    PIPELINE_BLOCK_ROWS, PIPELINE_B_CHUNK_BYTES, PIPELINE_COLUMN_TILE, PIPELINE_COLUMN_WARPS,
+    PIPELINE_DEPTH_CHUNK, PIPELINE_STAGES, PIPELINE_THREADS, PIPELINE_WS_MAX_DEPTH_CHUNKS,
+    PIPELINE_WS_OTHER_BYTES, PIPELINE_WS_STAGES, PIPELINE_WS_THREADS, ROW_WARPS_PER_BLOCK,
 };
 
 pub(crate) use expr::{from_half_fn, prelude, HALF_CONVERSIONS};
@@ -78,7 +79,7 @@ pub struct GeneratedKernel {
 /// carries one `#error` line per problem, so compiling it fails with that message; use
 /// [`try_emit`] to get the problem as an error instead.
 pub fn emit(spec: &KernelSpec) -> GeneratedKernel {
-    emit_rounded(spec, RoundedOperands::NONE)
+    emit_variant(spec, ContractionVariant::default())
 }
 
 /// Operands of a TF32 contraction that its launcher has rounded to TF32 in memory, so that the
@@ -102,39 +103,80 @@ impl RoundedOperands {
     }
 }
 
-/// Whether [`emit_rounded`] makes a kernel of its own for `spec`: a TF32 contraction on the
+/// How a launcher specialises a TF32 contraction kernel on the pipelined template for one
+/// launch (see [`emit_variant`]): the default is [`emit`]'s kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ContractionVariant {
+    /// Operands the launcher rounded to TF32 in memory.
+    pub rounded: RoundedOperands,
+    /// The warp-specialised body (`pk::contraction_warp_specialised`): for devices of compute
+    /// capability 9.0 only, with both operands rounded in rows of a multiple of 16 bytes and
+    /// at most [`PIPELINE_WS_MAX_DEPTH_CHUNKS`] chunks of depth. Its
+    /// kernel takes, after the spec's parameters, the tensor maps of `A` and `B`
+    /// (`CUtensorMap`s of the row-major `float` matrices: dimensions (depth, rows), boxes of
+    /// 32 x 256 rows for `A` and 32 x 128 for `B`, 128-byte swizzle, zeros outside), and
+    /// launches with [`LaunchShape::warp_specialised`]'s shape. Ignored unless both operands
+    /// are rounded.
+    pub warp_specialised: bool,
+}
+
+impl ContractionVariant {
+    /// What `spec`'s kernel makes of the request: nothing for kernels that do not
+    /// [take rounded operands](takes_rounded_operands); the warp-specialised body only with
+    /// both operands rounded.
+    fn for_spec(self, spec: &KernelSpec) -> ContractionVariant {
+        if !takes_rounded_operands(spec) {
+            return ContractionVariant::default();
+        }
+        let both = self.rounded == RoundedOperands { a: true, b: true };
+        ContractionVariant {
+            rounded: self.rounded,
+            warp_specialised: self.warp_specialised && both,
+        }
+    }
+}
+
+/// Whether [`emit_variant`] makes a kernel of its own for `spec`: a TF32 contraction on the
 /// pipelined template (`float` operands stored as rows of the depth).
 pub fn takes_rounded_operands(spec: &KernelSpec) -> bool {
     contraction::takes_rounded_operands(spec)
 }
 
-/// The entry-point name of [`emit_rounded`]`(spec, rounded)`'s kernel, without generating it.
-pub fn rounded_name(spec: &KernelSpec, rounded: RoundedOperands) -> String {
-    rounded_entry(&spec.name(), spec, rounded).into_owned()
+/// The entry-point name of [`emit_variant`]`(spec, variant)`'s kernel, without generating it.
+pub fn variant_name(spec: &KernelSpec, variant: ContractionVariant) -> String {
+    variant_entry(&spec.name(), spec, variant).into_owned()
 }
 
-/// [`rounded_name`] from `name`, the entry point of [`emit`]`(spec)` (a launcher holding it
-/// saves hashing the spec again): `name` itself where nothing is rounded.
-pub fn rounded_entry<'a>(
+/// [`variant_name`] from `name`, the entry point of [`emit`]`(spec)` (a launcher holding it
+/// saves hashing the spec again): `name` itself for the default variant, else
+/// `{name}_r{mask}`, with `_ws` for the warp-specialised body.
+pub fn variant_entry<'a>(
     name: &'a str,
     spec: &KernelSpec,
-    rounded: RoundedOperands,
+    variant: ContractionVariant,
 ) -> std::borrow::Cow<'a, str> {
-    if rounded == RoundedOperands::NONE || !takes_rounded_operands(spec) {
-        std::borrow::Cow::Borrowed(name)
-    } else {
-        std::borrow::Cow::Owned(format!("{name}_r{}", rounded.mask()))
+    let variant = variant.for_spec(spec);
+    if variant == ContractionVariant::default() {
+        return std::borrow::Cow::Borrowed(name);
     }
+    let ws = if variant.warp_specialised { "_ws" } else { "" };
+    std::borrow::Cow::Owned(format!("{name}_r{}{ws}", variant.rounded.mask()))
 }
 
-/// The kernel of `spec` for operands its launcher rounded to TF32 in memory (`rounded`):
-/// [`emit`]'s kernel where `rounded` is [`RoundedOperands::NONE`] or `spec` does not
-/// [take rounded operands](takes_rounded_operands); else the same kernel, named
-/// `{name}_r{mask}`, that leaves those operands' staged chunks as they are. Its results equal
-/// [`emit`]'s bit for bit when the operands are rounded as `cvt.rna.tf32.f32` rounds them.
-pub fn emit_rounded(spec: &KernelSpec, rounded: RoundedOperands) -> GeneratedKernel {
-    let name = rounded_name(spec, rounded);
-    let launch = launch_shape(spec);
+/// The kernel of `spec` for one launch's [`ContractionVariant`]: [`emit`]'s kernel for the
+/// default variant or a spec that does not [take rounded operands](takes_rounded_operands);
+/// else the same kernel, named by [`variant_entry`], that leaves the rounded operands' staged
+/// chunks as they are (its results equal [`emit`]'s bit for bit when the operands are rounded
+/// as `cvt.rna.tf32.f32` rounds them) and, where asked, runs the warp-specialised body (the
+/// same products and epilogue; the mirror images' sums by label added in another order).
+pub fn emit_variant(spec: &KernelSpec, variant: ContractionVariant) -> GeneratedKernel {
+    let variant = variant.for_spec(spec);
+    let name = variant_entry(&spec.name(), spec, variant).into_owned();
+    let launch = if variant.warp_specialised {
+        launch_shape(spec).warp_specialised()
+    } else {
+        launch_shape(spec)
+    };
     let (preamble, statements) = match &spec.form {
         Form::Map { outputs } => (String::new(), map::body(spec, outputs)),
         Form::Rows { stores, reductions } => (String::new(), rows::body(spec, stores, reductions)),
@@ -147,7 +189,7 @@ pub fn emit_rounded(spec: &KernelSpec, rounded: RoundedOperands) -> GeneratedKer
             reductions,
             ..
         } => {
-            let parts = contraction::parts(spec, (*a, *b), *precision, rounded, stores, reductions);
+            let parts = contraction::parts(spec, (*a, *b), *precision, variant, stores, reductions);
             (parts.preamble, parts.statements)
         }
     };
@@ -170,10 +212,14 @@ pub fn emit_rounded(spec: &KernelSpec, rounded: RoundedOperands) -> GeneratedKer
     kernel.push_str(&format!(
         "extern \"C\" __global__ void __launch_bounds__({bounds}) {name}(\n"
     ));
-    let params: Vec<String> = params(spec)
+    let mut params: Vec<String> = params(spec)
         .iter()
         .map(|p| format!("    {}", param_decl(spec, p)))
         .collect();
+    if variant.warp_specialised {
+        params.push("    const __grid_constant__ pk::TensorMap pk_ta".to_string());
+        params.push("    const __grid_constant__ pk::TensorMap pk_tb".to_string());
+    }
     kernel.push_str(&params.join(",\n"));
     kernel.push_str(")\n{\n");
     kernel.push_str(&statements);

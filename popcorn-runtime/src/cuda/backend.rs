@@ -40,6 +40,11 @@ pub struct CudaConfig {
     /// kernel would stage them many times, instead of rounding every staged chunk (off with
     /// `POPCORN_TF32_ROUND_IN_KERNEL=1`). The results are the same bit for bit.
     pub round_tf32_operands: bool,
+    /// Run TF32 contractions whose operands are rounded in memory on the warp-specialised
+    /// body where the device has one (compute capability 9.0) and the product is shallow
+    /// enough (off with `POPCORN_NO_WARP_SPECIALISATION=1`): the same products and element
+    /// values; the mirror images' sums by label add in another order.
+    pub warp_specialised_contractions: bool,
 }
 
 impl CudaConfig {
@@ -53,6 +58,7 @@ impl CudaConfig {
             dump_dir: s.dump_dir.clone(),
             log_cache: s.log.cache,
             round_tf32_operands: !s.tf32_round_in_kernel,
+            warp_specialised_contractions: !s.no_warp_specialisation,
         }
     }
 }
@@ -149,6 +155,8 @@ impl CudaBackend {
             launch_shapes: Mutex::new(HashMap::new()),
             allow_tf32: config.allow_tf32,
             round_tf32_operands: config.round_tf32_operands,
+            warp_specialised_contractions: config.warp_specialised_contractions
+                && capability == (9, 0),
             limits: device_limits(&ctx)?,
             capture_streams: [
                 ctx.new_stream()

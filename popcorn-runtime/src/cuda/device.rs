@@ -46,6 +46,9 @@ pub(crate) struct Device {
     pub(crate) allow_tf32: bool,
     /// Round TF32 contractions' operands once in memory ([`super::CudaConfig::round_tf32_operands`]).
     pub(crate) round_tf32_operands: bool,
+    /// Warp-specialised TF32 contractions ([`super::CudaConfig::warp_specialised_contractions`],
+    /// on a device of compute capability 9.0).
+    pub(crate) warp_specialised_contractions: bool,
     pub(crate) limits: DeviceLimits,
 }
 

@@ -25,6 +25,8 @@ pub enum KernelArg {
     Ptr(u64),
     /// `unsigned int`
     U32(u32),
+    /// A `__grid_constant__` tensor map (`CUtensorMap`, 128 bytes).
+    TensorMap(sys::CUtensorMap),
 }
 
 impl KernelArg {
@@ -53,6 +55,7 @@ impl KernelArg {
             KernelArg::F64(v) => v as *mut f64 as *mut c_void,
             KernelArg::Ptr(v) => v as *mut u64 as *mut c_void,
             KernelArg::U32(v) => v as *mut u32 as *mut c_void,
+            KernelArg::TensorMap(v) => v as *mut sys::CUtensorMap as *mut c_void,
         }
     }
 }

@@ -33,6 +33,7 @@ fn test_config(tag: &str) -> CudaConfig {
         dump_dir: None,
         log_cache: popcorn_dsl::settings::settings().log.cache,
         round_tf32_operands: true,
+        warp_specialised_contractions: true,
     }
 }
 
@@ -2564,4 +2565,109 @@ fn gpu_scalars_read_back_together() {
         bufs.truncate(6);
         want.truncate(6);
     }
+}
+
+/// The warp-specialised contraction (compute capability 9.0, both operands rounded in memory,
+/// products of at least 2^30 elements, two chunks of depth) against the lock-step body on the
+/// same inputs: Kernel K-means' symmetric sums of a polynomial kernel by label, over sorted
+/// labels of uneven clusters (one of them empty) and over random labels, depths 37, 50 and 64
+/// (and 17, which stays on the lock-step body), n past the threshold and no multiple of any
+/// tile. The products and element values are the same; the mirror images' sums add in another
+/// order. The dumped sources show that the warp-specialised kernel ran.
+#[test]
+fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
+    let dump = temp_dir("ws-dump");
+    let Some(ws) = try_backend(CudaConfig {
+        dump_dir: Some(dump.clone()),
+        ..test_config("ws")
+    }) else {
+        return;
+    };
+    if ws.compute_capability() != (9, 0) {
+        eprintln!("skipping: the warp-specialised body needs compute capability 9.0");
+        return;
+    }
+    let Some(lock_step) = try_backend(CudaConfig {
+        warp_specialised_contractions: false,
+        ..test_config("lock-step")
+    }) else {
+        return;
+    };
+    let mut rng = Rng(47);
+    for (n, d, k, sorted) in [
+        (33_001, 50, 100, true),
+        (32_800, 64, 7, true),
+        (32_769, 17, 1, true),
+        (33_000, 37, 300, false),
+    ] {
+        let spec = kernel_ir::samples::symmetric_kernel_sums(
+            kernel_ir::ScalarType::F32,
+            kernel_ir::Precision::Tf32,
+        );
+        let points = rng.values(n * d);
+        // Sorted: cluster c holds a share growing with c, cluster k / 2 none; else random.
+        let labels: Vec<u32> = if sorted {
+            let weights: Vec<usize> = (0..k)
+                .map(|c| if k > 1 && c == k / 2 { 0 } else { c + 1 })
+                .collect();
+            let total: usize = weights.iter().sum();
+            let mut out = Vec::with_capacity(n);
+            for (c, w) in weights.iter().enumerate() {
+                let end = if c + 1 == k {
+                    n
+                } else {
+                    out.len() + n * w / total
+                };
+                out.resize(end.min(n), c as u32);
+            }
+            out
+        } else {
+            (0..n).map(|_| rng.below(k) as u32).collect()
+        };
+        let run = |b: &CudaBackend| -> Vec<f64> {
+            let points = upload(b, DType::F32, &points);
+            let labels = upload_u32(b, &labels);
+            let out = poisoned(b, ElemType::F32, n * k);
+            let inputs = [
+                dense(&points, n, d),
+                dense(&points, n, d),
+                Arg::Index {
+                    buf: &labels,
+                    len: n,
+                },
+                Arg::Scalar(0.5),
+            ];
+            let outputs = [dense(&out, n, k)];
+            let step = step(StepOp::Fused(FusedStep {
+                name: spec.name(),
+                spec: spec.clone(),
+                rows: n,
+                cols: n,
+                depth: d,
+                width: k,
+            }));
+            b.run_step(&step, &inputs, &outputs, DType::F32, 1.0)
+                .unwrap_or_else(|e| panic!("{n}x{d}, k = {k}: {e}"));
+            download(b, &out)
+        };
+        let (got, want) = (run(&ws), run(&lock_step));
+        assert_close(
+            &got,
+            &want,
+            1e-5,
+            &format!("n = {n}, d = {d}, k = {k}, sorted = {sorted}"),
+        );
+    }
+    let names: Vec<String> = std::fs::read_dir(&dump)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        names.iter().any(|f| f.contains("_r3_ws")),
+        "no warp-specialised kernel among the dumped sources: {names:?}"
+    );
 }

@@ -18,7 +18,7 @@ mod tiled;
 
 use super::expr::{inf_macro, nan_macro};
 use super::launch::LaunchShape;
-use super::RoundedOperands;
+use super::ContractionVariant;
 use crate::params::CType;
 use kernel_ir::{Access, Expr, KernelSpec, Precision, ReduceKind, Reduction, ScalarType};
 
@@ -82,7 +82,7 @@ pub(crate) fn launch(spec: &KernelSpec) -> LaunchShape {
 }
 
 /// Whether a launcher may round `spec`'s operands to TF32 in memory and launch
-/// [`emit_rounded`](super::emit_rounded)'s kernel: a TF32 `float` contraction on the pipelined
+/// [`emit_variant`](super::emit_variant)'s kernel: a TF32 `float` contraction on the pipelined
 /// template, which otherwise rounds every staged chunk of its operands.
 pub(crate) fn takes_rounded_operands(spec: &KernelSpec) -> bool {
     matches!(
@@ -99,13 +99,13 @@ pub(crate) fn parts(
     spec: &KernelSpec,
     operands: (usize, usize),
     precision: Precision,
-    rounded: RoundedOperands,
+    variant: ContractionVariant,
     stores: &[Expr],
     reductions: &[Reduction],
 ) -> Parts {
     let tensor = precision == Precision::Tf32 && spec.dtype == ScalarType::F32;
     if is_pipelined(spec) {
-        pipelined::parts(spec, operands, tensor, rounded, stores, reductions)
+        pipelined::parts(spec, operands, tensor, variant, stores, reductions)
     } else {
         tiled::parts(spec, operands, tensor, stores, reductions)
     }

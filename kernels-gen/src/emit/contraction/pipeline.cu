@@ -15,7 +15,10 @@
 // sm_90a, wgmma.mma_async straight from the staged chunks (two warpgroups of 128 x 128);
 // elsewhere mma.sync.m16n8k8 with ldmatrix fragments; for strict fp32, FFMA on the
 // mma.sync accumulator layout, each element summed in ascending depth. Needs compute
-// capability 8.0 (cp.async, TF32 mma).
+// capability 8.0 (cp.async, TF32 mma). On Hopper, TF32 products of two depth chunks whose
+// operands the launcher rounded have a warp-specialised body as well (contraction_ws: a
+// producer thread copying through the tensor memory accelerator, the two warpgroups
+// consuming, mbarriers between them).
 // ------------------------------------------------------------------------------------
 #ifndef PK_PIPELINE
 #define PK_PIPELINE
@@ -61,6 +64,14 @@ static_assert((BM * SEGS) % THREADS == 0 && (BN * SEGS) % THREADS == 0,
 static_assert(WARPS_N > 1, "the row exchange assumes several column warps");
 
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+// A tensor map (CUtensorMap, 128 opaque bytes) of a row-major fp32 matrix for the tensor
+// memory accelerator: dimensions (depth, rows), boxes of BK x (BM or BN), 128-byte swizzle,
+// zeros outside the matrix. The launcher encodes it; the kernel takes it as a
+// __grid_constant__ parameter.
+struct alignas(64) TensorMap {
+    unsigned long long opaque[16];
+};
 
 // Bytes of dynamic shared memory for NA slots of A and a row exchange of `exchange`
 // bytes (the host's formula is the same).
@@ -222,17 +233,13 @@ __device__ __forceinline__ void round_chunk_tf32(float* slot, int tid)
 // ------------------------------------------------------------------------------------
 #define PK_WGMMA 1
 
-// Shared-memory matrix descriptor of a K-major operand with the 128-byte swizzle: start
-// address >> 4 (bits 0-13), leading byte offset (unused by this layout: 1), stride byte
-// offset 1024 >> 4 (from one 8-row atom to the next), swizzle mode 1 (bits 62-63).
-__device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr)
-{
-    unsigned long long desc = (unsigned long long)((addr & 0x3FFFFu) >> 4);
-    desc |= 1ull << 16;
-    desc |= (unsigned long long)(1024 >> 4) << 32;
-    desc |= 1ull << 62;
-    return desc;
-}
+// Shared-memory matrix descriptor of a K-major operand with the 128-byte swizzle, in two
+// halves: the low one (start address >> 4 in bits 0-13, leading byte offset 1, unused by this
+// layout) and the constant high one (stride byte offset 1024 >> 4 from one 8-row atom to
+// the next, swizzle mode 1 in bits 62-63), so that a product's operands are 32-bit additions
+// to a step's base rather than 64-bit ones.
+__device__ __forceinline__ unsigned wgmma_desc_lo(unsigned addr) { return ((addr & 0x3FFFFu) >> 4) | (1u << 16); }
+constexpr unsigned WGMMA_DESC_HI = (1024u >> 4) | (1u << 30);
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -240,21 +247,23 @@ __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_grou
 // Orders this thread's ordinary shared-memory writes before the tensor cores' reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// d = A (64 x 8, descriptor da) * B^T (128 x 8, descriptor db) + (accumulate ? d : 0), TF32
-// operands, fp32 d: the first product of a tile starts from zero without clearing d.
+// d = A (64 x 8, descriptor {a_lo, WGMMA_DESC_HI}) * B^T (128 x 8, descriptor {b_lo,
+// WGMMA_DESC_HI}) + (accumulate ? d : 0), TF32 operands, fp32 d: the first product of a tile
+// starts from zero without clearing d.
 // d[r] of thread (warp w of the warpgroup, lane g * 4 + t) is element
 // (16 w + g + 8 ((r >> 1) & 1), 8 (r >> 2) + 2 t + (r & 1)).
-__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], unsigned long long da,
-                                                    unsigned long long db, int accumulate)
+__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], unsigned a_lo, unsigned b_lo,
+                                                    int accumulate)
 {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %66, 0;\n"
+        "mov.b64 da, {%64, %67};\nmov.b64 db, {%65, %67};\n"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1;\n}\n"
+        "}, da, db, p, 1, 1;\n}\n"
         :
           "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -264,7 +273,7 @@ __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], unsigned lo
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(da), "l"(db), "r"(accumulate));
+        : "r"(a_lo), "r"(b_lo), "r"(accumulate), "n"(WGMMA_DESC_HI));
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
@@ -355,6 +364,23 @@ struct Staging {
                                          unsigned long long exchange, bool split_columns,
                                          bool symmetric)
     {
+        if (!init_units(A_, lda_, B_, ldb_, m_, n_, d_, split_columns, symmetric)) return false;
+
+        unsigned dyn_bytes;
+        asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
+        const int resident_slots = KT > STAGES ? KT : STAGES;
+        resident = smem_bytes(resident_slots, exchange) <= dyn_bytes;
+        NA = resident ? resident_slots : STAGES;
+        if (smem_bytes(NA, exchange) > dyn_bytes) __trap();  // launched with too little shared memory
+        init_slots();
+        return true;
+    }
+
+    // The sizes and work units (no shared memory); false when this CTA has none.
+    __device__ __forceinline__ bool init_units(const float* A_, long long lda_, const float* B_,
+                                               long long ldb_, long long m_, long long n_,
+                                               long long d_, bool split_columns, bool symmetric)
+    {
         A = A_; lda = lda_; B = B_; ldb = ldb_; m = m_; n = n_; d = d_;
         if (m <= 0 || n <= 0) return false;
         R = (m + BM - 1) / BM;
@@ -378,15 +404,12 @@ struct Staging {
             }
             U = R * S;
         }
-        if ((long long)blockIdx.x >= U) return false;
+        return (long long)blockIdx.x < U;
+    }
 
-        unsigned dyn_bytes;
-        asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
-        const int resident_slots = KT > STAGES ? KT : STAGES;
-        resident = smem_bytes(resident_slots, exchange) <= dyn_bytes;
-        NA = resident ? resident_slots : STAGES;
-        if (smem_bytes(NA, exchange) > dyn_bytes) __trap();  // launched with too little shared memory
-
+    // The shared-memory slots: NA slots of A, then the B slots.
+    __device__ __forceinline__ void init_slots()
+    {
         tid = (int)threadIdx.x;
         a_vec = ((reinterpret_cast<unsigned long long>(A) & 15ull) == 0) && ((lda & 3) == 0);
         b_vec = ((reinterpret_cast<unsigned long long>(B) & 15ull) == 0) && ((ldb & 3) == 0);
@@ -396,7 +419,6 @@ struct Staging {
         b_smem = smem_base + (unsigned)NA * (unsigned)A_SLOT_BYTES;
         a_ptr = reinterpret_cast<float*>(pk_smem);
         b_ptr = a_ptr + NA * A_SLOT_FLOATS;
-        return true;
     }
 
     // The first column tile of row block rb: 0, or for the triangle the first tile whose
@@ -644,23 +666,43 @@ __device__ __forceinline__ int edge_of(long long i0, long long j0, long long m, 
     return j0 + BN > n ? kColumns : kInside;
 }
 
+// The label all BN columns of the tile from j0 on share (each lane reads four of them), or
+// kNoLabel where they do not or the tile runs past n. Warp-uniform.
+constexpr unsigned kNoLabel = 0xffffffffu;
+template <class Fold>
+__device__ __forceinline__ unsigned tile_column_label(const Fold& fold, long long j0, long long n, int lane)
+{
+    static_assert(BN == 4 * 32, "four columns a lane");
+    if (j0 + BN > n) return kNoLabel;
+    const long long j = j0 + 4 * lane;
+    const unsigned l0 = fold.label(j), l1 = fold.label(j + 1), l2 = fold.label(j + 2), l3 = fold.label(j + 3);
+    const unsigned first = __shfl_sync(0xffffffffu, l0, 0);
+    const bool same = l0 == first && l1 == first && l2 == first && l3 == first;
+    return __all_sync(0xffffffffu, same) ? first : kNoLabel;
+}
+
 // The sums by label of a finished tile, over a thread's R rows and C columns of it: col(c)
 // is the c-th column, row(r) the r-th row, state(r) its partials and value(r, c) the element's
 // by-label value (left in acc by the epilogue). Where the C columns share one label (as they
 // do, but at cluster boundaries, once sorted by label) each row adds one sum; else each
-// element is added in column order.
+// element is added in column order. uniform: the label of all the tile's columns where the
+// caller knows it (tile_column_label), else kNoLabel.
 template <int kEdge, int R, int C, class Fold, class ColOf, class RowOf, class StateOf, class ValueOf>
 __device__ __forceinline__ void tile_sums_by_label(const Fold& fold, long long m, long long n,
                                                    ColOf col, RowOf row, StateOf state,
-                                                   ValueOf value)
+                                                   ValueOf value, unsigned uniform)
 {
     unsigned int lab[C];
     bool same = true;
+    if (uniform != kNoLabel) {
+        lab[0] = uniform;
+    } else {
 #pragma unroll
-    for (int c = 0; c < C; ++c) {
-        const long long j = col(c);
-        lab[c] = (kEdge == kInside || j < n) ? fold.label(j) : 0xffffffffu;
-        same = same && lab[c] == lab[0];
+        for (int c = 0; c < C; ++c) {
+            const long long j = col(c);
+            lab[c] = (kEdge == kInside || j < n) ? fold.label(j) : 0xffffffffu;
+            same = same && lab[c] == lab[0];
+        }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -714,7 +756,7 @@ __device__ __forceinline__ void epilogue_elements(float (&acc)[MT][NT][4],
             fold, m, n, [&](int c) { return j_lane + 8 * (c >> 1) + (c & 1); },
             [&](int r) { return i_lane + 16 * (r >> 1) + 8 * (r & 1); },
             [&](int r) -> typename Fold::State& { return st[r >> 1][r & 1]; },
-            [&](int r, int c) { return acc[r >> 1][c >> 1][2 * (r & 1) + (c & 1)]; });
+            [&](int r, int c) { return acc[r >> 1][c >> 1][2 * (r & 1) + (c & 1)]; }, kNoLabel);
     }
 }
 
@@ -934,6 +976,176 @@ __device__ __forceinline__ void tile_column_sums(const Fold& fold, long long m, 
 }
 
 #if defined(PK_WGMMA)
+// mbarriers and named barriers.
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+// Arrives on the barrier (release: this thread's earlier memory operations are visible to
+// the threads its phase completion releases).
+__device__ __forceinline__ void mbar_arrive(unsigned bar)
+{
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" :: "r"(bar) : "memory");
+}
+// Waits (acquire) until the barrier's phase of the given parity has completed.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    }
+}
+__device__ __forceinline__ void named_sync(unsigned id, unsigned count)
+{
+    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_arrive(unsigned id, unsigned count)
+{
+    asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(count) : "memory");
+}
+
+// A warp's scratch for the mirror image's column sums (ws_column_sums): 8 rows of 128 + 8
+// floats (the 8 extra keep both the stores and the loads free of bank conflicts).
+constexpr int WS_SCRATCH_STRIDE = 136;
+constexpr int WS_SCRATCH_BYTES = (THREADS / 32) * 8 * WS_SCRATCH_STRIDE * 4;
+
+// Where a warpgroup's four warps meet to add their column sums of a tile before the output's
+// atomics (one per column and label instead of four): each warp's sums of the tile's BN
+// columns and their label (kNoLabel: the warp added its own).
+struct WgShare {
+    float sums[4][BN];
+    unsigned label[4];
+    unsigned pad[4];
+};
+// Two warpgroups, two tiles in flight each (alternating, so one barrier per tile suffices).
+constexpr int WS_SHARE_BYTES = 2 * 2 * (int)sizeof(WgShare);
+
+// The labels of a thread's R rows (kNoLabel past the matrix) and, where all the warp's rows
+// have one label, that label (else kNoLabel): the rows of a unit, read once for its tiles.
+template <int R>
+struct RowLabels {
+    unsigned lab[R];
+    unsigned uniform;
+};
+template <int R, class Fold, class RowOf>
+__device__ __forceinline__ RowLabels<R> row_labels(const Fold& fold, long long m, RowOf row)
+{
+    RowLabels<R> rl;
+    bool same = true;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const long long i = row(r);
+        rl.lab[r] = i < m ? fold.label(i) : kNoLabel;
+        same = same && rl.lab[r] == rl.lab[0];
+    }
+    const unsigned first = __shfl_sync(0xffffffffu, rl.lab[0], 0);
+    same = same && rl.lab[0] == first && first != kNoLabel;
+    rl.uniform = __all_sync(0xffffffffu, same) ? first : kNoLabel;
+    return rl;
+}
+
+// The mirror image's sums by label of a finished tile on the warpgroup layout (see
+// tile_column_sums; the same sums, added in another order): for each label L among the
+// warp's rows (rl: their labels; one pass where they share one), each thread sums its rows of
+// label L per column, the warp's eight row groups meet in its scratch (8 rows of
+// WS_SCRATCH_STRIDE floats), and each lane adds the complete sums of 4 of the tile's 128
+// columns to the output. j0: the tile's first column.
+template <class Fold, class ValueOf>
+__device__ __forceinline__ void ws_column_sums(const Fold& fold, long long n, long long j0,
+                                               const RowLabels<4>& rl, ValueOf value, float* scratch,
+                                               WgShare& share, int w, unsigned bar_id, int lane)
+{
+    constexpr int R = 4, C = 32;
+    const int g = lane >> 2, t = lane & 3;
+    const bool uniform = rl.uniform != kNoLabel;
+    unsigned L;
+    if (uniform) {
+        L = rl.uniform;
+    } else {
+        unsigned lowest = kNoLabel;
+#pragma unroll
+        for (int r = 0; r < R; ++r) lowest = rl.lab[r] < lowest ? rl.lab[r] : lowest;
+        L = warp_min(lowest);
+    }
+    while ((long long)L < fold.width) {  // warp-uniform; labels past the bins are skipped
+        bool all = uniform;
+        if (!uniform) {
+            all = true;
+#pragma unroll
+            for (int r = 0; r < R; ++r) all = all && rl.lab[r] == L;
+        }
+        float* const mine = scratch + g * WS_SCRATCH_STRIDE + 2 * t;
+        if (all) {
+            float v[C];
+#pragma unroll
+            for (int c = 0; c < C; ++c) v[c] = (value(0, c) + value(1, c)) + (value(2, c) + value(3, c));
+#pragma unroll
+            for (int q = 0; q < C / 2; ++q) *reinterpret_cast<float2*>(mine + 8 * q) = make_float2(v[2 * q], v[2 * q + 1]);
+        } else {
+            bool in[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r) in[r] = rl.lab[r] == L;
+#pragma unroll
+            for (int q = 0; q < C / 2; ++q) {
+                float2 v = make_float2(0.0f, 0.0f);
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    v.x += in[r] ? value(r, 2 * q) : 0.0f;
+                    v.y += in[r] ? value(r, 2 * q + 1) : 0.0f;
+                }
+                *reinterpret_cast<float2*>(mine + 8 * q) = v;
+            }
+        }
+        __syncwarp();
+        float4 s = *reinterpret_cast<const float4*>(scratch + 4 * lane);
+#pragma unroll
+        for (int h = 1; h < 8; ++h) {
+            const float4 o = *reinterpret_cast<const float4*>(scratch + h * WS_SCRATCH_STRIDE + 4 * lane);
+            s.x += o.x;
+            s.y += o.y;
+            s.z += o.z;
+            s.w += o.w;
+        }
+        __syncwarp();  // the scratch is free for the next label
+        if (uniform) {  // the warpgroup adds it up below
+            *reinterpret_cast<float4*>(&share.sums[w][4 * lane]) = s;
+            break;
+        }
+        const long long j = j0 + 4 * lane;
+        if (j < n) fold.add_to(j, L, s.x);
+        if (j + 1 < n) fold.add_to(j + 1, L, s.y);
+        if (j + 2 < n) fold.add_to(j + 2, L, s.z);
+        if (j + 3 < n) fold.add_to(j + 3, L, s.w);
+        unsigned next = kNoLabel;
+#pragma unroll
+        for (int r = 0; r < R; ++r) next = (rl.lab[r] > L && rl.lab[r] < next) ? rl.lab[r] : next;
+        L = warp_min(next);
+    }
+    if (lane == 0) share.label[w] = uniform && (long long)rl.uniform < fold.width ? rl.uniform : kNoLabel;
+    named_sync(bar_id, 128);
+    // Lane L of warp w: column 32 w + L, the four warps' sums in warp order, one atomic per
+    // run of equal labels.
+    const int c = 32 * w + lane;
+    const long long j = j0 + c;
+    unsigned cur = kNoLabel;
+    float sum = 0.0f;
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+        const unsigned lx = share.label[x];
+        if (lx == kNoLabel) continue;
+        const float v = share.sums[x][c];
+        if (lx != cur) {
+            if (cur != kNoLabel && j < n) fold.add_to(j, cur, sum);
+            cur = lx;
+            sum = v;
+        } else {
+            sum += v;
+        }
+    }
+    if (cur != kNoLabel && j < n) fold.add_to(j, cur, sum);
+}
+
 // Epilogue of one finished column tile on the warpgroup layout: acc[mi][r] is element
 // (i_lane + 64 mi + 8 ((r >> 1) & 1), j_lane + 8 (r >> 2) + (r & 1)) with
 // i_lane = row block origin + 128 wg + 16 w + g and j_lane = tile column origin + 2 t.
@@ -942,7 +1154,7 @@ template <int kEdge, int V, class Fold>
 __device__ __forceinline__ void wgmma_epilogue(float (&acc)[2][64],
                                                typename Fold::State (&st)[2][2], const Fold& fold,
                                                long long i_lane, long long j_lane, long long m,
-                                               long long n)
+                                               long long n, unsigned col_label)
 {
 #pragma unroll
     for (int q = 0; q < 16; ++q) {
@@ -969,7 +1181,7 @@ __device__ __forceinline__ void wgmma_epilogue(float (&acc)[2][64],
             fold, m, n, [&](int c) { return j_lane + 8 * (c >> 1) + (c & 1); },
             [&](int r) { return i_lane + 64 * (r >> 1) + 8 * (r & 1); },
             [&](int r) -> typename Fold::State& { return st[r >> 1][r & 1]; },
-            [&](int r, int c) { return acc[r >> 1][4 * (c >> 1) + 2 * (r & 1) + (c & 1)]; });
+            [&](int r, int c) { return acc[r >> 1][4 * (c >> 1) + 2 * (r & 1) + (c & 1)]; }, col_label);
     }
 }
 
@@ -980,10 +1192,11 @@ struct WgmmaTile {
     typename Fold::State (&st)[2][2];
     const Fold& fold;
     long long i_lane, j_lane, m, n;
+    unsigned col_label;  // the label of all the tile's columns, or kNoLabel
     template <int kEdge, int V>
     __device__ __forceinline__ void run() const
     {
-        wgmma_epilogue<kEdge, V>(acc, st, fold, i_lane, j_lane, m, n);
+        wgmma_epilogue<kEdge, V>(acc, st, fold, i_lane, j_lane, m, n, col_label);
     }
 };
 
@@ -1041,8 +1254,8 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
         // The descriptors of the step's first operands; the others are constant offsets
         // from them (in the address field, counted in 16 bytes; shared addresses stay below
         // 2^18 bytes, so the field never carries).
-        const unsigned long long da = wgmma_desc(a_rows);
-        const unsigned long long db = wgmma_desc(b_rows);
+        const unsigned da = wgmma_desc_lo(a_rows);
+        const unsigned db = wgmma_desc_lo(b_rows);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < KSTEPS; ++ks) {
@@ -1058,8 +1271,10 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
             wgmma_wait_all();
             const long long i_lane = i0 + wg * 128 + w * 16 + g;
             const long long j_lane = (long long)cons.jt * BN + 2 * t;
+            unsigned col_label = kNoLabel;
+            if constexpr (Fold::kByLabel) col_label = tile_column_label(fold, (long long)cons.jt * BN, n, lane);
             for_tile(fold, edge_of(i0, (long long)cons.jt * BN, m, n),
-                     WgmmaTile<Fold>{acc, st, fold, i_lane, j_lane, m, n});
+                     WgmmaTile<Fold>{acc, st, fold, i_lane, j_lane, m, n, col_label});
             if constexpr (Fold::kSymmetric) {
                 // Above the diagonal block: the mirror image's sums too (acc now holds the
                 // by-label values).
@@ -1089,6 +1304,239 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
     }
     wgmma_wait_all();
     cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
+}
+
+// ------------------------------------------------------------------------------------
+// The warp-specialised TF32 body on Hopper (sm_90a), for operands the launcher rounded to
+// TF32 (rows of a multiple of 16 bytes) and depths of at most WS_MAX_KT chunks. A CTA of
+// WS_THREADS: the eight warps of contraction_wgmma's two warpgroups consume; one thread of a
+// third warpgroup produces (its registers move to the consumers with setmaxnreg). The
+// producer has the tensor memory accelerator copy every step's chunks (A's, resident for a
+// unit, at its first tile; B's into a ring of WS_B_STAGES slots) from the launcher's tensor
+// maps, which lay them out swizzled as the products read them and fill zeros outside the
+// matrix; each step lands on its slot's `full` mbarrier. Each consumer warpgroup waits on
+// `full`, issues its products and, once they are done, releases the slot through `empty`
+// (one arrival per warp) before it runs the tile's epilogue, so the next chunks arrive while
+// it computes. With WS_TURNS the two warpgroups take turns on the tensor cores (named
+// barriers 1 and 2). A unit's A chunks are replaced only after every consumer warp has
+// finished the unit's products (`a_empty`). The mirror images' sums by label go through
+// shared memory (ws_column_sums; named barriers 3 and 4).
+// Shared memory: [KT A slots][WS_B_STAGES B slots][column scratch][WgShare x 4][mbarriers].
+// ------------------------------------------------------------------------------------
+constexpr int WS_B_STAGES = 6;
+constexpr int WS_MAX_KT = 2;
+constexpr bool WS_TURNS = true;
+constexpr int WS_THREADS = THREADS + 128;  // the producer's warpgroup: one thread works
+constexpr int WS_PRODUCER_REGS = 40;       // registers per thread after setmaxnreg
+constexpr int WS_CONSUMER_REGS = 232;
+static_assert(128 * WS_PRODUCER_REGS + THREADS * WS_CONSUMER_REGS <= 65536,
+              "the register file holds both roles");
+constexpr int WS_BARRIERS = 2 * WS_B_STAGES + 1;
+
+// A position in the ring of B slots: the slot and the parity of its use (step / WS_B_STAGES),
+// counted without 64-bit divisions.
+struct Ring {
+    int slot = 0;
+    unsigned phase = 0;
+    __device__ __forceinline__ void next()
+    {
+        if (++slot == WS_B_STAGES) {
+            slot = 0;
+            phase ^= 1u;
+        }
+    }
+};
+
+// Bytes of dynamic shared memory of the warp-specialised body for KT chunks of depth (the
+// host's formula is the same).
+__device__ __forceinline__ unsigned long long ws_smem_bytes(int kt)
+{
+    return (unsigned long long)kt * A_SLOT_BYTES + (unsigned long long)WS_B_STAGES * B_SLOT_BYTES +
+           WS_SCRATCH_BYTES + WS_SHARE_BYTES + 8ull * WS_BARRIERS;
+}
+
+// Arrives on the barrier and adds `bytes` to the transfer count its phase waits for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes)
+{
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+
+// The box of the tensor map at (depth k0, row row0) into shared memory at dst (1024-byte
+// aligned), completing `bar`'s transfer count as it lands.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, int k0, int row0,
+                                            unsigned bar)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+        :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(row0), "r"(bar)
+        : "memory");
+}
+
+// ta, tb: the tensor maps of A (boxes of BK x BM) and B (BK x BN).
+template <class Fold>
+__device__ __forceinline__ void contraction_ws(const float* A, long long lda, const float* B,
+                                               long long ldb, long long m, long long n, long long d,
+                                               const Fold& fold, const TensorMap* ta,
+                                               const TensorMap* tb)
+{
+    using State = typename Fold::State;
+    Staging sg;
+    if (!sg.init_units(A, lda, B, ldb, m, n, d, Fold::kSplitColumns, Fold::kSymmetric)) return;
+    if (sg.KT > WS_MAX_KT) __trap();  // the launcher picks this body only for shallow products
+    unsigned dyn_bytes;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
+    if (ws_smem_bytes(sg.KT) > dyn_bytes) __trap();  // launched with too little shared memory
+    sg.resident = true;
+    sg.NA = sg.KT;
+    sg.init_slots();
+    const unsigned scratch_smem = sg.b_smem + (unsigned)(WS_B_STAGES * B_SLOT_BYTES);
+    const unsigned share_smem = scratch_smem + (unsigned)WS_SCRATCH_BYTES;
+    const unsigned bars = share_smem + (unsigned)WS_SHARE_BYTES;
+    const unsigned a_empty = bars + 8u * (2 * WS_B_STAGES);
+    // full[s] at bars + 8 s, empty[s] at bars + 8 (WS_B_STAGES + s).
+    if (sg.tid == 0) {
+        for (int s = 0; s < WS_B_STAGES; ++s) {
+            mbar_init(bars + 8u * s, 1);                             // the producer's arrival
+            mbar_init(bars + 8u * (WS_B_STAGES + s), THREADS / 32);  // the consumer warps
+        }
+        mbar_init(a_empty, THREADS / 32);
+    }
+    __syncthreads();
+
+    const int lane = sg.tid & 31;
+    const int warp = sg.tid >> 5;
+    const int KT = sg.KT;
+
+    if (warp >= THREADS / 32) {
+        // ---- the producer ----
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(WS_PRODUCER_REGS));
+        if (sg.tid != THREADS) return;
+        Cursor p = sg.start();
+        Ring w;
+        bool reuse = false;  // the ring went round once: a slot's last readers must be done
+        unsigned a_phase = 0;
+        bool first_unit = true;
+        while (p.u < sg.U) {
+            if (p.starts_unit()) {
+                if (!first_unit) {
+                    mbar_wait(a_empty, a_phase);
+                    a_phase ^= 1u;
+                }
+                first_unit = false;
+            }
+            if (reuse) mbar_wait(bars + 8u * (WS_B_STAGES + w.slot), w.phase ^ 1u);
+            const unsigned full = bars + 8u * w.slot;
+            const bool loads_a = p.loads_a(true);
+            mbar_arrive_expect_tx(full, (unsigned)(B_SLOT_BYTES + (loads_a ? A_SLOT_BYTES : 0)));
+            if (loads_a)
+                tma_load_2d(sg.a_smem + (unsigned)(p.kt * A_SLOT_BYTES), ta, p.kt * BK, (int)sg.row0(p), full);
+            tma_load_2d(sg.b_smem + (unsigned)(w.slot * B_SLOT_BYTES), tb, p.kt * BK, p.jt * BN, full);
+            w.next();
+            reuse = reuse || w.slot == 0;
+            sg.advance(p);
+        }
+        return;
+    }
+
+    // ---- the consumer warpgroups ----
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(WS_CONSUMER_REGS));
+    // Warpgroup: rows 128 wg ... (broadcast from lane 0: warp-uniform for the compiler, so the
+    // products' descriptors can live in uniform registers).
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);
+    const int w = warp & 3;    // warp of the warpgroup: rows 16 w ... of each 64
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    float* const scratch = reinterpret_cast<float*>(pk_smem + (scratch_smem - sg.a_smem)) + warp * 8 * WS_SCRATCH_STRIDE;
+    WgShare* const shares = reinterpret_cast<WgShare*>(pk_smem + (share_smem - sg.a_smem)) + 2 * wg;
+    int share_parity = 0;
+
+    Cursor c = sg.start();
+    Ring r;
+    float acc[2][64];
+    State st[2][2];
+    RowLabels<4> rows;  // symmetric folds: the labels of this thread's rows of the unit
+    if (WS_TURNS && wg == 1) named_arrive(1, THREADS);  // warpgroup 0 goes first
+
+    while (c.u < sg.U) {
+        const long long i0 = sg.row0(c);
+        const long long j0 = (long long)c.jt * BN;
+        const bool starts = c.starts_unit();
+        const bool last = c.last_tile();
+        const bool mirrors = Fold::kSymmetric && sg.mirrors(c);
+        if (starts) {
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) st[mi][h] = Fold::identity();
+            if constexpr (Fold::kSymmetric) {
+                const long long i_first = i0 + wg * 128 + w * 16 + g;
+                rows = row_labels<4>(fold, m, [&](int r) { return i_first + 64 * (r >> 1) + 8 * (r & 1); });
+            }
+        }
+        // This warpgroup's turn on the tensor cores: the tile's products.
+        if constexpr (WS_TURNS) named_sync(1 + wg, THREADS);
+        const Ring r0 = r;
+        for (int kt = 0; kt < KT; ++kt) {
+            const int s = r.slot;
+            mbar_wait(bars + 8u * s, r.phase);
+            const unsigned da =
+                wgmma_desc_lo(sg.a_smem + (unsigned)(kt * A_SLOT_BYTES) + (unsigned)(wg * 128 * ROW_BYTES));
+            const unsigned db = wgmma_desc_lo(sg.b_smem + (unsigned)(s * B_SLOT_BYTES));
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < KSTEPS; ++ks) {
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi) {
+                    wgmma_m64n128k8_tf32(acc[mi], da + (unsigned)((mi * 64 * ROW_BYTES + ks * 32) >> 4),
+                                         db + (unsigned)((ks * 32) >> 4), ks > 0 || kt > 0);
+                }
+            }
+            wgmma_commit();
+            r.next();
+            sg.advance(c);
+        }
+        if constexpr (WS_TURNS) named_arrive(1 + (1 - wg), THREADS);  // the other warpgroup's turn
+        wgmma_wait_all();
+        __syncwarp();
+        if (lane == 0) {
+            Ring done = r0;
+            for (int kt = 0; kt < KT; ++kt) {
+                mbar_arrive(bars + 8u * (WS_B_STAGES + done.slot));
+                done.next();
+            }
+            if (last) mbar_arrive(a_empty);
+        }
+
+        const long long i_lane = i0 + wg * 128 + w * 16 + g;
+        const long long j_lane = j0 + 2 * t;
+        unsigned col_label = kNoLabel;
+        if constexpr (Fold::kByLabel) col_label = tile_column_label(fold, j0, n, lane);
+        for_tile(fold, edge_of(i0, j0, m, n), WgmmaTile<Fold>{acc, st, fold, i_lane, j_lane, m, n, col_label});
+        if constexpr (Fold::kSymmetric) {
+            if (mirrors) {  // acc now holds the by-label values
+                ws_column_sums(
+                    fold, n, j0, rows,
+                    [&](int r, int cc) { return acc[r >> 1][4 * (cc >> 1) + 2 * (r & 1) + (cc & 1)]; },
+                    scratch, shares[share_parity], w, 3u + (unsigned)wg, lane);
+                share_parity ^= 1;
+            }
+        }
+        if (last) {
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const long long i = i_lane + 64 * mi + 8 * h;
+                    if (i < m) fold.flush(i, st[mi][h]);
+                    Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 1));
+                    Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 2));
+                    if (t == 0 && i < m) fold.store(i, st[mi][h]);
+                }
+            }
+        }
+    }
+    if (WS_TURNS && wg == 0) named_sync(1, THREADS);  // warpgroup 1's last turn signal
 }
 #endif  // PK_WGMMA
 
@@ -1200,6 +1648,22 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
         sg.advance(cons);
     }
     cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
+}
+
+// The warp-specialised entry (see contraction_ws): the launcher takes it only on devices of
+// compute capability 9.0, whose kernels are compiled for sm_90a.
+template <class Fold>
+__device__ __forceinline__ void contraction_warp_specialised(const float* A, long long lda,
+                                                             const float* B, long long ldb,
+                                                             long long m, long long n, long long d,
+                                                             const Fold& fold, const TensorMap* ta,
+                                                             const TensorMap* tb)
+{
+#if defined(PK_WGMMA)
+    contraction_ws(A, lda, B, ldb, m, n, d, fold, ta, tb);
+#else
+    __trap();
+#endif
 }
 
 }  // namespace pk

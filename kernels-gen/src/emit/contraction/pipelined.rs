@@ -21,9 +21,11 @@
 //!   matrix the template then walks one triangle of tiles and adds each tile's mirror image to the bins
 //!   of its columns' rows with `add_to`.
 //!
-//! The entry point is one call, `pk::contraction<TF32>(A, lda, B, ldb, rows, cols, depth,
-//! fold)`, launched with `__launch_bounds__(256, 1)` on a persistent grid (see
-//! [`LaunchShape::Pipelined`]).
+//! The entry point is one call, `pk::contraction<TF32, ROUNDED>(A, lda, B, ldb, rows, cols,
+//! depth, fold)`, launched with `__launch_bounds__(256, 1)` on a persistent grid (see
+//! [`LaunchShape::Pipelined`]); or, for the warp-specialised variant
+//! ([`ContractionVariant::warp_specialised`]), `pk::contraction_warp_specialised(..., fold,
+//! &pk_ta, &pk_tb)` with the operands' tensor maps, launched with 384 threads.
 
 use super::super::expr::{narrowed, pow_fn, uniform_pow_exponent, ElementScope};
 use super::super::launch::{
@@ -32,7 +34,7 @@ use super::super::launch::{
 };
 use super::super::param_decl;
 use super::{combine, fold, identity, Parts};
-use crate::emit::RoundedOperands;
+use crate::emit::ContractionVariant;
 use crate::params::{params, CType, Param};
 use kernel_ir::{Expr, KernelSpec, ReduceKind, Reduction};
 
@@ -71,6 +73,7 @@ pub(crate) fn launch(spec: &KernelSpec) -> LaunchShape {
         b_chunk_bytes: PIPELINE_B_CHUNK_BYTES,
         exchange_bytes: PIPELINE_BLOCK_ROWS * (PIPELINE_COLUMN_WARPS - 1) * state_bytes(reductions),
         split_columns: split_columns(reductions),
+        warp_specialised: false,
     }
 }
 
@@ -79,19 +82,29 @@ pub(crate) fn parts(
     spec: &KernelSpec,
     (a, b): (usize, usize),
     tensor: bool,
-    rounded: RoundedOperands,
+    variant: ContractionVariant,
     stores: &[Expr],
     reductions: &[Reduction],
 ) -> Parts {
     // Named after the kernel, so that sources concatenated into one module stay valid.
     let fold = format!("{}_fold", spec.name());
-    let rounded = if tensor { rounded.mask() } else { 0 };
+    let rounded = if tensor { variant.rounded.mask() } else { 0 };
     let mut preamble = String::from(PIPELINE);
     preamble.push_str(&fold_struct(spec, &fold, stores, reductions));
     let members: Vec<String> = params(spec).iter().map(param_name).collect();
+    let call = if tensor && variant.warp_specialised {
+        format!(
+            "pk::contraction_warp_specialised(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, depth, \
+             pk_fold, &pk_ta, &pk_tb);"
+        )
+    } else {
+        format!(
+            "pk::contraction<{tensor}, {rounded}>(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, \
+             depth, pk_fold);"
+        )
+    };
     let statements = format!(
-        "    const {fold} pk_fold{{{}}};\n    \
-         pk::contraction<{tensor}, {rounded}>(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, depth, pk_fold);\n",
+        "    const {fold} pk_fold{{{}}};\n    {call}\n",
         members.join(", ")
     );
     Parts {

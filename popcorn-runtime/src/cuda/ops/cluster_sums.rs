@@ -282,6 +282,7 @@ mod tests {
                     dump_dir: None,
                     log_cache: false,
                     round_tf32_operands: true,
+                    warp_specialised_contractions: true,
                 };
                 match CudaBackend::with_config(0, config) {
                     Ok(b) => return Some(b),

@@ -12,8 +12,8 @@ use crate::cuda::memory::DeviceAddress;
 use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
 use kernel_ir::{Access, Form, OutputShape, ScalarType};
-use kernels_gen::LaunchShape;
 use kernels_gen::Param;
+use kernels_gen::{ContractionVariant, LaunchShape};
 use popcorn_dsl::plan::FusedStep;
 use popcorn_dsl::plan::StepPart;
 
@@ -38,7 +38,16 @@ pub(crate) fn run(
         None => tf32_operands::round(cx, f, inputs)?,
         Some(_) => tf32_operands::RoundedCopies::none(),
     };
-    let name = kernels_gen::rounded_entry(&f.name, &f.spec, copies.rounded);
+    let variant = ContractionVariant {
+        rounded: copies.rounded,
+        warp_specialised: warp_specialised(cx, f, shape, &copies),
+    };
+    let shape = if variant.warp_specialised {
+        shape.warp_specialised()
+    } else {
+        shape
+    };
+    let name = kernels_gen::variant_entry(&f.name, &f.spec, variant);
     if copies.rounded != kernels_gen::RoundedOperands::NONE {
         let Form::Contraction { a, b, .. } = &f.spec.form else {
             return Err(invalid(format!("kernel {name} is not a contraction")));
@@ -54,9 +63,15 @@ pub(crate) fn run(
             }
         }
     }
-    let function = cx.device.kernels.function(&name, || {
-        kernels_gen::emit_rounded(&f.spec, copies.rounded).source
-    })?;
+    if variant.warp_specialised {
+        for map in copies.tensor_maps(f.rows, f.cols, f.depth)? {
+            args.push(KernelArg::TensorMap(map));
+        }
+    }
+    let function = cx
+        .device
+        .kernels
+        .function(&name, || kernels_gen::emit_variant(&f.spec, variant).source)?;
     let limits = &cx.device.limits;
     let dims = match (band, shape) {
         (None, LaunchShape::Pipelined { .. }) => shape
@@ -90,10 +105,38 @@ pub(crate) fn run(
     zero_accumulated_outputs(cx, f, outputs)?;
     // SAFETY: `kernel_args` built the arguments in the order of the kernel's parameters and
     // checked every buffer against what the kernel reads and writes over this space or band;
-    // a rounded copy holds the rows of the operand it replaces, at its own leading dimension.
+    // a rounded copy holds the rows of the operand it replaces, at its own leading dimension;
+    // a warp-specialised kernel's tensor maps (its last two parameters) describe that copy.
     let launched = unsafe { driver::launch(cx.stream, &function, &name, dims, &mut args) };
     drop(copies);
     launched
+}
+
+/// Fewest elements of a product (rows x columns) for the warp-specialised body: on smaller
+/// ones (letter's 10,500 x 10,500 in BENCHMARKS.md run 27) its start-up and per-unit waits
+/// cost more than its overlap saves.
+const WARP_SPECIALISED_MIN_ELEMENTS: u64 = 1 << 30;
+
+/// Whether a whole launch of `f` takes the warp-specialised body: the device has one and
+/// allows it, the launcher rounded both operands into one copy (16-byte rows, which its tensor
+/// maps need), the product is large and exactly
+/// [`PIPELINE_WS_MAX_DEPTH_CHUNKS`](kernels_gen::emit::PIPELINE_WS_MAX_DEPTH_CHUNKS) = 2
+/// chunks deep (33 to 64): with one chunk (50,000 x 16 in run 27) a tile's products are too
+/// short for the handshakes with the producer to pay.
+fn warp_specialised(
+    cx: &StepCx<'_>,
+    f: &FusedStep,
+    shape: LaunchShape,
+    copies: &tf32_operands::RoundedCopies<'_>,
+) -> bool {
+    use kernels_gen::emit::{PIPELINE_DEPTH_CHUNK, PIPELINE_WS_MAX_DEPTH_CHUNKS};
+    let chunks = (f.depth as u64).div_ceil(u64::from(PIPELINE_DEPTH_CHUNK));
+    cx.device.warp_specialised_contractions
+        && matches!(shape, LaunchShape::Pipelined { .. })
+        && copies.rounded == (kernels_gen::RoundedOperands { a: true, b: true })
+        && copies.copy.is_multiple_of(16)
+        && chunks == u64::from(PIPELINE_WS_MAX_DEPTH_CHUNKS)
+        && (f.rows as u64).saturating_mul(f.cols as u64) >= WARP_SPECIALISED_MIN_ELEMENTS
 }
 
 /// Zeroes, on the step's stream, the outputs the kernel adds into (the sums by label of a

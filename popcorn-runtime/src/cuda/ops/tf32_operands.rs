@@ -2,7 +2,7 @@
 //! right operand `B` once per block of rows (and of `A` once per column tile where `A` is not
 //! kept resident), rounding every staged copy. Where `B` would be staged several times, the
 //! launcher rounds it (and `A`, when it is the same matrix) into the lane's scratch first and
-//! launches the kernel that leaves those chunks as staged ([`kernels_gen::emit_rounded`]). The
+//! launches the kernel that leaves those chunks as staged ([`kernels_gen::emit_variant`]). The
 //! rounding is the kernel's own (`cvt.rna.tf32.f32`), so the results are the same bit for bit.
 //! The copy's rows are padded to a multiple of 16 bytes ([`padded_ld`]): the kernel then stages
 //! them with 16-byte copies, where rows of an odd depth (Kernel K-means' points, d = 50) would
@@ -10,10 +10,12 @@
 
 use super::StepCx;
 use crate::backend::{Arg, BufferInfo};
-use crate::cuda::errors::invalid;
+use crate::cuda::errors::{driver_error, invalid};
 use crate::cuda::memory::{DeviceAddress, GrowBuffer};
 use crate::error::RuntimeError;
+use cudarc::driver::sys;
 use kernel_ir::Form;
+use kernels_gen::emit::{PIPELINE_BLOCK_ROWS, PIPELINE_COLUMN_TILE, PIPELINE_DEPTH_CHUNK};
 use kernels_gen::RoundedOperands;
 use popcorn_dsl::plan::FusedStep;
 use std::sync::MutexGuard;
@@ -100,6 +102,84 @@ pub(crate) fn round<'a, B: BufferInfo + DeviceAddress>(
         ld,
         _scratch: Some(scratch),
     })
+}
+
+impl RoundedCopies<'_> {
+    /// The tensor maps of the copy as the warp-specialised contraction reads it
+    /// ([`kernels_gen::ContractionVariant::warp_specialised`]): `A` (`rows` rows) in boxes of
+    /// 32 x 256 and `B` (`cols` rows) in boxes of 32 x 128, `depth` floats a row, 128-byte
+    /// swizzle, zeros outside. Only for a copy that stands for both operands.
+    pub(crate) fn tensor_maps(
+        &self,
+        rows: usize,
+        cols: usize,
+        depth: usize,
+    ) -> Result<[sys::CUtensorMap; 2], RuntimeError> {
+        if self.rounded != (RoundedOperands { a: true, b: true }) {
+            return Err(invalid(
+                "tensor maps of a rounded copy that does not stand for both operands",
+            ));
+        }
+        Ok([
+            tensor_map(self.copy, rows, depth, self.ld, PIPELINE_BLOCK_ROWS)?,
+            tensor_map(self.copy, cols, depth, self.ld, PIPELINE_COLUMN_TILE)?,
+        ])
+    }
+}
+
+/// The tensor map of a row-major `float` matrix at `addr` (`rows` x `depth`, rows `ld` floats
+/// apart) in boxes of [`PIPELINE_DEPTH_CHUNK`] x `box_rows`, as the pipelined kernels stage it
+/// (128-byte swizzle, zeros outside the matrix).
+fn tensor_map(
+    addr: u64,
+    rows: usize,
+    depth: usize,
+    ld: usize,
+    box_rows: u32,
+) -> Result<sys::CUtensorMap, RuntimeError> {
+    let too_big = || {
+        invalid(format!(
+            "a {rows} x {depth} matrix is too large for a tensor map"
+        ))
+    };
+    let dims: [u64; 2] = [
+        u64::try_from(depth).map_err(|_| too_big())?,
+        u64::try_from(rows).map_err(|_| too_big())?,
+    ];
+    let strides: [u64; 1] = [u64::try_from(ld * 4).map_err(|_| too_big())?];
+    let boxes: [u32; 2] = [PIPELINE_DEPTH_CHUNK, box_rows];
+    let element_strides: [u32; 2] = [1, 1];
+    if !addr.is_multiple_of(16) || !strides[0].is_multiple_of(16) {
+        return Err(invalid(format!(
+            "a tensor map needs 16-byte aligned rows (address {addr:#x}, {} bytes a row)",
+            strides[0]
+        )));
+    }
+    let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
+    // SAFETY: `map` is writable storage for one tensor map; the dimension, stride, box and
+    // element-stride arrays have the lengths rank 2 asks for and outlive the call; the
+    // driver only records `addr` (a device address), it does not dereference it here.
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            map.as_mut_ptr(),
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            2,
+            addr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .map_err(|e| driver_error("cuTensorMapEncodeTiled", e))?;
+    // SAFETY: the call succeeded, so it wrote the whole map (and zeroed storage is a valid
+    // map of opaque words in any case).
+    Ok(unsafe { map.assume_init() })
 }
 
 /// The leading dimension of a rounded copy of rows of `cols` floats: the next multiple of 4
