@@ -199,6 +199,43 @@ fn centroid_norms_and_f32_runs_equal_the_unpartitioned_plan() {
     );
 }
 
+/// The weighted stored iteration and its centroid norms: the sparse product `K * V^T` (each
+/// rank its rows of K against the whole weighted selection), k = 1 among the shapes.
+#[test]
+fn weighted_kernel_kmeans_iterations_equal_the_unpartitioned_plan() {
+    let iteration = program(KKM, "kkmeans_iteration_weighted");
+    let norms = program(KKM, "kkmeans_centroid_norms_weighted");
+    for &(n, k) in SHAPES.iter().chain(&[(9, 1)]) {
+        let x = values(n * 2, 11 + n as u64);
+        let kernel = gaussian_kernel(&x, n, 2);
+        let w: Vec<f64> = values(n, 5 + n as u64)
+            .iter()
+            .map(|v| v.abs() + 0.1)
+            .collect();
+        let l = if k == 1 { vec![0; n] } else { labels(n, k) };
+        let make = |ctx: &Context| -> Inputs {
+            vec![
+                ("K", ctx.dense(n, n, &kernel).unwrap()),
+                ("labels", ctx.index(&l).unwrap()),
+                ("w", ctx.col(&w).unwrap()),
+            ]
+        };
+        let out = same_on_every_rank_count(
+            &iteration,
+            DType::F64,
+            &make,
+            &[],
+            &[("k", k)],
+            &["new_labels", "objective", "changed"],
+        );
+        assert!(
+            f64::from_bits(out["objective"][0]).is_finite(),
+            "n={n} k={k}"
+        );
+        same_on_every_rank_count(&norms, DType::F64, &make, &[], &[("k", k)], &["cn"]);
+    }
+}
+
 #[test]
 fn lloyd_steps_equal_the_unpartitioned_plan() {
     for name in ["lloyd_step", "lloyd_step_weighted"] {
@@ -516,7 +553,7 @@ fn the_kernel_matrix_printout_shows_the_local_syrk() {
 fn programs_that_cannot_be_split_fail_to_plan_naming_the_step() {
     let cases = [
         ("kernel_linear_sparse", "sparse (CSR)", "`X`"),
-        ("kkmeans_iteration_weighted", "spmm", "sparse products"),
+        ("kernel_gaussian_sparse", "sparse (CSR)", "`X`"),
     ];
     for (name, op, why) in cases {
         let p = program(KKM, name);

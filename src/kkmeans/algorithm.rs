@@ -161,8 +161,8 @@ pub(crate) fn choose(
     let kernel_matrix_bytes = (n as u64).saturating_mul(n as u64).saturating_mul(k_size);
     // What building K needs besides K (an f32 product before a 16-bit K is rounded from it).
     let build_workspace = build_plan.workspace_bytes() as u64;
-    // An algorithm whose plan cannot be made (partitioned: the weighted or one-cluster stored
-    // iteration's sparse products) leaves the other, unless it is asked for: its error then.
+    // An algorithm whose plan cannot be made (a plan the partitioning pass cannot split)
+    // leaves the other, unless it is asked for: its error then.
     let unless_asked = |plan: Result<Plan, FitError>, algorithm: Algorithm| match plan {
         Err(e) if requested == algorithm => Err(e),
         other => Ok(other.map_err(|e| e.to_string())),
@@ -347,11 +347,12 @@ mod tests {
     use crate::kkmeans::Kernel;
     use popcorn_dsl::plan::collective::PartitionSpec;
 
-    /// In a context whose plans run partitioned over two ranks, each algorithm falls back to
-    /// the other where its plan cannot be made, saying why: the weighted stored iteration's
-    /// sparse product is not partitioned, the recompute plans are (each rank its rows).
+    /// In a context whose plans run partitioned over two ranks both algorithms plan, weighted
+    /// or not (the weighted stored iteration's sparse product runs each rank's rows of K), and
+    /// each is taken when asked for; where a plan cannot be made at all the request fails
+    /// with the planner's reason.
     #[test]
-    fn an_algorithm_whose_plan_cannot_be_made_leaves_the_other() {
+    fn partitioned_contexts_plan_both_algorithms() {
         let ctx = Context::new(crate::DeviceSpec::Cpu).expect("cpu");
         let config = PlannerConfig {
             partition: Some(PartitionSpec::points(2)),
@@ -360,24 +361,27 @@ mod tests {
         let ctx = ctx.with_config(config);
         let programs = KernelPrograms::new(&Kernel::POLYNOMIAL_DEFAULT, 4);
         let shape = (100, 4, 3);
-        let asked = choose(Algorithm::Recompute, &ctx, &programs, shape, 10, false);
-        assert_eq!(asked.expect("recompute").algorithm, Algorithm::Recompute);
-        let weighted = choose(Algorithm::Auto, &ctx, &programs, shape, 10, true).expect("auto");
-        assert_eq!(
-            weighted.algorithm,
-            Algorithm::Recompute,
-            "{}",
-            weighted.reason
-        );
-        assert!(
-            weighted
-                .reason
-                .contains("stored algorithm cannot be planned"),
-            "{}",
-            weighted.reason
-        );
-        let e = choose(Algorithm::Stored, &ctx, &programs, shape, 10, true)
-            .expect_err("stored weighted, partitioned");
-        assert!(e.to_string().contains("spmm"), "{e}");
+        for weighted in [false, true] {
+            for asked in [Algorithm::Stored, Algorithm::Recompute] {
+                let chosen = choose(asked, &ctx, &programs, shape, 10, weighted).expect("plans");
+                assert_eq!(
+                    chosen.algorithm, asked,
+                    "weighted {weighted}: {}",
+                    chosen.reason
+                );
+            }
+            let auto = choose(Algorithm::Auto, &ctx, &programs, shape, 10, weighted).expect("auto");
+            assert!(
+                auto.stored_s.is_finite() && auto.recompute_s.is_finite(),
+                "weighted {weighted}: {}",
+                auto.reason
+            );
+        }
+        let zero = ctx.with_config(PlannerConfig {
+            partition: Some(PartitionSpec::points(0)),
+            ..PlannerConfig::default()
+        });
+        let e = choose(Algorithm::Stored, &zero, &programs, shape, 10, true).expect_err("no ranks");
+        assert!(e.to_string().contains("at least 1 rank"), "{e}");
     }
 }

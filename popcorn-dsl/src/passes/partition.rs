@@ -21,10 +21,15 @@
 //!   its block of rows of the product against all of `X` (needed whole), every entry computed
 //!   as the whole SYRK computes it (on the CPU, the same panel GEMMs), so a map reading the
 //!   product's lower triangle reads the rank's full rows instead;
+//! - a product of a dense matrix with a sparse one, `D * op(S)`, whose rows are the dense
+//!   operand's points (Kernel K-means' weighted `K * V^T`) runs **locally**: each rank its
+//!   rows of `D` against all of `S`. Other sparse products run replicated: sparse values over
+//!   the points are selections, built whole from all-gathered labels;
 //! - not partitioned (an error): a symmetric contraction (one triangle of tiles pairs rows of
 //!   different ranks), a SYRK overlapped with its map in bands, reordering the points by cluster (rows
-//!   by cluster moves rows across ranks), sparse (CSR) values with `n` rows, a lower-triangle
-//!   operand, an operand read transposed along the points.
+//!   by cluster moves rows across ranks), sparse (CSR) inputs with `n` rows and the densifying
+//!   and row norms of sparse values over the points, a lower-triangle operand, an operand read
+//!   transposed along the points.
 
 use super::{PassContext, PlanError, PlanPass};
 use crate::ops::Builtin;
@@ -243,9 +248,27 @@ fn rule(d: &Dims<'_>, index: usize, step: &Step) -> Result<Rule, String> {
                 Ok(Rule::Replicated)
             }
         }
-        StepOp::SpMM { .. } | StepOp::SpGemm { .. } | StepOp::SpMV { .. } => {
-            Err("sparse products over the points are not partitioned yet".into())
+        StepOp::SpMM {
+            sparse_left,
+            trans_dense,
+            ..
+        } => {
+            let (sparse, dense) = if *sparse_left {
+                (step.inputs[0], step.inputs[1])
+            } else {
+                (step.inputs[1], step.inputs[0])
+            };
+            if !*sparse_left && !*trans_dense && out_rows_n && d.rows_n(dense) {
+                // `D * op(S)`: the rank's rows of D against all of S (Kernel K-means'
+                // weighted `K * V^T`), each row summed as the whole product sums it.
+                Ok(Rule::Local(vec![Need::Rows, d.need(sparse, false)]))
+            } else {
+                Ok(Rule::Replicated)
+            }
         }
+        // Sparse values over the points are computed whole (selections from all-gathered
+        // labels; CSR inputs with `n` rows are refused above), so these run replicated.
+        StepOp::SpGemm { .. } | StepOp::SpMV { .. } => Ok(Rule::Replicated),
         StepOp::Builtin(b) => match b {
             Builtin::Diag(_) | Builtin::PadCols(_) if out_rows_n => {
                 Ok(Rule::Local(vec![Need::Rows]))

@@ -218,6 +218,11 @@ impl Partition {
         })?;
         match &mut step.op {
             StepOp::Gemm(g) => g.m = rows.len(),
+            StepOp::SpMM {
+                sparse_left: false,
+                m,
+                ..
+            } => *m = rows.len(),
             StepOp::Gemv { m, .. } => *m = rows.len(),
             StepOp::Fused(f) => {
                 f.rows = rows.len();
