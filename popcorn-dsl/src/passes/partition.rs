@@ -21,14 +21,17 @@
 //!   its block of rows of the product against all of `X` (needed whole), every entry computed
 //!   as the whole SYRK computes it (on the CPU, the same panel GEMMs), so a map reading the
 //!   product's lower triangle reads the rank's full rows instead;
-//! - a product of a dense matrix with a sparse one, `D * op(S)`, whose rows are the dense
-//!   operand's points (Kernel K-means' weighted `K * V^T`) runs **locally**: each rank its
-//!   rows of `D` against all of `S`. Other sparse products run replicated: sparse values over
-//!   the points are selections, built whole from all-gathered labels;
+//! - sparse (CSR) inputs whose rows are the points are held in blocks of rows (each rank its
+//!   rows' offsets rebased to 0, their column indices and values), or whole where a step
+//!   needs them so (the right side of `X X^T`); products whose rows are the points run
+//!   **locally**: `D * op(S)` (the rank's rows of `D` against all of `S`: Kernel K-means'
+//!   weighted `K * V^T`), `S * op(D)`, `A B^T` of two sparse matrices and `S x` (the rank's
+//!   block of `S` or `A`), and so do densifying sparse points and their rows' norms; other
+//!   sparse products run replicated (sparse values over the points built in the plan are
+//!   selections, made whole from all-gathered labels);
 //! - not partitioned (an error): a symmetric contraction (one triangle of tiles pairs rows of
 //!   different ranks), a SYRK overlapped with its map in bands, reordering the points by cluster (rows
-//!   by cluster moves rows across ranks), sparse (CSR) inputs with `n` rows and the densifying
-//!   and row norms of sparse values over the points, a lower-triangle operand, an operand read
+//!   by cluster moves rows across ranks), a lower-triangle operand, an operand read
 //!   transposed along the points.
 
 use super::{PassContext, PlanError, PlanPass};
@@ -250,6 +253,7 @@ fn rule(d: &Dims<'_>, index: usize, step: &Step) -> Result<Rule, String> {
         }
         StepOp::SpMM {
             sparse_left,
+            trans_sparse,
             trans_dense,
             ..
         } => {
@@ -262,12 +266,20 @@ fn rule(d: &Dims<'_>, index: usize, step: &Step) -> Result<Rule, String> {
                 // `D * op(S)`: the rank's rows of D against all of S (Kernel K-means'
                 // weighted `K * V^T`), each row summed as the whole product sums it.
                 Ok(Rule::Local(vec![Need::Rows, d.need(sparse, false)]))
+            } else if *sparse_left && !*trans_sparse && out_rows_n && d.rows_n(sparse) {
+                // `S * op(D)`: the rank's block of rows of S (sparse points) against all of D.
+                Ok(Rule::Local(vec![Need::Rows, d.need(dense, false)]))
             } else {
                 Ok(Rule::Replicated)
             }
         }
-        // Sparse values over the points are computed whole (selections from all-gathered
-        // labels; CSR inputs with `n` rows are refused above), so these run replicated.
+        StepOp::SpGemm { .. } if out_rows_n && d.rows_n(step.inputs[0]) => {
+            // `A B^T` of two sparse matrices: the rank's block of rows of A against all of B.
+            Ok(Rule::Local(vec![Need::Rows, d.need(step.inputs[1], false)]))
+        }
+        StepOp::SpMV { trans: false, .. } if out_rows_n && d.rows_n(step.inputs[0]) => {
+            Ok(Rule::Local(vec![Need::Rows, d.need(step.inputs[1], false)]))
+        }
         StepOp::SpGemm { .. } | StepOp::SpMV { .. } => Ok(Rule::Replicated),
         StepOp::Builtin(b) => match b {
             Builtin::Diag(_) | Builtin::PadCols(_) if out_rows_n => {
@@ -282,9 +294,9 @@ fn rule(d: &Dims<'_>, index: usize, step: &Step) -> Result<Rule, String> {
             Builtin::PermuteRows(_) => Err("rows by cluster reorder the points across \
                                             ranks (not partitioned yet)"
                 .into()),
-            Builtin::Densify(_) | Builtin::SparseRowNorms(_) => {
-                Err("sparse (CSR) values over the points are not partitioned yet".into())
-            }
+            // A block of rows of sparse points, densified or its rows' norms, stays the rank's.
+            Builtin::Densify(f) if !f.transpose && out_rows_n => Ok(Rule::Local(vec![Need::Rows])),
+            Builtin::SparseRowNorms(_) if out_rows_n => Ok(Rule::Local(vec![Need::Rows])),
             _ => Ok(Rule::Replicated),
         },
         StepOp::Copy if out_rows_n => Ok(Rule::Local(vec![Need::Rows])),
@@ -322,19 +334,6 @@ pub fn partition(plan: &Plan, spec: &PartitionSpec) -> Result<Partition, PlanErr
             pass: "partition",
             message: format!("value `{}` has no symbolic shape", v.name),
         });
-    }
-    if let Some(v) = plan
-        .values
-        .iter()
-        .enumerate()
-        .find(|(i, v)| d.has_n(ValueId(*i)) && matches!(v.kind, ValueKind::Csr { .. }))
-        .filter(|(_, v)| matches!(v.home, crate::plan::Home::Input(_)))
-    {
-        return Err(unsupported(format!(
-            "`{}` cannot run partitioned over `{}`: its input `{}` is sparse (CSR), and CSR \
-             blocks of rows are not partitioned yet",
-            plan.program, spec.dim, v.1.name
-        )));
     }
     let rules = plan
         .steps
@@ -427,6 +426,15 @@ pub fn partition(plan: &Plan, spec: &PartitionSpec) -> Result<Partition, PlanErr
             };
             match need {
                 Need::Whole if !whole[v.0] => {
+                    if matches!(plan.value(*v).kind, ValueKind::Csr { .. }) {
+                        return Err(unsupported(format!(
+                            "`{}` cannot run partitioned over `{}`: step {i} needs the sparse \
+                             value `{}` whole after the ranks split it into blocks of rows",
+                            plan.program,
+                            spec.dim,
+                            plan.value(*v).name
+                        )));
+                    }
                     if !rows[v.0] {
                         return Err(PlanError::Internal {
                             pass: "partition",

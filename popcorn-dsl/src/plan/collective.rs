@@ -218,11 +218,7 @@ impl Partition {
         })?;
         match &mut step.op {
             StepOp::Gemm(g) => g.m = rows.len(),
-            StepOp::SpMM {
-                sparse_left: false,
-                m,
-                ..
-            } => *m = rows.len(),
+            StepOp::SpMM { m, .. } | StepOp::SpGemm { m, .. } => *m = rows.len(),
             StepOp::Gemv { m, .. } => *m = rows.len(),
             StepOp::Fused(f) => {
                 f.rows = rows.len();
@@ -236,7 +232,14 @@ impl Partition {
             }
             StepOp::Syrk { row_block, .. } => *row_block = Some((rows.start, rows.end)),
             StepOp::Builtin(Builtin::Diag(d)) => d.offset = rows.start,
-            StepOp::Builtin(Builtin::Counts(_) | Builtin::ClusterSums(_) | Builtin::PadCols(_))
+            StepOp::Builtin(
+                Builtin::Counts(_)
+                | Builtin::ClusterSums(_)
+                | Builtin::PadCols(_)
+                | Builtin::Densify(_)
+                | Builtin::SparseRowNorms(_),
+            )
+            | StepOp::SpMV { .. }
             | StepOp::Copy => {}
             other => {
                 return Err(PlanError::Invalid(format!(

@@ -7,7 +7,8 @@
 //! determinism rule in [`popcorn_dsl::plan::collective`]).
 //!
 //! Inputs stay in the caller's tensors: a value needed whole is read there by every rank, and
-//! a rank's rows of an input are copied out of it once, before the first step that reads them.
+//! a rank's rows of an input are copied out of it once, before the first step that reads them
+//! (a sparse input's block of rows with its row offsets rebased to 0).
 //! A rank that owns no rows (fewer points than ranks) skips the local steps, and its partial
 //! sums are zero. Outputs are assembled at the end: values held in rows from every rank's rows
 //! in rank order, replicated ones from rank 0.
@@ -33,6 +34,8 @@ struct RankStore<Buf> {
     rows: Vec<Slot<Buf>>,
     /// Whole copies of the values it holds whole (inputs excepted: those are the caller's).
     whole: Vec<Slot<Buf>>,
+    /// The stored entries of its block of rows of each sparse value held in rows.
+    block_nnz: Vec<usize>,
 }
 
 /// The run's state: every rank's buffers, and which forms of each value are written.
@@ -126,8 +129,11 @@ pub fn execute<B: Backend>(
         let mut store = RankStore {
             rows: Vec::with_capacity(plan.values.len()),
             whole: Vec::with_capacity(plan.values.len()),
+            block_nnz: vec![0; plan.values.len()],
         };
         for (i, v) in plan.values.iter().enumerate() {
+            // A sparse value's blocks of rows are allocated when they are cut (their sizes
+            // come with the data).
             let dense = matches!(v.kind, ValueKind::Dense | ValueKind::Index);
             store.rows.push(if dense && part.splits(v) {
                 Some(alloc(backend, plan, v, local)?)
@@ -241,6 +247,9 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             return Err(self.missing("written rows", v));
         }
         let value = self.plan.value(v);
+        if matches!(value.kind, ValueKind::Csr { .. }) {
+            return self.cut_sparse_rows(v);
+        }
         let cols = value.cols;
         // An input is one tensor for every rank: read once.
         let mut input_data: Option<HostVec> = None;
@@ -268,6 +277,70 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             };
             let block = slice(data, rows.start * cols..rows.end * cols)?;
             write_prefix(self.backend, self.rows_buf(r, v)?, &block)?;
+        }
+        self.rows_ok[v.0] = true;
+        Ok(())
+    }
+
+    /// Cuts a sparse input into the ranks' blocks of rows: each block's row offsets rebased to
+    /// 0, its column indices and values as they are (so a block's rows hold exactly the
+    /// entries of the whole matrix's rows, in the same order).
+    fn cut_sparse_rows(&mut self, v: ValueId) -> Result<(), RuntimeError> {
+        let value = self.plan.value(v);
+        let (row_ptr, col_idx, values, rows) = match self.inputs.get(input_name(value)) {
+            Some(Arg::Csr {
+                row_ptr,
+                col_idx,
+                values,
+                rows,
+                ..
+            }) => (*row_ptr, *col_idx, *values, *rows),
+            _ => return Err(self.missing("sparse input", v)),
+        };
+        let HostVec::I32(offsets) = self.backend.download(row_ptr)? else {
+            return Err(RuntimeError::InvalidData(format!(
+                "the row offsets of `{}` are not 32-bit integers",
+                value.name
+            )));
+        };
+        let at = |i: usize| -> Result<usize, RuntimeError> {
+            offsets
+                .get(i)
+                .and_then(|&o| usize::try_from(o).ok())
+                .ok_or_else(|| {
+                    RuntimeError::InvalidData(format!(
+                        "`{}`: row offset {i} is missing or negative ({} rows)",
+                        value.name, rows
+                    ))
+                })
+        };
+        let col_idx = self.backend.download(col_idx)?;
+        let entries = self.backend.download(values)?;
+        for r in 0..self.part.ranks() {
+            let block = self.part.rows(r);
+            let (first, end) = (at(block.start)?, at(block.end)?);
+            if end < first {
+                return Err(RuntimeError::InvalidData(format!(
+                    "`{}`: row offsets decrease between rows {} and {}",
+                    value.name, block.start, block.end
+                )));
+            }
+            let rebased: Vec<i32> = offsets[block.start..=block.end]
+                .iter()
+                .map(|&o| o - offsets[block.start])
+                .collect();
+            let nnz = end - first;
+            let bufs = vec![
+                self.backend.alloc(ElemType::I32, block.len() + 1)?,
+                self.backend.alloc(ElemType::I32, nnz.max(1))?,
+                self.backend
+                    .alloc(ElemType::float(self.plan.dtype), nnz.max(1))?,
+            ];
+            write_prefix(self.backend, &bufs[0], &HostVec::I32(rebased))?;
+            write_prefix(self.backend, &bufs[1], &slice(&col_idx, first..end)?)?;
+            write_prefix(self.backend, &bufs[2], &slice(&entries, first..end)?)?;
+            self.ranks[r].rows[v.0] = Some(bufs);
+            self.ranks[r].block_nnz[v.0] = nnz;
         }
         self.rows_ok[v.0] = true;
         Ok(())
@@ -310,7 +383,11 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                 values: buf(2)?,
                 rows: n,
                 cols: value.cols,
-                nnz: nnz.unwrap_or(value.cols),
+                nnz: if rows {
+                    self.ranks[r].block_nnz[v.0]
+                } else {
+                    nnz.unwrap_or(value.cols)
+                },
             },
             _ => Arg::Dense {
                 buf: buf(0)?,
