@@ -74,6 +74,11 @@ fn all_sources_compile_as_cxx() {
             }
         }
     }
+    check_with_gxx(&unit);
+}
+
+/// Runs `g++ -fsyntax-only` over `unit` and fails on any error or warning.
+fn check_with_gxx(unit: &str) {
     let child = Command::new("g++")
         .args([
             "-std=c++17",
@@ -110,3 +115,46 @@ fn all_sources_compile_as_cxx() {
     );
     assert!(!stderr.contains("warning"), "g++ warnings:\n{stderr}");
 }
+
+/// The sections compiled only for Hopper (`sm_90a`: warpgroup products, the warp-specialised
+/// body with its tensor-memory copies and barriers) as C++, with the feature macro set: a
+/// symmetric TF32 contraction on the warp-specialised body, and a TF32 contraction with
+/// rounded operands on the lock-step warpgroup body (one variant per spec: a unit holds one
+/// fold struct of each name).
+#[test]
+fn hopper_sources_compile_as_cxx() {
+    use kernel_ir::{samples, Precision};
+    use kernels_gen::{emit_variant, ContractionVariant, RoundedOperands};
+    if !gxx_available() {
+        eprintln!("g++ not found: skipping the C++ syntax check");
+        return;
+    }
+    let mut unit = String::from(PRELUDE);
+    unit.push_str(HOPPER_PRELUDE);
+    let both = RoundedOperands { a: true, b: true };
+    for (spec, warp_specialised) in [
+        (
+            samples::symmetric_kernel_sums(ScalarType::F32, Precision::Tf32),
+            true,
+        ),
+        (
+            samples::mixed_contraction(ScalarType::F32, (false, true), Precision::Tf32, true),
+            false,
+        ),
+    ] {
+        let variant = ContractionVariant {
+            rounded: both,
+            warp_specialised,
+        };
+        unit.push_str(&emit_variant(&spec, variant).source);
+    }
+    check_with_gxx(&unit);
+}
+
+/// What the Hopper sections use beyond [`PRELUDE`].
+const HOPPER_PRELUDE: &str = r#"
+#define __CUDA_ARCH_FEAT_SM90_ALL 1
+#define __grid_constant__
+struct float2 { float x, y; };
+inline float2 make_float2(float a, float b) { return float2{a, b}; }
+"#;

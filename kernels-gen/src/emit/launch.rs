@@ -359,29 +359,17 @@ impl LaunchShape {
     /// ([`PIPELINE_WS_THREADS`] threads, see [`crate::ContractionVariant`]); other shapes
     /// unchanged.
     pub fn warp_specialised(self) -> LaunchShape {
-        match self {
-            LaunchShape::Pipelined {
-                block_rows,
-                depth_chunk,
-                stages,
-                a_chunk_bytes,
-                b_chunk_bytes,
-                exchange_bytes,
-                split_columns,
-                ..
-            } => LaunchShape::Pipelined {
-                block_rows,
-                threads: PIPELINE_WS_THREADS,
-                depth_chunk,
-                stages,
-                a_chunk_bytes,
-                b_chunk_bytes,
-                exchange_bytes,
-                split_columns,
-                warp_specialised: true,
-            },
-            other => other,
+        let mut shape = self;
+        if let LaunchShape::Pipelined {
+            threads,
+            warp_specialised,
+            ..
+        } = &mut shape
+        {
+            *threads = PIPELINE_WS_THREADS;
+            *warp_specialised = true;
         }
+        shape
     }
 
     /// Like [`LaunchShape::grid_block`], for by-label outputs `width` columns wide: a

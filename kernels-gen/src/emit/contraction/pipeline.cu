@@ -1200,6 +1200,25 @@ struct WgmmaTile {
     }
 };
 
+// End of a work unit on the warpgroup layout: each row's 128 columns of a tile lie in one
+// quad of lanes, so its partials merge by two shuffles and the quad's first lane stores them.
+template <class Fold>
+__device__ __forceinline__ void wgmma_finish_rows(typename Fold::State (&st)[2][2], const Fold& fold,
+                                                  long long i_lane, long long m, int t)
+{
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const long long i = i_lane + 64 * mi + 8 * h;
+            if (i < m) fold.flush(i, st[mi][h]);
+            Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 1));
+            Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 2));
+            if (t == 0 && i < m) fold.store(i, st[mi][h]);
+        }
+    }
+}
+
 // The TF32 kernel body on Hopper: the same tiles, ring and step sequence as contraction(),
 // with each warpgroup (warps 0-3 and 4-7) computing 128 rows x 128 columns as two
 // m64n128k8 products per 8-deep step, straight from the staged chunks. The products of a
@@ -1286,19 +1305,7 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
                         lane);
                 }
             }
-            if (cons.last_tile()) {
-#pragma unroll
-                for (int mi = 0; mi < 2; ++mi) {
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const long long i = i_lane + 64 * mi + 8 * h;
-                        if (i < m) fold.flush(i, st[mi][h]);
-                        Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 1));
-                        Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 2));
-                        if (t == 0 && i < m) fold.store(i, st[mi][h]);
-                    }
-                }
-            }
+            if (cons.last_tile()) wgmma_finish_rows(st, fold, i_lane, m, t);
         }
         sg.advance(cons);
     }
@@ -1522,19 +1529,7 @@ __device__ __forceinline__ void contraction_ws(const float* A, long long lda, co
                 share_parity ^= 1;
             }
         }
-        if (last) {
-#pragma unroll
-            for (int mi = 0; mi < 2; ++mi) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const long long i = i_lane + 64 * mi + 8 * h;
-                    if (i < m) fold.flush(i, st[mi][h]);
-                    Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 1));
-                    Fold::merge(st[mi][h], Fold::shfl_xor(st[mi][h], 2));
-                    if (t == 0 && i < m) fold.store(i, st[mi][h]);
-                }
-            }
-        }
+        if (last) wgmma_finish_rows(st, fold, i_lane, m, t);
     }
     if (WS_TURNS && wg == 0) named_sync(1, THREADS);  // warpgroup 1's last turn signal
 }
