@@ -629,3 +629,26 @@ fn programs_that_cannot_be_split_fail_to_plan_naming_the_step() {
     let err = planned(&p, &[("m", 4)], 2).unwrap_err().to_string();
     assert!(err.contains("no dimension `n`"), "{err}");
 }
+
+/// A rank whose work fails stops the run at once with an error naming the step, the rank and
+/// the cause: a label past `k` in the last rank's rows (the labels are read whole, so the
+/// first rank to run the step reports it).
+#[test]
+fn a_failing_rank_stops_the_run_naming_itself_and_the_cause() {
+    let p = program(KKM, "kkmeans_iteration");
+    let (n, k) = (9, 3);
+    let kernel = gaussian_kernel(&values(n * 2, 3), n, 2);
+    let mut l = labels(n, k);
+    l[n - 1] = 7;
+    let ctx = context(DType::F64, Some(3));
+    let (kt, lt) = (ctx.dense(n, n, &kernel).unwrap(), ctx.index(&l).unwrap());
+    let args = Args::new()
+        .tensor("K", &kt)
+        .tensor("labels", &lt)
+        .dim("k", k);
+    let err = ctx.run(&p, &args).expect_err("a label past k").to_string();
+    assert!(
+        err.contains("counts on rank 0") && err.contains("label 7 at position 8"),
+        "{err}"
+    );
+}

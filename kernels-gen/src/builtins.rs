@@ -987,7 +987,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 
 /// TF32 rounding of a row-major matrix into another buffer, whose leading dimension may be
 /// larger (the columns past the matrix's get 0): the operands of a TF32 contraction rounded
-/// once in memory ([`crate::emit_rounded`]), with rows padded to a multiple of 16 bytes so
+/// once in memory ([`crate::emit_variant`]), with rows padded to a multiple of 16 bytes so
 /// that the kernel stages them with 16-byte copies.
 ///
 /// Parameters: `(const long long rows, const long long cols, const long long ld_in, const long
