@@ -9,6 +9,8 @@ use popcorn::dsl::{DType, PlannerConfig, Program, Target};
 use popcorn::{Args, Context, DeviceSpec, Outputs, Tensor};
 use std::collections::BTreeMap;
 
+mod common;
+
 const KKM: &str = include_str!("../examples/programs/kernel_kmeans.pop");
 const LLOYD: &str = include_str!("../examples/programs/lloyd_kmeans.pop");
 const SMOOTHING: &str = include_str!("../examples/programs/kernel_smoothing.pop");
@@ -396,24 +398,6 @@ fn kernel_matrices_equal_the_unpartitioned_plan() {
     }
 }
 
-/// A sparse `rows x cols` matrix keeping about `density` of its entries (every row with at
-/// least one when `density` is 1, some rows empty otherwise), as CSR arrays.
-fn sparse(rows: usize, cols: usize, density: f64, seed: u64) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
-    let v = values(rows * cols * 2, seed);
-    let (mut ptr, mut idx, mut val) = (vec![0i32], Vec::new(), Vec::new());
-    for i in 0..rows {
-        for j in 0..cols {
-            let keep = (v[2 * (i * cols + j)] + 1.0) / 2.0 < density;
-            if keep {
-                idx.push(j as i32);
-                val.push(v[2 * (i * cols + j) + 1]);
-            }
-        }
-        ptr.push(idx.len() as i32);
-    }
-    (ptr, idx, val)
-}
-
 /// Kernel matrices and cross kernels of sparse points: each rank its block of rows of the CSR
 /// points (offsets rebased), the right operand of `X X^T` whole; dense enough to be densified
 /// and sparse enough to stay sparse (the sparse-sparse and sparse-dense products), blocks
@@ -438,12 +422,17 @@ fn sparse_kernel_matrices_equal_the_unpartitioned_plan() {
                 &["K"]
             };
             for (n, d, density) in [(10, 6, 1.0), (2, 3, 0.5), (33, 40, 0.05), (40, 300, 0.02)] {
-                let (xp, xi, xv) = sparse(n, d, density, 61 + n as u64);
-                let (yp, yi, yv) = sparse(5, d, density, 67 + n as u64);
+                let mut rng = common::SplitMix64::new(61 + n as u64);
+                let x = common::random_csr(&mut rng, n, d, density);
+                let y = common::random_csr(&mut rng, 5, d, density);
+                let csr = |ctx: &Context, m: &common::CsrData| {
+                    ctx.csr(m.rows, m.cols, &m.row_ptr, &m.col_idx, &m.values)
+                        .unwrap()
+                };
                 let make = |ctx: &Context| -> Inputs {
-                    let mut inputs = vec![("X", ctx.csr(n, d, &xp, &xi, &xv).unwrap())];
+                    let mut inputs = vec![("X", csr(ctx, &x))];
                     if name.starts_with("cross") {
-                        inputs.push(("Y", ctx.csr(5, d, &yp, &yi, &yv).unwrap()));
+                        inputs.push(("Y", csr(ctx, &y)));
                     }
                     inputs
                 };

@@ -131,7 +131,6 @@ fn hopper_sources_compile_as_cxx() {
     }
     let mut unit = String::from(PRELUDE);
     unit.push_str(HOPPER_PRELUDE);
-    let both = RoundedOperands { a: true, b: true };
     for (spec, warp_specialised) in [
         (
             samples::symmetric_kernel_sums(ScalarType::F32, Precision::Tf32),
@@ -143,7 +142,7 @@ fn hopper_sources_compile_as_cxx() {
         ),
     ] {
         let variant = ContractionVariant {
-            rounded: both,
+            rounded: RoundedOperands::BOTH,
             warp_specialised,
         };
         unit.push_str(&emit_variant(&spec, variant).source);

@@ -96,6 +96,8 @@ pub struct RoundedOperands {
 impl RoundedOperands {
     /// Neither operand: the kernel rounds what it stages.
     pub const NONE: RoundedOperands = RoundedOperands { a: false, b: false };
+    /// Both operands (one copy standing for both where they are one matrix).
+    pub const BOTH: RoundedOperands = RoundedOperands { a: true, b: true };
 
     /// Bit 0 `A`, bit 1 `B`: the kernel template's argument.
     pub(crate) fn mask(self) -> u8 {
@@ -128,10 +130,9 @@ impl ContractionVariant {
         if !takes_rounded_operands(spec) {
             return ContractionVariant::default();
         }
-        let both = self.rounded == RoundedOperands { a: true, b: true };
         ContractionVariant {
             rounded: self.rounded,
-            warp_specialised: self.warp_specialised && both,
+            warp_specialised: self.warp_specialised && self.rounded == RoundedOperands::BOTH,
         }
     }
 }

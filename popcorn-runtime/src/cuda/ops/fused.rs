@@ -133,7 +133,7 @@ fn warp_specialised(
     let chunks = (f.depth as u64).div_ceil(u64::from(PIPELINE_DEPTH_CHUNK));
     cx.device.warp_specialised_contractions
         && matches!(shape, LaunchShape::Pipelined { .. })
-        && copies.rounded == (kernels_gen::RoundedOperands { a: true, b: true })
+        && copies.rounded == kernels_gen::RoundedOperands::BOTH
         && copies.copy.is_multiple_of(16)
         && chunks == u64::from(PIPELINE_WS_MAX_DEPTH_CHUNKS)
         && (f.rows as u64).saturating_mul(f.cols as u64) >= WARP_SPECIALISED_MIN_ELEMENTS

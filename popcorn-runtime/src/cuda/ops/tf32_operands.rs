@@ -115,7 +115,7 @@ impl RoundedCopies<'_> {
         cols: usize,
         depth: usize,
     ) -> Result<[sys::CUtensorMap; 2], RuntimeError> {
-        if self.rounded != (RoundedOperands { a: true, b: true }) {
+        if self.rounded != RoundedOperands::BOTH {
             return Err(invalid(
                 "tensor maps of a rounded copy that does not stand for both operands",
             ));
