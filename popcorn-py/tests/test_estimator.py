@@ -149,7 +149,17 @@ def test_the_gil_is_released_during_a_fit():
     assert len(ticks) > 0.2 * elapsed / 0.001, (len(ticks), elapsed)
 
 
-def test_ctrl_c_interrupts_a_fit_between_iterations():
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler for the test's duration. A process started in the background
+    by a non-interactive shell (a CI runner, `nohup ... &`) inherits SIGINT ignored, and Python
+    then installs no handler at all: there would be nothing for the fit to run."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_interrupts_a_fit_between_iterations(ctrl_c_raises):
     km, X = long_fit()
     timer = threading.Timer(0.5, _thread.interrupt_main)
     start = time.perf_counter()
@@ -163,9 +173,11 @@ def test_ctrl_c_interrupts_a_fit_between_iterations():
 
 
 def test_sigint_stops_a_fit_in_another_process():
-    # A real Ctrl-C: SIGINT to a Python process in the middle of a long fit.
+    # A real Ctrl-C: SIGINT to a Python process in the middle of a long fit. The child sets
+    # Python's handler itself (see `ctrl_c_raises`: it may inherit SIGINT ignored).
     script = (
-        "import sys, numpy as np, popcorn\n"
+        "import signal, sys, numpy as np, popcorn\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "X = np.random.default_rng(0).uniform(size=(1500, 2))\n"
         "km = popcorn.KernelKMeans(50, init='random', n_init=1000, device='cpu')\n"
         "print('fitting', flush=True)\n"
