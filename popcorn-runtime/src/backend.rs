@@ -206,6 +206,34 @@ impl<'a, B> Arg<'a, B> {
             Arg::Scalar(_) => vec![],
         }
     }
+
+    /// The same argument (sizes, kind) over other buffers, given in the order of
+    /// [`Arg::buffers`]; `None` when their number differs.
+    pub fn with_buffers<'b, C>(&self, bufs: &'b [C]) -> Option<Arg<'b, C>> {
+        Some(match (self, bufs) {
+            (Arg::Dense { rows, cols, .. }, [buf]) => Arg::Dense {
+                buf,
+                rows: *rows,
+                cols: *cols,
+            },
+            (Arg::Index { len, .. }, [buf]) => Arg::Index { buf, len: *len },
+            (
+                Arg::Csr {
+                    rows, cols, nnz, ..
+                },
+                [row_ptr, col_idx, values],
+            ) => Arg::Csr {
+                row_ptr,
+                col_idx,
+                values,
+                rows: *rows,
+                cols: *cols,
+                nnz: *nnz,
+            },
+            (Arg::Scalar(v), []) => Arg::Scalar(*v),
+            _ => return None,
+        })
+    }
 }
 
 impl<B: BufferInfo> Arg<'_, B> {

@@ -765,8 +765,10 @@ impl Context {
                 .workspace
                 .lock()
                 .map_err(|_| RuntimeError::Device("workspace lock poisoned".into()))?;
-            if plan.partition.is_some() {
-                crate::ranks::execute(b, plan, &InMemory, &ins, &outs, scalars, dims)?;
+            if let Some(part) = &plan.partition {
+                // In-process ranks of one backend (the CPU's, under POPCORN_CPU_RANKS).
+                let backends = vec![b; part.ranks()];
+                crate::ranks::execute(&backends, plan, &InMemory, &ins, &outs, scalars, dims)?;
             } else {
                 prepared
                     .recorded

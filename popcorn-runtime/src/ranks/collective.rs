@@ -6,7 +6,7 @@ use crate::backend::{Backend, BufferInfo, HostVec};
 use crate::error::RuntimeError;
 
 /// All-gather and all-reduce(sum) over the ranks of one partitioned run. Each method gets
-/// every rank's buffer, in rank order.
+/// every rank's backend and buffer, in rank order (rank `r`'s buffers live on `backends[r]`).
 pub trait Collectives<B: Backend> {
     /// What carries the data, for messages.
     fn describe(&self) -> String;
@@ -15,19 +15,23 @@ pub trait Collectives<B: Backend> {
     /// `r`'s first `parts[r].1` elements of `parts[r].0`.
     fn all_gather(
         &self,
-        backend: &B,
+        backends: &[&B],
         parts: &[(&B::Buf, usize)],
         wholes: &[&B::Buf],
     ) -> Result<(), RuntimeError>;
 
     /// Replaces the first `len` elements of every rank's `bufs[r]` by their element-wise sum
     /// over the ranks, added in rank order (rank 0 first).
-    fn all_reduce_sum(&self, backend: &B, bufs: &[&B::Buf], len: usize)
-        -> Result<(), RuntimeError>;
+    fn all_reduce_sum(
+        &self,
+        backends: &[&B],
+        bufs: &[&B::Buf],
+        len: usize,
+    ) -> Result<(), RuntimeError>;
 }
 
-/// The ranks of one process on one backend, exchanging through host memory (download,
-/// combine, write back): what the CPU ranks of tests use.
+/// The ranks of one process, exchanging through host memory (download, combine, write back):
+/// what the CPU ranks of tests use.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InMemory;
 
@@ -38,12 +42,13 @@ impl<B: Backend> Collectives<B> for InMemory {
 
     fn all_gather(
         &self,
-        backend: &B,
+        backends: &[&B],
         parts: &[(&B::Buf, usize)],
         wholes: &[&B::Buf],
     ) -> Result<(), RuntimeError> {
+        check_ranks(backends, parts.len().max(wholes.len()))?;
         let mut whole: Option<HostVec> = None;
-        for (buf, len) in parts {
+        for ((buf, len), backend) in parts.iter().zip(backends) {
             let part = prefix(backend.download(buf)?, *len)?;
             match &mut whole {
                 None => whole = Some(part),
@@ -53,20 +58,21 @@ impl<B: Backend> Collectives<B> for InMemory {
         let Some(whole) = whole else {
             return Ok(());
         };
-        for w in wholes {
-            write_prefix(backend, w, &whole)?;
+        for (w, backend) in wholes.iter().zip(backends) {
+            write_prefix(*backend, w, &whole)?;
         }
         Ok(())
     }
 
     fn all_reduce_sum(
         &self,
-        backend: &B,
+        backends: &[&B],
         bufs: &[&B::Buf],
         len: usize,
     ) -> Result<(), RuntimeError> {
+        check_ranks(backends, bufs.len())?;
         let mut sum: Option<HostVec> = None;
-        for buf in bufs {
+        for (buf, backend) in bufs.iter().zip(backends) {
             let part = prefix(backend.download(buf)?, len)?;
             match &mut sum {
                 None => sum = Some(part),
@@ -76,10 +82,22 @@ impl<B: Backend> Collectives<B> for InMemory {
         let Some(sum) = sum else {
             return Ok(());
         };
-        for b in bufs {
-            write_prefix(backend, b, &sum)?;
+        for (b, backend) in bufs.iter().zip(backends) {
+            write_prefix(*backend, b, &sum)?;
         }
         Ok(())
+    }
+}
+
+/// Checks that there is one backend per rank's buffer.
+fn check_ranks<B>(backends: &[&B], ranks: usize) -> Result<(), RuntimeError> {
+    if backends.len() == ranks {
+        Ok(())
+    } else {
+        Err(RuntimeError::Internal(format!(
+            "a collective over {ranks} ranks was given {} backends",
+            backends.len()
+        )))
     }
 }
 
@@ -178,19 +196,21 @@ mod tests {
         let w0 = b.alloc(crate::backend::ElemType::F64, 3).unwrap();
         let w1 = b.alloc(crate::backend::ElemType::F64, 3).unwrap();
         InMemory
-            .all_gather(&b, &[(&p0, 2), (&p1, 1)], &[&w0, &w1])
+            .all_gather(&[&b, &b], &[(&p0, 2), (&p1, 1)], &[&w0, &w1])
             .unwrap();
         for w in [&w0, &w1] {
             assert_eq!(b.download(w).unwrap(), HostVec::F64(vec![1.0, 2.0, 3.0]));
         }
         let a = b.upload(HostSlice::F32(&[1.0, 2.0])).unwrap();
         let c = b.upload(HostSlice::F32(&[10.0, 20.0])).unwrap();
-        InMemory.all_reduce_sum(&b, &[&a, &c], 2).unwrap();
+        InMemory.all_reduce_sum(&[&b, &b], &[&a, &c], 2).unwrap();
         for x in [&a, &c] {
             assert_eq!(b.download(x).unwrap(), HostVec::F32(vec![11.0, 22.0]));
         }
         let i = b.upload(HostSlice::U32(&[1])).unwrap();
-        let err = InMemory.all_reduce_sum(&b, &[&a, &i], 1).unwrap_err();
+        let err = InMemory
+            .all_reduce_sum(&[&b, &b], &[&a, &i], 1)
+            .unwrap_err();
         assert!(err.to_string().contains("element type"), "{err}");
     }
 }

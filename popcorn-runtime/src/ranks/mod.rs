@@ -1,19 +1,23 @@
-//! Runs a partitioned plan ([`popcorn_dsl::plan::collective`]) over `P` ranks of one process:
-//! each rank has its own buffers (its rows of every value held in rows, a whole copy of every
+//! Runs a partitioned plan ([`popcorn_dsl::plan::collective`]) over `P` ranks of one process,
+//! each rank on its own backend (one device per rank, or one backend shared by all): each rank
+//! has its own buffers (its rows of every value held in rows, a whole copy of every
 //! value it needs whole), the ranks run the schedule in lockstep, one entry at a time, rank 0
 //! first, and a [`Collectives`] implementation carries the all-gathers and all-reduces between
 //! them. On the CPU backend ([`InMemory`] collectives) this is how tests run partitioned plans
 //! on any machine (`POPCORN_CPU_RANKS=P`); the result equals the unpartitioned plan's (see the
 //! determinism rule in [`popcorn_dsl::plan::collective`]).
 //!
-//! Inputs stay in the caller's tensors: a value needed whole is read there by every rank, and
+//! Inputs stay in the caller's tensors, on rank 0's backend: a value needed whole is read there
+//! by every rank sharing that backend and copied once onto each other rank's backend, and
 //! a rank's rows of an input are copied out of it once, before the first step that reads them
 //! (a sparse input's block of rows with its row offsets rebased to 0).
 //! A rank that owns no rows (fewer points than ranks) skips the local steps, and its partial
 //! sums are zero. Outputs are assembled at the end: values held in rows from every rank's rows
-//! in rank order, replicated ones from rank 0.
+//! in rank order, replicated ones from rank 0, into the caller's tensors on rank 0's backend.
 
 pub mod collective;
+#[cfg(test)]
+mod tests;
 
 pub use collective::{Collectives, InMemory};
 
@@ -36,11 +40,14 @@ struct RankStore<Buf> {
     whole: Vec<Slot<Buf>>,
     /// The stored entries of its block of rows of each sparse value held in rows.
     block_nnz: Vec<usize>,
+    /// Its copies of the inputs it reads whole, where its backend is not rank 0's.
+    inputs: HashMap<String, Vec<Buf>>,
 }
 
 /// The run's state: every rank's buffers, and which forms of each value are written.
 struct Run<'p, 'a, B: Backend> {
-    backend: &'p B,
+    /// Rank `r`'s backend at `r`.
+    backends: &'p [&'p B],
     plan: &'p Plan,
     part: &'p Partition,
     inputs: &'p HashMap<String, Arg<'a, B::Buf>>,
@@ -102,12 +109,13 @@ fn made_whole(plan: &Plan, part: &Partition) -> Vec<bool> {
     whole
 }
 
-/// Runs the partitioned `plan` over its ranks on `backend`, the ranks exchanging through
-/// `collectives`. `inputs`, `outputs`, `scalars` and `dims` as for
-/// [`crate::executor::execute`]; the outputs receive the whole results.
+/// Runs the partitioned `plan` over its ranks, rank `r` on `backends[r]` (one entry per rank;
+/// the same backend may serve several), the ranks exchanging through `collectives`. `inputs`,
+/// `outputs`, `scalars` and `dims` as for [`crate::executor::execute`], their tensors on rank
+/// 0's backend; the outputs receive the whole results.
 #[allow(clippy::too_many_arguments)]
 pub fn execute<B: Backend>(
-    backend: &B,
+    backends: &[&B],
     plan: &Plan,
     collectives: &dyn Collectives<B>,
     inputs: &HashMap<String, Arg<'_, B::Buf>>,
@@ -122,15 +130,34 @@ pub fn execute<B: Backend>(
         ))
     })?;
     plan.validate()?;
+    if backends.len() != part.ranks() {
+        return Err(RuntimeError::InvalidData(format!(
+            "the plan of `{}` runs on {} ranks but {} backends were given",
+            plan.program,
+            part.ranks(),
+            backends.len()
+        )));
+    }
     let whole = made_whole(plan, part);
+    let read_whole = inputs_read_whole(plan, part);
     let mut ranks = Vec::with_capacity(part.ranks());
-    for r in 0..part.ranks() {
+    for (r, backend) in backends.iter().copied().enumerate() {
         let local = part.rows(r).len();
         let mut store = RankStore {
             rows: Vec::with_capacity(plan.values.len()),
             whole: Vec::with_capacity(plan.values.len()),
             block_nnz: vec![0; plan.values.len()],
+            inputs: HashMap::new(),
         };
+        if !std::ptr::eq(backend, backends[0]) {
+            for name in &read_whole {
+                if let Some(arg) = inputs.get(name) {
+                    store
+                        .inputs
+                        .insert(name.clone(), copy_across(backends[0], backend, arg)?);
+                }
+            }
+        }
         for (i, v) in plan.values.iter().enumerate() {
             // A sparse value's blocks of rows are allocated when they are cut (their sizes
             // come with the data).
@@ -150,7 +177,7 @@ pub fn execute<B: Backend>(
         ranks.push(store);
     }
     let mut run = Run {
-        backend,
+        backends,
         plan,
         part,
         inputs,
@@ -193,7 +220,7 @@ pub fn execute<B: Backend>(
                             .map(|r| run.whole_buf(r, v))
                             .collect::<Result<Vec<_>, _>>()?;
                         collectives
-                            .all_gather(backend, &parts, &wholes)
+                            .all_gather(backends, &parts, &wholes)
                             .map_err(failed)?;
                     }
                     CollectiveKind::AllReduceSum => {
@@ -201,7 +228,7 @@ pub fn execute<B: Backend>(
                             .map(|r| run.whole_buf(r, v))
                             .collect::<Result<Vec<_>, _>>()?;
                         collectives
-                            .all_reduce_sum(backend, &bufs, c.len)
+                            .all_reduce_sum(backends, &bufs, c.len)
                             .map_err(failed)?;
                     }
                 }
@@ -261,7 +288,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             let own;
             let data = match self.ranks[r].whole[v.0].as_ref().and_then(|b| b.first()) {
                 Some(b) => {
-                    own = self.backend.download(b)?;
+                    own = self.backends[r].download(b)?;
                     &own
                 }
                 None => match &mut input_data {
@@ -271,12 +298,12 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                             Some(Arg::Dense { buf, .. }) | Some(Arg::Index { buf, .. }) => *buf,
                             _ => return Err(self.missing("input tensor", v)),
                         };
-                        &*empty.insert(self.backend.download(buf)?)
+                        &*empty.insert(self.backends[0].download(buf)?)
                     }
                 },
             };
             let block = slice(data, rows.start * cols..rows.end * cols)?;
-            write_prefix(self.backend, self.rows_buf(r, v)?, &block)?;
+            write_prefix(self.backends[r], self.rows_buf(r, v)?, &block)?;
         }
         self.rows_ok[v.0] = true;
         Ok(())
@@ -297,7 +324,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             }) => (*row_ptr, *col_idx, *values, *rows),
             _ => return Err(self.missing("sparse input", v)),
         };
-        let HostVec::I32(offsets) = self.backend.download(row_ptr)? else {
+        let HostVec::I32(offsets) = self.backends[0].download(row_ptr)? else {
             return Err(RuntimeError::InvalidData(format!(
                 "the row offsets of `{}` are not 32-bit integers",
                 value.name
@@ -314,8 +341,8 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                     ))
                 })
         };
-        let col_idx = self.backend.download(col_idx)?;
-        let entries = self.backend.download(values)?;
+        let col_idx = self.backends[0].download(col_idx)?;
+        let entries = self.backends[0].download(values)?;
         for r in 0..self.part.ranks() {
             let block = self.part.rows(r);
             let (first, end) = (at(block.start)?, at(block.end)?);
@@ -330,15 +357,15 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                 .map(|&o| o - offsets[block.start])
                 .collect();
             let nnz = end - first;
+            let backend = self.backends[r];
             let bufs = vec![
-                self.backend.alloc(ElemType::I32, block.len() + 1)?,
-                self.backend.alloc(ElemType::I32, nnz.max(1))?,
-                self.backend
-                    .alloc(ElemType::float(self.plan.dtype), nnz.max(1))?,
+                backend.alloc(ElemType::I32, block.len() + 1)?,
+                backend.alloc(ElemType::I32, nnz.max(1))?,
+                backend.alloc(ElemType::float(self.plan.dtype), nnz.max(1))?,
             ];
-            write_prefix(self.backend, &bufs[0], &HostVec::I32(rebased))?;
-            write_prefix(self.backend, &bufs[1], &slice(&col_idx, first..end)?)?;
-            write_prefix(self.backend, &bufs[2], &slice(&entries, first..end)?)?;
+            write_prefix(backend, &bufs[0], &HostVec::I32(rebased))?;
+            write_prefix(backend, &bufs[1], &slice(&col_idx, first..end)?)?;
+            write_prefix(backend, &bufs[2], &slice(&entries, first..end)?)?;
             self.ranks[r].rows[v.0] = Some(bufs);
             self.ranks[r].block_nnz[v.0] = nnz;
         }
@@ -363,9 +390,16 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
         } else {
             match (&value.home, self.ranks[r].whole[v.0].as_ref()) {
                 (Home::Input(name), _) => {
-                    return self.inputs.get(name).cloned().ok_or_else(|| {
+                    let given = self.inputs.get(name).ok_or_else(|| {
                         RuntimeError::Binding(format!("input `{name}` was not provided"))
-                    })
+                    })?;
+                    return match self.ranks[r].inputs.get(name) {
+                        // A rank on another backend reads its own copy.
+                        Some(copy) => given
+                            .with_buffers(copy)
+                            .ok_or_else(|| self.missing("input copy", v)),
+                        None => Ok(given.clone()),
+                    };
                 }
                 (_, Some(bufs)) => (bufs, value.rows),
                 (_, None) => return Err(self.missing("a whole copy", v)),
@@ -451,7 +485,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             // No rows: nothing to compute, and a partial sum over no points is zero.
             for (o, rows) in outs.iter().zip(out_rows) {
                 if let (false, Arg::Dense { buf, .. }) = (rows, o) {
-                    self.backend.fill(buf, 0.0)?;
+                    self.backends[r].fill(buf, 0.0)?;
                 }
             }
             return Ok(());
@@ -468,8 +502,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             step.clone()
         };
         let alpha = crate::executor::alpha(&step, self.scalars, self.dims)?;
-        self.backend
-            .run_step(&step, &ins, &outs, self.plan.dtype, alpha)
+        self.backends[r].run_step(&step, &ins, &outs, self.plan.dtype, alpha)
     }
 
     /// Writes every output into the caller's tensor: rows from every rank in rank order, or
@@ -489,12 +522,15 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                 }
             };
             let data = if self.whole_ok[v.0] && self.ranks[0].whole[v.0].is_some() {
-                prefix(self.backend.download(self.whole_buf(0, *v)?)?, value.len())?
+                prefix(
+                    self.backends[0].download(self.whole_buf(0, *v)?)?,
+                    value.len(),
+                )?
             } else if self.rows_ok[v.0] {
                 let mut all = None;
                 for r in 0..self.part.ranks() {
                     let len = self.part.rows(r).len() * value.cols;
-                    let part = prefix(self.backend.download(self.rows_buf(r, *v)?)?, len)?;
+                    let part = prefix(self.backends[r].download(self.rows_buf(r, *v)?)?, len)?;
                     match &mut all {
                         None => all = Some(part),
                         Some(a) => append(a, &part)?,
@@ -511,10 +547,43 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                     value.len()
                 )));
             }
-            write_prefix(self.backend, dest, &data)?;
+            write_prefix(self.backends[0], dest, &data)?;
         }
         Ok(())
     }
+}
+
+/// The names of the inputs some step reads whole (not as a rank's rows).
+fn inputs_read_whole(plan: &Plan, part: &Partition) -> Vec<String> {
+    let mut names = Vec::new();
+    for entry in &part.schedule {
+        let RankStep::Run { step, rows_of, .. } = entry else {
+            continue;
+        };
+        let Some(s) = plan.steps.get(*step) else {
+            continue;
+        };
+        for (k, v) in s.inputs.iter().enumerate() {
+            if let Home::Input(name) = &plan.value(*v).home {
+                if rows_of.get(k) != Some(&true) && !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// Copies the buffers of `arg` (on `from`) onto `to`, through the host.
+fn copy_across<B: Backend>(
+    from: &B,
+    to: &B,
+    arg: &Arg<'_, B::Buf>,
+) -> Result<Vec<B::Buf>, RuntimeError> {
+    arg.buffers()
+        .into_iter()
+        .map(|b| to.upload(from.download(b)?.as_slice()))
+        .collect()
 }
 
 /// The name of the input tensor `v` lives in (empty for other values).
