@@ -16,6 +16,7 @@
 //! | `POPCORN_NO_WARP_SPECIALISATION=1` | [`Settings::no_warp_specialisation`] | TF32 contractions on Hopper keep the lock-step body (all warps stage, multiply and fold in turn) instead of the warp-specialised one (a producer thread copying through the tensor memory accelerator, two consumer warpgroups) |
 //! | `POPCORN_CACHE_DIR=dir` | [`Settings::cache_dir`] | where compiled kernels are kept (default `$XDG_CACHE_HOME/popcorn/kernels`, else `~/.cache/popcorn/kernels`) |
 //! | `POPCORN_REQUIRE_GPU=1` | [`Settings::require_gpu`] | GPU tests fail instead of skipping where no GPU is usable |
+//! | `POPCORN_REQUIRE_GPUS=N` | [`Settings::require_gpus`] | tests that need several GPUs (NCCL ranks) fail instead of skipping where fewer than `N` are usable |
 //! | `POPCORN_CONTRACTIONS=auto\|always\|never` | [`Settings::contractions`] | fuse products with their consumers where the cost model says so, wherever possible, or never |
 //! | `POPCORN_CPU_RANKS=P` | [`Settings::cpu_ranks`] | CPU contexts run plans partitioned along the points `n` over `P` in-process ranks with an in-memory collective (`P` > 1; the results equal one rank's) |
 //! | `POPCORN_MEMORY_LIMIT=bytes` (or with `K`, `M`, `G`, `T`: powers of 1024) | [`Settings::memory_limit`] | the most host memory the CPU backend's buffers may take (plans that need more are refused with the numbers) |
@@ -103,6 +104,8 @@ pub struct Settings {
     pub cache_dir: Option<PathBuf>,
     /// `POPCORN_REQUIRE_GPU`.
     pub require_gpu: bool,
+    /// `POPCORN_REQUIRE_GPUS`: how many GPUs the multi-GPU tests require.
+    pub require_gpus: Option<usize>,
     /// `POPCORN_CONTRACTIONS=auto|always|never`.
     pub contractions: crate::contraction_policy::ContractionPolicy,
     /// `POPCORN_MEMORY_LIMIT`, in bytes.
@@ -145,6 +148,10 @@ impl Settings {
         let cpu_ranks = number(
             "POPCORN_CPU_RANKS",
             "the number of in-process ranks of CPU contexts",
+        );
+        let require_gpus = number(
+            "POPCORN_REQUIRE_GPUS",
+            "how many GPUs the multi-GPU tests require",
         );
         let (log, unknown) = LogTopics::parse(&value("POPCORN_LOG").unwrap_or_default());
         if !unknown.is_empty() {
@@ -192,6 +199,7 @@ impl Settings {
             contractions,
             memory_limit,
             cpu_ranks,
+            require_gpus,
             problems,
         }
     }
@@ -268,10 +276,12 @@ mod tests {
             ("POPCORN_LOG", "plan,time"),
             ("POPCORN_DEVICE", "cuda:1"),
             ("POPCORN_CPU_RANKS", "3"),
+            ("POPCORN_REQUIRE_GPUS", "2"),
             ("POPCORN_NO_GRAPHS", "1"),
             ("HOME", "/home/u"),
         ]);
         assert_eq!(s.cpu_ranks, Some(3));
+        assert_eq!(s.require_gpus, Some(2));
         assert!(s.sync && !s.tf32 && !s.no_fusion && s.no_graphs);
         assert_eq!(s.cluster_sums_max_k, Some(64));
         assert_eq!(s.syrk_block_rows, Some(2048));

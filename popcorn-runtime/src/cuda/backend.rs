@@ -117,6 +117,16 @@ impl CudaBackend {
         })
     }
 
+    /// The device's ordinal (`cuda:N`).
+    pub fn ordinal(&self) -> usize {
+        self.device.ctx.ordinal()
+    }
+
+    /// The stream steps run on (lane 0), which collectives join.
+    pub(crate) fn main_stream(&self) -> &std::sync::Arc<cudarc::driver::CudaStream> {
+        &self.device.streams[0]
+    }
+
     fn setup(ordinal: usize, config: CudaConfig) -> Result<CudaBackend, RuntimeError> {
         let ctx =
             CudaContext::new(ordinal).map_err(|e| driver_error("cuDevicePrimaryCtxRetain", e))?;
