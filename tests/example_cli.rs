@@ -1247,3 +1247,77 @@ fn graphs_are_clustered_by_normalized_cut() {
     let r = run_cli(&["--graph", path_str(&dir.join("bad.mtx")), "-k", "1"]);
     assert_one_error_line(&r, "line 3: column index 3 is outside 1..=2");
 }
+
+/// Whole fits with the plans partitioned over in-process CPU ranks (`POPCORN_CPU_RANKS`, read
+/// once per process: hence the built binary): k-means++ from the kernel's columns, the stored
+/// K kept on the ranks from run to run, and the recomputed iteration: the labels of one rank,
+/// and its objective bit for bit with stored K (recomputed K on one device sums its tiles in
+/// cluster order, the ranks in point order: the objectives agree to rounding, and the ranks'
+/// with each other bit for bit).
+#[test]
+fn fits_over_cpu_ranks_equal_the_unpartitioned_fit() {
+    let Some(bin) = built_example() else {
+        eprintln!(
+            "skipped: no up-to-date kernel_kmeans example binary (plain `cargo test` builds it)"
+        );
+        return;
+    };
+    let dir = scratch("cpu-ranks");
+    for algorithm in ["stored", "recompute"] {
+        let mut seen: Vec<(Vec<u32>, f64)> = Vec::new();
+        for ranks in ["1", "2", "3"] {
+            let labels = dir.join(format!("{algorithm}-{ranks}.txt"));
+            let json = dir.join(format!("{algorithm}-{ranks}.json"));
+            let out = std::process::Command::new(&bin)
+                .args([
+                    "-n",
+                    "301",
+                    "-d",
+                    "3",
+                    "-k",
+                    "4",
+                    "-f",
+                    "gaussian",
+                    "--dtype",
+                    "f64",
+                    "--device",
+                    "cpu",
+                    "--algorithm",
+                    algorithm,
+                    "--init",
+                    "kmeans++",
+                    "-r",
+                    "2",
+                    "--labels-out",
+                    path_str(&labels),
+                    "--json",
+                    path_str(&json),
+                ])
+                .env("POPCORN_CPU_RANKS", ranks)
+                .output()
+                .expect("run the example binary");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{algorithm}, {ranks} ranks: {stderr}"
+            );
+            let report = std::fs::read_to_string(&json).expect("the JSON report");
+            let objective: f64 = report
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("\"objective\":"))
+                .and_then(|v| v.trim().trim_end_matches(',').parse().ok())
+                .expect("an objective in the report");
+            seen.push((read_labels(&labels), objective));
+        }
+        let (one, two, three) = (&seen[0], &seen[1], &seen[2]);
+        assert_eq!(two.0, one.0, "{algorithm}: labels on two ranks against one");
+        assert_eq!(three, two, "{algorithm}: three ranks against two");
+        if algorithm == "stored" {
+            assert_eq!(two.1.to_bits(), one.1.to_bits(), "{algorithm}: objective");
+        } else {
+            assert!((two.1 - one.1).abs() <= 1e-13 * one.1.abs(), "{} vs {}", two.1, one.1);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

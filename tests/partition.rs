@@ -100,6 +100,23 @@ fn same_on_every_rank_count(
     dims: &[(&'static str, usize)],
     outputs: &[&str],
 ) -> BTreeMap<String, Vec<u64>> {
+    same_on_every_rank_count_but(p, dtype, make, scalars, dims, outputs, &[])
+}
+
+/// [`same_on_every_rank_count`], except that the f64 outputs named in `rounded` may differ
+/// from the unpartitioned plan's by rounding (relative 1e-14; the partitioned runs still agree
+/// with each other bit for bit): a recomputed-K plan on one device sorts the points by cluster
+/// and sums each cluster's tiles in that order, partitioned plans keep the points in place,
+/// and beyond one column tile the partial sums are grouped differently.
+fn same_on_every_rank_count_but(
+    p: &Program,
+    dtype: DType,
+    make: &dyn Fn(&Context) -> Inputs,
+    scalars: &[(&'static str, f64)],
+    dims: &[(&'static str, usize)],
+    outputs: &[&str],
+    rounded: &[&str],
+) -> BTreeMap<String, Vec<u64>> {
     let run = |ranks: Option<usize>| {
         let ctx = context(dtype, ranks);
         let inputs = make(&ctx);
@@ -119,11 +136,33 @@ fn same_on_every_rank_count(
         results(&ctx, &out, outputs)
     };
     let whole = run(None);
-    for ranks in [1, 2, 3] {
+    let one = run(Some(1));
+    for (name, bits) in &whole {
+        let got = &one[name];
+        if !rounded.contains(&name.as_str()) {
+            assert_eq!(
+                got, bits,
+                "`{}`: `{name}` over 1 rank differs from the unpartitioned plan",
+                p.name
+            );
+            continue;
+        }
+        assert_eq!(got.len(), bits.len());
+        for (a, b) in got.iter().zip(bits) {
+            let (a, b) = (f64::from_bits(*a), f64::from_bits(*b));
+            let close = a == b || (a - b).abs() <= 1e-14 * a.abs().max(b.abs()).max(1.0);
+            assert!(
+                close,
+                "`{}`: `{name}` {a} against the unpartitioned {b}",
+                p.name
+            );
+        }
+    }
+    for ranks in [2, 3] {
         assert_eq!(
             run(Some(ranks)),
-            whole,
-            "`{}` over {ranks} ranks differs from the unpartitioned plan",
+            one,
+            "`{}` over {ranks} ranks differs from one rank",
             p.name
         );
     }
@@ -146,7 +185,7 @@ fn labels(n: usize, k: usize) -> Vec<u32> {
 
 /// Shapes `(n, k)`: blocks of 4, 3, 3 rows over 3 ranks; fewer points than ranks; blocks of
 /// 3, 2, 2 with a cluster on one rank only.
-const SHAPES: &[(usize, usize)] = &[(10, 3), (2, 3), (7, 4), (33, 5)];
+const SHAPES: &[(usize, usize)] = &[(10, 3), (2, 3), (7, 4), (33, 5), (301, 4), (700, 9)];
 
 #[test]
 fn kernel_kmeans_iterations_equal_the_unpartitioned_plan() {
@@ -283,13 +322,14 @@ fn recomputed_linear_kernel_kmeans_equals_the_unpartitioned_plan() {
                 ("labels", ctx.index(&l).unwrap()),
             ]
         };
-        same_on_every_rank_count(
+        same_on_every_rank_count_but(
             &p,
             DType::F64,
             &make,
             &[],
             &[("k", k)],
             &["new_labels", "objective", "changed", "cn"],
+            &["objective", "cn"],
         );
     }
 }
@@ -320,13 +360,14 @@ fn recomputed_kernel_kmeans_of_every_kernel_equals_the_unpartitioned_plan() {
                     ("labels", ctx.index(&l).unwrap()),
                 ]
             };
-            same_on_every_rank_count(
+            same_on_every_rank_count_but(
                 &p,
                 DType::F64,
                 &make,
                 scalars,
                 &[("k", k)],
                 &["new_labels", "objective", "changed", "cn"],
+                &["objective", "cn"],
             );
         }
     }
@@ -640,4 +681,46 @@ fn a_failing_rank_stops_the_run_naming_itself_and_the_cause() {
         err.contains("counts on rank 0") && err.contains("label 7 at position 8"),
         "{err}"
     );
+}
+
+/// A kernel matrix built and read by ranks on CPU backends of their own stays in rows: each
+/// rank may hold less memory than K alone, and the kernel matrix and five iterations (labels
+/// fed back, K passed from run to run as the ranks hold it) give the unpartitioned run's bits
+/// on two and three ranks, where one rank under the same limit is refused for memory.
+#[test]
+fn a_kernel_matrix_held_in_rows_is_never_whole_on_any_rank() {
+    let build = program(KKM, "kernel_gaussian");
+    let iteration = program(KKM, "kkmeans_iteration");
+    let (n, d, k) = (1100, 3, 5);
+    let x = values(n * d, 77);
+    let limit = 7 << 20; // K in f64: 9.7 MB
+    let run = |ctx: &Context| -> Result<(Vec<u32>, Vec<u64>), popcorn::RuntimeError> {
+        let xt = ctx.dense(n, d, &x)?;
+        let kmat = ctx
+            .run(&build, &Args::new().tensor("X", &xt).scalar("gamma", 0.5))?
+            .take("K")?;
+        let mut labels = ctx.index(&labels(n, k))?;
+        let mut objectives = Vec::new();
+        for _ in 0..5 {
+            let args = Args::new()
+                .tensor("K", &kmat)
+                .tensor("labels", &labels)
+                .dim("k", k);
+            let mut out = ctx.run(&iteration, &args)?;
+            objectives.push(out.scalar("objective")?.to_bits());
+            labels = out.take("new_labels")?;
+        }
+        Ok((ctx.to_u32(&labels)?, objectives))
+    };
+    let whole = run(&context(DType::F64, None)).expect("no limit");
+    let refused = run(&Context::cpu_ranks(1, Some(limit)).with_dtype(DType::F64));
+    let err = refused
+        .expect_err("K alone is over one rank's limit")
+        .to_string();
+    assert!(err.contains("host memory"), "{err}");
+    for ranks in [2, 3] {
+        let ctx = Context::cpu_ranks(ranks, Some(limit)).with_dtype(DType::F64);
+        let got = run(&ctx).unwrap_or_else(|e| panic!("{ranks} ranks: {e}"));
+        assert_eq!(got, whole, "{ranks} ranks");
+    }
 }

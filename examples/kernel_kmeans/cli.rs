@@ -160,7 +160,7 @@ pub struct Cli {
     #[arg(long, value_name = "ALGORITHM", default_value = "auto", value_parser = parse_algorithm)]
     pub algorithm: Algorithm,
 
-    /// Device: cpu, cuda, cuda:N or auto (default: $POPCORN_DEVICE, else the first GPU, else
+    /// Device: cpu, cuda, cuda:N, cuda:0,1 (several GPUs), cuda:all or auto (default: $POPCORN_DEVICE, else the first GPU, else
     /// the CPU)
     #[arg(long, value_name = "DEVICE", value_parser = parse_device)]
     pub device: Option<DeviceSpec>,

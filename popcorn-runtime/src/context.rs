@@ -9,7 +9,8 @@ use crate::cuda::CudaBackend;
 use crate::device::DeviceSpec;
 use crate::error::RuntimeError;
 use crate::executor::Workspace;
-use crate::ranks::InMemory;
+use crate::ranks::tensors as ranked;
+use crate::ranks::{Collectives, InMemory, RankHeld, RankInput};
 use crate::recorded::Recorded;
 use crate::tensor::{Tensor, TensorData, TensorShape};
 use popcorn_dsl::plan::collective::PartitionSpec;
@@ -24,6 +25,9 @@ use std::sync::{Arc, Mutex};
 pub(crate) trait TensorStore: Backend + Sized {
     fn bufs(data: &TensorData) -> Option<&[Self::Buf]>;
     fn wrap(bufs: Vec<Self::Buf>) -> TensorData;
+    /// What the ranks of a partitioned context hold of a tensor, when they hold it.
+    fn ranked(data: &TensorData) -> Option<&[RankHeld<Self::Buf>]>;
+    fn wrap_ranked(held: Vec<RankHeld<Self::Buf>>) -> TensorData;
 }
 
 impl TensorStore for CpuBackend {
@@ -36,6 +40,15 @@ impl TensorStore for CpuBackend {
     fn wrap(bufs: Vec<Self::Buf>) -> TensorData {
         TensorData::Cpu(bufs)
     }
+    fn ranked(data: &TensorData) -> Option<&[RankHeld<Self::Buf>]> {
+        match data {
+            TensorData::CpuRanks(h) => Some(h),
+            _ => None,
+        }
+    }
+    fn wrap_ranked(held: Vec<RankHeld<Self::Buf>>) -> TensorData {
+        TensorData::CpuRanks(held)
+    }
 }
 
 impl TensorStore for CudaBackend {
@@ -47,6 +60,15 @@ impl TensorStore for CudaBackend {
     }
     fn wrap(bufs: Vec<Self::Buf>) -> TensorData {
         TensorData::Cuda(bufs)
+    }
+    fn ranked(data: &TensorData) -> Option<&[RankHeld<Self::Buf>]> {
+        match data {
+            TensorData::CudaRanks(h) => Some(h),
+            _ => None,
+        }
+    }
+    fn wrap_ranked(held: Vec<RankHeld<Self::Buf>>) -> TensorData {
+        TensorData::CudaRanks(held)
     }
 }
 
@@ -67,6 +89,71 @@ struct Engine<B: Backend> {
     backend: B,
     /// Prepared plans by (program, sizes and configuration; the CSR inputs' entry counts).
     plans: Mutex<PlanCache<B>>,
+    /// The ranks beyond the engine's own backend, for partitioned plans.
+    ranks: RankBackends<B>,
+}
+
+/// Where the ranks of a partitioned plan run: rank 0 on the engine's backend, the others on
+/// backends of their own (several GPUs) or, where there are none, on the engine's backend too
+/// (the in-process CPU ranks).
+struct RankBackends<B: Backend> {
+    /// The backends of ranks 1, 2, ...
+    others: Vec<B>,
+    /// Their collectives; `None`: through host memory ([`InMemory`]).
+    collectives: Option<Box<dyn Collectives<B> + Send + Sync>>,
+}
+
+impl<B: Backend> RankBackends<B> {
+    /// Every rank on the engine's backend, exchanging through host memory.
+    fn shared() -> Self {
+        RankBackends {
+            others: Vec::new(),
+            collectives: None,
+        }
+    }
+}
+
+impl<B: Backend> Engine<B> {
+    fn new(backend: B) -> Self {
+        Engine {
+            backend,
+            plans: Mutex::default(),
+            ranks: RankBackends::shared(),
+        }
+    }
+
+    /// The backends of `ranks` ranks, rank `r`'s at `r`.
+    fn rank_backends(&self, ranks: usize) -> Result<Vec<&B>, RuntimeError> {
+        if self.ranks.others.is_empty() {
+            return Ok(vec![&self.backend; ranks]);
+        }
+        if ranks != self.ranks.others.len() + 1 {
+            return Err(RuntimeError::InvalidData(format!(
+                "a plan partitioned over {ranks} ranks on a context of {} devices",
+                self.ranks.others.len() + 1
+            )));
+        }
+        Ok(std::iter::once(&self.backend)
+            .chain(self.ranks.others.iter())
+            .collect())
+    }
+
+    /// The collectives between its ranks.
+    fn collectives(&self) -> &dyn Collectives<B> {
+        match &self.ranks.collectives {
+            Some(c) => c.as_ref(),
+            None => &InMemory,
+        }
+    }
+
+    /// A ranked tensor's values on the host.
+    fn ranked_to_host(
+        &self,
+        held: &[RankHeld<B::Buf>],
+        shape: TensorShape,
+    ) -> Result<HostVec, RuntimeError> {
+        ranked::to_host(&self.rank_backends(held.len())?, held, shape)
+    }
 }
 
 impl<B: Backend> Drop for Engine<B> {
@@ -76,6 +163,11 @@ impl<B: Backend> Drop for Engine<B> {
     fn drop(&mut self) {
         // An error here was reported by the run that caused it; dropping goes on regardless.
         let _ = self.backend.synchronize();
+        for other in &self.ranks.others {
+            let _ = other.synchronize();
+        }
+        // The ranks' communicators go while every device is still there.
+        self.ranks.collectives = None;
         match self.plans.get_mut() {
             Ok(plans) => plans.clear(),
             Err(poisoned) => poisoned.into_inner().clear(),
@@ -158,14 +250,9 @@ impl Context {
     /// A context on the given device, computing in `f32`.
     pub fn new(device: DeviceSpec) -> Result<Context, RuntimeError> {
         let engine = match device.resolve()? {
-            DeviceSpec::Cuda(n) => EngineKind::Cuda(Engine {
-                backend: CudaBackend::new(n)?,
-                plans: Mutex::default(),
-            }),
-            _ => EngineKind::Cpu(Engine {
-                backend: CpuBackend::new(),
-                plans: Mutex::default(),
-            }),
+            DeviceSpec::Cuda(n) => EngineKind::Cuda(Engine::new(CudaBackend::new(n)?)),
+            spec @ DeviceSpec::CudaSet(_) => return Context::cuda_ranks(&spec.ordinals()),
+            _ => EngineKind::Cpu(Engine::new(CpuBackend::new())),
         };
         let config = match engine {
             EngineKind::Cpu(_) => cpu_config(),
@@ -179,22 +266,74 @@ impl Context {
         })
     }
 
+    /// A context over several GPUs of this host driven by this process, one rank per device
+    /// (in the order given): its plans are partitioned along the points (`n`) over the
+    /// devices, which exchange through NCCL, and the values held in rows (a kernel matrix)
+    /// stay on their ranks between runs. One ordinal gives an ordinary one-GPU context.
+    pub fn cuda_ranks(ordinals: &[usize]) -> Result<Context, RuntimeError> {
+        let [first, rest @ ..] = ordinals else {
+            return Err(RuntimeError::Device("no GPU was named".into()));
+        };
+        if rest.is_empty() {
+            return Context::new(DeviceSpec::Cuda(*first));
+        }
+        let backends = ordinals
+            .iter()
+            .map(|&o| CudaBackend::new(o))
+            .collect::<Result<Vec<_>, _>>()?;
+        let nccl = crate::cuda::NcclRanks::new(&backends.iter().collect::<Vec<_>>())?;
+        let mut backends = backends.into_iter();
+        let home = backends
+            .next()
+            .ok_or_else(|| RuntimeError::Device("no GPU".into()))?;
+        let mut engine = Engine::new(home);
+        engine.ranks = RankBackends {
+            others: backends.collect(),
+            collectives: Some(Box::new(nccl)),
+        };
+        let mut config = PlannerConfig::from_env();
+        config.partition = Some(PartitionSpec::points(ordinals.len()));
+        Ok(Context {
+            engine: EngineKind::Cuda(engine),
+            config,
+            target: None,
+            graphs: false,
+        })
+    }
+
+    /// A CPU context of `ranks` in-process ranks, each on a CPU backend of its own whose
+    /// buffers may take at most `memory_limit` bytes (none: what the system has): its plans
+    /// are partitioned along the points as on several GPUs, which lets a test show that a
+    /// value held in rows is never whole on any rank.
+    pub fn cpu_ranks(ranks: usize, memory_limit: Option<u64>) -> Context {
+        let mut engine = Engine::new(CpuBackend::with_memory_limit(memory_limit));
+        engine.ranks.others = (1..ranks)
+            .map(|_| CpuBackend::with_memory_limit(memory_limit))
+            .collect();
+        let mut config = PlannerConfig::from_env();
+        config.partition = Some(PartitionSpec::points(ranks));
+        Context {
+            engine: EngineKind::Cpu(engine),
+            config,
+            target: None,
+            graphs: false,
+        }
+    }
+
     /// A context on the CPU whose buffers may take at most `bytes` of host memory (as
     /// `POPCORN_MEMORY_LIMIT` does for every CPU context): plans that need more are refused
     /// with [`RuntimeError::OutOfMemory`] before anything is allocated.
     pub fn cpu_with_memory_limit(bytes: u64) -> Context {
         Context {
-            engine: EngineKind::Cpu(Engine {
-                backend: CpuBackend::with_memory_limit(Some(bytes)),
-                plans: Mutex::default(),
-            }),
+            engine: EngineKind::Cpu(Engine::new(CpuBackend::with_memory_limit(Some(bytes)))),
             config: cpu_config(),
             target: None,
             graphs: false,
         }
     }
 
-    /// A context on the device named by `POPCORN_DEVICE` (`cpu`, `cuda`, `cuda:N`); without it,
+    /// A context on the device named by `POPCORN_DEVICE` (`cpu`, `cuda`, `cuda:N`, `cuda:0,1`,
+    /// `cuda:all`); without it,
     /// the first usable GPU, else the CPU (with a one-line notice on stderr).
     pub fn from_env() -> Result<Context, RuntimeError> {
         Context::new(DeviceSpec::from_env()?)
@@ -290,7 +429,10 @@ impl Context {
 
     /// Waits for queued work and reports asynchronous errors.
     pub fn synchronize(&self) -> Result<(), RuntimeError> {
-        with_engine!(self, e => e.backend.synchronize())
+        with_engine!(self, e => {
+            e.backend.synchronize()?;
+            e.ranks.others.iter().try_for_each(|b| b.synchronize())
+        })
     }
 
     /// Free and total device memory in bytes (GPU only).
@@ -477,8 +619,21 @@ impl Context {
 
     fn download(&self, t: &Tensor, part: usize) -> Result<HostVec, RuntimeError> {
         with_engine!(self, e => {
+            if let Some(held) = ranked_of(&e.backend, &t.data) {
+                return e.ranked_to_host(held, t.shape);
+            }
             let bufs = bufs_for(&e.backend, &t.data)?;
             e.backend.download(&bufs[part])
+        })
+    }
+
+    /// Writes `host` (a whole dense or index tensor's values) into `t`.
+    fn write_host(&self, t: &Tensor, host: HostVec) -> Result<(), RuntimeError> {
+        with_engine!(self, e => {
+            if let Some(held) = ranked_of(&e.backend, &t.data) {
+                return ranked::write(&e.rank_backends(held.len())?, held, t.shape, &host);
+            }
+            e.backend.write(&bufs_for(&e.backend, &t.data)?[0], host.as_slice())
         })
     }
 
@@ -522,7 +677,7 @@ impl Context {
                 values.iter().map(|v| to_half_bits(h, *v as f32)).collect(),
             ),
         };
-        with_engine!(self, e => e.backend.write(&bufs_for(&e.backend, &t.data)?[0], host.as_slice()))
+        self.write_host(t, host)
     }
 
     /// Overwrites an index vector's entries (same length).
@@ -534,12 +689,15 @@ impl Context {
                 t.shape
             )));
         }
-        with_engine!(self, e => e.backend.write(&bufs_for(&e.backend, &t.data)?[0], HostSlice::U32(values)))
+        self.write_host(t, HostVec::U32(values.to_vec()))
     }
 
     /// Sets every stored element of a tensor to `value` (NaN to poison outputs in tests).
     pub fn fill(&self, t: &Tensor, value: f64) -> Result<(), RuntimeError> {
         with_engine!(self, e => {
+            if let Some(held) = ranked_of(&e.backend, &t.data) {
+                return ranked::fill(&e.rank_backends(held.len())?, held, value);
+            }
             for b in bufs_for(&e.backend, &t.data)? {
                 e.backend.fill(b, value)?;
             }
@@ -602,7 +760,12 @@ impl Context {
                     }
                 })
                 .sum();
-            let needed = plan.workspace_bytes() + outputs;
+            // A partitioned plan's ranks allocate their own buffers (rank 0's, the largest
+            // block, here); the plan keeps no workspace.
+            let needed = match &plan.partition {
+                Some(part) => crate::ranks::rank_bytes(&plan, part, 0),
+                None => plan.workspace_bytes() + outputs,
+            };
             if needed > free {
                 // Before refusing: forget the workspaces of cached plans no run holds, and let
                 // the backend hand back memory freed but kept for reuse.
@@ -631,7 +794,11 @@ impl Context {
                 });
             }
         }
-        let workspace = Workspace::allocate(&engine.backend, &plan)?;
+        let workspace = if plan.partition.is_some() {
+            Workspace::empty()
+        } else {
+            Workspace::allocate(&engine.backend, &plan)?
+        };
         let prepared = Arc::new(Prepared {
             plan: Arc::new(plan),
             workspace: Mutex::new(workspace),
@@ -692,19 +859,14 @@ impl Context {
                 )));
             }
         }
+        if plan.partition.is_some() {
+            return self.run_partitioned(engine, plan, program, args, outputs, dims, scalars);
+        }
         // Output tensors: reuse the caller's where the shape fits.
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
-            let (shape, elem) = match v.kind {
-                ValueKind::Dense => (
-                    TensorShape::Dense {
-                        rows: v.rows,
-                        cols: v.cols,
-                    },
-                    ElemType::dense(plan.dtype, v.held),
-                ),
-                ValueKind::Index => (TensorShape::Index { len: v.rows }, ElemType::U32),
-                _ => continue,
+            let Some((shape, elem)) = output_shape(plan, v) else {
+                continue;
             };
             let fits = outputs
                 .tensors
@@ -722,37 +884,27 @@ impl Context {
                 );
             }
         }
+        // A tensor the ranks of a partitioned run left behind, read by a plan that is not
+        // partitioned: gathered whole onto the context's backend for this run.
+        let mut gathered: Vec<(String, Vec<B::Buf>)> = Vec::new();
+        for (name, t) in &args.tensors {
+            if let Some(held) = B::ranked(&t.data) {
+                let host = engine.ranked_to_host(held, t.shape)?;
+                gathered.push((name.to_string(), vec![b.upload(host.as_slice())?]));
+            }
+        }
         let mut ins: HashMap<String, Arg<'_, B::Buf>> = HashMap::new();
         for (name, t) in &args.tensors {
-            let bufs = B::bufs(&t.data).ok_or_else(|| {
-                RuntimeError::Binding(format!(
-                    "tensor `{name}` lives on another device than this context ({})",
-                    b.describe()
-                ))
-            })?;
-            let declared = program.param(name).map(|p| p.ty.clone());
-            let arg = match (declared, t.shape) {
-                // A vector may be passed in either orientation: same memory.
-                (Some(ty), TensorShape::Dense { rows, cols })
-                    if ty.storage == Storage::Dense && (rows == 1 || cols == 1) =>
-                {
-                    let len = rows * cols;
-                    let (r, c) = if ty.shape.cols.is_one() && !ty.shape.rows.is_one() {
-                        (len, 1)
-                    } else if ty.shape.rows.is_one() && !ty.shape.cols.is_one() {
-                        (1, len)
-                    } else {
-                        (rows, cols)
-                    };
-                    Arg::Dense {
-                        buf: &bufs[0],
-                        rows: r,
-                        cols: c,
-                    }
-                }
-                _ => dense_arg(bufs, t.shape),
+            let bufs = match gathered.iter().find(|(n, _)| n == name) {
+                Some((_, bufs)) => &bufs[..],
+                None => B::bufs(&t.data).ok_or_else(|| {
+                    RuntimeError::Binding(format!(
+                        "tensor `{name}` lives on another device than this context ({})",
+                        b.describe()
+                    ))
+                })?,
             };
-            ins.insert(name.to_string(), arg);
+            ins.insert(name.to_string(), plain_arg(program, name, t.shape, bufs));
         }
         let mut outs: HashMap<String, Arg<'_, B::Buf>> = HashMap::new();
         for (name, t) in &outputs.tensors {
@@ -765,45 +917,110 @@ impl Context {
                 .workspace
                 .lock()
                 .map_err(|_| RuntimeError::Device("workspace lock poisoned".into()))?;
-            if let Some(part) = &plan.partition {
-                // In-process ranks of one backend (the CPU's, under POPCORN_CPU_RANKS).
-                let backends = vec![b; part.ranks()];
-                crate::ranks::execute(&backends, plan, &InMemory, &ins, &outs, scalars, dims)?;
-            } else {
-                prepared
-                    .recorded
-                    .run(self.graphs, b, plan, &ws, &ins, &outs, scalars, dims)?;
-            }
+            prepared
+                .recorded
+                .run(self.graphs, b, plan, &ws, &ins, &outs, scalars, dims)?;
         }
-        // Scalar outputs: host expressions, or 1 x 1 results read back (all at once).
-        outputs.scalars.clear();
-        let mut read_back: Vec<(&String, &B::Buf)> = Vec::new();
+        read_scalar_outputs(b, plan, program, outputs, scalars, dims)
+    }
+
+    /// Runs a partitioned plan over the context's ranks: tensors the ranks left behind are read
+    /// where they lie, the others copied onto the ranks that need them, and the outputs stay
+    /// on the ranks (a value held in rows, a kernel matrix, is never whole anywhere).
+    #[allow(clippy::too_many_arguments)]
+    fn run_partitioned<B: TensorStore>(
+        &self,
+        engine: &Engine<B>,
+        plan: &Plan,
+        program: &Program,
+        args: &Args<'_>,
+        outputs: &mut Outputs,
+        dims: &DimBindings,
+        scalars: &ScalarBindings,
+    ) -> Result<(), RuntimeError> {
+        let ranks = plan.partition.as_ref().map_or(1, |p| p.ranks());
+        let backends = engine.rank_backends(ranks)?;
+        let mut ins: HashMap<String, RankInput<'_, B::Buf>> = HashMap::new();
+        for (name, t) in &args.tensors {
+            let input = match B::ranked(&t.data) {
+                Some(held) => RankInput::Ranked(ranked::forms(held, t.shape)?),
+                None => {
+                    let bufs = bufs_for(&engine.backend, &t.data)?;
+                    RankInput::Whole(plain_arg(program, name, t.shape, bufs))
+                }
+            };
+            ins.insert(name.to_string(), input);
+        }
+        let mut held = crate::ranks::execute_ranked(
+            &backends,
+            plan,
+            engine.collectives(),
+            &ins,
+            scalars,
+            dims,
+        )?;
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
-            let declared_scalar = program
-                .outputs
-                .iter()
-                .any(|o| &o.name == name && o.ty.is_scalar());
-            match (&v.home, &v.kind) {
-                (Home::Host, ValueKind::Scalar(e)) => {
-                    let x = e
-                        .eval(scalars, dims)
-                        .map_err(|e| RuntimeError::Binding(e.to_string()))?;
-                    outputs.scalars.insert(name.clone(), x);
-                }
-                _ if declared_scalar => {
-                    let t = &outputs.tensors[name];
-                    read_back.push((name, &B::bufs(&t.data).expect("allocated above")[0]));
-                }
-                _ => {}
-            }
+            let (Some((shape, elem)), Some(h)) = (output_shape(plan, v), held.remove(name)) else {
+                continue;
+            };
+            let data = B::wrap_ranked(h);
+            outputs
+                .tensors
+                .insert(name.clone(), Tensor { shape, elem, data });
         }
-        let bufs: Vec<&B::Buf> = read_back.iter().map(|(_, b)| *b).collect();
-        let values = b.read_scalars(&bufs)?;
-        let names = read_back.iter().map(|(n, _)| (*n).clone());
-        outputs.scalars.extend(names.zip(values));
-        Ok(())
+        read_scalar_outputs(&engine.backend, plan, program, outputs, scalars, dims)
     }
+}
+
+/// Fills `outputs.scalars`: host expressions evaluated, 1 x 1 results read back (all at
+/// once, from rank 0 where the ranks hold them).
+fn read_scalar_outputs<B: TensorStore>(
+    b: &B,
+    plan: &Plan,
+    program: &Program,
+    outputs: &mut Outputs,
+    scalars: &ScalarBindings,
+    dims: &DimBindings,
+) -> Result<(), RuntimeError> {
+    // Scalar outputs: host expressions, or 1 x 1 results read back (all at once).
+    outputs.scalars.clear();
+    let mut read_back: Vec<(&String, &B::Buf)> = Vec::new();
+    for (name, id) in &plan.outputs {
+        let v = plan.value(*id);
+        let declared_scalar = program
+            .outputs
+            .iter()
+            .any(|o| &o.name == name && o.ty.is_scalar());
+        match (&v.home, &v.kind) {
+            (Home::Host, ValueKind::Scalar(e)) => {
+                let x = e
+                    .eval(scalars, dims)
+                    .map_err(|e| RuntimeError::Binding(e.to_string()))?;
+                outputs.scalars.insert(name.clone(), x);
+            }
+            _ if declared_scalar => {
+                let t = &outputs.tensors[name];
+                let buf = match (B::bufs(&t.data), B::ranked(&t.data)) {
+                    (Some(bufs), _) => bufs.first(),
+                    (None, Some(held)) => held
+                        .first()
+                        .and_then(|h| h.whole.as_ref().or(h.rows.as_ref()).and_then(|b| b.first())),
+                    _ => None,
+                };
+                let buf = buf.ok_or_else(|| {
+                    RuntimeError::Internal(format!("scalar output `{name}` has no buffer"))
+                })?;
+                read_back.push((name, buf));
+            }
+            _ => {}
+        }
+    }
+    let bufs: Vec<&B::Buf> = read_back.iter().map(|(_, b)| *b).collect();
+    let values = b.read_scalars(&bufs)?;
+    let names = read_back.iter().map(|(n, _)| (*n).clone());
+    outputs.scalars.extend(names.zip(values));
+    Ok(())
 }
 
 /// Checks that `got` values fill a `rows x cols` matrix.
@@ -830,6 +1047,56 @@ fn elem_name(e: ElemType) -> String {
 
 fn wrap_for<B: TensorStore>(_b: &B, bufs: Vec<B::Buf>) -> TensorData {
     B::wrap(bufs)
+}
+
+fn ranked_of<'d, B: TensorStore>(_b: &B, data: &'d TensorData) -> Option<&'d [RankHeld<B::Buf>]> {
+    B::ranked(data)
+}
+
+/// The shape and element type of an output tensor of `plan` (`None` for CSR and scalars).
+fn output_shape(plan: &Plan, v: &popcorn_dsl::plan::Value) -> Option<(TensorShape, ElemType)> {
+    match v.kind {
+        ValueKind::Dense => Some((
+            TensorShape::Dense {
+                rows: v.rows,
+                cols: v.cols,
+            },
+            ElemType::dense(plan.dtype, v.held),
+        )),
+        ValueKind::Index => Some((TensorShape::Index { len: v.rows }, ElemType::U32)),
+        _ => None,
+    }
+}
+
+/// The argument `t` gives parameter `name` of `program`, over `bufs` (its buffers on the
+/// backend that runs it). A vector may be passed in either orientation: same memory.
+fn plain_arg<'t, Buf>(
+    program: &Program,
+    name: &str,
+    shape: TensorShape,
+    bufs: &'t [Buf],
+) -> Arg<'t, Buf> {
+    let declared = program.param(name).map(|p| p.ty.clone());
+    match (declared, shape) {
+        (Some(ty), TensorShape::Dense { rows, cols })
+            if ty.storage == Storage::Dense && (rows == 1 || cols == 1) =>
+        {
+            let len = rows * cols;
+            let (r, c) = if ty.shape.cols.is_one() && !ty.shape.rows.is_one() {
+                (len, 1)
+            } else if ty.shape.rows.is_one() && !ty.shape.cols.is_one() {
+                (1, len)
+            } else {
+                (rows, cols)
+            };
+            Arg::Dense {
+                buf: &bufs[0],
+                rows: r,
+                cols: c,
+            }
+        }
+        _ => dense_arg(bufs, shape),
+    }
 }
 
 fn bufs_for<'a, B: TensorStore>(b: &B, data: &'a TensorData) -> Result<&'a [B::Buf], RuntimeError> {

@@ -30,6 +30,13 @@ fn elem_type(plan: &Plan, elem: Elem) -> ElemType {
 }
 
 impl<B: Backend> Workspace<B> {
+    /// A workspace holding nothing (for plans whose runs allocate their own buffers).
+    pub fn empty() -> Workspace<B> {
+        Workspace {
+            buffers: Vec::new(),
+        }
+    }
+
     /// Checks `plan` ([`Plan::validate`]) and allocates every buffer it keeps.
     pub fn allocate(backend: &B, plan: &Plan) -> Result<Workspace<B>, RuntimeError> {
         plan.validate()?;

@@ -1,7 +1,7 @@
 //! Popcorn's runtime: the CPU and CUDA backends, tensors, the executor that runs plans, and
 //! the [`Context`] users call.
 //!
-//! A [`Context`] picks a device ([`DeviceSpec`]: `POPCORN_DEVICE=cpu|cuda|cuda:N`, default the
+//! A [`Context`] picks a device ([`DeviceSpec`]: `POPCORN_DEVICE=cpu|cuda|cuda:N|cuda:0,1|cuda:all`, default the
 //! first usable GPU), plans each program for its backend's [target](popcorn_dsl::Target) once
 //! per shape signature (cached with its workspace) and runs it through the [`executor`] (on a
 //! GPU, from its third run with the same tensors, by replaying a CUDA graph recorded at the

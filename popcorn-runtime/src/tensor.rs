@@ -3,6 +3,7 @@
 use crate::backend::ElemType;
 use crate::cpu_backend::CpuBuffer;
 use crate::cuda::CudaBuffer;
+use crate::ranks::RankHeld;
 use std::fmt;
 
 /// The shape and storage of a tensor.
@@ -47,6 +48,10 @@ impl fmt::Display for TensorShape {
 pub(crate) enum TensorData {
     Cpu(Vec<CpuBuffer>),
     Cuda(Vec<CudaBuffer>),
+    /// Held by the ranks of a partitioned CPU context, rank `r`'s part at `r`.
+    CpuRanks(Vec<RankHeld<CpuBuffer>>),
+    /// Held by the ranks of a partitioned CUDA context (several GPUs).
+    CudaRanks(Vec<RankHeld<CudaBuffer>>),
 }
 
 /// A value on a backend: a dense matrix or vector, a CSR matrix, or an index vector. Create
@@ -96,16 +101,34 @@ impl Tensor {
     pub fn cuda_buffers(&self) -> Option<&[CudaBuffer]> {
         match &self.data {
             TensorData::Cuda(bufs) => Some(bufs),
-            TensorData::Cpu(_) => None,
+            _ => None,
         }
     }
 }
 
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let device = match self.data {
+        let device = match &self.data {
             TensorData::Cpu(_) => "cpu",
             TensorData::Cuda(_) => "cuda",
+            TensorData::CpuRanks(r) => {
+                return write!(
+                    f,
+                    "Tensor({}, {:?}, cpu, {} ranks)",
+                    self.shape,
+                    self.elem,
+                    r.len()
+                )
+            }
+            TensorData::CudaRanks(r) => {
+                return write!(
+                    f,
+                    "Tensor({}, {:?}, cuda, {} ranks)",
+                    self.shape,
+                    self.elem,
+                    r.len()
+                )
+            }
         };
         write!(f, "Tensor({}, {:?}, {device})", self.shape, self.elem)
     }

@@ -36,6 +36,12 @@
 //!   the changed-labels count) are split into local sums and an all-reduce, and those are exact
 //!   in any order while the total stays below 2^24 (f32) or 2^53 (f64), which the pass checks.
 //!
+//! One exception: a recomputed-K contraction (`kkmeans_recompute_*`) on one device sorts the
+//! points by cluster and sums each row's kernel values by cluster tile by tile in that order;
+//! partitioned, the points stay in place, so beyond one column tile the partial sums group
+//! differently and the real outputs (objective, centroid norms) agree to rounding only (the
+//! labels, and the partitioned runs among themselves, exactly).
+//!
 //! The all-reduce adds the ranks' partial sums in rank order (rank 0 first), so a backend whose
 //! sums of reals were split the same way would still be reproducible run to run.
 

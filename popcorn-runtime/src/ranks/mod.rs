@@ -7,15 +7,21 @@
 //! on any machine (`POPCORN_CPU_RANKS=P`); the result equals the unpartitioned plan's (see the
 //! determinism rule in [`popcorn_dsl::plan::collective`]).
 //!
-//! Inputs stay in the caller's tensors, on rank 0's backend: a value needed whole is read there
-//! by every rank sharing that backend and copied once onto each other rank's backend, and
-//! a rank's rows of an input are copied out of it once, before the first step that reads them
-//! (a sparse input's block of rows with its row offsets rebased to 0).
+//! An input is either one tensor on rank 0's backend ([`RankInput::Whole`]) or already held by
+//! the ranks ([`RankInput::Ranked`]: each rank's block of rows and/or whole copy, as
+//! [`execute_ranked`] returns its outputs). A whole tensor is read in place by every rank
+//! sharing rank 0's backend and copied once onto each other rank's backend, and a rank's rows
+//! of it are copied out of it once, before the first step that reads them (a sparse input's
+//! block of rows with its row offsets rebased to 0). A ranked input is read where it lies: a
+//! step that needs it whole while the ranks hold only rows all-gathers it first.
 //! A rank that owns no rows (fewer points than ranks) skips the local steps, and its partial
-//! sums are zero. Outputs are assembled at the end: values held in rows from every rank's rows
-//! in rank order, replicated ones from rank 0, into the caller's tensors on rank 0's backend.
+//! sums are zero. [`execute`] assembles the outputs at the end (values held in rows from every
+//! rank's rows in rank order, replicated ones from rank 0) into the caller's tensors on rank
+//! 0's backend; [`execute_ranked`] leaves them on the ranks, so that a value held in rows (a
+//! kernel matrix) is never whole anywhere.
 
 pub mod collective;
+pub(crate) mod tensors;
 #[cfg(test)]
 mod tests;
 
@@ -31,6 +37,37 @@ use std::collections::HashMap;
 
 /// One value's storage on one rank: one buffer (dense, index) or three (CSR).
 type Slot<Buf> = Option<Vec<Buf>>;
+
+/// How a partitioned run receives one input tensor.
+pub enum RankInput<'a, Buf> {
+    /// One tensor on rank 0's backend.
+    Whole(Arg<'a, Buf>),
+    /// Held by the ranks already: rank `r`'s forms at `r`.
+    Ranked(Vec<RankForms<'a, Buf>>),
+}
+
+/// What one rank holds of a ranked input: its block of rows (the partition's rows for this
+/// rank), its whole copy, or both.
+pub struct RankForms<'a, Buf> {
+    /// The whole value, on this rank's backend.
+    pub whole: Option<Arg<'a, Buf>>,
+    /// This rank's block of rows, on its backend.
+    pub rows: Option<Arg<'a, Buf>>,
+}
+
+/// The outputs of [`execute_ranked`] by name, rank `r`'s part at `r`.
+pub type RankedOutputs<Buf> = HashMap<String, Vec<RankHeld<Buf>>>;
+
+/// What one rank holds of an output of [`execute_ranked`]: its block of rows (`rows` rows of
+/// the value) and/or a whole copy, each as the value's buffers (one, dense or index).
+pub struct RankHeld<Buf> {
+    /// The whole value.
+    pub whole: Option<Vec<Buf>>,
+    /// This rank's block of rows.
+    pub rows: Option<Vec<Buf>>,
+    /// How many rows the block holds.
+    pub row_count: usize,
+}
 
 /// One rank's buffers, by value.
 struct RankStore<Buf> {
@@ -50,12 +87,14 @@ struct Run<'p, 'a, B: Backend> {
     backends: &'p [&'p B],
     plan: &'p Plan,
     part: &'p Partition,
-    inputs: &'p HashMap<String, Arg<'a, B::Buf>>,
+    inputs: &'p HashMap<String, RankInput<'a, B::Buf>>,
     scalars: &'p ScalarBindings,
     dims: &'p DimBindings,
     ranks: Vec<RankStore<B::Buf>>,
     rows_ok: Vec<bool>,
     whole_ok: Vec<bool>,
+    /// The value whose buffers each value uses ([`storage_of`]).
+    storage: Vec<usize>,
 }
 
 /// The element type of a value's (first) buffer.
@@ -86,6 +125,58 @@ fn alloc<B: Backend>(
         }
         _ => vec![backend.alloc(elem_of(plan, v), (rows * v.cols).max(1))?],
     })
+}
+
+/// The bytes rank `r` allocates to run `plan`: its rows of every value held in rows and a
+/// whole copy of every value made whole (inputs excepted: those are the caller's).
+pub fn rank_bytes(plan: &Plan, part: &Partition, r: usize) -> usize {
+    let whole = made_whole(plan, part);
+    let storage = storage_of(plan, part, &whole);
+    let local = part.rows(r).len();
+    plan.values
+        .iter()
+        .enumerate()
+        .filter(|(i, v)| storage[*i] == *i && !matches!(v.home, Home::Input(_) | Home::Host))
+        .map(|(i, v)| {
+            let elem = match v.kind {
+                ValueKind::Dense | ValueKind::Index => elem_of(plan, v).size_bytes(),
+                _ => return 0,
+            };
+            let rows = if part.splits(v) { local } else { 0 };
+            let whole_rows = if whole[i] { v.rows } else { 0 };
+            (rows + whole_rows) * v.cols * elem
+        })
+        .sum()
+}
+
+/// For each value, the value whose storage it uses on every rank: itself, or the output it
+/// lives in before that output is written ([`Home::InOutput`]: `B = X * X^T` in `K`'s rows),
+/// where both have one form (rows, or whole) and one layout.
+fn storage_of(plan: &Plan, part: &Partition, whole: &[bool]) -> Vec<usize> {
+    (0..plan.values.len())
+        .map(|i| {
+            let v = &plan.values[i];
+            let Home::InOutput(name) = &v.home else {
+                return i;
+            };
+            let Some((_, o)) = plan.outputs.iter().find(|(n, _)| n == name) else {
+                return i;
+            };
+            let out = plan.value(*o);
+            let same = out.rows == v.rows
+                && out.cols == v.cols
+                && elem_of(plan, out) == elem_of(plan, v)
+                && part.splits(out) == part.splits(v)
+                && whole[o.0] == whole[i]
+                && matches!(v.kind, ValueKind::Dense)
+                && matches!(out.kind, ValueKind::Dense);
+            if same {
+                o.0
+            } else {
+                i
+            }
+        })
+        .collect()
 }
 
 /// The values some schedule entry makes whole on every rank (beyond the inputs).
@@ -123,6 +214,41 @@ pub fn execute<B: Backend>(
     scalars: &ScalarBindings,
     dims: &DimBindings,
 ) -> Result<(), RuntimeError> {
+    let inputs: HashMap<String, RankInput<'_, B::Buf>> = inputs
+        .iter()
+        .map(|(name, arg)| (name.clone(), RankInput::Whole(arg.clone())))
+        .collect();
+    let mut run = start(backends, plan, &inputs, scalars, dims)?;
+    run.schedule(collectives)?;
+    run.assemble(outputs)
+}
+
+/// Runs the partitioned `plan` as [`execute`] does, with inputs whole or already on the ranks,
+/// and leaves every output (but host scalars) on the ranks: by output name, rank `r`'s
+/// [`RankHeld`] at `r` (its rows where the value is held in rows, a whole copy where the
+/// plan made it whole on every rank).
+pub fn execute_ranked<B: Backend>(
+    backends: &[&B],
+    plan: &Plan,
+    collectives: &dyn Collectives<B>,
+    inputs: &HashMap<String, RankInput<'_, B::Buf>>,
+    scalars: &ScalarBindings,
+    dims: &DimBindings,
+) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
+    let mut run = start(backends, plan, inputs, scalars, dims)?;
+    run.schedule(collectives)?;
+    run.into_ranked()
+}
+
+/// Checks the ranks, allocates every rank's buffers and copies the whole inputs the ranks on
+/// other backends read.
+fn start<'p, 'a, B: Backend>(
+    backends: &'p [&'p B],
+    plan: &'p Plan,
+    inputs: &'p HashMap<String, RankInput<'a, B::Buf>>,
+    scalars: &'p ScalarBindings,
+    dims: &'p DimBindings,
+) -> Result<Run<'p, 'a, B>, RuntimeError> {
     let part = plan.partition.as_ref().ok_or_else(|| {
         RuntimeError::InvalidData(format!(
             "the plan of `{}` is not partitioned; run it with the executor",
@@ -139,7 +265,44 @@ pub fn execute<B: Backend>(
         )));
     }
     let whole = made_whole(plan, part);
+    let storage = storage_of(plan, part, &whole);
     let read_whole = inputs_read_whole(plan, part);
+    // Ranked inputs: checked against the partition; where every rank holds its rows, no rows
+    // are cut (nor allocated).
+    let mut given_rows = vec![false; plan.values.len()];
+    let mut given_whole = vec![true; plan.values.len()];
+    for (i, v) in plan.values.iter().enumerate() {
+        let Home::Input(name) = &v.home else { continue };
+        let Some(RankInput::Ranked(forms)) = inputs.get(name) else {
+            continue;
+        };
+        if forms.len() != part.ranks() {
+            return Err(RuntimeError::Binding(format!(
+                "tensor `{name}` is held by {} ranks; this plan runs on {}",
+                forms.len(),
+                part.ranks()
+            )));
+        }
+        for (r, f) in forms.iter().enumerate() {
+            if let Some(Arg::Dense { rows, .. } | Arg::Index { len: rows, .. }) = &f.rows {
+                if *rows != part.rows(r).len() {
+                    return Err(RuntimeError::Binding(format!(
+                        "tensor `{name}`: rank {r} holds {rows} rows, the plan gives it {}; \
+                         pass it whole or split as this plan splits `{}`",
+                        part.rows(r).len(),
+                        part.spec.dim
+                    )));
+                }
+            }
+        }
+        given_rows[i] = forms.iter().all(|f| f.rows.is_some());
+        given_whole[i] = forms.iter().all(|f| f.whole.is_some());
+        if !given_rows[i] && !given_whole[i] {
+            return Err(RuntimeError::Binding(format!(
+                "tensor `{name}` is held by the ranks neither in rows nor whole on every rank"
+            )));
+        }
+    }
     let mut ranks = Vec::with_capacity(part.ranks());
     for (r, backend) in backends.iter().copied().enumerate() {
         let local = part.rows(r).len();
@@ -151,7 +314,7 @@ pub fn execute<B: Backend>(
         };
         if !std::ptr::eq(backend, backends[0]) {
             for name in &read_whole {
-                if let Some(arg) = inputs.get(name) {
+                if let Some(RankInput::Whole(arg)) = inputs.get(name) {
                     store
                         .inputs
                         .insert(name.clone(), copy_across(backends[0], backend, arg)?);
@@ -162,21 +325,27 @@ pub fn execute<B: Backend>(
             // A sparse value's blocks of rows are allocated when they are cut (their sizes
             // come with the data).
             let dense = matches!(v.kind, ValueKind::Dense | ValueKind::Index);
-            store.rows.push(if dense && part.splits(v) {
-                Some(alloc(backend, plan, v, local)?)
-            } else {
-                None
-            });
+            let own = storage[i] == i;
+            store
+                .rows
+                .push(if own && dense && part.splits(v) && !given_rows[i] {
+                    Some(alloc(backend, plan, v, local)?)
+                } else {
+                    None
+                });
             let input = matches!(v.home, Home::Input(_));
-            store.whole.push(if whole[i] && !input {
-                Some(alloc(backend, plan, v, v.rows)?)
-            } else {
-                None
-            });
+            let gathered_input = input && !given_whole[i] && read_whole.contains(&v.name);
+            store
+                .whole
+                .push(if own && ((whole[i] && !input) || gathered_input) {
+                    Some(alloc(backend, plan, v, v.rows)?)
+                } else {
+                    None
+                });
         }
         ranks.push(store);
     }
-    let mut run = Run {
+    Ok(Run {
         backends,
         plan,
         part,
@@ -184,65 +353,77 @@ pub fn execute<B: Backend>(
         scalars,
         dims,
         ranks,
-        rows_ok: vec![false; plan.values.len()],
+        rows_ok: given_rows,
         whole_ok: plan
             .values
             .iter()
-            .map(|v| matches!(v.home, Home::Input(_) | Home::Host))
+            .zip(&given_whole)
+            .map(|(v, given)| match v.home {
+                Home::Input(_) => *given,
+                Home::Host => true,
+                _ => false,
+            })
             .collect(),
-    };
-    for entry in &part.schedule {
-        match entry {
-            RankStep::Run {
-                step,
-                mode,
-                rows_of,
-            } => run.step(*step, *mode, rows_of)?,
-            RankStep::Collective(c) => {
-                let v = c.value;
-                let name = &plan.value(v).name;
-                let failed = |e: RuntimeError| {
-                    RuntimeError::InvalidData(format!(
-                        "{} of `{name}` over {} ranks ({}): {e}",
-                        c.name(),
-                        part.ranks(),
-                        collectives.describe()
-                    ))
-                };
-                match c.kind {
-                    CollectiveKind::AllGather => {
-                        run.require_rows(v)?;
-                        let cols = plan.value(v).cols;
-                        let parts = (0..part.ranks())
-                            .map(|r| Ok((run.rows_buf(r, v)?, part.rows(r).len() * cols)))
-                            .collect::<Result<Vec<_>, RuntimeError>>()?;
-                        let wholes = (0..part.ranks())
-                            .map(|r| run.whole_buf(r, v))
-                            .collect::<Result<Vec<_>, _>>()?;
-                        collectives
-                            .all_gather(backends, &parts, &wholes)
-                            .map_err(failed)?;
-                    }
-                    CollectiveKind::AllReduceSum => {
-                        let bufs = (0..part.ranks())
-                            .map(|r| run.whole_buf(r, v))
-                            .collect::<Result<Vec<_>, _>>()?;
-                        collectives
-                            .all_reduce_sum(backends, &bufs, c.len)
-                            .map_err(failed)?;
-                    }
-                }
-                run.whole_ok[v.0] = true;
-            }
-        }
-    }
-    run.assemble(outputs)
+        storage,
+    })
 }
 
 impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
+    /// Runs the partition's schedule: the steps on every rank, the collectives between them.
+    fn schedule(&mut self, collectives: &dyn Collectives<B>) -> Result<(), RuntimeError> {
+        let (plan, part, backends) = (self.plan, self.part, self.backends);
+        let run = self;
+        for entry in &part.schedule {
+            match entry {
+                RankStep::Run {
+                    step,
+                    mode,
+                    rows_of,
+                } => run.step(*step, *mode, rows_of, collectives)?,
+                RankStep::Collective(c) => {
+                    let v = c.value;
+                    let name = &plan.value(v).name;
+                    let failed = |e: RuntimeError| {
+                        RuntimeError::InvalidData(format!(
+                            "{} of `{name}` over {} ranks ({}): {e}",
+                            c.name(),
+                            part.ranks(),
+                            collectives.describe()
+                        ))
+                    };
+                    match c.kind {
+                        CollectiveKind::AllGather => {
+                            run.require_rows(v)?;
+                            let cols = plan.value(v).cols;
+                            let parts = (0..part.ranks())
+                                .map(|r| Ok((run.rows_buf(r, v)?, part.rows(r).len() * cols)))
+                                .collect::<Result<Vec<_>, RuntimeError>>()?;
+                            let wholes = (0..part.ranks())
+                                .map(|r| run.whole_buf(r, v))
+                                .collect::<Result<Vec<_>, _>>()?;
+                            collectives
+                                .all_gather(backends, &parts, &wholes)
+                                .map_err(failed)?;
+                        }
+                        CollectiveKind::AllReduceSum => {
+                            let bufs = (0..part.ranks())
+                                .map(|r| run.whole_buf(r, v))
+                                .collect::<Result<Vec<_>, _>>()?;
+                            collectives
+                                .all_reduce_sum(backends, &bufs, c.len)
+                                .map_err(failed)?;
+                        }
+                    }
+                    run.whole_ok[v.0] = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Rank `r`'s buffer of its rows of `v`.
     fn rows_buf(&self, r: usize, v: ValueId) -> Result<&B::Buf, RuntimeError> {
-        self.ranks[r].rows[v.0]
+        self.ranks[r].rows[self.storage[v.0]]
             .as_ref()
             .and_then(|b| b.first())
             .ok_or_else(|| self.missing("rows", v))
@@ -250,7 +431,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
 
     /// Rank `r`'s whole copy of `v` (not an input's: those are the caller's).
     fn whole_buf(&self, r: usize, v: ValueId) -> Result<&B::Buf, RuntimeError> {
-        self.ranks[r].whole[v.0]
+        self.ranks[r].whole[self.storage[v.0]]
             .as_ref()
             .and_then(|b| b.first())
             .ok_or_else(|| self.missing("a whole copy", v))
@@ -286,7 +467,14 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                 continue;
             }
             let own;
-            let data = match self.ranks[r].whole[v.0].as_ref().and_then(|b| b.first()) {
+            let whole_here = self.ranks[r].whole[self.storage[v.0]]
+                .as_ref()
+                .and_then(|b| b.first())
+                .or_else(|| {
+                    self.ranked_form(r, v, false)
+                        .and_then(|a| a.buffers().first().copied())
+                });
+            let data = match whole_here {
                 Some(b) => {
                     own = self.backends[r].download(b)?;
                     &own
@@ -295,7 +483,8 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                     Some(d) => &*d,
                     empty => {
                         let buf = match self.inputs.get(input_name(value)) {
-                            Some(Arg::Dense { buf, .. }) | Some(Arg::Index { buf, .. }) => *buf,
+                            Some(RankInput::Whole(Arg::Dense { buf, .. }))
+                            | Some(RankInput::Whole(Arg::Index { buf, .. })) => *buf,
                             _ => return Err(self.missing("input tensor", v)),
                         };
                         &*empty.insert(self.backends[0].download(buf)?)
@@ -315,14 +504,14 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
     fn cut_sparse_rows(&mut self, v: ValueId) -> Result<(), RuntimeError> {
         let value = self.plan.value(v);
         let (row_ptr, col_idx, values, rows) = match self.inputs.get(input_name(value)) {
-            Some(Arg::Csr {
+            Some(RankInput::Whole(Arg::Csr {
                 row_ptr,
                 col_idx,
                 values,
                 rows,
                 ..
-            }) => (*row_ptr, *col_idx, *values, *rows),
-            _ => return Err(self.missing("sparse input", v)),
+            })) => (*row_ptr, *col_idx, *values, *rows),
+            _ => return Err(self.missing("sparse input given whole", v)),
         };
         let HostVec::I32(offsets) = self.backends[0].download(row_ptr)? else {
             return Err(RuntimeError::InvalidData(format!(
@@ -382,17 +571,22 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                 .map(Arg::Scalar)
                 .map_err(|e| RuntimeError::Binding(e.to_string()));
         }
+        if let Some(form) = self.ranked_form(r, v, rows) {
+            return Ok(form.clone());
+        }
         let (bufs, n) = if rows {
-            let bufs = self.ranks[r].rows[v.0]
+            let bufs = self.ranks[r].rows[self.storage[v.0]]
                 .as_ref()
                 .ok_or_else(|| self.missing("rows", v))?;
             (bufs, self.part.rows(r).len())
         } else {
-            match (&value.home, self.ranks[r].whole[v.0].as_ref()) {
-                (Home::Input(name), _) => {
-                    let given = self.inputs.get(name).ok_or_else(|| {
-                        RuntimeError::Binding(format!("input `{name}` was not provided"))
-                    })?;
+            match (&value.home, self.ranks[r].whole[self.storage[v.0]].as_ref()) {
+                (Home::Input(name), None) => {
+                    let Some(RankInput::Whole(given)) = self.inputs.get(name) else {
+                        return Err(RuntimeError::Binding(format!(
+                            "input `{name}` was not provided"
+                        )));
+                    };
                     return match self.ranks[r].inputs.get(name) {
                         // A rank on another backend reads its own copy.
                         Some(copy) => given
@@ -432,7 +626,13 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
     }
 
     /// Runs plan step `i` on every rank.
-    fn step(&mut self, i: usize, mode: StepMode, rows_of: &[bool]) -> Result<(), RuntimeError> {
+    fn step(
+        &mut self,
+        i: usize,
+        mode: StepMode,
+        rows_of: &[bool],
+        collectives: &dyn Collectives<B>,
+    ) -> Result<(), RuntimeError> {
         let plan = self.plan;
         let step = plan
             .steps
@@ -442,7 +642,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             if rows_of.get(k) == Some(&true) {
                 self.require_rows(*v)?;
             } else if !self.whole_ok[v.0] {
-                return Err(self.missing("written whole copy", *v));
+                self.gather_input(*v, collectives)?;
             }
         }
         let local = mode == StepMode::Local;
@@ -463,6 +663,95 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             }
         }
         Ok(())
+    }
+
+    /// Rank `r`'s own form of a ranked input `v` (its rows or its whole copy), if it holds it.
+    fn ranked_form(&self, r: usize, v: ValueId, rows: bool) -> Option<&Arg<'a, B::Buf>> {
+        match self.inputs.get(input_name(self.plan.value(v)))? {
+            RankInput::Ranked(forms) => {
+                let f = forms.get(r)?;
+                if rows {
+                    f.rows.as_ref()
+                } else {
+                    f.whole.as_ref()
+                }
+            }
+            RankInput::Whole(_) => None,
+        }
+    }
+
+    /// Makes a ranked input whole on every rank: an all-gather of the ranks' rows.
+    fn gather_input(
+        &mut self,
+        v: ValueId,
+        collectives: &dyn Collectives<B>,
+    ) -> Result<(), RuntimeError> {
+        let value = self.plan.value(v);
+        if !matches!(value.home, Home::Input(_)) || !self.rows_ok[v.0] {
+            return Err(self.missing("written whole copy", v));
+        }
+        let cols = value.cols;
+        let parts = (0..self.part.ranks())
+            .map(|r| {
+                let rows = self.arg(r, v, true)?;
+                let buf = rows.buffers().first().copied();
+                let buf = buf.ok_or_else(|| self.missing("rows", v))?;
+                Ok((buf, self.part.rows(r).len() * cols))
+            })
+            .collect::<Result<Vec<_>, RuntimeError>>()?;
+        let wholes = (0..self.part.ranks())
+            .map(|r| self.whole_buf(r, v))
+            .collect::<Result<Vec<_>, _>>()?;
+        collectives
+            .all_gather(self.backends, &parts, &wholes)
+            .map_err(|e| {
+                RuntimeError::InvalidData(format!(
+                    "all-gather of input `{}` over {} ranks ({}): {e}",
+                    value.name,
+                    self.part.ranks(),
+                    collectives.describe()
+                ))
+            })?;
+        self.whole_ok[v.0] = true;
+        Ok(())
+    }
+
+    /// Hands every output (but host scalars) over as the ranks hold it: their rows where the
+    /// value is held in rows, their whole copies where the plan made it whole.
+    fn into_ranked(mut self) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
+        let mut out = HashMap::new();
+        for (name, v) in &self.plan.outputs {
+            let value = self.plan.value(*v);
+            if matches!(value.home, Home::Host | Home::Input(_)) {
+                continue;
+            }
+            let rows_ok = self.rows_ok[v.0];
+            let whole_ok = self.whole_ok[v.0];
+            let mut held = Vec::with_capacity(self.part.ranks());
+            for r in 0..self.part.ranks() {
+                let store = &mut self.ranks[r];
+                let rows = if rows_ok {
+                    store.rows[v.0].take()
+                } else {
+                    None
+                };
+                let whole = if whole_ok {
+                    store.whole[v.0].take()
+                } else {
+                    None
+                };
+                if rows.is_none() && whole.is_none() {
+                    return Err(self.missing("written result", *v));
+                }
+                held.push(RankHeld {
+                    whole,
+                    rows,
+                    row_count: self.part.rows(r).len(),
+                });
+            }
+            out.insert(name.clone(), held);
+        }
+        Ok(out)
     }
 
     /// Runs step `i` on rank `r`.
@@ -521,7 +810,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                     )))
                 }
             };
-            let data = if self.whole_ok[v.0] && self.ranks[0].whole[v.0].is_some() {
+            let data = if self.whole_ok[v.0] && self.ranks[0].whole[self.storage[v.0]].is_some() {
                 prefix(
                     self.backends[0].download(self.whole_buf(0, *v)?)?,
                     value.len(),
