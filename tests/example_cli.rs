@@ -1316,7 +1316,12 @@ fn fits_over_cpu_ranks_equal_the_unpartitioned_fit() {
         if algorithm == "stored" {
             assert_eq!(two.1.to_bits(), one.1.to_bits(), "{algorithm}: objective");
         } else {
-            assert!((two.1 - one.1).abs() <= 1e-13 * one.1.abs(), "{} vs {}", two.1, one.1);
+            assert!(
+                (two.1 - one.1).abs() <= 1e-13 * one.1.abs(),
+                "{} vs {}",
+                two.1,
+                one.1
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

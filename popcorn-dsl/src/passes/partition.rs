@@ -241,7 +241,9 @@ fn rule(d: &Dims<'_>, index: usize, step: &Step) -> Result<Rule, String> {
             }
             if d.plan.pipeline_from(index).is_some() {
                 return Err(
-                    "a SYRK overlapped with its map in bands is not partitioned yet".into(),
+                    "a SYRK overlapped with its map in bands is not partitioned (partitioned plans \
+                     are made without band pipelines)"
+                        .into(),
                 );
             }
             if out_rows_n {

@@ -24,7 +24,9 @@ impl PlanPass for Pipelines {
         let Some(multiple) = cx.target.band_rows_multiple.filter(|m| *m > 0) else {
             return Ok(false);
         };
-        if !cx.config.overlap {
+        // A partitioned plan's ranks each compute their block of rows of the product in one
+        // step (a band pipeline over the whole matrix has no block form yet).
+        if !cx.config.overlap || cx.config.partition.is_some() {
             return Ok(false);
         }
         let mut changed = false;

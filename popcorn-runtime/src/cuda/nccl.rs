@@ -387,4 +387,59 @@ mod tests {
             assert_eq!(two_gpus, one_gpu, "n={n} k={k}");
         }
     }
+
+    /// A context over two GPUs builds a polynomial kernel matrix (each GPU its rows, the
+    /// product as a GEMM of its rows) and iterates on it, K staying on its ranks: the labels
+    /// of one GPU's context, the objective to rounding (the whole SYRK sums in another order).
+    #[test]
+    fn kernel_kmeans_on_a_two_gpu_context_matches_one_gpu() {
+        if two_gpus().is_none() {
+            return;
+        }
+        let source = include_str!("../../../examples/programs/kernel_kmeans.pop");
+        let programs = Program::parse_all(source).unwrap();
+        let find = |name: &str| programs.iter().find(|p| p.name == name).unwrap().clone();
+        let (build, iteration) = (find("kernel_polynomial"), find("kkmeans_iteration"));
+        let (n, d, k) = (3001, 8, 3);
+        // Three blobs, point i in blob i mod 3, a little noise.
+        let x: Vec<f64> = (0..n * d)
+            .map(|e| {
+                let (i, j) = (e / d, e % d);
+                let centre = if j == i % 3 { 4.0 } else { 0.0 };
+                centre + ((e * 7919 % 1000) as f64 / 1000.0 - 0.5)
+            })
+            .collect();
+        let run = |ctx: &crate::Context| -> (Vec<u32>, f64) {
+            let xt = ctx.dense(n, d, &x).unwrap();
+            let args = crate::Args::new()
+                .tensor("X", &xt)
+                .scalar("gamma", 0.1)
+                .scalar("coef0", 1.0)
+                .scalar("degree", 2.0);
+            let kmat = ctx.run(&build, &args).unwrap().take("K").unwrap();
+            let first: Vec<u32> = (0..n as u32).map(|i| (i / 7) % k as u32).collect();
+            let mut labels = ctx.index(&first).unwrap();
+            let mut objective = 0.0;
+            for _ in 0..4 {
+                let args = crate::Args::new()
+                    .tensor("K", &kmat)
+                    .tensor("labels", &labels)
+                    .dim("k", k);
+                let mut out = ctx.run(&iteration, &args).unwrap();
+                objective = out.scalar("objective").unwrap();
+                labels = out.take("new_labels").unwrap();
+            }
+            (ctx.to_u32(&labels).unwrap(), objective)
+        };
+        let one = run(&crate::Context::new(crate::DeviceSpec::Cuda(0)).unwrap());
+        let two_ctx = crate::Context::new(crate::DeviceSpec::CudaSet(0b11)).unwrap();
+        let two = run(&two_ctx);
+        assert_eq!(two.0, one.0, "labels");
+        assert!(
+            (two.1 - one.1).abs() <= 1e-4 * one.1.abs(),
+            "{} vs {}",
+            two.1,
+            one.1
+        );
+    }
 }

@@ -690,6 +690,58 @@ fn gpu_syrk(
     download(b, &c)
 }
 
+/// A rank's block of rows of a SYRK (a partitioned plan's local step): those rows of the full
+/// product, both triangles, and nothing else written (the block's own buffer), for blocks at
+/// the start, middle and end, one row, and none.
+#[test]
+fn gpu_syrk_block_of_rows_is_those_rows_of_the_product() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(31);
+    for dtype in DTYPES {
+        for (n, k, start, end) in [
+            (1, 1, 0, 1),
+            (17, 5, 0, 9),
+            (17, 5, 9, 17),
+            (300, 33, 101, 102),
+            (300, 33, 5, 5),
+            (1030, 50, 257, 771),
+        ] {
+            let a = rounded(dtype, &rng.values(n * k));
+            let alpha = -0.5;
+            let want = host_syrk(&a, n, k, false, alpha);
+            let ab = upload(b, dtype, &a);
+            let m = end - start;
+            let c = poisoned(b, ElemType::float(dtype), (m * n).max(1));
+            let op = StepOp::Syrk {
+                trans: false,
+                n,
+                k,
+                alpha: ScalarExpr::Lit(alpha),
+                tf32: false,
+                lower_only: true,
+                block_rows: 0,
+                row_block: Some((start, end)),
+            };
+            b.run_step(
+                &step(op),
+                &[dense(&ab, n, k)],
+                &[dense(&c, m, n)],
+                dtype,
+                alpha,
+            )
+            .expect("a block of rows of a SYRK");
+            let got = download(b, &c);
+            let what = format!("syrk rows {start}..{end} {dtype:?} n={n} k={k}");
+            assert_close(
+                &got[..m * n],
+                &want[start * n..end * n],
+                tolerance(dtype),
+                &what,
+            );
+        }
+    }
+}
+
 /// Labels of `n` points in `k` clusters with cluster `empty` unused.
 fn labels_with_empty_cluster(rng: &mut Rng, n: usize, k: usize, empty: usize) -> Vec<u32> {
     (0..n)

@@ -11,6 +11,55 @@ use crate::cuda::nvrtc::poisoned;
 use crate::error::RuntimeError;
 use popcorn_dsl::plan::{Step, StepOp, StepPart};
 
+/// A rank's block of rows `[start, end)` of `C = alpha A A^T` (A stored `n x k`, whole), in
+/// full (both triangles), as one GEMM of those rows of `A` against all of `A`: the rank's
+/// rows of the product without the rest. The whole step's SYRK sums in another order, so a
+/// rank's rows may differ from it by rounding.
+fn rank_rows(
+    cx: &StepCx<'_>,
+    step: &Step,
+    (inputs, outputs): Io<'_, '_>,
+    (trans, n, k, tf32): (bool, usize, usize, bool),
+    (start, end): (usize, usize),
+) -> Result<(), RuntimeError> {
+    if trans {
+        return Err(invalid(format!(
+            "{}: a block of rows of A^T A (a rank's rows of a transposed SYRK) has no GPU form",
+            step.op_name()
+        )));
+    }
+    if start > end || end > n {
+        return Err(invalid(format!(
+            "rows [{start}, {end}) of a SYRK of order {n}"
+        )));
+    }
+    cx.require_main_lane("syrk")?;
+    count("syrk", inputs, outputs, 1, 1)?;
+    let elem = cx.elem();
+    let a = dense(&inputs[0], elem, "syrk input A")?;
+    let c = dense(&outputs[0], elem, "syrk output C (a rank's rows)")?;
+    shape("syrk input A", (a.rows, a.cols), (n, k))?;
+    let m = end - start;
+    shape("syrk output C (a rank's rows)", (c.rows, c.cols), (m, n))?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        // SAFETY: `c` was checked to hold `m x n` elements of the plan's type.
+        return unsafe { cx.zero(c.ptr, m * n, elem) };
+    }
+    let mut blas = cx.device.blas.lock().map_err(|_| poisoned())?;
+    blas.set_tf32(tf32 || cx.device.allow_tf32)?;
+    let first_row = a.ptr + (start * k * cx.dtype.size_bytes()) as u64;
+    // SAFETY: A holds `n x k` and C `m x n` elements of the plan's type (checked above), on
+    // this device and used on its main stream; rows `start..end` of A start at `first_row`.
+    unsafe {
+        blas.gemm(
+            cx.dtype, false, true, m, n, k, cx.alpha, first_row, a.ptr, c.ptr,
+        )
+    }
+}
+
 /// Runs part `part` of a SYRK step: input `A`, output `C`.
 pub(crate) fn run(
     cx: &StepCx<'_>,
@@ -31,13 +80,11 @@ pub(crate) fn run(
         return Err(invalid(format!("{} step given as a SYRK", step.op_name())));
     };
     if let StepOp::Syrk {
-        row_block: Some((start, end)),
+        row_block: Some(rows),
         ..
     } = step.op
     {
-        return Err(invalid(format!(
-            "a SYRK of rows [{start}, {end}) (a rank's block) runs on the CPU ranks only"
-        )));
+        return rank_rows(cx, step, (inputs, outputs), (trans, n, k, tf32), rows);
     }
     cx.require_main_lane("syrk")?;
     count("syrk", inputs, outputs, 1, 1)?;
