@@ -16,6 +16,7 @@
 //! | `POPCORN_NO_WARP_SPECIALISATION=1` | [`Settings::no_warp_specialisation`] | TF32 contractions on Hopper keep the lock-step body (all warps stage, multiply and fold in turn) instead of the warp-specialised one (a producer thread copying through the tensor memory accelerator, two consumer warpgroups) |
 //! | `POPCORN_CACHE_DIR=dir` | [`Settings::cache_dir`] | where compiled kernels are kept (default `$XDG_CACHE_HOME/popcorn/kernels`, else `~/.cache/popcorn/kernels`) |
 //! | `POPCORN_REQUIRE_GPU=1` | [`Settings::require_gpu`] | GPU tests fail instead of skipping where no GPU is usable |
+//! | `POPCORN_RANK_TIMEOUT=seconds` | [`Settings::rank_timeout_s`] | how long the ranks of a run over several GPUs wait for one another's work before all are stopped with an error naming the rank that did not finish (default 600) |
 //! | `POPCORN_REQUIRE_GPUS=N` | [`Settings::require_gpus`] | tests that need several GPUs (NCCL ranks) fail instead of skipping where fewer than `N` are usable |
 //! | `POPCORN_CONTRACTIONS=auto\|always\|never` | [`Settings::contractions`] | fuse products with their consumers where the cost model says so, wherever possible, or never |
 //! | `POPCORN_CPU_RANKS=P` | [`Settings::cpu_ranks`] | CPU contexts run plans partitioned along the points `n` over `P` in-process ranks with an in-memory collective (`P` > 1; the results equal one rank's) |
@@ -104,6 +105,8 @@ pub struct Settings {
     pub cache_dir: Option<PathBuf>,
     /// `POPCORN_REQUIRE_GPU`.
     pub require_gpu: bool,
+    /// `POPCORN_RANK_TIMEOUT`: seconds the ranks of a multi-GPU run wait for one another.
+    pub rank_timeout_s: Option<usize>,
     /// `POPCORN_REQUIRE_GPUS`: how many GPUs the multi-GPU tests require.
     pub require_gpus: Option<usize>,
     /// `POPCORN_CONTRACTIONS=auto|always|never`.
@@ -148,6 +151,10 @@ impl Settings {
         let cpu_ranks = number(
             "POPCORN_CPU_RANKS",
             "the number of in-process ranks of CPU contexts",
+        );
+        let rank_timeout_s = number(
+            "POPCORN_RANK_TIMEOUT",
+            "the seconds the ranks of a multi-GPU run wait for one another",
         );
         let require_gpus = number(
             "POPCORN_REQUIRE_GPUS",
@@ -200,6 +207,7 @@ impl Settings {
             memory_limit,
             cpu_ranks,
             require_gpus,
+            rank_timeout_s,
             problems,
         }
     }

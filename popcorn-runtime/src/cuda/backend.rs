@@ -122,6 +122,23 @@ impl CudaBackend {
         self.device.ctx.ordinal()
     }
 
+    /// Whether the work queued on the main stream has finished (`Ok(false)`: still running),
+    /// or why it failed.
+    pub(crate) fn stream_state(&self) -> Result<bool, String> {
+        let stream = &self.device.streams[0];
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(crate::cuda::driver_message)?;
+        // SAFETY: the stream is live for as long as the backend; querying changes nothing.
+        let state = unsafe { cudarc::driver::sys::cuStreamQuery(stream.cu_stream()) };
+        match state {
+            cudarc::driver::sys::CUresult::CUDA_SUCCESS => Ok(true),
+            cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            e => Err(crate::cuda::driver_message(cudarc::driver::DriverError(e))),
+        }
+    }
+
     /// The stream steps run on (lane 0), which collectives join.
     pub(crate) fn main_stream(&self) -> &std::sync::Arc<cudarc::driver::CudaStream> {
         &self.device.streams[0]

@@ -8,6 +8,13 @@
 //! all-gather does not allow). An all-reduce is NCCL's sum: over two ranks it equals the sum in
 //! rank order bit for bit (one addition, which commutes); over more, NCCL chooses the order of
 //! the additions, so sums may differ from one rank's in the last bits.
+//!
+//! Faults: at the end of every run ([`Collectives::settle`]) the ranks' streams are watched
+//! together with NCCL's asynchronous error of each communicator. A rank whose work failed (a
+//! device error, an NCCL error) or that does not finish within `POPCORN_RANK_TIMEOUT` seconds
+//! (default 600) makes every communicator abort, so that no rank waits on for it, and the run
+//! fails with an error naming the rank, its device and the cause; the communicators are gone
+//! after that, and every later collective says so (make a new context).
 
 use crate::backend::{BufferInfo, ElemType};
 use crate::cuda::{CudaBackend, CudaBuffer};
@@ -15,11 +22,19 @@ use crate::error::RuntimeError;
 use crate::ranks::Collectives;
 use cudarc::nccl::{result, sys};
 use kernel_ir::Half;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long ranks wait for one another by default, in seconds.
+const DEFAULT_TIMEOUT_S: usize = 600;
 
 /// One NCCL communicator per rank, rank `r` on the device of the `r`-th backend given.
 pub struct NcclRanks {
     comms: Vec<sys::ncclComm_t>,
     ordinals: Vec<usize>,
+    /// Why the communicators were aborted, once they were.
+    stopped: Mutex<Option<String>>,
+    timeout: Duration,
 }
 
 // SAFETY: the communicators are used only through `&self` methods that issue whole groups of
@@ -76,7 +91,66 @@ impl NcclRanks {
             result::comm_init_all(comms.as_mut_ptr(), devices.len() as i32, devices.as_ptr())
         }
         .map_err(|e| nccl_error("ncclCommInitAll", e))?;
-        Ok(NcclRanks { comms, ordinals })
+        let timeout_s = popcorn_dsl::settings::settings()
+            .rank_timeout_s
+            .unwrap_or(DEFAULT_TIMEOUT_S);
+        Ok(NcclRanks {
+            comms,
+            ordinals,
+            stopped: Mutex::new(None),
+            timeout: Duration::from_secs(timeout_s as u64),
+        })
+    }
+
+    /// The same ranks waiting at most `timeout` for one another (tests).
+    pub fn with_timeout(mut self, timeout: Duration) -> NcclRanks {
+        self.timeout = timeout;
+        self
+    }
+
+    /// An error if the communicators were aborted.
+    fn usable(&self) -> Result<(), RuntimeError> {
+        match self.stopped.lock().map(|s| s.clone()) {
+            Ok(None) => Ok(()),
+            Ok(Some(why)) => Err(RuntimeError::Device(format!(
+                "the NCCL ranks were stopped earlier ({why}); make a new context"
+            ))),
+            Err(_) => Err(RuntimeError::Device(
+                "the NCCL ranks' state is poisoned".into(),
+            )),
+        }
+    }
+
+    /// Aborts every communicator (their pending operations end in error, so no rank waits for
+    /// the failed one) and returns the error naming rank `rank` and `cause`.
+    fn stop(&self, rank: usize, cause: String) -> RuntimeError {
+        let what = format!("rank {rank} (cuda:{}) failed: {cause}", self.ordinals[rank]);
+        if let Ok(mut stopped) = self.stopped.lock() {
+            if stopped.is_none() {
+                for &comm in &self.comms {
+                    // SAFETY: each communicator came from ncclCommInitAll and is aborted once
+                    // (the flag set below keeps Drop from destroying it again).
+                    let _ = unsafe { result::comm_abort(comm) };
+                }
+                *stopped = Some(what.clone());
+            }
+        }
+        RuntimeError::Device(format!("{what}; every rank was stopped"))
+    }
+
+    /// NCCL's asynchronous error of rank `r`'s communicator, if it has one.
+    fn async_error(&self, r: usize) -> Option<String> {
+        let mut state = sys::ncclResult_t::ncclSuccess;
+        // SAFETY: the communicator is live (not aborted: checked by the caller) and `state`
+        // is a place for the result.
+        let called = unsafe { sys::ncclCommGetAsyncError(self.comms[r], &mut state) };
+        if called != sys::ncclResult_t::ncclSuccess {
+            return Some(format!("ncclCommGetAsyncError returned {called:?}"));
+        }
+        match state {
+            sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress => None,
+            other => Some(format!("NCCL error {other:?}")),
+        }
     }
 
     /// Runs `issue` between ncclGroupStart and ncclGroupEnd, so that the calls it makes for
@@ -115,6 +189,9 @@ impl NcclRanks {
 
 impl Drop for NcclRanks {
     fn drop(&mut self) {
+        if !matches!(self.stopped.get_mut().map(|s| s.is_none()), Ok(true)) {
+            return; // aborted: NCCL freed them
+        }
         for &comm in &self.comms {
             // SAFETY: each communicator came from ncclCommInitAll and is destroyed once; the
             // status is ignored (nothing can be done about a failure while dropping).
@@ -135,6 +212,7 @@ impl Collectives<CudaBackend> for NcclRanks {
         parts: &[(&CudaBuffer, usize)],
         wholes: &[&CudaBuffer],
     ) -> Result<(), RuntimeError> {
+        self.usable()?;
         self.check(backends, parts.len())?;
         self.check(backends, wholes.len())?;
         let elem = wholes.first().map_or(ElemType::F32, |w| w.elem());
@@ -186,6 +264,7 @@ impl Collectives<CudaBackend> for NcclRanks {
         bufs: &[&CudaBuffer],
         len: usize,
     ) -> Result<(), RuntimeError> {
+        self.usable()?;
         self.check(backends, bufs.len())?;
         if len == 0 {
             return Ok(());
@@ -217,6 +296,41 @@ impl Collectives<CudaBackend> for NcclRanks {
             }
             Ok(())
         })
+    }
+
+    fn settle(&self, backends: &[&CudaBackend]) -> Result<(), RuntimeError> {
+        self.usable()?;
+        self.check(backends, backends.len())?;
+        let start = Instant::now();
+        let mut done = vec![false; backends.len()];
+        loop {
+            for (r, backend) in backends.iter().enumerate() {
+                if done[r] {
+                    continue;
+                }
+                if let Some(cause) = self.async_error(r) {
+                    return Err(self.stop(r, cause));
+                }
+                match backend.stream_state() {
+                    Ok(true) => done[r] = true,
+                    Ok(false) => {}
+                    Err(cause) => return Err(self.stop(r, cause)),
+                }
+            }
+            if done.iter().all(|d| *d) {
+                return Ok(());
+            }
+            if start.elapsed() > self.timeout {
+                let r = done.iter().position(|d| !d).unwrap_or(0);
+                let cause = format!(
+                    "its work did not finish within {} s (POPCORN_RANK_TIMEOUT); a peer may have \
+                     failed or the work is longer than that",
+                    self.timeout.as_secs_f64()
+                );
+                return Err(self.stop(r, cause));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 }
 
@@ -441,5 +555,76 @@ mod tests {
             two.1,
             one.1
         );
+    }
+
+    /// The child of [`a_fault_on_one_gpu_stops_both_ranks_within_seconds`]: rank 1's device
+    /// traps before an all-reduce that rank 0 would wait on for ever. A trap leaves that device
+    /// unusable for the rest of the process, hence a process of its own.
+    #[test]
+    #[ignore = "run by a_fault_on_one_gpu_stops_both_ranks_within_seconds in its own process"]
+    fn fault_child() {
+        if std::env::var_os("POPCORN_NCCL_FAULT_CHILD").is_none() {
+            return;
+        }
+        let Some([a, b]) = two_gpus() else { return };
+        let backends = [&a, &b];
+        let ranks = NcclRanks::new(&backends)
+            .unwrap()
+            .with_timeout(std::time::Duration::from_secs(20));
+        let trap = b
+            .raw()
+            .kernel("pk_test_trap", || {
+                "extern \"C\" __global__ void pk_test_trap() { asm volatile(\"trap;\"); }".into()
+            })
+            .unwrap();
+        // SAFETY: the kernel takes no arguments and touches no memory.
+        unsafe { b.raw().launch(&trap, ((1, 1, 1), (1, 1, 1), 0), &mut []) }.unwrap();
+        let s0 = a.upload(HostSlice::F32(&[1.0; 1024])).unwrap();
+        let s1 = b.upload(HostSlice::F32(&[1.0; 1024])).unwrap();
+        let issued = ranks.all_reduce_sum(&backends, &[&s0, &s1], 1024);
+        let settled = ranks.settle(&backends);
+        let err = issued.and(settled).expect_err("rank 1 trapped");
+        println!("FAULT-REPORT: {err}");
+        let again = ranks
+            .all_reduce_sum(&backends, &[&s0, &s1], 1024)
+            .expect_err("the ranks were stopped");
+        println!("AFTER: {again}");
+    }
+
+    /// A device fault on one GPU stops both ranks with an error naming the rank, its device
+    /// and the cause, within seconds (not a hang), and the stopped ranks refuse later work.
+    #[test]
+    fn a_fault_on_one_gpu_stops_both_ranks_within_seconds() {
+        if two_gpus().is_none() {
+            return;
+        }
+        let exe = std::env::current_exe().expect("the test binary");
+        let start = std::time::Instant::now();
+        let out = std::process::Command::new(exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "cuda::nccl::tests::fault_child",
+                "--nocapture",
+            ])
+            .env("POPCORN_NCCL_FAULT_CHILD", "1")
+            .output()
+            .expect("run the child");
+        let elapsed = start.elapsed().as_secs_f64();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains("FAULT-REPORT: rank 1 (cuda:1) failed"),
+            "{text}"
+        );
+        assert!(text.contains("every rank was stopped"), "{text}");
+        assert!(
+            text.contains("AFTER: the NCCL ranks were stopped earlier"),
+            "{text}"
+        );
+        assert!(elapsed < 60.0, "the ranks took {elapsed:.1} s to stop");
     }
 }

@@ -28,6 +28,15 @@ pub trait Collectives<B: Backend> {
         bufs: &[&B::Buf],
         len: usize,
     ) -> Result<(), RuntimeError>;
+
+    /// Waits until every rank's queued work has finished, or stops every rank when one fails
+    /// or stops answering, with an error naming it and the cause, so that no rank waits for a
+    /// peer that will never come. The runner calls it at the end of every run, failed or
+    /// not. Collectives that finish before they return (in memory) have nothing to wait for.
+    fn settle(&self, backends: &[&B]) -> Result<(), RuntimeError> {
+        let _ = backends;
+        Ok(())
+    }
 }
 
 /// The ranks of one process, exchanging through host memory (download, combine, write back):

@@ -219,8 +219,19 @@ pub fn execute<B: Backend>(
         .map(|(name, arg)| (name.clone(), RankInput::Whole(arg.clone())))
         .collect();
     let mut run = start(backends, plan, &inputs, scalars, dims)?;
-    run.schedule(collectives)?;
+    settled(backends, collectives, run.schedule(collectives))?;
     run.assemble(outputs)
+}
+
+/// `result`, once every rank has settled ([`Collectives::settle`]); where both failed, the
+/// run's own error, the cause, comes first.
+fn settled<B: Backend>(
+    backends: &[&B],
+    collectives: &dyn Collectives<B>,
+    result: Result<(), RuntimeError>,
+) -> Result<(), RuntimeError> {
+    let settle = collectives.settle(backends);
+    result.and(settle)
 }
 
 /// Runs the partitioned `plan` as [`execute`] does, with inputs whole or already on the ranks,
@@ -236,7 +247,7 @@ pub fn execute_ranked<B: Backend>(
     dims: &DimBindings,
 ) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
     let mut run = start(backends, plan, inputs, scalars, dims)?;
-    run.schedule(collectives)?;
+    settled(backends, collectives, run.schedule(collectives))?;
     run.into_ranked()
 }
 
