@@ -158,7 +158,16 @@ pub(crate) fn choose(
         .map_or(size as usize, |(_, v)| {
             build_plan.value(*v).elem_bytes(ctx.dtype())
         }) as u64;
-    let kernel_matrix_bytes = (n as u64).saturating_mul(n as u64).saturating_mul(k_size);
+    // Over several ranks each holds its block of rows of K (rank 0's, the largest, is what
+    // the memory of rank 0's device, below, must take).
+    let ranks = config.partition.as_ref().map_or(1, |p| p.ranks.max(1));
+    let k_rows = n.div_ceil(ranks) as u64;
+    let kernel_matrix_bytes = k_rows.saturating_mul(n as u64).saturating_mul(k_size);
+    let per_rank = if ranks > 1 {
+        format!(" per rank ({ranks} ranks)")
+    } else {
+        String::new()
+    };
     // What building K needs besides K (an f32 product before a 16-bit K is rounded from it).
     let build_workspace = build_plan.workspace_bytes() as u64;
     // An algorithm whose plan cannot be made (a plan the partitioning pass cannot split)
@@ -271,7 +280,7 @@ pub(crate) fn choose(
         Algorithm::Auto if !fits => (
             Algorithm::Recompute,
             format!(
-                "K would take {:.1} GiB but only {:.1} GiB of {memory} are free",
+                "K would take {:.1} GiB{per_rank} but only {:.1} GiB of {memory} are free",
                 gib(kernel_matrix_bytes),
                 gib(free.unwrap_or(0))
             ),
@@ -306,7 +315,7 @@ pub(crate) fn choose(
     };
     let summary = match requested {
         Algorithm::Auto if !fits => format!(
-            "{algorithm} (K needs {:.1} GiB, {:.1} GiB free)",
+            "{algorithm} (K needs {:.1} GiB{per_rank}, {:.1} GiB free)",
             gib(kernel_matrix_bytes),
             gib(free.unwrap_or(0))
         ),
@@ -376,6 +385,23 @@ mod tests {
                 "weighted {weighted}: {}",
                 auto.reason
             );
+        }
+        // Over ranks each holding its rows of K, a K too large for one rank's memory is still
+        // stored when its rows fit: 3000 points in f32 (K 34 MiB) with 24 MiB per rank.
+        let shape = (3000, 4, 3);
+        let limit = 24 << 20;
+        for (ranks, stored) in [(1, false), (2, true), (3, true)] {
+            let ctx = Context::cpu_ranks(ranks, Some(limit));
+            let chosen = choose(Algorithm::Auto, &ctx, &programs, shape, 10, false).expect("plans");
+            assert_eq!(
+                chosen.algorithm == Algorithm::Stored,
+                stored,
+                "{ranks} rank(s): {}",
+                chosen.reason
+            );
+            if !stored {
+                assert!(chosen.reason.contains("K would take"), "{}", chosen.reason);
+            }
         }
         let zero = ctx.with_config(PlannerConfig {
             partition: Some(PartitionSpec::points(0)),
