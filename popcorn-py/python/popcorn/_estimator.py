@@ -89,7 +89,9 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
     zscore : bool, default=False
         Standardise every feature (learned on the training points) first.
     device : str, default="auto"
-        ``"auto"`` (the first usable GPU, else the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+        ``"auto"`` (the first usable GPU, else the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``, or
+        several GPUs of this machine, ``"cuda:0,1"`` or ``"cuda:all"`` (the points split over
+        them, one share each, exchanging through NCCL).
     dtype : {"float32", "float64"}, default="float32"
         Element type of the computation.
     kernel_storage : {None, "float32", "bfloat16", "float16"}, default=None
