@@ -28,10 +28,17 @@ use std::time::{Duration, Instant};
 /// How long ranks wait for one another by default, in seconds.
 const DEFAULT_TIMEOUT_S: usize = 600;
 
-/// One NCCL communicator per rank, rank `r` on the device of the `r`-th backend given.
+/// NCCL communicators for the ranks this process runs: every rank of the run (one process
+/// driving several GPUs, [`NcclRanks::new`]) or one rank of a run spread over processes.
 pub struct NcclRanks {
+    /// One per rank of this process.
     comms: Vec<sys::ncclComm_t>,
+    /// The rank of each communicator.
+    ranks: Vec<usize>,
+    /// The device of each communicator.
     ordinals: Vec<usize>,
+    /// Ranks in the run, in all processes.
+    world: usize,
     /// Why the communicators were aborted, once they were.
     stopped: Mutex<Option<String>>,
     timeout: Duration,
@@ -96,6 +103,8 @@ impl NcclRanks {
             .unwrap_or(DEFAULT_TIMEOUT_S);
         Ok(NcclRanks {
             comms,
+            ranks: (0..ordinals.len()).collect(),
+            world: ordinals.len(),
             ordinals,
             stopped: Mutex::new(None),
             timeout: Duration::from_secs(timeout_s as u64),
@@ -123,8 +132,11 @@ impl NcclRanks {
 
     /// Aborts every communicator (their pending operations end in error, so no rank waits for
     /// the failed one) and returns the error naming rank `rank` and `cause`.
-    fn stop(&self, rank: usize, cause: String) -> RuntimeError {
-        let what = format!("rank {rank} (cuda:{}) failed: {cause}", self.ordinals[rank]);
+    fn stop(&self, i: usize, cause: String) -> RuntimeError {
+        let what = format!(
+            "rank {} (cuda:{}) failed: {cause}",
+            self.ranks[i], self.ordinals[i]
+        );
         if let Ok(mut stopped) = self.stopped.lock() {
             if stopped.is_none() {
                 for &comm in &self.comms {
@@ -167,9 +179,16 @@ impl NcclRanks {
         issued.and(ended.map(|_| ()))
     }
 
-    /// Checks that `backends` are the ranks' devices, in rank order.
-    fn check(&self, backends: &[&CudaBackend], bufs: usize) -> Result<(), RuntimeError> {
-        let same = backends.len() == self.ordinals.len()
+    /// Checks that `ranks` and `backends` are this process's ranks and their devices, with
+    /// `bufs` buffers.
+    fn check(
+        &self,
+        ranks: &[usize],
+        backends: &[&CudaBackend],
+        bufs: usize,
+    ) -> Result<(), RuntimeError> {
+        let same = ranks == self.ranks.as_slice()
+            && backends.len() == self.ordinals.len()
             && bufs == self.ordinals.len()
             && backends
                 .iter()
@@ -179,7 +198,9 @@ impl NcclRanks {
             Ok(())
         } else {
             Err(RuntimeError::Internal(format!(
-                "NCCL ranks on devices {:?} were handed {} backends and {bufs} buffers",
+                "NCCL ranks {:?} on devices {:?} were handed ranks {ranks:?}, {} backends and \
+                 {bufs} buffers",
+                self.ranks,
                 self.ordinals,
                 backends.len()
             )))
@@ -203,40 +224,57 @@ impl Drop for NcclRanks {
 impl Collectives<CudaBackend> for NcclRanks {
     fn describe(&self) -> String {
         let devices: Vec<String> = self.ordinals.iter().map(|o| format!("cuda:{o}")).collect();
-        format!("NCCL over {}", devices.join(", "))
+        if self.ranks.len() == self.world {
+            format!("NCCL over {}", devices.join(", "))
+        } else {
+            format!(
+                "NCCL, ranks {:?} of {} on {}",
+                self.ranks,
+                self.world,
+                devices.join(", ")
+            )
+        }
     }
 
-    fn all_gather(
-        &self,
-        backends: &[&CudaBackend],
-        parts: &[(&CudaBuffer, usize)],
-        wholes: &[&CudaBuffer],
-    ) -> Result<(), RuntimeError> {
+    fn all_gather(&self, g: &crate::ranks::Gather<'_, CudaBackend>) -> Result<(), RuntimeError> {
         self.usable()?;
-        self.check(backends, parts.len())?;
-        self.check(backends, wholes.len())?;
-        let elem = wholes.first().map_or(ElemType::F32, |w| w.elem());
-        let total: usize = parts.iter().map(|p| p.1).sum();
-        for (r, (p, w)) in parts.iter().zip(wholes).enumerate() {
-            if p.0.elem() != elem || w.elem() != elem || p.0.len() < p.1 || w.len() < total {
+        self.check(g.ranks, g.backends, g.parts.len())?;
+        self.check(g.ranks, g.backends, g.wholes.len())?;
+        if g.lens.len() != self.world {
+            return Err(RuntimeError::Internal(format!(
+                "all-gather over {} ranks given {} part lengths",
+                self.world,
+                g.lens.len()
+            )));
+        }
+        let elem = g.wholes.first().map_or(ElemType::F32, |w| w.elem());
+        let total: usize = g.lens.iter().sum();
+        for (i, (p, w)) in g.parts.iter().zip(g.wholes).enumerate() {
+            let rank = self.ranks[i];
+            let fits = p.0.elem() == elem && w.elem() == elem && p.0.len() >= p.1;
+            if !fits || p.1 != g.lens[rank] || w.len() < total {
                 return Err(RuntimeError::Internal(format!(
-                    "all-gather: rank {r}'s buffers do not hold {} of {total} elements",
-                    p.1
+                    "all-gather: rank {rank}'s buffers do not hold {} of {total} elements",
+                    g.lens[rank]
                 )));
             }
         }
         let size = elem.size_bytes() as u64;
         self.group("the all-gather's ncclGroupEnd", || {
             let mut offset = 0u64;
-            for (root, (part, len)) in parts.iter().enumerate() {
+            for (root, len) in g.lens.iter().enumerate() {
                 if *len > 0 {
-                    for (r, whole) in wholes.iter().enumerate() {
+                    for (i, whole) in g.wholes.iter().enumerate() {
                         let recv = whole.device_ptr() + offset * size;
-                        let send = if r == root { part.device_ptr() } else { recv };
-                        let stream = backends[r].main_stream().cu_stream();
-                        // SAFETY: `send` holds `len` elements on the root (checked above), and
+                        let send = if self.ranks[i] == root {
+                            g.parts[i].0.device_ptr()
+                        } else {
+                            recv
+                        };
+                        let stream = g.backends[i].main_stream().cu_stream();
+                        // SAFETY: on the root, `send` holds `len` elements (checked above), and
                         // `recv` has room for them at `offset` in every rank's whole copy
-                        // (`total` elements checked); both live on rank r's device, whose
+                        // (`total` elements checked); both live on this rank's device, whose
                         // communicator and stream are used.
                         unsafe {
                             result::broadcast(
@@ -245,7 +283,7 @@ impl Collectives<CudaBackend> for NcclRanks {
                                 *len,
                                 nccl_type(elem),
                                 root as i32,
-                                self.comms[r],
+                                self.comms[i],
                                 stream as sys::cudaStream_t,
                             )
                         }
@@ -260,12 +298,13 @@ impl Collectives<CudaBackend> for NcclRanks {
 
     fn all_reduce_sum(
         &self,
+        ranks: &[usize],
         backends: &[&CudaBackend],
         bufs: &[&CudaBuffer],
         len: usize,
     ) -> Result<(), RuntimeError> {
         self.usable()?;
-        self.check(backends, bufs.len())?;
+        self.check(ranks, backends, bufs.len())?;
         if len == 0 {
             return Ok(());
         }
@@ -298,9 +337,9 @@ impl Collectives<CudaBackend> for NcclRanks {
         })
     }
 
-    fn settle(&self, backends: &[&CudaBackend]) -> Result<(), RuntimeError> {
+    fn settle(&self, ranks: &[usize], backends: &[&CudaBackend]) -> Result<(), RuntimeError> {
         self.usable()?;
-        self.check(backends, backends.len())?;
+        self.check(ranks, backends, backends.len())?;
         let start = Instant::now();
         let mut done = vec![false; backends.len()];
         loop {
@@ -374,9 +413,14 @@ mod tests {
         let p1 = b.upload(HostSlice::F64(&[4.0, 5.0])).unwrap();
         let w0 = a.upload(HostSlice::F64(&[f64::NAN; 6])).unwrap();
         let w1 = b.upload(HostSlice::F64(&[f64::NAN; 6])).unwrap();
-        ranks
-            .all_gather(&backends, &[(&p0, 3), (&p1, 2)], &[&w0, &w1])
-            .unwrap();
+        let gather = crate::ranks::Gather {
+            ranks: &[0, 1],
+            backends: &backends,
+            parts: &[(&p0, 3), (&p1, 2)],
+            lens: &[3, 2],
+            wholes: &[&w0, &w1],
+        };
+        ranks.all_gather(&gather).unwrap();
         for (backend, w) in [(&a, &w0), (&b, &w1)] {
             let got = backend.download(w).unwrap().to_f64();
             assert_eq!(&got[..5], &[1.0, 2.0, 3.0, 4.0, 5.0]);
@@ -384,7 +428,9 @@ mod tests {
         }
         let s0 = a.upload(HostSlice::F32(&[0.1, 2.0, 7.0])).unwrap();
         let s1 = b.upload(HostSlice::F32(&[0.2, -2.0, 7.0])).unwrap();
-        ranks.all_reduce_sum(&backends, &[&s0, &s1], 2).unwrap();
+        ranks
+            .all_reduce_sum(&[0, 1], &backends, &[&s0, &s1], 2)
+            .unwrap();
         for (backend, s) in [(&a, &s0), (&b, &s1)] {
             assert_eq!(
                 backend.download(s).unwrap(),
@@ -581,12 +627,12 @@ mod tests {
         unsafe { b.raw().launch(&trap, ((1, 1, 1), (1, 1, 1), 0), &mut []) }.unwrap();
         let s0 = a.upload(HostSlice::F32(&[1.0; 1024])).unwrap();
         let s1 = b.upload(HostSlice::F32(&[1.0; 1024])).unwrap();
-        let issued = ranks.all_reduce_sum(&backends, &[&s0, &s1], 1024);
-        let settled = ranks.settle(&backends);
+        let issued = ranks.all_reduce_sum(&[0, 1], &backends, &[&s0, &s1], 1024);
+        let settled = ranks.settle(&[0, 1], &backends);
         let err = issued.and(settled).expect_err("rank 1 trapped");
         println!("FAULT-REPORT: {err}");
         let again = ranks
-            .all_reduce_sum(&backends, &[&s0, &s1], 1024)
+            .all_reduce_sum(&[0, 1], &backends, &[&s0, &s1], 1024)
             .expect_err("the ranks were stopped");
         println!("AFTER: {again}");
     }

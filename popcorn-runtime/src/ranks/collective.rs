@@ -5,25 +5,37 @@
 use crate::backend::{Backend, BufferInfo, HostVec};
 use crate::error::RuntimeError;
 
-/// All-gather and all-reduce(sum) over the ranks of one partitioned run. Each method gets
-/// every rank's backend and buffer, in rank order (rank `r`'s buffers live on `backends[r]`).
+/// One all-gather, as the ranks of this process see it: entry `i` of `backends`, `parts` and
+/// `wholes` belongs to rank `ranks[i]`; `lens` holds every rank's part length (this
+/// process's and the others').
+pub struct Gather<'g, B: Backend> {
+    /// The ranks of this process, in increasing order.
+    pub ranks: &'g [usize],
+    /// Their backends.
+    pub backends: &'g [&'g B],
+    /// Their parts: a buffer and how many of its first elements are the part.
+    pub parts: &'g [(&'g B::Buf, usize)],
+    /// Every rank's part length, by rank.
+    pub lens: &'g [usize],
+    /// Their whole copies, written with every part in rank order.
+    pub wholes: &'g [&'g B::Buf],
+}
+
+/// All-gather and all-reduce(sum) over the ranks of one partitioned run. Each method gets the
+/// ranks this process runs (`ranks`, increasing), with their backends and buffers in the same
+/// order; the other ranks, if any, run in other processes that the collectives reach.
 pub trait Collectives<B: Backend> {
     /// What carries the data, for messages.
     fn describe(&self) -> String;
 
-    /// Writes into every rank's `wholes[r]` the ranks' parts concatenated in rank order: rank
-    /// `r`'s first `parts[r].1` elements of `parts[r].0`.
-    fn all_gather(
-        &self,
-        backends: &[&B],
-        parts: &[(&B::Buf, usize)],
-        wholes: &[&B::Buf],
-    ) -> Result<(), RuntimeError>;
+    /// Writes into every rank's whole copy the ranks' parts concatenated in rank order.
+    fn all_gather(&self, gather: &Gather<'_, B>) -> Result<(), RuntimeError>;
 
-    /// Replaces the first `len` elements of every rank's `bufs[r]` by their element-wise sum
-    /// over the ranks, added in rank order (rank 0 first).
+    /// Replaces the first `len` elements of every rank's buffer by their element-wise sum over
+    /// all ranks, added in rank order (rank 0 first).
     fn all_reduce_sum(
         &self,
+        ranks: &[usize],
         backends: &[&B],
         bufs: &[&B::Buf],
         len: usize,
@@ -33,9 +45,15 @@ pub trait Collectives<B: Backend> {
     /// or stops answering, with an error naming it and the cause, so that no rank waits for a
     /// peer that will never come. The runner calls it at the end of every run, failed or
     /// not. Collectives that finish before they return (in memory) have nothing to wait for.
-    fn settle(&self, backends: &[&B]) -> Result<(), RuntimeError> {
-        let _ = backends;
+    fn settle(&self, ranks: &[usize], backends: &[&B]) -> Result<(), RuntimeError> {
+        let _ = (ranks, backends);
         Ok(())
+    }
+
+    /// Tells the other ranks that this process's run failed with `error`, so that none waits
+    /// for it. Collectives whose ranks all live in this process have no one to tell.
+    fn abandon(&self, error: &RuntimeError) {
+        let _ = error;
     }
 }
 
@@ -49,15 +67,11 @@ impl<B: Backend> Collectives<B> for InMemory {
         "in-memory collectives".into()
     }
 
-    fn all_gather(
-        &self,
-        backends: &[&B],
-        parts: &[(&B::Buf, usize)],
-        wholes: &[&B::Buf],
-    ) -> Result<(), RuntimeError> {
-        check_ranks(backends, parts.len().max(wholes.len()))?;
+    fn all_gather(&self, g: &Gather<'_, B>) -> Result<(), RuntimeError> {
+        all_here(g.ranks, g.lens.len())?;
+        check_ranks(g.backends, g.parts.len().max(g.wholes.len()))?;
         let mut whole: Option<HostVec> = None;
-        for ((buf, len), backend) in parts.iter().zip(backends) {
+        for ((buf, len), backend) in g.parts.iter().zip(g.backends) {
             let part = prefix(backend.download(buf)?, *len)?;
             match &mut whole {
                 None => whole = Some(part),
@@ -67,7 +81,7 @@ impl<B: Backend> Collectives<B> for InMemory {
         let Some(whole) = whole else {
             return Ok(());
         };
-        for (w, backend) in wholes.iter().zip(backends) {
+        for (w, backend) in g.wholes.iter().zip(g.backends) {
             write_prefix(*backend, w, &whole)?;
         }
         Ok(())
@@ -75,11 +89,13 @@ impl<B: Backend> Collectives<B> for InMemory {
 
     fn all_reduce_sum(
         &self,
+        ranks: &[usize],
         backends: &[&B],
         bufs: &[&B::Buf],
         len: usize,
     ) -> Result<(), RuntimeError> {
         check_ranks(backends, bufs.len())?;
+        all_here(ranks, bufs.len())?;
         let mut sum: Option<HostVec> = None;
         for (buf, backend) in bufs.iter().zip(backends) {
             let part = prefix(backend.download(buf)?, len)?;
@@ -95,6 +111,19 @@ impl<B: Backend> Collectives<B> for InMemory {
             write_prefix(*backend, b, &sum)?;
         }
         Ok(())
+    }
+}
+
+/// Checks that `ranks` are all of `count` ranks (in-memory collectives see every rank).
+fn all_here(ranks: &[usize], count: usize) -> Result<(), RuntimeError> {
+    if ranks.len() == count && ranks.iter().enumerate().all(|(i, r)| i == *r) {
+        Ok(())
+    } else {
+        Err(RuntimeError::Internal(
+            "in-memory collectives need every rank in this process (ranks of other processes \
+             exchange through the world's collectives)"
+                .into(),
+        ))
     }
 }
 
@@ -204,21 +233,28 @@ mod tests {
         let p1 = b.upload(HostSlice::F64(&[3.0])).unwrap();
         let w0 = b.alloc(crate::backend::ElemType::F64, 3).unwrap();
         let w1 = b.alloc(crate::backend::ElemType::F64, 3).unwrap();
-        InMemory
-            .all_gather(&[&b, &b], &[(&p0, 2), (&p1, 1)], &[&w0, &w1])
-            .unwrap();
+        let gather = Gather {
+            ranks: &[0, 1],
+            backends: &[&b, &b],
+            parts: &[(&p0, 2), (&p1, 1)],
+            lens: &[2, 1],
+            wholes: &[&w0, &w1],
+        };
+        InMemory.all_gather(&gather).unwrap();
         for w in [&w0, &w1] {
             assert_eq!(b.download(w).unwrap(), HostVec::F64(vec![1.0, 2.0, 3.0]));
         }
         let a = b.upload(HostSlice::F32(&[1.0, 2.0])).unwrap();
         let c = b.upload(HostSlice::F32(&[10.0, 20.0])).unwrap();
-        InMemory.all_reduce_sum(&[&b, &b], &[&a, &c], 2).unwrap();
+        InMemory
+            .all_reduce_sum(&[0, 1], &[&b, &b], &[&a, &c], 2)
+            .unwrap();
         for x in [&a, &c] {
             assert_eq!(b.download(x).unwrap(), HostVec::F32(vec![11.0, 22.0]));
         }
         let i = b.upload(HostSlice::U32(&[1])).unwrap();
         let err = InMemory
-            .all_reduce_sum(&[&b, &b], &[&a, &i], 1)
+            .all_reduce_sum(&[0, 1], &[&b, &b], &[&a, &i], 1)
             .unwrap_err();
         assert!(err.to_string().contains("element type"), "{err}");
     }

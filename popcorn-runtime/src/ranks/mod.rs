@@ -25,7 +25,7 @@ pub(crate) mod tensors;
 #[cfg(test)]
 mod tests;
 
-pub use collective::{Collectives, InMemory};
+pub use collective::{Collectives, Gather, InMemory};
 
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostVec};
 use crate::error::RuntimeError;
@@ -83,8 +83,13 @@ struct RankStore<Buf> {
 
 /// The run's state: every rank's buffers, and which forms of each value are written.
 struct Run<'p, 'a, B: Backend> {
-    /// Rank `r`'s backend at `r`.
-    backends: &'p [&'p B],
+    /// Rank `r`'s backend at `r` (for a rank of another process, this process's first
+    /// backend: never used, as nothing runs here for it).
+    backends: Vec<&'p B>,
+    /// The ranks this process runs, in increasing order.
+    local: Vec<usize>,
+    /// The backend the caller's whole inputs and outputs live on (the first local rank's).
+    home: &'p B,
     plan: &'p Plan,
     part: &'p Partition,
     inputs: &'p HashMap<String, RankInput<'a, B::Buf>>,
@@ -218,20 +223,10 @@ pub fn execute<B: Backend>(
         .iter()
         .map(|(name, arg)| (name.clone(), RankInput::Whole(arg.clone())))
         .collect();
-    let mut run = start(backends, plan, &inputs, scalars, dims)?;
-    settled(backends, collectives, run.schedule(collectives))?;
+    let local = every_rank(backends, plan)?;
+    let mut run = start(&local, plan, &inputs, scalars, dims)?;
+    run.settled(collectives, |run| run.schedule(collectives))?;
     run.assemble(outputs)
-}
-
-/// `result`, once every rank has settled ([`Collectives::settle`]); where both failed, the
-/// run's own error, the cause, comes first.
-fn settled<B: Backend>(
-    backends: &[&B],
-    collectives: &dyn Collectives<B>,
-    result: Result<(), RuntimeError>,
-) -> Result<(), RuntimeError> {
-    let settle = collectives.settle(backends);
-    result.and(settle)
 }
 
 /// Runs the partitioned `plan` as [`execute`] does, with inputs whole or already on the ranks,
@@ -246,15 +241,45 @@ pub fn execute_ranked<B: Backend>(
     scalars: &ScalarBindings,
     dims: &DimBindings,
 ) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
-    let mut run = start(backends, plan, inputs, scalars, dims)?;
-    settled(backends, collectives, run.schedule(collectives))?;
+    let local = every_rank(backends, plan)?;
+    execute_ranked_local(&local, plan, collectives, inputs, scalars, dims)
+}
+
+/// Every rank of `plan` with its backend, from one backend per rank.
+fn every_rank<'b, B>(backends: &[&'b B], plan: &Plan) -> Result<Vec<(usize, &'b B)>, RuntimeError> {
+    let ranks = plan.partition.as_ref().map_or(1, |p| p.ranks());
+    if backends.len() != ranks {
+        return Err(RuntimeError::InvalidData(format!(
+            "the plan of `{}` runs on {ranks} ranks but {} backends were given",
+            plan.program,
+            backends.len()
+        )));
+    }
+    Ok(backends.iter().copied().enumerate().collect())
+}
+
+/// [`execute_ranked`] for the ranks this process drives of a run whose other ranks run in
+/// other processes (one per GPU under `mpirun`): `local` pairs each rank this process runs
+/// with its backend, in increasing rank order; `collectives` reach the other processes'
+/// ranks. Ranked inputs and outputs hold this process's ranks' parts only (the others' left
+/// empty); a whole input is this process's own copy, on its first local rank's backend.
+pub fn execute_ranked_local<B: Backend>(
+    local: &[(usize, &B)],
+    plan: &Plan,
+    collectives: &dyn Collectives<B>,
+    inputs: &HashMap<String, RankInput<'_, B::Buf>>,
+    scalars: &ScalarBindings,
+    dims: &DimBindings,
+) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
+    let mut run = start(local, plan, inputs, scalars, dims)?;
+    run.settled(collectives, |run| run.schedule(collectives))?;
     run.into_ranked()
 }
 
 /// Checks the ranks, allocates every rank's buffers and copies the whole inputs the ranks on
 /// other backends read.
 fn start<'p, 'a, B: Backend>(
-    backends: &'p [&'p B],
+    local: &[(usize, &'p B)],
     plan: &'p Plan,
     inputs: &'p HashMap<String, RankInput<'a, B::Buf>>,
     scalars: &'p ScalarBindings,
@@ -267,14 +292,26 @@ fn start<'p, 'a, B: Backend>(
         ))
     })?;
     plan.validate()?;
-    if backends.len() != part.ranks() {
+    let in_order = local.windows(2).all(|w| w[0].0 < w[1].0);
+    let Some(&(_, home)) = local.first() else {
         return Err(RuntimeError::InvalidData(format!(
-            "the plan of `{}` runs on {} ranks but {} backends were given",
+            "the plan of `{}` was given no ranks to run",
+            plan.program
+        )));
+    };
+    if !in_order || local.iter().any(|(r, _)| *r >= part.ranks()) {
+        return Err(RuntimeError::InvalidData(format!(
+            "the plan of `{}` runs on {} ranks but was given ranks {:?}",
             plan.program,
             part.ranks(),
-            backends.len()
+            local.iter().map(|(r, _)| *r).collect::<Vec<_>>()
         )));
     }
+    let mut backends = vec![home; part.ranks()];
+    for (r, b) in local {
+        backends[*r] = b;
+    }
+    let local_ranks: Vec<usize> = local.iter().map(|(r, _)| *r).collect();
     let whole = made_whole(plan, part);
     let storage = storage_of(plan, part, &whole);
     let read_whole = inputs_read_whole(plan, part);
@@ -295,6 +332,9 @@ fn start<'p, 'a, B: Backend>(
             )));
         }
         for (r, f) in forms.iter().enumerate() {
+            if !local_ranks.contains(&r) {
+                continue;
+            }
             if let Some(Arg::Dense { rows, .. } | Arg::Index { len: rows, .. }) = &f.rows {
                 if *rows != part.rows(r).len() {
                     return Err(RuntimeError::Binding(format!(
@@ -306,11 +346,11 @@ fn start<'p, 'a, B: Backend>(
                 }
             }
         }
-        given_rows[i] = forms.iter().all(|f| f.rows.is_some());
-        given_whole[i] = forms.iter().all(|f| f.whole.is_some());
+        given_rows[i] = local_ranks.iter().all(|r| forms[*r].rows.is_some());
+        given_whole[i] = local_ranks.iter().all(|r| forms[*r].whole.is_some());
         if !given_rows[i] && !given_whole[i] {
             return Err(RuntimeError::Binding(format!(
-                "tensor `{name}` is held by the ranks neither in rows nor whole on every rank"
+                "tensor `{name}` is held by this process's ranks neither in rows nor whole on each"
             )));
         }
     }
@@ -323,12 +363,19 @@ fn start<'p, 'a, B: Backend>(
             block_nnz: vec![0; plan.values.len()],
             inputs: HashMap::new(),
         };
-        if !std::ptr::eq(backend, backends[0]) {
+        if !local_ranks.contains(&r) {
+            // Another process's rank: nothing of it lives here.
+            store.rows = (0..plan.values.len()).map(|_| None).collect();
+            store.whole = (0..plan.values.len()).map(|_| None).collect();
+            ranks.push(store);
+            continue;
+        }
+        if !std::ptr::eq(backend, home) {
             for name in &read_whole {
                 if let Some(RankInput::Whole(arg)) = inputs.get(name) {
                     store
                         .inputs
-                        .insert(name.clone(), copy_across(backends[0], backend, arg)?);
+                        .insert(name.clone(), copy_across(home, backend, arg)?);
                 }
             }
         }
@@ -358,6 +405,8 @@ fn start<'p, 'a, B: Backend>(
     }
     Ok(Run {
         backends,
+        local: local_ranks,
+        home,
         plan,
         part,
         inputs,
@@ -382,7 +431,9 @@ fn start<'p, 'a, B: Backend>(
 impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
     /// Runs the partition's schedule: the steps on every rank, the collectives between them.
     fn schedule(&mut self, collectives: &dyn Collectives<B>) -> Result<(), RuntimeError> {
-        let (plan, part, backends) = (self.plan, self.part, self.backends);
+        let (plan, part) = (self.plan, self.part);
+        let local = self.local.clone();
+        let backends = self.local_backends();
         let run = self;
         for entry in &part.schedule {
             match entry {
@@ -406,22 +457,33 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                         CollectiveKind::AllGather => {
                             run.require_rows(v)?;
                             let cols = plan.value(v).cols;
-                            let parts = (0..part.ranks())
-                                .map(|r| Ok((run.rows_buf(r, v)?, part.rows(r).len() * cols)))
+                            let lens: Vec<usize> = (0..part.ranks())
+                                .map(|r| part.rows(r).len() * cols)
+                                .collect();
+                            let parts = local
+                                .iter()
+                                .map(|&r| Ok((run.rows_buf(r, v)?, lens[r])))
                                 .collect::<Result<Vec<_>, RuntimeError>>()?;
-                            let wholes = (0..part.ranks())
-                                .map(|r| run.whole_buf(r, v))
+                            let wholes = local
+                                .iter()
+                                .map(|&r| run.whole_buf(r, v))
                                 .collect::<Result<Vec<_>, _>>()?;
-                            collectives
-                                .all_gather(backends, &parts, &wholes)
-                                .map_err(failed)?;
+                            let gather = Gather {
+                                ranks: &local,
+                                backends: &backends,
+                                parts: &parts,
+                                lens: &lens,
+                                wholes: &wholes,
+                            };
+                            collectives.all_gather(&gather).map_err(failed)?;
                         }
                         CollectiveKind::AllReduceSum => {
-                            let bufs = (0..part.ranks())
-                                .map(|r| run.whole_buf(r, v))
+                            let bufs = local
+                                .iter()
+                                .map(|&r| run.whole_buf(r, v))
                                 .collect::<Result<Vec<_>, _>>()?;
                             collectives
-                                .all_reduce_sum(backends, &bufs, c.len)
+                                .all_reduce_sum(&local, &backends, &bufs, c.len)
                                 .map_err(failed)?;
                         }
                     }
@@ -430,6 +492,27 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             }
         }
         Ok(())
+    }
+
+    /// The backends of this process's ranks, in the order of `self.local`.
+    fn local_backends(&self) -> Vec<&'p B> {
+        self.local.iter().map(|&r| self.backends[r]).collect()
+    }
+
+    /// Runs `work`, then waits for every rank to settle ([`Collectives::settle`]); where the
+    /// work failed, the other ranks are told first ([`Collectives::abandon`]), and the work's
+    /// own error, the cause, is the one returned.
+    fn settled(
+        &mut self,
+        collectives: &dyn Collectives<B>,
+        work: impl FnOnce(&mut Self) -> Result<(), RuntimeError>,
+    ) -> Result<(), RuntimeError> {
+        let result = work(self);
+        if let Err(e) = &result {
+            collectives.abandon(e);
+        }
+        let settle = collectives.settle(&self.local, &self.local_backends());
+        result.and(settle)
     }
 
     /// Rank `r`'s buffer of its rows of `v`.
@@ -472,7 +555,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
         let cols = value.cols;
         // An input is one tensor for every rank: read once.
         let mut input_data: Option<HostVec> = None;
-        for r in 0..self.part.ranks() {
+        for r in self.local.clone() {
             let rows = self.part.rows(r);
             if rows.is_empty() {
                 continue;
@@ -498,7 +581,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                             | Some(RankInput::Whole(Arg::Index { buf, .. })) => *buf,
                             _ => return Err(self.missing("input tensor", v)),
                         };
-                        &*empty.insert(self.backends[0].download(buf)?)
+                        &*empty.insert(self.home.download(buf)?)
                     }
                 },
             };
@@ -524,7 +607,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             })) => (*row_ptr, *col_idx, *values, *rows),
             _ => return Err(self.missing("sparse input given whole", v)),
         };
-        let HostVec::I32(offsets) = self.backends[0].download(row_ptr)? else {
+        let HostVec::I32(offsets) = self.home.download(row_ptr)? else {
             return Err(RuntimeError::InvalidData(format!(
                 "the row offsets of `{}` are not 32-bit integers",
                 value.name
@@ -541,9 +624,9 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                     ))
                 })
         };
-        let col_idx = self.backends[0].download(col_idx)?;
-        let entries = self.backends[0].download(values)?;
-        for r in 0..self.part.ranks() {
+        let col_idx = self.home.download(col_idx)?;
+        let entries = self.home.download(values)?;
+        for r in self.local.clone() {
             let block = self.part.rows(r);
             let (first, end) = (at(block.start)?, at(block.end)?);
             if end < first {
@@ -662,7 +745,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             .iter()
             .map(|o| local && self.part.splits(plan.value(*o)))
             .collect();
-        for r in 0..self.part.ranks() {
+        for r in self.local.clone() {
             self.rank_step(r, i, step, local, rows_of, &out_rows)
                 .map_err(|e| named(plan, i, r, e))?;
         }
@@ -702,27 +785,40 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             return Err(self.missing("written whole copy", v));
         }
         let cols = value.cols;
-        let parts = (0..self.part.ranks())
-            .map(|r| {
+        let lens: Vec<usize> = (0..self.part.ranks())
+            .map(|r| self.part.rows(r).len() * cols)
+            .collect();
+        let parts = self
+            .local
+            .iter()
+            .map(|&r| {
                 let rows = self.arg(r, v, true)?;
                 let buf = rows.buffers().first().copied();
                 let buf = buf.ok_or_else(|| self.missing("rows", v))?;
-                Ok((buf, self.part.rows(r).len() * cols))
+                Ok((buf, lens[r]))
             })
             .collect::<Result<Vec<_>, RuntimeError>>()?;
-        let wholes = (0..self.part.ranks())
-            .map(|r| self.whole_buf(r, v))
+        let wholes = self
+            .local
+            .iter()
+            .map(|&r| self.whole_buf(r, v))
             .collect::<Result<Vec<_>, _>>()?;
-        collectives
-            .all_gather(self.backends, &parts, &wholes)
-            .map_err(|e| {
-                RuntimeError::InvalidData(format!(
-                    "all-gather of input `{}` over {} ranks ({}): {e}",
-                    value.name,
-                    self.part.ranks(),
-                    collectives.describe()
-                ))
-            })?;
+        let backends = self.local_backends();
+        let gather = Gather {
+            ranks: &self.local,
+            backends: &backends,
+            parts: &parts,
+            lens: &lens,
+            wholes: &wholes,
+        };
+        collectives.all_gather(&gather).map_err(|e| {
+            RuntimeError::InvalidData(format!(
+                "all-gather of input `{}` over {} ranks ({}): {e}",
+                value.name,
+                self.part.ranks(),
+                collectives.describe()
+            ))
+        })?;
         self.whole_ok[v.0] = true;
         Ok(())
     }
@@ -740,6 +836,14 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             let whole_ok = self.whole_ok[v.0];
             let mut held = Vec::with_capacity(self.part.ranks());
             for r in 0..self.part.ranks() {
+                if !self.local.contains(&r) {
+                    held.push(RankHeld {
+                        whole: None,
+                        rows: None,
+                        row_count: self.part.rows(r).len(),
+                    });
+                    continue;
+                }
                 let store = &mut self.ranks[r];
                 let rows = if rows_ok {
                     store.rows[v.0].take()
@@ -808,6 +912,11 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
     /// Writes every output into the caller's tensor: rows from every rank in rank order, or
     /// rank 0's whole copy.
     fn assemble(&self, outputs: &HashMap<String, Arg<'_, B::Buf>>) -> Result<(), RuntimeError> {
+        if self.local.len() != self.part.ranks() {
+            return Err(RuntimeError::Internal(
+                "whole outputs are assembled only where every rank runs in this process".into(),
+            ));
+        }
         for (name, v) in &self.plan.outputs {
             let value = self.plan.value(*v);
             if matches!(value.home, Home::Host) {
@@ -822,10 +931,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                 }
             };
             let data = if self.whole_ok[v.0] && self.ranks[0].whole[self.storage[v.0]].is_some() {
-                prefix(
-                    self.backends[0].download(self.whole_buf(0, *v)?)?,
-                    value.len(),
-                )?
+                prefix(self.home.download(self.whole_buf(0, *v)?)?, value.len())?
             } else if self.rows_ok[v.0] {
                 let mut all = None;
                 for r in 0..self.part.ranks() {
@@ -847,7 +953,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                     value.len()
                 )));
             }
-            write_prefix(self.backends[0], dest, &data)?;
+            write_prefix(self.home, dest, &data)?;
         }
         Ok(())
     }
