@@ -194,7 +194,7 @@ pub(crate) fn append(a: &mut HostVec, b: &HostVec) -> Result<(), RuntimeError> {
 }
 
 /// `a += b`, element by element.
-fn add(a: &mut HostVec, b: &HostVec) -> Result<(), RuntimeError> {
+pub(crate) fn add(a: &mut HostVec, b: &HostVec) -> Result<(), RuntimeError> {
     same_elem!(a, b, x, y => x.iter_mut().zip(y.iter()).for_each(|(p, q)| *p += *q), "an all-reduce");
     Ok(())
 }
