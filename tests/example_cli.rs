@@ -1326,3 +1326,152 @@ fn fits_over_cpu_ranks_equal_the_unpartitioned_fit() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The example run as several processes, one rank each, as `mpirun -np P` starts it (the
+/// launcher's rank, size and a rendezvous file in the environment): rank 0 writes the labels
+/// and the report, which equal one process's fit (stored K: the objective bit for bit;
+/// recomputed K: to rounding, see `fits_over_cpu_ranks_equal_the_unpartitioned_fit`); the
+/// other ranks write nothing. A rank that fails (a missing input on one rank) stops every
+/// rank with an error naming it.
+#[test]
+fn processes_of_one_rank_each_give_one_process_fit() {
+    let Some(bin) = built_example() else {
+        eprintln!(
+            "skipped: no up-to-date kernel_kmeans example binary (plain `cargo test` builds it)"
+        );
+        return;
+    };
+    let dir = scratch("world");
+    let args = |algorithm: &str, labels: &Path, json: &Path| -> Vec<String> {
+        [
+            "-n",
+            "257",
+            "-d",
+            "3",
+            "-k",
+            "5",
+            "-f",
+            "polynomial",
+            "--dtype",
+            "f64",
+            "--device",
+            "cpu",
+            "--algorithm",
+            algorithm,
+            "--init",
+            "kmeans++",
+            "-m",
+            "20",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            "--labels-out".to_string(),
+            path_str(labels).to_string(),
+            "--json".to_string(),
+            path_str(json).to_string(),
+        ])
+        .collect()
+    };
+    let objective = |json: &Path| -> f64 {
+        std::fs::read_to_string(json)
+            .expect("the JSON report")
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("\"objective\":"))
+            .and_then(|v| v.trim().trim_end_matches(',').parse().ok())
+            .expect("an objective")
+    };
+    for algorithm in ["stored", "recompute"] {
+        let (labels, json) = (dir.join("one.txt"), dir.join("one.json"));
+        let one = std::process::Command::new(&bin)
+            .args(args(algorithm, &labels, &json))
+            .output()
+            .expect("run the example");
+        assert_eq!(
+            one.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&one.stderr)
+        );
+        let (want_labels, want_objective) = (read_labels(&labels), objective(&json));
+        for size in [2, 3] {
+            let rendezvous = dir.join(format!("{algorithm}-{size}.addr"));
+            let children: Vec<_> = (0..size)
+                .map(|rank| {
+                    let labels = dir.join(format!("{algorithm}-{size}-{rank}.txt"));
+                    let json = dir.join(format!("{algorithm}-{size}-{rank}.json"));
+                    let child = std::process::Command::new(&bin)
+                        .args(args(algorithm, &labels, &json))
+                        .env("POPCORN_RANK", rank.to_string())
+                        .env("POPCORN_WORLD_SIZE", size.to_string())
+                        .env("POPCORN_RENDEZVOUS", &rendezvous)
+                        .env("POPCORN_RANK_TIMEOUT", "60")
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .expect("start a rank");
+                    (child, labels, json)
+                })
+                .collect();
+            for (rank, (child, labels, json)) in children.into_iter().enumerate() {
+                let out = child.wait_with_output().expect("a rank's exit");
+                let what = format!("{algorithm}, rank {rank} of {size}");
+                assert_eq!(
+                    out.status.code(),
+                    Some(0),
+                    "{what}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                if rank == 0 {
+                    assert_eq!(read_labels(&labels), want_labels, "{what}");
+                    let got = objective(&json);
+                    if algorithm == "stored" {
+                        assert_eq!(got.to_bits(), want_objective.to_bits(), "{what}");
+                    } else {
+                        assert!((got - want_objective).abs() <= 1e-12 * want_objective.abs());
+                    }
+                } else {
+                    assert!(!labels.exists() && !json.exists(), "{what} wrote results");
+                    assert!(out.stdout.is_empty(), "{what} printed");
+                }
+            }
+        }
+    }
+    // Rank 1 of 2 cannot read its input: both ranks stop, naming it.
+    let rendezvous = dir.join("failure.addr");
+    let points = dir.join("points.csv");
+    std::fs::write(&points, "0,0\n1,1\n5,5\n6,6\n").unwrap();
+    let start = std::time::Instant::now();
+    let children: Vec<_> = (0..2)
+        .map(|rank| {
+            let input = if rank == 0 {
+                path_str(&points).to_string()
+            } else {
+                "/nonexistent/popcorn/points.csv".to_string()
+            };
+            std::process::Command::new(&bin)
+                .args(["-i", &input, "-k", "2", "--device", "cpu"])
+                .env("POPCORN_RANK", rank.to_string())
+                .env("POPCORN_WORLD_SIZE", "2")
+                .env("POPCORN_RENDEZVOUS", &rendezvous)
+                .env("POPCORN_RANK_TIMEOUT", "20")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start a rank")
+        })
+        .collect();
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("a rank's exit"))
+        .collect();
+    assert!(
+        start.elapsed().as_secs_f64() < 60.0,
+        "the ranks took too long to stop"
+    );
+    assert_eq!(outs[1].status.code(), Some(1));
+    let rank0 = String::from_utf8_lossy(&outs[0].stderr);
+    assert_ne!(outs[0].status.code(), Some(0), "rank 0 went on: {rank0}");
+    assert!(rank0.contains("rank 1"), "{rank0}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -39,6 +39,8 @@ where
     match execute(&cli, out, err, terminal) {
         Ok(()) => 0,
         Err(e) => {
+            // One rank of a run over several processes: the others stop too, naming this one.
+            popcorn::runtime::ranks::world::abandon_process_run(&e.one_line());
             let _ = writeln!(err, "error: {}", e.one_line());
             e.exit_code()
         }
@@ -222,7 +224,11 @@ fn execute(
         outcomes.push(Outcome { spec, fit, scores });
     }
 
-    // The results.
+    // The results: written by one process of a run over several (`mpirun`), rank 0; the
+    // others ran their ranks of the same fits and stop here.
+    if !primary_process()? {
+        return Ok(());
+    }
     let first = &outcomes[0];
     let mut wrote = Vec::new();
     if let Some(path) = &cli.output {
@@ -249,6 +255,12 @@ fn execute(
         writeln!(out, "wrote {}", path.display())?;
     }
     Ok(())
+}
+
+/// Whether this process writes the results: the only process, or rank 0 of a run over
+/// several (the launcher's environment, as the library reads it).
+fn primary_process() -> Result<bool, CliError> {
+    Ok(popcorn::runtime::ranks::world::World::from_env()?.is_none_or(|w| w.rank == 0))
 }
 
 /// Runs one fit, with a progress line on a terminal.

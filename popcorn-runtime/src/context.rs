@@ -10,6 +10,7 @@ use crate::device::DeviceSpec;
 use crate::error::RuntimeError;
 use crate::executor::Workspace;
 use crate::ranks::tensors as ranked;
+use crate::ranks::world::{HostChannel, World, WorldCollectives};
 use crate::ranks::{Collectives, InMemory, RankHeld, RankInput};
 use crate::recorded::Recorded;
 use crate::tensor::{Tensor, TensorData, TensorShape};
@@ -101,6 +102,9 @@ struct RankBackends<B: Backend> {
     others: Vec<B>,
     /// Their collectives; `None`: through host memory ([`InMemory`]).
     collectives: Option<Box<dyn Collectives<B> + Send + Sync>>,
+    /// In a run over several processes: this process's rank (on the engine's backend) and
+    /// the channel to the others.
+    world: Option<(usize, Arc<HostChannel>)>,
 }
 
 impl<B: Backend> RankBackends<B> {
@@ -109,6 +113,7 @@ impl<B: Backend> RankBackends<B> {
         RankBackends {
             others: Vec::new(),
             collectives: None,
+            world: None,
         }
     }
 }
@@ -124,7 +129,8 @@ impl<B: Backend> Engine<B> {
 
     /// The backends of `ranks` ranks, rank `r`'s at `r`.
     fn rank_backends(&self, ranks: usize) -> Result<Vec<&B>, RuntimeError> {
-        if self.ranks.others.is_empty() {
+        // Ranks of other processes hold nothing here: the engine's backend stands in.
+        if self.ranks.others.is_empty() || self.ranks.world.is_some() {
             return Ok(vec![&self.backend; ranks]);
         }
         if ranks != self.ranks.others.len() + 1 {
@@ -152,7 +158,12 @@ impl<B: Backend> Engine<B> {
         held: &[RankHeld<B::Buf>],
         shape: TensorShape,
     ) -> Result<HostVec, RuntimeError> {
-        ranked::to_host(&self.rank_backends(held.len())?, held, shape)
+        match &self.ranks.world {
+            Some((rank, channel)) => {
+                ranked::to_host_in_world(&self.backend, held, shape, *rank, channel)
+            }
+            None => ranked::to_host(&self.rank_backends(held.len())?, held, shape),
+        }
     }
 }
 
@@ -249,6 +260,9 @@ fn cpu_config() -> PlannerConfig {
 impl Context {
     /// A context on the given device, computing in `f32`.
     pub fn new(device: DeviceSpec) -> Result<Context, RuntimeError> {
+        if let Some(world) = World::from_env()? {
+            return Context::in_world(device, &world);
+        }
         let engine = match device.resolve()? {
             DeviceSpec::Cuda(n) => EngineKind::Cuda(Engine::new(CudaBackend::new(n)?)),
             spec @ DeviceSpec::CudaSet(_) => return Context::cuda_ranks(&spec.ordinals()),
@@ -290,11 +304,73 @@ impl Context {
         engine.ranks = RankBackends {
             others: backends.collect(),
             collectives: Some(Box::new(nccl)),
+            world: None,
         };
         let mut config = PlannerConfig::from_env();
         config.partition = Some(PartitionSpec::points(ordinals.len()));
         Ok(Context {
             engine: EngineKind::Cuda(engine),
+            config,
+            target: None,
+            graphs: false,
+        })
+    }
+
+    /// A context for this process's rank of a run spread over several processes (started by
+    /// `mpirun`, `srun` or `torchrun`; [`World::from_env`] reads the launcher's environment,
+    /// and [`Context::new`] calls this when it finds one): plans are partitioned along the
+    /// points over the processes, this one running its rank on the CPU or on the GPU
+    /// `cuda:{local rank}` (with `cuda`, `cuda:0` or `auto`; `cuda:N`, N > 0, names another),
+    /// and the ranks exchange
+    /// through NCCL (GPUs) or the host channel (CPUs). Every process must run the same programs
+    /// in the same order, and read back tensors held in rows at the same points.
+    pub fn in_world(device: DeviceSpec, world: &World) -> Result<Context, RuntimeError> {
+        let channel = crate::ranks::world::process_channel(world)?;
+        let mut config = PlannerConfig::from_env();
+        config.partition = Some(PartitionSpec::points(world.size));
+        // `cuda` (which is `cuda:0`) and `auto` mean this process's own GPU, `cuda:{local
+        // rank}` (the first visible one where the launcher gives each process one GPU).
+        let gpu = match device {
+            DeviceSpec::Cpu => None,
+            DeviceSpec::Cuda(n) if n > 0 => Some(n),
+            DeviceSpec::Cuda(_) | DeviceSpec::Auto | DeviceSpec::CudaAll => {
+                match crate::cuda::cuda_available() {
+                    Ok(count) if count > 0 => Some(world.local_rank % count),
+                    _ if device == DeviceSpec::Auto => None,
+                    Ok(_) | Err(_) => {
+                        return Err(RuntimeError::Device(
+                            "cuda:all was requested but no GPU is usable here".into(),
+                        ))
+                    }
+                }
+            }
+            DeviceSpec::CudaSet(_) => {
+                return Err(RuntimeError::Device(format!(
+                    "{device} names several GPUs, but this process is rank {} of {} processes \
+                     (one GPU each): use cuda or cuda:N",
+                    world.rank, world.size
+                )))
+            }
+        };
+        let engine = match gpu {
+            None => {
+                let mut engine = Engine::new(CpuBackend::new());
+                engine.ranks.collectives = Some(Box::new(WorldCollectives::new(channel.clone())));
+                engine.ranks.world = Some((world.rank, channel));
+                EngineKind::Cpu(engine)
+            }
+            Some(n) => {
+                let backend = CudaBackend::new(n)?;
+                let nccl =
+                    crate::cuda::NcclRanks::for_rank(&backend, world.rank, world.size, &channel)?;
+                let mut engine = Engine::new(backend);
+                engine.ranks.collectives = Some(Box::new(nccl));
+                engine.ranks.world = Some((world.rank, channel));
+                EngineKind::Cuda(engine)
+            }
+        };
+        Ok(Context {
+            engine,
             config,
             target: None,
             graphs: false,
@@ -951,14 +1027,24 @@ impl Context {
             };
             ins.insert(name.to_string(), input);
         }
-        let mut held = crate::ranks::execute_ranked(
-            &backends,
-            plan,
-            engine.collectives(),
-            &ins,
-            scalars,
-            dims,
-        )?;
+        let mut held = match &engine.ranks.world {
+            Some((rank, _)) => crate::ranks::execute_ranked_local(
+                &[(*rank, &engine.backend)],
+                plan,
+                engine.collectives(),
+                &ins,
+                scalars,
+                dims,
+            )?,
+            None => crate::ranks::execute_ranked(
+                &backends,
+                plan,
+                engine.collectives(),
+                &ins,
+                scalars,
+                dims,
+            )?,
+        };
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
             let (Some((shape, elem)), Some(h)) = (output_shape(plan, v), held.remove(name)) else {
@@ -1003,9 +1089,10 @@ fn read_scalar_outputs<B: TensorStore>(
                 let t = &outputs.tensors[name];
                 let buf = match (B::bufs(&t.data), B::ranked(&t.data)) {
                     (Some(bufs), _) => bufs.first(),
+                    // This process's first rank holding it (over processes, its own).
                     (None, Some(held)) => held
-                        .first()
-                        .and_then(|h| h.whole.as_ref().or(h.rows.as_ref()).and_then(|b| b.first())),
+                        .iter()
+                        .find_map(|h| h.whole.as_ref().or(h.rows.as_ref()).and_then(|b| b.first())),
                     _ => None,
                 };
                 let buf = buf.ok_or_else(|| {

@@ -111,6 +111,61 @@ impl NcclRanks {
         })
     }
 
+    /// The communicator of rank `rank` of a run of `size` processes, one GPU each, on
+    /// `backend`'s device: rank 0 makes NCCL's unique id and `channel` carries it to the others.
+    pub fn for_rank(
+        backend: &CudaBackend,
+        rank: usize,
+        size: usize,
+        channel: &crate::ranks::world::HostChannel,
+    ) -> Result<NcclRanks, RuntimeError> {
+        // SAFETY: only asks the loader whether the library can be opened.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(RuntimeError::Device(
+                "NCCL (libnccl.so.2) was not found: install NCCL or put it on the loader's path"
+                    .into(),
+            ));
+        }
+        let mine = if rank == 0 {
+            let id = result::get_uniqueid().map_err(|e| nccl_error("ncclGetUniqueId", e))?;
+            id.internal.iter().map(|c| *c as u8).collect::<Vec<u8>>()
+        } else {
+            Vec::new()
+        };
+        let bytes = channel.broadcast(&mine)?;
+        let mut internal = [0 as std::ffi::c_char; 128];
+        if bytes.len() != internal.len() {
+            return Err(RuntimeError::Device(format!(
+                "rank 0 sent an NCCL id of {} bytes (128 expected)",
+                bytes.len()
+            )));
+        }
+        for (d, b) in internal.iter_mut().zip(&bytes) {
+            *d = *b as std::ffi::c_char;
+        }
+        let id = sys::ncclUniqueId { internal };
+        backend
+            .main_stream()
+            .context()
+            .bind_to_thread()
+            .map_err(|e| crate::cuda::errors::driver_error("cuCtxSetCurrent", e))?;
+        let mut comm = std::ptr::null_mut();
+        // SAFETY: `comm` is a place for one communicator; the id is the one every rank got.
+        unsafe { result::comm_init_rank(&mut comm, size as i32, id, rank as i32) }
+            .map_err(|e| nccl_error("ncclCommInitRank", e))?;
+        let timeout_s = popcorn_dsl::settings::settings()
+            .rank_timeout_s
+            .unwrap_or(DEFAULT_TIMEOUT_S);
+        Ok(NcclRanks {
+            comms: vec![comm],
+            ranks: vec![rank],
+            ordinals: vec![backend.ordinal()],
+            world: size,
+            stopped: Mutex::new(None),
+            timeout: Duration::from_secs(timeout_s as u64),
+        })
+    }
+
     /// The same ranks waiting at most `timeout` for one another (tests).
     pub fn with_timeout(mut self, timeout: Duration) -> NcclRanks {
         self.timeout = timeout;

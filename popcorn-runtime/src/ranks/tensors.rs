@@ -56,6 +56,37 @@ pub(crate) fn to_host<B: Backend>(
     all.ok_or_else(|| RuntimeError::Internal("a ranked tensor over no ranks".into()))
 }
 
+/// The whole value on the host in a run over processes ([`super::world`]), on `backend`, the
+/// backend of this process's rank `rank`: its whole copy, else every rank's rows gathered
+/// through `channel`, in rank order. Every process must read the value at the same point.
+pub(crate) fn to_host_in_world<B: Backend>(
+    backend: &B,
+    held: &[RankHeld<B::Buf>],
+    shape: TensorShape,
+    rank: usize,
+    channel: &super::world::HostChannel,
+) -> Result<HostVec, RuntimeError> {
+    let (rows, cols) = rows_cols(shape)?;
+    let mine = held
+        .get(rank)
+        .ok_or_else(|| RuntimeError::Internal(format!("no part of rank {rank}")))?;
+    if let Some(whole) = first(&mine.whole) {
+        return prefix(backend.download(whole)?, rows * cols);
+    }
+    let buf = first(&mine.rows).ok_or_else(|| {
+        RuntimeError::Internal("a ranked tensor with nothing on this rank".into())
+    })?;
+    let part = prefix(backend.download(buf)?, mine.row_count * cols)?;
+    let mut parts = super::world::gather_host(channel, &part)?.into_iter();
+    let mut all = parts
+        .next()
+        .ok_or_else(|| RuntimeError::Internal("a gather over no ranks".into()))?;
+    for p in parts {
+        append(&mut all, &p)?;
+    }
+    Ok(all)
+}
+
 /// Writes `data` (the whole value) into every form every rank holds.
 pub(crate) fn write<B: Backend>(
     backends: &[&B],

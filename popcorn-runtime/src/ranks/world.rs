@@ -17,7 +17,7 @@ use crate::error::RuntimeError;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// This process's place in a run of several processes.
@@ -122,6 +122,37 @@ impl World {
             rendezvous,
             source: rank_var.to_string(),
         }))
+    }
+}
+
+/// The host channel of this process's run over several processes: made once, by the first
+/// context, and shared by every later one (the processes make their contexts in the same
+/// order, so their exchanges meet). Each side waits `POPCORN_RANK_TIMEOUT` seconds (default
+/// 600) for the others to connect.
+pub fn process_channel(world: &World) -> Result<Arc<HostChannel>, RuntimeError> {
+    static CHANNEL: Mutex<Option<Arc<HostChannel>>> = Mutex::new(None);
+    let mut channel = CHANNEL
+        .lock()
+        .map_err(|_| RuntimeError::Device("the host channel's lock is poisoned".into()))?;
+    if let Some(c) = channel.as_ref() {
+        return Ok(c.clone());
+    }
+    let timeout_s = popcorn_dsl::settings::settings()
+        .rank_timeout_s
+        .unwrap_or(600) as u64;
+    let made = Arc::new(HostChannel::connect(world, Duration::from_secs(timeout_s))?);
+    *channel = Some(made.clone());
+    Ok(made)
+}
+
+/// Where this process is one rank of a run over several: tells the other ranks that it failed
+/// with `why` (connecting first if no context has yet), so that they stop with an error naming
+/// it instead of waiting for it. A program calls this before it exits on an error.
+pub fn abandon_process_run(why: &str) {
+    if let Ok(Some(world)) = World::from_env() {
+        if let Ok(channel) = process_channel(&world) {
+            channel.abandon(why);
+        }
     }
 }
 
@@ -242,11 +273,15 @@ impl HostChannel {
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         if Instant::now() > deadline {
-                            let absent: Vec<usize> =
-                                (1..world.size).filter(|r| peers[*r].is_none()).collect();
+                            let absent: Vec<String> = (1..world.size)
+                                .filter(|r| peers[*r].is_none())
+                                .map(|r| format!("rank {r}"))
+                                .collect();
                             return Err(RuntimeError::Device(format!(
-                                "rank 0 waited {} s for ranks {absent:?} to connect",
-                                timeout.as_secs_f64()
+                                "rank 0 waited {} s for {} to connect (not started, or failed \
+                                 before it joined)",
+                                timeout.as_secs_f64(),
+                                absent.join(", ")
                             )));
                         }
                         std::thread::sleep(Duration::from_millis(5));
@@ -527,12 +562,12 @@ pub(crate) fn gather_host(
 /// of a run over several processes): each rank's part goes to rank 0 and the whole, or the
 /// sum in rank order, comes back, so the results equal one process's in-memory ranks'.
 pub struct WorldCollectives {
-    channel: std::sync::Arc<HostChannel>,
+    channel: Arc<HostChannel>,
 }
 
 impl WorldCollectives {
     /// Collectives over `channel`.
-    pub fn new(channel: std::sync::Arc<HostChannel>) -> Self {
+    pub fn new(channel: Arc<HostChannel>) -> Self {
         WorldCollectives { channel }
     }
 
