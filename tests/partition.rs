@@ -724,3 +724,28 @@ fn a_kernel_matrix_held_in_rows_is_never_whole_on_any_rank() {
         assert_eq!(got, whole, "{ranks} ranks");
     }
 }
+
+/// On ranks with backends of their own, a tensor's copies on the other ranks are kept from run
+/// to run and forgotten when the tensor is written: a second run after `write_f64` and `fill`
+/// sees the new values (a stale copy would give the first run's kernel matrix).
+#[test]
+fn tensors_written_between_runs_reach_every_rank() {
+    let p = program(KKM, "kernel_linear");
+    let (n, d) = (9, 2);
+    let ctx = Context::cpu_ranks(3, None).with_dtype(DType::F64);
+    let whole = context(DType::F64, None);
+    let first = values(n * d, 5);
+    let second = values(n * d, 6);
+    let x = ctx.dense(n, d, &first).unwrap();
+    let kernel = |ctx: &Context, x: &Tensor| {
+        let out = ctx.run(&p, &Args::new().tensor("X", x)).unwrap();
+        ctx.to_f64(out.tensor("K").unwrap()).unwrap()
+    };
+    let want = |v: &[f64]| kernel(&whole, &whole.dense(n, d, v).unwrap());
+    assert_eq!(kernel(&ctx, &x), want(&first));
+    assert_eq!(kernel(&ctx, &x), want(&first), "the kept copies");
+    ctx.write_f64(&x, &second).unwrap();
+    assert_eq!(kernel(&ctx, &x), want(&second), "after write_f64");
+    ctx.fill(&x, 0.5).unwrap();
+    assert_eq!(kernel(&ctx, &x), want(&[0.5; 18]), "after fill");
+}

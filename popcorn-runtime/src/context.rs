@@ -559,7 +559,7 @@ impl Context {
             let bufs = parts.iter().map(|p| e.backend.upload(*p)).collect::<Result<Vec<_>, _>>()?;
             wrap_for(&e.backend, bufs)
         });
-        Ok(Tensor { shape, elem, data })
+        Ok(Tensor::new(shape, elem, data))
     }
 
     /// A dense `rows x cols` matrix from row-major values (converted to the context's dtype).
@@ -705,6 +705,7 @@ impl Context {
 
     /// Writes `host` (a whole dense or index tensor's values) into `t`.
     fn write_host(&self, t: &Tensor, host: HostVec) -> Result<(), RuntimeError> {
+        t.forget_copies();
         with_engine!(self, e => {
             if let Some(held) = ranked_of(&e.backend, &t.data) {
                 return ranked::write(&e.rank_backends(held.len())?, held, t.shape, &host);
@@ -770,6 +771,7 @@ impl Context {
 
     /// Sets every stored element of a tensor to `value` (NaN to poison outputs in tests).
     pub fn fill(&self, t: &Tensor, value: f64) -> Result<(), RuntimeError> {
+        t.forget_copies();
         with_engine!(self, e => {
             if let Some(held) = ranked_of(&e.backend, &t.data) {
                 return ranked::fill(&e.rank_backends(held.len())?, held, value);
@@ -950,14 +952,9 @@ impl Context {
                 .is_some_and(|t| t.shape == shape && t.elem == elem && B::bufs(&t.data).is_some());
             if !fits {
                 let buf = b.alloc(elem, v.len().max(1))?;
-                outputs.tensors.insert(
-                    name.clone(),
-                    Tensor {
-                        shape,
-                        elem,
-                        data: B::wrap(vec![buf]),
-                    },
-                );
+                outputs
+                    .tensors
+                    .insert(name.clone(), Tensor::new(shape, elem, B::wrap(vec![buf])));
             }
         }
         // A tensor the ranks of a partitioned run left behind, read by a plan that is not
@@ -1016,8 +1013,56 @@ impl Context {
     ) -> Result<(), RuntimeError> {
         let ranks = plan.partition.as_ref().map_or(1, |p| p.ranks());
         let backends = engine.rank_backends(ranks)?;
-        let mut ins: HashMap<String, RankInput<'_, B::Buf>> = HashMap::new();
+        // A dense tensor of this process on a context of several devices: its whole copies on
+        // the other ranks' devices, made once and kept with it (so the points are not copied
+        // to every device at every iteration).
+        let several = !engine.ranks.others.is_empty() && engine.ranks.world.is_none();
+        let mut copies = Vec::new();
         for (name, t) in &args.tensors {
+            let dense = !matches!(t.shape, TensorShape::Csr { .. });
+            if let (true, true, Some(bufs)) = (several, dense, B::bufs(&t.data)) {
+                let mut cached = t.copies.lock().map_err(|_| {
+                    RuntimeError::Internal(format!("tensor `{name}`'s copies are poisoned"))
+                })?;
+                if cached.is_none() {
+                    *cached = Some(B::wrap_ranked(copies_on_ranks(&backends, bufs)?));
+                }
+                copies.push((name.to_string(), bufs, cached));
+            }
+        }
+        let mut ins: HashMap<String, RankInput<'_, B::Buf>> = HashMap::new();
+        for (name, home_bufs, cached) in &copies {
+            let held = cached
+                .as_ref()
+                .and_then(|d| B::ranked(d))
+                .ok_or_else(|| RuntimeError::Internal("a tensor's copies vanished".into()))?;
+            let shape = args
+                .tensors
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.shape)
+                .ok_or_else(|| RuntimeError::Internal(format!("tensor `{name}`")))?;
+            let forms = held
+                .iter()
+                .enumerate()
+                .map(|(r, h)| {
+                    let bufs: &[B::Buf] = match (r, &h.whole) {
+                        (0, _) => home_bufs,
+                        (_, Some(b)) => b,
+                        (_, None) => home_bufs,
+                    };
+                    crate::ranks::RankForms {
+                        whole: Some(plain_arg(program, name, shape, bufs)),
+                        rows: None,
+                    }
+                })
+                .collect();
+            ins.insert(name.clone(), RankInput::Ranked(forms));
+        }
+        for (name, t) in &args.tensors {
+            if ins.contains_key(*name) {
+                continue;
+            }
             let input = match B::ranked(&t.data) {
                 Some(held) => RankInput::Ranked(ranked::forms(held, t.shape)?),
                 None => {
@@ -1053,7 +1098,7 @@ impl Context {
             let data = B::wrap_ranked(h);
             outputs
                 .tensors
-                .insert(name.clone(), Tensor { shape, elem, data });
+                .insert(name.clone(), Tensor::new(shape, elem, data));
         }
         read_scalar_outputs(&engine.backend, plan, program, outputs, scalars, dims)
     }
@@ -1138,6 +1183,34 @@ fn wrap_for<B: TensorStore>(_b: &B, bufs: Vec<B::Buf>) -> TensorData {
 
 fn ranked_of<'d, B: TensorStore>(_b: &B, data: &'d TensorData) -> Option<&'d [RankHeld<B::Buf>]> {
     B::ranked(data)
+}
+
+/// Whole copies of `bufs` (on `backends[0]`) on the backends of ranks 1, 2, ...: rank `r`'s at
+/// `r` (rank 0 holds the original, so none).
+fn copies_on_ranks<B: Backend>(
+    backends: &[&B],
+    bufs: &[B::Buf],
+) -> Result<Vec<RankHeld<B::Buf>>, RuntimeError> {
+    backends
+        .iter()
+        .enumerate()
+        .map(|(r, backend)| {
+            let whole = if r == 0 {
+                None
+            } else {
+                let copy = bufs
+                    .iter()
+                    .map(|b| backend.upload(backends[0].download(b)?.as_slice()))
+                    .collect::<Result<Vec<_>, RuntimeError>>()?;
+                Some(copy)
+            };
+            Ok(RankHeld {
+                whole,
+                rows: None,
+                row_count: 0,
+            })
+        })
+        .collect()
 }
 
 /// The shape and element type of an output tensor of `plan` (`None` for CSR and scalars).

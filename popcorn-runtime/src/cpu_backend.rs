@@ -236,6 +236,39 @@ impl Backend for CpuBackend {
         Ok(buf.read()?.clone())
     }
 
+    fn copy_block(
+        &self,
+        src: &CpuBuffer,
+        from: usize,
+        dst: &CpuBuffer,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        if len == 0 {
+            return Ok(());
+        }
+        if std::ptr::eq(src, dst) || src.elem != dst.elem || from + len > src.len || len > dst.len {
+            return Err(RuntimeError::Internal(format!(
+                "a copy of {len} elements from {from} of a buffer of {} into one of {}",
+                src.len, dst.len
+            )));
+        }
+        let (s, mut d) = (src.read()?, dst.write()?);
+        let range = from..from + len;
+        match (&*s, &mut *d) {
+            (HostVec::F32(s), HostVec::F32(d)) => d[..len].copy_from_slice(&s[range]),
+            (HostVec::F64(s), HostVec::F64(d)) => d[..len].copy_from_slice(&s[range]),
+            (HostVec::U32(s), HostVec::U32(d)) => d[..len].copy_from_slice(&s[range]),
+            (HostVec::I32(s), HostVec::I32(d)) => d[..len].copy_from_slice(&s[range]),
+            (HostVec::Half(_, s), HostVec::Half(_, d)) => d[..len].copy_from_slice(&s[range]),
+            _ => {
+                return Err(RuntimeError::Internal(
+                    "a copy between element types".into(),
+                ))
+            }
+        }
+        Ok(())
+    }
+
     fn fill(&self, buf: &CpuBuffer, value: f64) -> Result<(), RuntimeError> {
         let mut g = buf.write()?;
         let int = |v: f64| if v.is_nan() { u32::MAX } else { v as u32 };

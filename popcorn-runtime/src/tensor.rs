@@ -61,9 +61,29 @@ pub struct Tensor {
     pub(crate) shape: TensorShape,
     pub(crate) elem: ElemType,
     pub(crate) data: TensorData,
+    /// On a context of several devices: whole copies of the tensor on the other ranks'
+    /// devices, made by its first partitioned run and kept until the tensor is written.
+    pub(crate) copies: std::sync::Mutex<Option<TensorData>>,
 }
 
 impl Tensor {
+    /// A tensor of `data`, without copies.
+    pub(crate) fn new(shape: TensorShape, elem: ElemType, data: TensorData) -> Tensor {
+        Tensor {
+            shape,
+            elem,
+            data,
+            copies: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Forgets the copies on other devices (the tensor was written).
+    pub(crate) fn forget_copies(&self) {
+        if let Ok(mut c) = self.copies.lock() {
+            *c = None;
+        }
+    }
+
     /// Its shape.
     pub fn shape(&self) -> TensorShape {
         self.shape

@@ -433,6 +433,34 @@ impl Backend for CudaBackend {
             .collect())
     }
 
+    fn copy_block(
+        &self,
+        src: &CudaBuffer,
+        from: usize,
+        dst: &CudaBuffer,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        if src.elem() != dst.elem() || from + len > src.len() || len > dst.len() {
+            return Err(RuntimeError::Internal(format!(
+                "a copy of {len} elements from {from} of a buffer of {} into one of {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        let size = src.elem().size_bytes();
+        self.device.bind()?;
+        // SAFETY: both ranges lie inside buffers of this device (checked above); the copy is
+        // ordered on the main stream after the work that wrote `src`.
+        unsafe {
+            crate::cuda::driver::copy_dtod(
+                self.device.main(),
+                dst.device_ptr(),
+                src.device_ptr() + (from * size) as u64,
+                len * size,
+            )
+        }
+    }
+
     fn fill(&self, buf: &CudaBuffer, value: f64) -> Result<(), RuntimeError> {
         self.device.bind()?;
         let b = self.device.builtins(self.device.main());

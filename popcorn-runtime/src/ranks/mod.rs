@@ -554,40 +554,42 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             return self.cut_sparse_rows(v);
         }
         let cols = value.cols;
-        // An input is one tensor for every rank: read once.
+        // A whole copy on the rank's own backend gives its rows by a copy there; an input on
+        // another backend is read once on the host and each rank's block written.
         let mut input_data: Option<HostVec> = None;
         for r in self.local.clone() {
             let rows = self.part.rows(r);
             if rows.is_empty() {
                 continue;
             }
-            let own;
-            let whole_here = self.ranks[r].whole[self.storage[v.0]]
+            let backend = self.backends[r];
+            let input = match self.inputs.get(input_name(value)) {
+                Some(RankInput::Whole(Arg::Dense { buf, .. }))
+                | Some(RankInput::Whole(Arg::Index { buf, .. })) => Some(*buf),
+                _ => None,
+            };
+            let on_this_backend = self.ranks[r].whole[self.storage[v.0]]
                 .as_ref()
                 .and_then(|b| b.first())
                 .or_else(|| {
                     self.ranked_form(r, v, false)
                         .and_then(|a| a.buffers().first().copied())
-                });
-            let data = match whole_here {
-                Some(b) => {
-                    own = self.backends[r].download(b)?;
-                    &own
+                })
+                .or(input.filter(|_| std::ptr::eq(backend, self.home)));
+            let dest = self.rows_buf(r, v)?;
+            if let Some(whole) = on_this_backend {
+                backend.copy_block(whole, rows.start * cols, dest, rows.len() * cols)?;
+                continue;
+            }
+            let data = match &mut input_data {
+                Some(d) => &*d,
+                empty => {
+                    let buf = input.ok_or_else(|| self.missing("input tensor", v))?;
+                    &*empty.insert(self.home.download(buf)?)
                 }
-                None => match &mut input_data {
-                    Some(d) => &*d,
-                    empty => {
-                        let buf = match self.inputs.get(input_name(value)) {
-                            Some(RankInput::Whole(Arg::Dense { buf, .. }))
-                            | Some(RankInput::Whole(Arg::Index { buf, .. })) => *buf,
-                            _ => return Err(self.missing("input tensor", v)),
-                        };
-                        &*empty.insert(self.home.download(buf)?)
-                    }
-                },
             };
             let block = slice(data, rows.start * cols..rows.end * cols)?;
-            write_prefix(self.backends[r], self.rows_buf(r, v)?, &block)?;
+            write_prefix(backend, dest, &block)?;
         }
         self.rows_ok[v.0] = true;
         Ok(())
