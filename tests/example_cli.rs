@@ -515,12 +515,20 @@ fn built_example() -> Option<PathBuf> {
     (built >= newest).then_some(bin)
 }
 
-#[test]
-fn built_binary_exits_non_zero_with_one_error_line() {
-    let Some(bin) = built_example() else {
+/// [`built_example`], or a notice that the test is skipped.
+fn built_example_or_notice() -> Option<PathBuf> {
+    let bin = built_example();
+    if bin.is_none() {
         eprintln!(
             "skipped: no up-to-date kernel_kmeans example binary (plain `cargo test` builds it)"
         );
+    }
+    bin
+}
+
+#[test]
+fn built_binary_exits_non_zero_with_one_error_line() {
+    let Some(bin) = built_example_or_notice() else {
         return;
     };
     let out = std::process::Command::new(&bin)
@@ -1248,6 +1256,16 @@ fn graphs_are_clustered_by_normalized_cut() {
     assert_one_error_line(&r, "line 3: column index 3 is outside 1..=2");
 }
 
+/// The first fit's objective in a `--json` report.
+fn report_objective(json: &Path) -> f64 {
+    std::fs::read_to_string(json)
+        .expect("the JSON report")
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("\"objective\":"))
+        .and_then(|v| v.trim().trim_end_matches(',').parse().ok())
+        .expect("an objective in the report")
+}
+
 /// Whole fits with the plans partitioned over in-process CPU ranks (`POPCORN_CPU_RANKS`, read
 /// once per process: hence the built binary): k-means++ from the kernel's columns, the stored
 /// K kept on the ranks from run to run, and the recomputed iteration: the labels of one rank,
@@ -1256,10 +1274,7 @@ fn graphs_are_clustered_by_normalized_cut() {
 /// with each other bit for bit).
 #[test]
 fn fits_over_cpu_ranks_equal_the_unpartitioned_fit() {
-    let Some(bin) = built_example() else {
-        eprintln!(
-            "skipped: no up-to-date kernel_kmeans example binary (plain `cargo test` builds it)"
-        );
+    let Some(bin) = built_example_or_notice() else {
         return;
     };
     let dir = scratch("cpu-ranks");
@@ -1302,13 +1317,7 @@ fn fits_over_cpu_ranks_equal_the_unpartitioned_fit() {
                 Some(0),
                 "{algorithm}, {ranks} ranks: {stderr}"
             );
-            let report = std::fs::read_to_string(&json).expect("the JSON report");
-            let objective: f64 = report
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("\"objective\":"))
-                .and_then(|v| v.trim().trim_end_matches(',').parse().ok())
-                .expect("an objective in the report");
-            seen.push((read_labels(&labels), objective));
+            seen.push((read_labels(&labels), report_objective(&json)));
         }
         let (one, two, three) = (&seen[0], &seen[1], &seen[2]);
         assert_eq!(two.0, one.0, "{algorithm}: labels on two ranks against one");
@@ -1335,10 +1344,7 @@ fn fits_over_cpu_ranks_equal_the_unpartitioned_fit() {
 /// rank with an error naming it.
 #[test]
 fn processes_of_one_rank_each_give_one_process_fit() {
-    let Some(bin) = built_example() else {
-        eprintln!(
-            "skipped: no up-to-date kernel_kmeans example binary (plain `cargo test` builds it)"
-        );
+    let Some(bin) = built_example_or_notice() else {
         return;
     };
     let dir = scratch("world");
@@ -1373,14 +1379,6 @@ fn processes_of_one_rank_each_give_one_process_fit() {
         ])
         .collect()
     };
-    let objective = |json: &Path| -> f64 {
-        std::fs::read_to_string(json)
-            .expect("the JSON report")
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("\"objective\":"))
-            .and_then(|v| v.trim().trim_end_matches(',').parse().ok())
-            .expect("an objective")
-    };
     for algorithm in ["stored", "recompute"] {
         let (labels, json) = (dir.join("one.txt"), dir.join("one.json"));
         let one = std::process::Command::new(&bin)
@@ -1393,7 +1391,7 @@ fn processes_of_one_rank_each_give_one_process_fit() {
             "{}",
             String::from_utf8_lossy(&one.stderr)
         );
-        let (want_labels, want_objective) = (read_labels(&labels), objective(&json));
+        let (want_labels, want_objective) = (read_labels(&labels), report_objective(&json));
         for size in [2, 3] {
             let rendezvous = dir.join(format!("{algorithm}-{size}.addr"));
             let children: Vec<_> = (0..size)
@@ -1424,7 +1422,7 @@ fn processes_of_one_rank_each_give_one_process_fit() {
                 );
                 if rank == 0 {
                     assert_eq!(read_labels(&labels), want_labels, "{what}");
-                    let got = objective(&json);
+                    let got = report_objective(&json);
                     if algorithm == "stored" {
                         assert_eq!(got.to_bits(), want_objective.to_bits(), "{what}");
                     } else {

@@ -583,18 +583,7 @@ mod tests {
             let labels: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 3) % k as u32).collect();
             let kt = a.upload(HostSlice::F32(&kernel)).unwrap();
             let lt = a.upload(HostSlice::U32(&labels)).unwrap();
-            let inputs: HashMap<String, Arg<'_, CudaBuffer>> = [
-                (
-                    "K".to_string(),
-                    Arg::Dense {
-                        buf: &kt,
-                        rows: n,
-                        cols: n,
-                    },
-                ),
-                ("labels".to_string(), Arg::Index { buf: &lt, len: n }),
-            ]
-            .into();
+            let inputs = crate::ranks::tests::iteration_inputs(&kt, &lt, n);
             let one_gpu = run(&plan, &[&a, &a], &InMemory, &inputs, &dims);
             let nccl = NcclRanks::new(&[&a, &b]).unwrap();
             let two_gpus = run(&plan, &[&a, &b], &nccl, &inputs, &dims);

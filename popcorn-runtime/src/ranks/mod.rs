@@ -23,7 +23,7 @@
 pub mod collective;
 pub(crate) mod tensors;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod world;
 
 pub use collective::{Collectives, Gather, InMemory};

@@ -67,6 +67,24 @@ fn outputs_of(
         .collect()
 }
 
+/// The inputs of `kkmeans_iteration` over a backend's buffers: `K` (`n x n`) and the labels.
+pub(crate) fn iteration_inputs<'a, Buf>(
+    kt: &'a Buf,
+    lt: &'a Buf,
+    n: usize,
+) -> HashMap<String, Arg<'a, Buf>> {
+    let k = Arg::Dense {
+        buf: kt,
+        rows: n,
+        cols: n,
+    };
+    [
+        ("K".to_string(), k),
+        ("labels".to_string(), Arg::Index { buf: lt, len: n }),
+    ]
+    .into()
+}
+
 fn values(len: usize, seed: u64) -> Vec<f64> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
@@ -96,18 +114,7 @@ fn ranks_on_their_own_backends_equal_one_shared_backend_and_one_rank() {
         let labels: Vec<u32> = (0..n as u32).map(|i| (i * 7 + 1) % k as u32).collect();
         let kt = home.upload(HostSlice::F64(&kernel)).unwrap();
         let lt = home.upload(HostSlice::U32(&labels)).unwrap();
-        let inputs: HashMap<String, Arg<'_, CpuBuffer>> = [
-            (
-                "K".to_string(),
-                Arg::Dense {
-                    buf: &kt,
-                    rows: n,
-                    cols: n,
-                },
-            ),
-            ("labels".to_string(), Arg::Index { buf: &lt, len: n }),
-        ]
-        .into();
+        let inputs = crate::ranks::tests::iteration_inputs(&kt, &lt, n);
         let scalars = ScalarBindings::new();
         let one = outputs_of(&planned(&p, &dims, 1), &[&home], &inputs, &scalars, &dims);
         for ranks in [2, 3] {

@@ -3,7 +3,7 @@
 //! partitioned plan run one rank per "process" giving one process's results bit for bit.
 
 use super::*;
-use crate::backend::{Arg, HostSlice};
+use crate::backend::HostSlice;
 use crate::cpu_backend::{CpuBackend, CpuBuffer};
 use crate::ranks::{execute_ranked, execute_ranked_local, InMemory, RankInput};
 use popcorn_dsl::plan::collective::PartitionSpec;
@@ -158,6 +158,18 @@ fn a_rank_that_exits_is_named_by_the_others() {
 
 const KKM: &str = include_str!("../../../../examples/programs/kernel_kmeans.pop");
 
+/// The iteration's inputs, whole: `K` (`n x n`) and the labels.
+fn whole_inputs<'a>(
+    kt: &'a CpuBuffer,
+    lt: &'a CpuBuffer,
+    n: usize,
+) -> HashMap<String, RankInput<'a, CpuBuffer>> {
+    crate::ranks::tests::iteration_inputs(kt, lt, n)
+        .into_iter()
+        .map(|(name, arg)| (name, RankInput::Whole(arg)))
+        .collect()
+}
+
 /// A Kernel K-means iteration run by three "processes", one rank each, through the host
 /// channel: each rank's labels are its rows of one process's, the objective and the changed
 /// count the same bits.
@@ -202,21 +214,7 @@ fn a_plan_run_one_rank_per_process_equals_one_process() {
     let home = CpuBackend::new();
     let kt = home.upload(HostSlice::F64(&kernel)).unwrap();
     let lt = home.upload(HostSlice::U32(&labels)).unwrap();
-    let inputs: HashMap<String, RankInput<'_, CpuBuffer>> = [
-        (
-            "K".to_string(),
-            RankInput::Whole(Arg::Dense {
-                buf: &kt,
-                rows: n,
-                cols: n,
-            }),
-        ),
-        (
-            "labels".to_string(),
-            RankInput::Whole(Arg::Index { buf: &lt, len: n }),
-        ),
-    ]
-    .into();
+    let inputs = whole_inputs(&kt, &lt, n);
     let out = execute_ranked(
         &[&home, &home, &home],
         &plan,
@@ -233,21 +231,7 @@ fn a_plan_run_one_rank_per_process_equals_one_process() {
         let b = CpuBackend::new();
         let kt = b.upload(HostSlice::F64(&kernel2)).unwrap();
         let lt = b.upload(HostSlice::U32(&labels2)).unwrap();
-        let inputs: HashMap<String, RankInput<'_, CpuBuffer>> = [
-            (
-                "K".to_string(),
-                RankInput::Whole(Arg::Dense {
-                    buf: &kt,
-                    rows: n,
-                    cols: n,
-                }),
-            ),
-            (
-                "labels".to_string(),
-                RankInput::Whole(Arg::Index { buf: &lt, len: n }),
-            ),
-        ]
-        .into();
+        let inputs = whole_inputs(&kt, &lt, n);
         let collectives = WorldCollectives::new(ch);
         let out = execute_ranked_local(
             &[(r, &b)],
