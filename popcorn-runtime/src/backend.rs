@@ -338,21 +338,15 @@ pub trait Backend: Send + Sync {
     }
 
     /// Copies elements `from..from + len` of `src` into the first `len` elements of `dst`,
-    /// on the backend (both buffers its own, of one element type; ordered after the work
-    /// queued before it). The default goes through the host.
+    /// on the backend (both buffers its own, of one element type, not the same buffer;
+    /// ordered after the work queued before it).
     fn copy_block(
         &self,
         src: &Self::Buf,
         from: usize,
         dst: &Self::Buf,
         len: usize,
-    ) -> Result<(), RuntimeError> {
-        if len == 0 {
-            return Ok(());
-        }
-        let block = crate::ranks::collective::slice(&self.download(src)?, from..from + len)?;
-        crate::ranks::collective::write_prefix(self, dst, &block)
-    }
+    ) -> Result<(), RuntimeError>;
 
     /// Sets every element to `value` (NaN poisons float buffers in tests; integer buffers take
     /// `value as u32`/`i32`, `u32::MAX` for NaN).

@@ -200,7 +200,7 @@ pub(crate) fn add(a: &mut HostVec, b: &HostVec) -> Result<(), RuntimeError> {
 }
 
 /// Writes `data` into the first elements of `buf` (which may be longer).
-pub(crate) fn write_prefix<B: Backend + ?Sized>(
+pub(crate) fn write_prefix<B: Backend>(
     backend: &B,
     buf: &B::Buf,
     data: &HostVec,
