@@ -86,10 +86,15 @@ impl World {
         };
         let rank = number(rank_var)?.unwrap_or(0);
         let Some(size) = number(size_var)? else {
-            return Err(RuntimeError::Device(format!(
-                "{rank_var} is set but {size_var} is not: popcorn needs both to run as one of \
-                 several processes"
-            )));
+            // A launcher's rank without its size is not a run popcorn joins (`RANK` alone may
+            // mean something else); popcorn's own variables must come together.
+            if rank_var.starts_with("POPCORN_") {
+                return Err(RuntimeError::Device(format!(
+                    "{rank_var} is set but {size_var} is not: popcorn needs both to run as one \
+                     of several processes"
+                )));
+            }
+            return Ok(None);
         };
         if size <= 1 {
             return Ok(None);

@@ -50,7 +50,9 @@ fn the_launchers_variables_give_the_rank_the_size_and_the_rendezvous() {
         None
     );
     let err = |pairs: &[(&str, &str)]| World::from_vars(vars(pairs)).unwrap_err().to_string();
-    assert!(err(&[("PMI_RANK", "0")]).contains("PMI_SIZE is not"));
+    assert!(err(&[("POPCORN_RANK", "0")]).contains("POPCORN_WORLD_SIZE is not"));
+    // Another program's `RANK` without a size is no run of popcorn's.
+    assert_eq!(World::from_vars(vars(&[("RANK", "3")])).unwrap(), None);
     assert!(err(&[("RANK", "3"), ("WORLD_SIZE", "2")]).contains("not below"));
     assert!(err(&[("RANK", "x"), ("WORLD_SIZE", "2")]).contains("RANK=x"));
     let e = err(&[("RANK", "1"), ("WORLD_SIZE", "2")]);
