@@ -501,8 +501,8 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
     }
 
     /// Runs `work`, then waits for every rank to settle ([`Collectives::settle`]); where the
-    /// work failed, the other ranks are told first ([`Collectives::abandon`]), and the work's
-    /// own error, the cause, is the one returned.
+    /// work failed, the other ranks are told first ([`Collectives::abandon`]). Where settling
+    /// fails too (it names the failed rank), both errors are returned together.
     fn settled(
         &mut self,
         collectives: &dyn Collectives<B>,
@@ -513,7 +513,15 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             collectives.abandon(e);
         }
         let settle = collectives.settle(&self.local, &self.local_backends());
-        result.and(settle)
+        match (result, settle) {
+            (Ok(()), settle) => settle,
+            (Err(e), Ok(())) => Err(e),
+            // The settling names the rank that failed; the run's own error says where it
+            // stopped.
+            (Err(e), Err(s)) => Err(RuntimeError::Device(format!(
+                "{s} (the run stopped at: {e})"
+            ))),
+        }
     }
 
     /// Rank `r`'s buffer of its rows of `v`.
