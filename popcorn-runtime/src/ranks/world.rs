@@ -167,12 +167,22 @@ const FAILURE: u8 = 1;
 
 /// One frame: a tag and its bytes.
 fn send_frame(stream: &mut TcpStream, tag: u8, bytes: &[u8]) -> std::io::Result<()> {
-    let mut head = [0u8; 9];
-    head[0] = tag;
-    head[1..].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
-    stream.write_all(&head)?;
-    stream.write_all(bytes)?;
+    // One write per frame: the exchanges are small and answered at once, so a frame split in
+    // two would wait on the peer's delayed acknowledgement.
+    let mut frame = Vec::with_capacity(9 + bytes.len());
+    frame.push(tag);
+    frame.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    frame.extend_from_slice(bytes);
+    stream.write_all(&frame)?;
     stream.flush()
+}
+
+/// A connection set up for the channel: blocking, answering small messages at once (no
+/// Nagle delay), reads giving up after `timeout`.
+fn prepare(stream: &TcpStream, timeout: Duration) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(timeout))
 }
 
 fn read_frame(stream: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
@@ -254,11 +264,7 @@ impl HostChannel {
             while missing > 0 {
                 match listener.accept() {
                     Ok((mut stream, _)) => {
-                        stream
-                            .set_nonblocking(false)
-                            .map_err(|e| io_error("a rank's connection", e))?;
-                        stream
-                            .set_read_timeout(Some(timeout))
+                        prepare(&stream, timeout)
                             .map_err(|e| io_error("a rank's connection", e))?;
                         let (_, hello) = read_frame(&mut stream)
                             .map_err(|e| io_error("a rank's greeting", e))?;
@@ -310,9 +316,7 @@ impl HostChannel {
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
             };
-            stream
-                .set_read_timeout(Some(timeout))
-                .map_err(|e| io_error("the connection to rank 0", e))?;
+            prepare(&stream, timeout).map_err(|e| io_error("the connection to rank 0", e))?;
             let mut hello = (world.rank as u64).to_le_bytes().to_vec();
             hello.extend_from_slice(&(world.size as u64).to_le_bytes());
             send_frame(&mut stream, DATA, &hello).map_err(|e| io_error("greeting rank 0", e))?;
