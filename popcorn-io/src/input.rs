@@ -40,6 +40,17 @@ pub(super) fn open_input(path: &Path) -> Result<Box<dyn BufRead>, IoError> {
     }
 }
 
+/// Whether `path` is a plain (not gzip-compressed) file, which can be read from any offset.
+pub(super) fn is_plain_file(path: &Path) -> Result<bool, IoError> {
+    let mut file = File::open(path).map_err(|source| IoError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut magic = [0u8; 2];
+    let got = read_full(&mut file, &mut magic, path)?;
+    Ok(got < 2 || magic != GZIP_MAGIC)
+}
+
 /// Wraps a read failure with the file name.
 pub(super) fn read_error(path: &Path, source: std::io::Error) -> IoError {
     IoError::Read {

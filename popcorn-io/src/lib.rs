@@ -51,7 +51,7 @@ pub use self::input::{set_memory_limit, system_memory};
 pub use self::libsvm::{load_libsvm, load_libsvm_sparse};
 pub use self::load::{detect_format, load, load_sparse, Format, IdxLabels, LoadOptions};
 pub use self::mtx::load_mtx;
-pub use self::npy::load_npy;
+pub use self::npy::{load_npy, load_npy_rows, npy_shape};
 pub use self::npz::load_npz;
 pub use self::sparse::{CsrMatrix, SparseDataset};
 pub use self::write::{write_labeled_csv, write_labels};

@@ -26,9 +26,18 @@ const MAX_HEADER_BYTES: usize = 1 << 20;
 /// Values converted per read.
 const CHUNK_VALUES: usize = 1 << 16;
 
-/// Loads a `.npy` file as a point set (no labels).
-pub fn load_npy(path: impl AsRef<Path>) -> Result<Dataset, IoError> {
-    let path = path.as_ref();
+/// An opened `.npy` file read as points: its reader (at the data), element type, shape and
+/// where the data starts.
+struct Matrix {
+    reader: Box<dyn std::io::BufRead>,
+    elem: Element,
+    n: usize,
+    d: usize,
+    data_offset: u64,
+}
+
+/// A `.npy` matrix's header, checked: element type, points shape, where the data starts.
+fn open_matrix(path: &Path) -> Result<Matrix, IoError> {
     let mut reader = open_input(path)?;
     let (header, data_offset) = read_header(&mut reader, path)?;
     let elem = Element::from_descr(&header.descr).ok_or_else(|| IoError::UnsupportedDtype {
@@ -50,29 +59,49 @@ pub fn load_npy(path: impl AsRef<Path>) -> Result<Dataset, IoError> {
             d,
         })?;
     check_payload(path, data_offset, data_bytes as u64, "the array data")?;
-    let mut x = alloc_points(path, n, d)?;
-    let total = n * d;
+    Ok(Matrix {
+        reader,
+        elem,
+        n,
+        d,
+        data_offset,
+    })
+}
+
+/// Decodes values `first..first + count` of the data (row-major, `d` per row) from `reader`,
+/// which stands at value `first`, into `out`; a non-finite value is an error naming its row
+/// and column.
+#[allow(clippy::too_many_arguments)]
+fn read_values(
+    reader: &mut dyn Read,
+    path: &Path,
+    elem: Element,
+    data_offset: u64,
+    (first, count, total): (usize, usize, usize),
+    d: usize,
+    out: &mut Vec<f64>,
+) -> Result<(), IoError> {
     let size = elem.size();
-    let mut bytes = vec![0u8; CHUNK_VALUES.min(total) * size];
+    let mut bytes = vec![0u8; CHUNK_VALUES.min(count.max(1)) * size];
     let mut done = 0usize;
-    while done < total {
-        let count = CHUNK_VALUES.min(total - done);
-        let chunk = &mut bytes[..count * size];
-        let offset = data_offset + (done * size) as u64;
-        let total_bytes = (total * size) as u64;
+    while done < count {
+        let step = CHUNK_VALUES.min(count - done);
+        let chunk = &mut bytes[..step * size];
+        let at_value = first + done;
+        let offset = data_offset + (at_value * size) as u64;
         read_section_chunk(
-            &mut reader,
+            reader,
             chunk,
             data_offset,
-            (done * size) as u64,
-            total_bytes,
+            (at_value * size) as u64,
+            (total * size) as u64,
             path,
             "the array data",
         )?;
         for (i, raw) in chunk.chunks_exact(size).enumerate() {
             let value = elem.decode(raw);
             if !value.is_finite() {
-                let at = done + i;
+                let at = at_value + i;
                 return Err(IoError::NonFiniteBinary {
                     path: path.to_path_buf(),
                     offset: offset + (i * size) as u64,
@@ -85,11 +114,39 @@ pub fn load_npy(path: impl AsRef<Path>) -> Result<Dataset, IoError> {
                     },
                 });
             }
-            x.push(value);
+            out.push(value);
         }
-        done += count;
+        done += step;
     }
-    expect_end(&mut reader, data_offset + (total * size) as u64, path)?;
+    Ok(())
+}
+
+/// Loads a `.npy` file as a point set (no labels).
+pub fn load_npy(path: impl AsRef<Path>) -> Result<Dataset, IoError> {
+    let path = path.as_ref();
+    let Matrix {
+        mut reader,
+        elem,
+        n,
+        d,
+        data_offset,
+    } = open_matrix(path)?;
+    let mut x = alloc_points(path, n, d)?;
+    let total = n * d;
+    read_values(
+        &mut reader,
+        path,
+        elem,
+        data_offset,
+        (0, total, total),
+        d,
+        &mut x,
+    )?;
+    expect_end(
+        &mut reader,
+        data_offset + (total * elem.size()) as u64,
+        path,
+    )?;
     Ok(Dataset {
         n,
         d,
@@ -97,6 +154,69 @@ pub fn load_npy(path: impl AsRef<Path>) -> Result<Dataset, IoError> {
         labels: None,
         source: path.to_path_buf(),
     })
+}
+
+/// The shape of a `.npy` file read as points, `(rows, columns)`, from its header alone.
+pub fn npy_shape(path: impl AsRef<Path>) -> Result<(usize, usize), IoError> {
+    let m = open_matrix(path.as_ref())?;
+    Ok((m.n, m.d))
+}
+
+/// Rows `rows` of a `.npy` file read as points (row-major, as `f64`), reading only those: a
+/// plain file is read from the first of them on (a seek), a gzip one decompressed up to them
+/// and that part dropped; the data after them is left unread. The checks are [`load_npy`]'s. For a process
+/// that holds only its block of a large matrix (a rank's rows of a kernel matrix).
+pub fn load_npy_rows(
+    path: impl AsRef<Path>,
+    rows: std::ops::Range<usize>,
+) -> Result<Vec<f64>, IoError> {
+    let path = path.as_ref();
+    let Matrix {
+        mut reader,
+        elem,
+        n,
+        d,
+        data_offset,
+    } = open_matrix(path)?;
+    if rows.start > rows.end || rows.end > n {
+        return Err(IoError::BadShape {
+            path: path.to_path_buf(),
+            problem: format!(
+                "rows {}..{} were asked of a matrix of {n} rows",
+                rows.start, rows.end
+            ),
+        });
+    }
+    let first = rows.start * d;
+    let skip = (first * elem.size()) as u64;
+    let count = rows.len() * d;
+    let mut x = alloc_points(path, rows.len(), d)?;
+    let values = (first, count, n * d);
+    if super::input::is_plain_file(path)? {
+        // A plain file: straight to the first row.
+        use std::io::{Seek, SeekFrom};
+        let mut file = std::fs::File::open(path).map_err(|source| IoError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        file.seek(SeekFrom::Start(data_offset + skip))
+            .map_err(|e| super::input::read_error(path, e))?;
+        let mut reader = std::io::BufReader::new(file);
+        read_values(&mut reader, path, elem, data_offset, values, d, &mut x)?;
+        return Ok(x);
+    }
+    let skipped = std::io::copy(&mut (&mut reader).take(skip), &mut std::io::sink())
+        .map_err(|e| super::input::read_error(path, e))?;
+    if skipped < skip {
+        return Err(IoError::Truncated {
+            path: path.to_path_buf(),
+            offset: data_offset + skipped,
+            missing: skip - skipped,
+            what: "the array data",
+        });
+    }
+    read_values(&mut reader, path, elem, data_offset, values, d, &mut x)?;
+    Ok(x)
 }
 
 /// The element types the reader decodes.

@@ -320,3 +320,53 @@ fn headers_announcing_more_than_the_file_holds_are_refused_before_allocating() {
     assert!(matches!(err, IoError::BadShape { .. }), "{err}");
     assert!(err.to_string().contains("expands to at most"), "{err}");
 }
+
+/// A block of rows of a plain and of a gzip-compressed file, f8 and f4: exactly those rows of
+/// the whole file (none, the first, the middle, the last, all); a range past the end, and a
+/// non-finite value inside the rows (named by its row of the whole file), are errors; a
+/// non-finite value outside the rows is not read.
+#[test]
+fn blocks_of_rows_are_those_rows_of_the_file() {
+    let dir = TempDir::new();
+    let (n, d) = (7, 3);
+    let values: Vec<f64> = (0..n * d).map(|i| i as f64 * 0.5 - 3.0).collect();
+    let f8 = npy_bytes(1, &dict("<f8", false, "(7, 3)"), &f64_le(&values));
+    let f4_data: Vec<u8> = values
+        .iter()
+        .flat_map(|v| (*v as f32).to_le_bytes())
+        .collect();
+    let f4 = npy_bytes(2, &dict("<f4", false, "(7, 3)"), &f4_data);
+    for (name, bytes) in [
+        ("x.npy", f8.clone()),
+        ("x.npy.gz", gzip(&f8)),
+        ("y.npy", f4.clone()),
+        ("y.npy.gz", gzip(&f4)),
+    ] {
+        let path = dir.file(name, &bytes);
+        assert_eq!(npy_shape(&path).unwrap(), (n, d), "{name}");
+        let whole = load_npy(&path).unwrap().x;
+        for rows in [0..0, 0..1, 2..5, 6..7, 0..7] {
+            let got = load_npy_rows(&path, rows.clone()).unwrap();
+            assert_eq!(
+                got,
+                whole[rows.start * d..rows.end * d].to_vec(),
+                "{name} {rows:?}"
+            );
+        }
+        let msg = err_msg(load_npy_rows(&path, 5..8));
+        assert_mentions(&msg, &[name, "rows 5..8", "7 rows"]);
+    }
+    let mut bad = values.clone();
+    bad[4 * d + 1] = f64::NAN; // row 5, column 2 of the file
+    let path = dir.file(
+        "bad.npy",
+        &npy_bytes(1, &dict("<f8", false, "(7, 3)"), &f64_le(&bad)),
+    );
+    let msg = err_msg(load_npy_rows(&path, 3..6));
+    assert_mentions(&msg, &["bad.npy", "row 5", "column 2", "NaN"]);
+    assert_eq!(
+        load_npy_rows(&path, 0..4).unwrap(),
+        values[..4 * d].to_vec(),
+        "the NaN lies after the rows read"
+    );
+}
