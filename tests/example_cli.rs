@@ -1473,3 +1473,86 @@ fn processes_of_one_rank_each_give_one_process_fit() {
     assert!(rank0.contains("rank 1"), "{rank0}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A `.npy` file of an `rows x cols` f64 matrix (format 1.0).
+fn write_npy(path: &Path, rows: usize, cols: usize, values: &[f64]) {
+    let mut header =
+        format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    for v in values {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(path, bytes).expect("write the .npy file");
+}
+
+/// A precomputed kernel matrix in a `.npy` file, read by each rank for its own rows (one
+/// process over CPU ranks, and two processes of one rank each): the labels and objective of
+/// one process that reads the whole file.
+#[test]
+fn a_precomputed_kernel_matrix_read_by_rows_gives_the_whole_fit() {
+    let Some(bin) = built_example_or_notice() else {
+        return;
+    };
+    let dir = scratch("rows");
+    let points = blobs();
+    let n = points.len();
+    let kernel: Vec<f64> = (0..n * n)
+        .map(|e| {
+            let (a, b) = (points[e / n], points[e % n]);
+            (-0.5 * ((a.1 - b.1).powi(2) + (a.2 - b.2).powi(2))).exp()
+        })
+        .collect();
+    let kfile = dir.join("K.npy");
+    write_npy(&kfile, n, n, &kernel);
+    let fit = |tag: &str, env: &[(&str, String)], ranks: usize| -> Vec<(Vec<u32>, u64)> {
+        let rendezvous = dir.join(format!("{tag}.addr"));
+        let children: Vec<_> = (0..ranks)
+            .map(|rank| {
+                let labels = dir.join(format!("{tag}-{rank}.txt"));
+                let json = dir.join(format!("{tag}-{rank}.json"));
+                let mut cmd = std::process::Command::new(&bin);
+                cmd.args(["-f", "precomputed", "-i", path_str(&kfile), "-k", "3"])
+                    .args(["--dtype", "f64", "--device", "cpu", "--init", "kmeans++", "-r", "3"])
+                    .args(["--labels-out", path_str(&labels), "--json", path_str(&json)])
+                    .envs(env.iter().map(|(k, v)| (*k, v.clone())));
+                if ranks > 1 {
+                    cmd.env("POPCORN_RANK", rank.to_string())
+                        .env("POPCORN_WORLD_SIZE", ranks.to_string())
+                        .env("POPCORN_RENDEZVOUS", &rendezvous);
+                }
+                let child = cmd
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("start the example");
+                (child, labels, json)
+            })
+            .collect();
+        let mut got = Vec::new();
+        for (rank, (child, labels, json)) in children.into_iter().enumerate() {
+            let out = child.wait_with_output().expect("the example's exit");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{tag} rank {rank}: {stderr}");
+            if rank == 0 {
+                got.push((read_labels(&labels), report_objective(&json).to_bits()));
+            }
+        }
+        got
+    };
+    let whole = fit("whole", &[], 1);
+    assert_same_partition(
+        &points.iter().map(|p| p.0).collect::<Vec<_>>(),
+        &whole[0].0,
+    );
+    let cpu_ranks = fit("cpu-ranks", &[("POPCORN_CPU_RANKS", "3".to_string())], 1);
+    assert_eq!(cpu_ranks, whole, "three CPU ranks in one process");
+    let processes = fit("processes", &[], 2);
+    assert_eq!(processes, whole, "two processes");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -749,3 +749,73 @@ fn tensors_written_between_runs_reach_every_rank() {
     ctx.fill(&x, 0.5).unwrap();
     assert_eq!(kernel(&ctx, &x), want(&[0.5; 18]), "after fill");
 }
+
+/// A matrix read block by block (`Context::dense_rows`): on ranks each rank reads only its
+/// block of rows (the plan's blocks), and a Kernel K-means iteration on it gives the
+/// unpartitioned run's bits; without ranks the whole matrix is read at once.
+#[test]
+fn a_matrix_read_by_rows_is_read_once_per_rank_block() {
+    let p = program(KKM, "kkmeans_iteration");
+    let (n, k) = (10, 3);
+    let kernel = gaussian_kernel(&values(n * 2, 9), n, 2);
+    let l = labels(n, k);
+    let run = |ctx: &Context| -> (Vec<std::ops::Range<usize>>, BTreeMap<String, Vec<u64>>) {
+        let mut asked = Vec::new();
+        let kt = ctx
+            .dense_rows(n, n, &mut |rows| {
+                asked.push(rows.clone());
+                Ok(kernel[rows.start * n..rows.end * n].to_vec())
+            })
+            .unwrap();
+        let lt = ctx.index(&l).unwrap();
+        let args = Args::new().tensor("K", &kt).tensor("labels", &lt).dim("k", k);
+        let out = ctx.run(&p, &args).unwrap();
+        (asked, results(ctx, &out, &["new_labels", "objective", "changed"]))
+    };
+    let (asked, whole) = run(&context(DType::F64, None));
+    assert_eq!(asked, vec![0..n]);
+    for ranks in [2, 3] {
+        let (asked, got) = run(&Context::cpu_ranks(ranks, None).with_dtype(DType::F64));
+        let blocks: Vec<_> = (0..ranks).map(|r| PartitionSpec::points(ranks).rows(n, r)).collect();
+        assert_eq!(asked, blocks, "{ranks} ranks");
+        assert_eq!(got, whole, "{ranks} ranks");
+    }
+}
+
+/// `fit_precomputed_rows` on a context without ranks reads the whole matrix once and gives
+/// `fit_precomputed`'s fit; a non-finite entry is named by its row and column of the whole
+/// matrix, a reader's error comes through as it is, and 16-bit storage is refused.
+#[test]
+fn a_precomputed_fit_read_by_rows_equals_the_whole_fit() {
+    use popcorn::kkmeans::{FitError, KernelKMeans};
+    let n = 12;
+    let kernel = gaussian_kernel(&values(n * 2, 4), n, 2);
+    let km = KernelKMeans::new(3).dtype(DType::F64).device(DeviceSpec::Cpu);
+    let whole = km.fit_precomputed(&kernel, n).expect("whole");
+    let mut asked = Vec::new();
+    let rows = km
+        .fit_precomputed_rows(n, &mut |r| {
+            asked.push(r.clone());
+            Ok(kernel[r.start * n..r.end * n].to_vec())
+        })
+        .expect("by rows");
+    assert_eq!(asked, vec![0..n]);
+    assert_eq!(rows.labels, whole.labels);
+    assert_eq!(rows.objective.to_bits(), whole.objective.to_bits());
+    let mut bad = kernel.clone();
+    bad[5 * n + 7] = f64::NAN;
+    let e = km
+        .fit_precomputed_rows(n, &mut |r| Ok(bad[r.start * n..r.end * n].to_vec()))
+        .expect_err("a NaN");
+    assert!(e.to_string().contains("kernel entry (5, 7) is NaN"), "{e}");
+    let e = km
+        .fit_precomputed_rows(n, &mut |_| Err(FitError::Input("the disk is gone".into())))
+        .expect_err("a failing reader");
+    assert!(e.to_string().contains("the disk is gone"), "{e}");
+    let e = KernelKMeans::new(3)
+        .kernel_storage(Some(popcorn::kernel_ir::Half::Bf16))
+        .device(DeviceSpec::Cpu)
+        .fit_precomputed_rows(n, &mut |r| Ok(kernel[r.start * n..r.end * n].to_vec()))
+        .expect_err("bf16");
+    assert!(e.to_string().contains("use fit_precomputed"), "{e}");
+}

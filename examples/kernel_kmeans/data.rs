@@ -314,6 +314,34 @@ pub fn load_kernel_matrix(
     Ok(data)
 }
 
+/// A square `.npy` kernel matrix whose rows each rank reads for itself when the fit runs
+/// (a context partitioned along the points): only its shape is read here, and the data's
+/// values stay empty.
+pub fn kernel_matrix_by_rows(path: &Path, limit: Option<usize>) -> Result<Data, CliError> {
+    if limit.is_some() {
+        return Err(CliError::Usage(
+            "-n takes a leading part of the matrix, which every rank would read whole; drop -n \
+             (the ranks read their rows of the whole file)"
+                .into(),
+        ));
+    }
+    let (n, d) = popcorn::io::npy_shape(path)?;
+    if n != d {
+        return Err(CliError::Data(format!(
+            "`{}` holds a {n} x {d} matrix; a precomputed kernel matrix must be n x n (one row and one column per point)",
+            path.display()
+        )));
+    }
+    Ok(Data {
+        source: Source::File(path.to_path_buf()),
+        n,
+        d,
+        x: Vec::new(),
+        sparse: None,
+        labels: None,
+    })
+}
+
 fn keep_first_rows(data: &mut Data, n: usize, path: &Path) -> Result<(), CliError> {
     if n == 0 {
         return Err(CliError::Usage("-n 0: ask for at least one point".into()));

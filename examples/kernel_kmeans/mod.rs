@@ -117,6 +117,9 @@ fn execute(
         line.phase("");
         popcorn::io::set_memory_limit(popcorn::dsl::settings::settings().memory_limit);
         match &cli.input {
+            Some(path) if precomputed && read_by_rows(path, device)? => {
+                data::kernel_matrix_by_rows(path, cli.n)?
+            }
             Some(path) if precomputed => data::load_kernel_matrix(path, cli.label_column, cli.n)?,
             Some(path) => data::load_points(path, cli.label_column, cli.n, cli.d, cli.sparse)?,
             None => {
@@ -157,7 +160,15 @@ fn execute(
             )));
         }
     }
-    if precomputed {
+    let by_rows = precomputed && data.x.is_empty();
+    if by_rows && (cli.output.is_some() || cli.plot.is_some()) {
+        return Err(CliError::Usage(
+            "the ranks read their own rows of the kernel matrix, and -o and --plot need all of \
+             it; drop them"
+                .into(),
+        ));
+    }
+    if precomputed && !by_rows {
         let asym = data::asymmetry(&data.x, data.n);
         if asym > 1e-6 {
             warnings.push(format!(
@@ -257,6 +268,22 @@ fn execute(
     Ok(())
 }
 
+/// Whether a precomputed kernel matrix is read by each rank for its own rows: a `.npy` file
+/// (which can be read from any row) on a device whose plans run partitioned along the points
+/// (several GPUs, CPU ranks, or one process per rank under a launcher).
+fn read_by_rows(path: &std::path::Path, device: DeviceSpec) -> Result<bool, CliError> {
+    let name = path.to_string_lossy().to_ascii_lowercase();
+    let npy = name.ends_with(".npy") || name.ends_with(".npy.gz");
+    let cpu_ranks = device == DeviceSpec::Cpu
+        && popcorn::dsl::settings::settings()
+            .cpu_ranks
+            .is_some_and(|p| p > 1);
+    let partitioned = matches!(device, DeviceSpec::CudaSet(_))
+        || cpu_ranks
+        || popcorn::runtime::ranks::world::World::from_env()?.is_some();
+    Ok(npy && partitioned)
+}
+
 /// Whether this process writes the results: the only process, or rank 0 of a run over
 /// several (the launcher's environment, as the library reads it).
 fn primary_process() -> Result<bool, CliError> {
@@ -283,6 +310,13 @@ fn fit_one(
     }
     if spec.params.kernel == Kernel::Precomputed {
         line.phase("upload and iterations");
+        if let (true, Source::File(path)) = (data.x.is_empty(), &data.source) {
+            // Each rank reads its own rows of the file (read_by_rows).
+            return Ok(spec.params.fit_precomputed_rows(data.n, &mut |rows| {
+                popcorn::io::load_npy_rows(path, rows)
+                    .map_err(|e| popcorn::kkmeans::FitError::Input(e.to_string()))
+            })?);
+        }
         return Ok(spec.params.fit_precomputed(&data.x, data.n)?);
     }
     if let Some(x) = &data.sparse {

@@ -573,6 +573,50 @@ impl Context {
         )
     }
 
+    /// A dense `rows x cols` matrix read block by block: on a context whose plans run
+    /// partitioned along the points (several GPUs, CPU ranks, one rank per process), each
+    /// rank of this process asks `read` for only its block of rows (`read(range)` returns
+    /// those rows' values, row-major) and holds it, so a large matrix (a precomputed kernel
+    /// matrix) is never read or held whole by any process; elsewhere `read(0..rows)` once.
+    /// The blocks are those the plans' partition gives the ranks.
+    pub fn dense_rows(
+        &self,
+        rows: usize,
+        cols: usize,
+        read: &mut dyn FnMut(std::ops::Range<usize>) -> Result<Vec<f64>, RuntimeError>,
+    ) -> Result<Tensor, RuntimeError> {
+        let spec = match &self.config.partition {
+            Some(spec) if spec.ranks > 1 => spec.clone(),
+            _ => return self.dense(rows, cols, &read(0..rows)?),
+        };
+        let elem = ElemType::float(self.config.dtype);
+        let data = with_engine!(self, e => {
+            let backends = e.rank_backends(spec.ranks)?;
+            let local: Vec<usize> = match &e.ranks.world {
+                Some((rank, _)) => vec![*rank],
+                None => (0..spec.ranks).collect(),
+            };
+            let mut held = Vec::with_capacity(spec.ranks);
+            for (r, backend) in backends.iter().enumerate() {
+                let block = spec.rows(rows, r);
+                let mine = if local.contains(&r) {
+                    let values = read(block.clone())?;
+                    matrix_values(block.len(), cols, values.len())?;
+                    Some(vec![backend.upload(self.float_upload(&values).as_slice())?])
+                } else {
+                    None
+                };
+                held.push(RankHeld {
+                    whole: None,
+                    rows: mine,
+                    row_count: block.len(),
+                });
+            }
+            ranked_data_for(&e.backend, held)
+        });
+        Ok(Tensor::new(TensorShape::Dense { rows, cols }, elem, data))
+    }
+
     /// A dense matrix from `f32` values, without a detour through `f64` when the context
     /// computes in `f32`.
     pub fn dense_f32(
@@ -1179,6 +1223,10 @@ fn elem_name(e: ElemType) -> String {
 
 fn wrap_for<B: TensorStore>(_b: &B, bufs: Vec<B::Buf>) -> TensorData {
     B::wrap(bufs)
+}
+
+fn ranked_data_for<B: TensorStore>(_b: &B, held: Vec<RankHeld<B::Buf>>) -> TensorData {
+    B::wrap_ranked(held)
 }
 
 fn ranked_of<'d, B: TensorStore>(_b: &B, data: &'d TensorData) -> Option<&'d [RankHeld<B::Buf>]> {

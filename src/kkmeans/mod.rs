@@ -866,6 +866,77 @@ impl KernelKMeans {
             Some(half) => ctx.dense_half(n, n, kmat, half)?,
             None => ctx.dense(n, n, kmat)?,
         };
+        self.fit_stored_kernel(ctx, kmat, n, (scale, largest), start, control)
+    }
+
+    /// Clusters with a precomputed kernel matrix (`n x n`, symmetric) read block by block:
+    /// `read(rows)` returns those rows of it (row-major). On a context whose plans run
+    /// partitioned (several GPUs, or one process per rank under `mpirun`), each rank reads
+    /// only its block of rows and holds only it, so K is never whole in any process; elsewhere
+    /// it is read at once. K is held in the fit's type (16-bit storage needs the whole matrix:
+    /// [`fit_precomputed`](KernelKMeans::fit_precomputed)).
+    pub fn fit_precomputed_rows(
+        &self,
+        n: usize,
+        read: &mut dyn FnMut(std::ops::Range<usize>) -> Result<Vec<f64>, FitError>,
+    ) -> Result<FitResult, FitError> {
+        self.fit_precomputed_rows_with_control(n, read, &mut |_| ControlFlow::Continue(()))
+    }
+
+    /// [`fit_precomputed_rows`](KernelKMeans::fit_precomputed_rows), telling `control` of
+    /// every phase and iteration.
+    pub fn fit_precomputed_rows_with_control(
+        &self,
+        n: usize,
+        read: &mut dyn FnMut(std::ops::Range<usize>) -> Result<Vec<f64>, FitError>,
+        control: &mut Control<'_>,
+    ) -> Result<FitResult, FitError> {
+        self.validate(n)?;
+        if let Some(half) = self.kernel_storage {
+            return Err(FitError::Parameter(format!(
+                "a kernel matrix read by rows is held in the fit's type, not in {half} (which \
+                 scales by the largest entry of the whole matrix); use fit_precomputed"
+            )));
+        }
+        let start = Instant::now();
+        report(control, &Progress::Phase("upload"))?;
+        let ctx = self.context()?;
+        let mut failed = None;
+        let kmat = ctx.dense_rows(n, n, &mut |rows| {
+            let block = read(rows.clone()).map_err(|e| {
+                let text = e.to_string();
+                failed = Some(e);
+                RuntimeError::InvalidData(text)
+            })?;
+            if let Some(p) = block.iter().position(|v| !v.is_finite()) {
+                return Err(RuntimeError::InvalidData(format!(
+                    "kernel entry ({}, {}) is {}",
+                    rows.start + p / n,
+                    p % n,
+                    block[p]
+                )));
+            }
+            Ok(block)
+        });
+        let kmat = match (kmat, failed) {
+            (Ok(k), _) => k,
+            (Err(_), Some(e)) => return Err(e),
+            (Err(e), None) => return Err(e.into()),
+        };
+        self.fit_stored_kernel(ctx, kmat, n, (1.0, 0.0), start, control)
+    }
+
+    /// The iterations, centroid norms and model of a fit on a kernel matrix `kmat` already in
+    /// `ctx` (held times `scale`; `largest` bounds its entries).
+    fn fit_stored_kernel(
+        &self,
+        ctx: Context,
+        kmat: Tensor,
+        n: usize,
+        (scale, largest): (f64, f64),
+        start: Instant,
+        control: &mut Control<'_>,
+    ) -> Result<FitResult, FitError> {
         let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
