@@ -1518,7 +1518,9 @@ fn a_precomputed_kernel_matrix_read_by_rows_gives_the_whole_fit() {
                 let json = dir.join(format!("{tag}-{rank}.json"));
                 let mut cmd = std::process::Command::new(&bin);
                 cmd.args(["-f", "precomputed", "-i", path_str(&kfile), "-k", "3"])
-                    .args(["--dtype", "f64", "--device", "cpu", "--init", "kmeans++", "-r", "3"])
+                    .args([
+                        "--dtype", "f64", "--device", "cpu", "--init", "kmeans++", "-r", "3",
+                    ])
                     .args(["--labels-out", path_str(&labels), "--json", path_str(&json)])
                     .envs(env.iter().map(|(k, v)| (*k, v.clone())));
                 if ranks > 1 {
@@ -1546,10 +1548,7 @@ fn a_precomputed_kernel_matrix_read_by_rows_gives_the_whole_fit() {
         got
     };
     let whole = fit("whole", &[], 1);
-    assert_same_partition(
-        &points.iter().map(|p| p.0).collect::<Vec<_>>(),
-        &whole[0].0,
-    );
+    assert_same_partition(&points.iter().map(|p| p.0).collect::<Vec<_>>(), &whole[0].0);
     let cpu_ranks = fit("cpu-ranks", &[("POPCORN_CPU_RANKS", "3".to_string())], 1);
     assert_eq!(cpu_ranks, whole, "three CPU ranks in one process");
     let processes = fit("processes", &[], 2);

@@ -768,15 +768,23 @@ fn a_matrix_read_by_rows_is_read_once_per_rank_block() {
             })
             .unwrap();
         let lt = ctx.index(&l).unwrap();
-        let args = Args::new().tensor("K", &kt).tensor("labels", &lt).dim("k", k);
+        let args = Args::new()
+            .tensor("K", &kt)
+            .tensor("labels", &lt)
+            .dim("k", k);
         let out = ctx.run(&p, &args).unwrap();
-        (asked, results(ctx, &out, &["new_labels", "objective", "changed"]))
+        (
+            asked,
+            results(ctx, &out, &["new_labels", "objective", "changed"]),
+        )
     };
     let (asked, whole) = run(&context(DType::F64, None));
     assert_eq!(asked, vec![0..n]);
     for ranks in [2, 3] {
         let (asked, got) = run(&Context::cpu_ranks(ranks, None).with_dtype(DType::F64));
-        let blocks: Vec<_> = (0..ranks).map(|r| PartitionSpec::points(ranks).rows(n, r)).collect();
+        let blocks: Vec<_> = (0..ranks)
+            .map(|r| PartitionSpec::points(ranks).rows(n, r))
+            .collect();
         assert_eq!(asked, blocks, "{ranks} ranks");
         assert_eq!(got, whole, "{ranks} ranks");
     }
@@ -790,7 +798,9 @@ fn a_precomputed_fit_read_by_rows_equals_the_whole_fit() {
     use popcorn::kkmeans::{FitError, KernelKMeans};
     let n = 12;
     let kernel = gaussian_kernel(&values(n * 2, 4), n, 2);
-    let km = KernelKMeans::new(3).dtype(DType::F64).device(DeviceSpec::Cpu);
+    let km = KernelKMeans::new(3)
+        .dtype(DType::F64)
+        .device(DeviceSpec::Cpu);
     let whole = km.fit_precomputed(&kernel, n).expect("whole");
     let mut asked = Vec::new();
     let rows = km
