@@ -86,6 +86,16 @@ fn on_ranks<T: Send + 'static>(
     tag: &str,
     body: impl Fn(usize, Arc<HostChannel>) -> T + Send + Sync + 'static,
 ) -> Vec<T> {
+    on_ranks_waiting(size, tag, Duration::from_secs(20), body)
+}
+
+/// [`on_ranks`], each rank waiting at most `timeout` for the others.
+fn on_ranks_waiting<T: Send + 'static>(
+    size: usize,
+    tag: &str,
+    timeout: Duration,
+    body: impl Fn(usize, Arc<HostChannel>) -> T + Send + Sync + 'static,
+) -> Vec<T> {
     let rv = rendezvous(tag);
     let body = Arc::new(body);
     let threads: Vec<_> = (0..size)
@@ -93,7 +103,7 @@ fn on_ranks<T: Send + 'static>(
             let (rv, body) = (rv.clone(), body.clone());
             std::thread::spawn(move || {
                 let w = world(r, size, &rv);
-                let channel = HostChannel::connect(&w, Duration::from_secs(20)).expect("connect");
+                let channel = HostChannel::connect(&w, timeout).expect("connect");
                 body(r, Arc::new(channel))
             })
         })
@@ -155,6 +165,27 @@ fn a_rank_that_exits_is_named_by_the_others() {
         got[2].contains("rank 1 closed its connection"),
         "{}",
         got[2]
+    );
+}
+
+/// A rank that stops answering (stuck, not exited) is named by every other rank once the
+/// timeout passes: no rank waits for ever.
+#[test]
+fn a_rank_that_stops_answering_is_named_after_the_timeout() {
+    let start = std::time::Instant::now();
+    let got = on_ranks_waiting(3, "stuck", Duration::from_secs(2), |r, ch| {
+        if r == 2 {
+            std::thread::sleep(Duration::from_secs(6)); // stuck, the connection still open
+            return String::new();
+        }
+        ch.all_gather(&[r as u8]).unwrap_err().to_string()
+    });
+    assert!(got[0].contains("rank 2 did not answer"), "{}", got[0]);
+    assert!(got[1].contains("rank 2 did not answer"), "{}", got[1]);
+    assert!(
+        start.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        start.elapsed()
     );
 }
 
