@@ -2,6 +2,8 @@
 inits, the precomputed kernel, pickling, the GIL and Ctrl-C."""
 
 import _thread
+import json
+import os
 import pickle
 import signal
 import subprocess
@@ -218,3 +220,39 @@ def test_16_bit_kernel_storage_refuses_float64_overflow_and_unknown_names():
         ).fit(X)
     with pytest.raises(ValueError, match="kernel_storage"):
         KernelKMeans(3, kernel_storage="int8", device="cpu").fit(X)
+
+
+def test_processes_of_one_rank_each_fit_as_one_process(tmp_path):
+    # Two Python processes started as a launcher would (rank, size, a rendezvous file): each
+    # runs its rank of the same fit, and both end with one process's labels and objective.
+    script = (
+        "import json, sys, numpy as np\n"
+        "from popcorn import KernelKMeans\n"
+        "X = np.random.default_rng(3).uniform(-1, 1, size=(257, 3))\n"
+        "km = KernelKMeans(5, kernel='rbf', gamma=0.7, init='k-means++', random_state=1,\n"
+        "                  dtype='float64', device='cpu').fit(X)\n"
+        "json.dump({'labels': km.labels_.tolist(), 'inertia': km.inertia_},\n"
+        "          open(sys.argv[1], 'w'))\n"
+    )
+
+    def run(env, out):
+        return subprocess.Popen([sys.executable, "-c", script, str(out)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("POPCORN_")}
+    one = run(base, tmp_path / "one.json")
+    assert one.wait(timeout=120) == 0, one.stderr.read()
+    rendezvous = tmp_path / "rendezvous.addr"
+    ranks = [
+        run({**base, "POPCORN_RANK": str(r), "POPCORN_WORLD_SIZE": "2",
+             "POPCORN_RENDEZVOUS": str(rendezvous), "POPCORN_RANK_TIMEOUT": "60"},
+            tmp_path / f"rank{r}.json")
+        for r in range(2)
+    ]
+    for r, p in enumerate(ranks):
+        assert p.wait(timeout=120) == 0, f"rank {r}: {p.stderr.read()}"
+    want = json.load(open(tmp_path / "one.json"))
+    for r in range(2):
+        got = json.load(open(tmp_path / f"rank{r}.json"))
+        assert got["labels"] == want["labels"], f"rank {r}"
+        assert got["inertia"] == want["inertia"], f"rank {r}"
