@@ -316,7 +316,11 @@ impl HostChannel {
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
             };
-            prepare(&stream, timeout).map_err(|e| io_error("the connection to rank 0", e))?;
+            // Rank 0 waits `timeout` for each rank and relays; the others wait on it longer,
+            // so that rank 0's word on a rank that stopped answering reaches them first
+            // (with equal waits they could give up on rank 0 itself).
+            let relay_wait = timeout * 2 + Duration::from_secs(5);
+            prepare(&stream, relay_wait).map_err(|e| io_error("the connection to rank 0", e))?;
             let mut hello = (world.rank as u64).to_le_bytes().to_vec();
             hello.extend_from_slice(&(world.size as u64).to_le_bytes());
             send_frame(&mut stream, DATA, &hello).map_err(|e| io_error("greeting rank 0", e))?;
