@@ -5,9 +5,12 @@
 //! first usable GPU), plans each program for its backend's [target](popcorn_dsl::Target) once
 //! per shape signature (cached with its workspace) and runs it through the [`executor`] (on a
 //! GPU, from its third run with the same tensors, by replaying a CUDA graph recorded at the
-//! second), or, for a plan partitioned over several ranks, through [`ranks`]. Plans
-//! are portable: the same plan runs on both backends, and the CPU backend is the reference
-//! every GPU result is tested against.
+//! second), or, for a plan partitioned over several ranks, through [`ranks`]: several GPUs
+//! of one process exchange through NCCL ([`cuda::NcclRanks`]), and a run over several
+//! processes (started by `mpirun`, `srun` or `torchrun`, found by [`ranks::world`]) through
+//! NCCL or a host channel; the tensors a partitioned run leaves stay on its ranks. Plans are
+//! portable: the same plan runs on both backends, and the CPU backend is the reference every
+//! GPU result is tested against.
 #![warn(missing_docs)]
 
 pub mod args;
