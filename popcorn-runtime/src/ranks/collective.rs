@@ -70,15 +70,13 @@ impl<B: Backend> Collectives<B> for InMemory {
     fn all_gather(&self, g: &Gather<'_, B>) -> Result<(), RuntimeError> {
         all_here(g.ranks, g.lens.len())?;
         check_ranks(g.backends, g.parts.len().max(g.wholes.len()))?;
-        let mut whole: Option<HostVec> = None;
-        for ((buf, len), backend) in g.parts.iter().zip(g.backends) {
-            let part = prefix(backend.download(buf)?, *len)?;
-            match &mut whole {
-                None => whole = Some(part),
-                Some(w) => append(w, &part)?,
-            }
-        }
-        let Some(whole) = whole else {
+        let parts = g
+            .parts
+            .iter()
+            .zip(g.backends)
+            .map(|((buf, len), backend)| prefix(backend.download(buf)?, *len))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(whole) = concatenated(parts)? else {
             return Ok(());
         };
         for (w, backend) in g.wholes.iter().zip(g.backends) {
@@ -96,15 +94,12 @@ impl<B: Backend> Collectives<B> for InMemory {
     ) -> Result<(), RuntimeError> {
         check_ranks(backends, bufs.len())?;
         all_here(ranks, bufs.len())?;
-        let mut sum: Option<HostVec> = None;
-        for (buf, backend) in bufs.iter().zip(backends) {
-            let part = prefix(backend.download(buf)?, len)?;
-            match &mut sum {
-                None => sum = Some(part),
-                Some(s) => add(s, &part)?,
-            }
-        }
-        let Some(sum) = sum else {
+        let parts = bufs
+            .iter()
+            .zip(backends)
+            .map(|(buf, backend)| prefix(backend.download(buf)?, len))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(sum) = summed(parts)? else {
             return Ok(());
         };
         for (b, backend) in bufs.iter().zip(backends) {
@@ -188,13 +183,42 @@ pub(crate) fn slice(v: &HostVec, range: std::ops::Range<usize>) -> Result<HostVe
 }
 
 /// `a` followed by `b`.
-pub(crate) fn append(a: &mut HostVec, b: &HostVec) -> Result<(), RuntimeError> {
+fn append(a: &mut HostVec, b: &HostVec) -> Result<(), RuntimeError> {
     same_elem!(a, b, x, y => x.extend_from_slice(y), "an all-gather");
     Ok(())
 }
 
+/// The parts one after another, in rank order (`None` where there are none).
+pub(crate) fn concatenated(
+    parts: impl IntoIterator<Item = HostVec>,
+) -> Result<Option<HostVec>, RuntimeError> {
+    let mut parts = parts.into_iter();
+    let Some(mut all) = parts.next() else {
+        return Ok(None);
+    };
+    for p in parts {
+        append(&mut all, &p)?;
+    }
+    Ok(Some(all))
+}
+
+/// The parts' element-wise sum, added in rank order (rank 0 first; `None` where there are
+/// none).
+pub(crate) fn summed(
+    parts: impl IntoIterator<Item = HostVec>,
+) -> Result<Option<HostVec>, RuntimeError> {
+    let mut parts = parts.into_iter();
+    let Some(mut sum) = parts.next() else {
+        return Ok(None);
+    };
+    for p in parts {
+        add(&mut sum, &p)?;
+    }
+    Ok(Some(sum))
+}
+
 /// `a += b`, element by element.
-pub(crate) fn add(a: &mut HostVec, b: &HostVec) -> Result<(), RuntimeError> {
+fn add(a: &mut HostVec, b: &HostVec) -> Result<(), RuntimeError> {
     same_elem!(a, b, x, y => x.iter_mut().zip(y.iter()).for_each(|(p, q)| *p += *q), "an all-reduce");
     Ok(())
 }

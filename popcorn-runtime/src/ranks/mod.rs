@@ -30,7 +30,7 @@ pub use collective::{Collectives, Gather, InMemory};
 
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostVec};
 use crate::error::RuntimeError;
-use collective::{append, prefix, slice, write_prefix};
+use collective::{slice, write_prefix};
 use popcorn_dsl::plan::collective::{CollectiveKind, Partition, RankStep, StepMode};
 use popcorn_dsl::plan::{Home, Plan, Step, Value, ValueId, ValueKind};
 use popcorn_dsl::{DimBindings, ScalarBindings};
@@ -224,10 +224,42 @@ pub fn execute<B: Backend>(
         .iter()
         .map(|(name, arg)| (name.clone(), RankInput::Whole(arg.clone())))
         .collect();
-    let local = every_rank(backends, plan)?;
-    let mut run = start(&local, plan, &inputs, scalars, dims)?;
-    run.settled(collectives, |run| run.schedule(collectives))?;
-    run.assemble(outputs)
+    let mut held = execute_ranked(backends, plan, collectives, &inputs, scalars, dims)?;
+    // Every output written whole into the caller's tensor on rank 0's backend.
+    for (name, v) in &plan.outputs {
+        let value = plan.value(*v);
+        let Some(parts) = held.remove(name) else {
+            continue; // a host scalar
+        };
+        let dest = match outputs.get(name) {
+            Some(Arg::Dense { buf, .. }) | Some(Arg::Index { buf, .. }) => *buf,
+            _ => {
+                return Err(RuntimeError::Binding(format!(
+                    "output `{name}` was not provided"
+                )))
+            }
+        };
+        if dest.len() < value.len() {
+            return Err(RuntimeError::Binding(format!(
+                "output `{name}` holds {} elements, {} needed",
+                dest.len(),
+                value.len()
+            )));
+        }
+        let shape = match value.kind {
+            ValueKind::Index => crate::tensor::TensorShape::Index { len: value.rows },
+            _ => crate::tensor::TensorShape::Dense {
+                rows: value.rows,
+                cols: value.cols,
+            },
+        };
+        write_prefix(
+            backends[0],
+            dest,
+            &tensors::to_host(backends, &parts, shape)?,
+        )?;
+    }
+    Ok(())
 }
 
 /// Runs the partitioned `plan` as [`execute`] does, with inputs whole or already on the ranks,
@@ -457,26 +489,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                     match c.kind {
                         CollectiveKind::AllGather => {
                             run.require_rows(v)?;
-                            let cols = plan.value(v).cols;
-                            let lens: Vec<usize> = (0..part.ranks())
-                                .map(|r| part.rows(r).len() * cols)
-                                .collect();
-                            let parts = local
-                                .iter()
-                                .map(|&r| Ok((run.rows_buf(r, v)?, lens[r])))
-                                .collect::<Result<Vec<_>, RuntimeError>>()?;
-                            let wholes = local
-                                .iter()
-                                .map(|&r| run.whole_buf(r, v))
-                                .collect::<Result<Vec<_>, _>>()?;
-                            let gather = Gather {
-                                ranks: &local,
-                                backends: &backends,
-                                parts: &parts,
-                                lens: &lens,
-                                wholes: &wholes,
-                            };
-                            collectives.all_gather(&gather).map_err(failed)?;
+                            run.gather_rows(v, collectives).map_err(failed)?;
                         }
                         CollectiveKind::AllReduceSum => {
                             let bufs = local
@@ -795,34 +808,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
         if !matches!(value.home, Home::Input(_)) || !self.rows_ok[v.0] {
             return Err(self.missing("written whole copy", v));
         }
-        let cols = value.cols;
-        let lens: Vec<usize> = (0..self.part.ranks())
-            .map(|r| self.part.rows(r).len() * cols)
-            .collect();
-        let parts = self
-            .local
-            .iter()
-            .map(|&r| {
-                let rows = self.arg(r, v, true)?;
-                let buf = rows.buffers().first().copied();
-                let buf = buf.ok_or_else(|| self.missing("rows", v))?;
-                Ok((buf, lens[r]))
-            })
-            .collect::<Result<Vec<_>, RuntimeError>>()?;
-        let wholes = self
-            .local
-            .iter()
-            .map(|&r| self.whole_buf(r, v))
-            .collect::<Result<Vec<_>, _>>()?;
-        let backends = self.local_backends();
-        let gather = Gather {
-            ranks: &self.local,
-            backends: &backends,
-            parts: &parts,
-            lens: &lens,
-            wholes: &wholes,
-        };
-        collectives.all_gather(&gather).map_err(|e| {
+        self.gather_rows(v, collectives).map_err(|e| {
             RuntimeError::InvalidData(format!(
                 "all-gather of input `{}` over {} ranks ({}): {e}",
                 value.name,
@@ -832,6 +818,40 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
         })?;
         self.whole_ok[v.0] = true;
         Ok(())
+    }
+
+    /// All-gathers every rank's rows of `v` (its own, or a ranked input's) into its whole copy.
+    fn gather_rows(
+        &self,
+        v: ValueId,
+        collectives: &dyn Collectives<B>,
+    ) -> Result<(), RuntimeError> {
+        let cols = self.plan.value(v).cols;
+        let lens: Vec<usize> = (0..self.part.ranks())
+            .map(|r| self.part.rows(r).len() * cols)
+            .collect();
+        let parts = self
+            .local
+            .iter()
+            .map(|&r| {
+                let rows = self.arg(r, v, true)?;
+                let buf = rows.buffers().first().copied();
+                Ok((buf.ok_or_else(|| self.missing("rows", v))?, lens[r]))
+            })
+            .collect::<Result<Vec<_>, RuntimeError>>()?;
+        let wholes = self
+            .local
+            .iter()
+            .map(|&r| self.whole_buf(r, v))
+            .collect::<Result<Vec<_>, _>>()?;
+        let backends = self.local_backends();
+        collectives.all_gather(&Gather {
+            ranks: &self.local,
+            backends: &backends,
+            parts: &parts,
+            lens: &lens,
+            wholes: &wholes,
+        })
     }
 
     /// Hands every output (but host scalars) over as the ranks hold it: their rows where the
@@ -918,55 +938,6 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
         };
         let alpha = crate::executor::alpha(&step, self.scalars, self.dims)?;
         self.backends[r].run_step(&step, &ins, &outs, self.plan.dtype, alpha)
-    }
-
-    /// Writes every output into the caller's tensor: rows from every rank in rank order, or
-    /// rank 0's whole copy.
-    fn assemble(&self, outputs: &HashMap<String, Arg<'_, B::Buf>>) -> Result<(), RuntimeError> {
-        if self.local.len() != self.part.ranks() {
-            return Err(RuntimeError::Internal(
-                "whole outputs are assembled only where every rank runs in this process".into(),
-            ));
-        }
-        for (name, v) in &self.plan.outputs {
-            let value = self.plan.value(*v);
-            if matches!(value.home, Home::Host) {
-                continue;
-            }
-            let dest = match outputs.get(name) {
-                Some(Arg::Dense { buf, .. }) | Some(Arg::Index { buf, .. }) => *buf,
-                _ => {
-                    return Err(RuntimeError::Binding(format!(
-                        "output `{name}` was not provided"
-                    )))
-                }
-            };
-            let data = if self.whole_ok[v.0] && self.ranks[0].whole[self.storage[v.0]].is_some() {
-                prefix(self.home.download(self.whole_buf(0, *v)?)?, value.len())?
-            } else if self.rows_ok[v.0] {
-                let mut all = None;
-                for r in 0..self.part.ranks() {
-                    let len = self.part.rows(r).len() * value.cols;
-                    let part = prefix(self.backends[r].download(self.rows_buf(r, *v)?)?, len)?;
-                    match &mut all {
-                        None => all = Some(part),
-                        Some(a) => append(a, &part)?,
-                    }
-                }
-                all.ok_or_else(|| self.missing("ranks", *v))?
-            } else {
-                return Err(self.missing("written result", *v));
-            };
-            if dest.len() < value.len() {
-                return Err(RuntimeError::Binding(format!(
-                    "output `{name}` holds {} elements, {} needed",
-                    dest.len(),
-                    value.len()
-                )));
-            }
-            write_prefix(self.home, dest, &data)?;
-        }
-        Ok(())
     }
 }
 

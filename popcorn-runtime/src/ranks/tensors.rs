@@ -2,7 +2,7 @@
 //! [`super::execute_ranked`] ([`RankHeld`]: its block of rows and/or a whole copy), read back
 //! and written from the host, and handed to the next run as [`RankForms`].
 
-use super::collective::{append, prefix, slice, write_prefix};
+use super::collective::{concatenated, prefix, slice, write_prefix};
 use super::{RankForms, RankHeld};
 use crate::backend::{Arg, Backend, HostVec};
 use crate::error::RuntimeError;
@@ -44,16 +44,16 @@ pub(crate) fn to_host<B: Backend>(
             "a ranked tensor with neither every rank's rows nor a whole copy".into(),
         ));
     }
-    let mut all: Option<HostVec> = None;
-    for (h, backend) in held.iter().zip(backends) {
-        let buf = first(&h.rows).ok_or_else(|| RuntimeError::Internal("rows".into()))?;
-        let part = prefix(backend.download(buf)?, h.row_count * cols)?;
-        match &mut all {
-            None => all = Some(part),
-            Some(a) => append(a, &part)?,
-        }
-    }
-    all.ok_or_else(|| RuntimeError::Internal("a ranked tensor over no ranks".into()))
+    let parts = held
+        .iter()
+        .zip(backends)
+        .map(|(h, backend)| {
+            let buf = first(&h.rows).ok_or_else(|| RuntimeError::Internal("rows".into()))?;
+            prefix(backend.download(buf)?, h.row_count * cols)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    concatenated(parts)?
+        .ok_or_else(|| RuntimeError::Internal("a ranked tensor over no ranks".into()))
 }
 
 /// The whole value on the host in a run over processes ([`super::world`]), on `backend`, the
@@ -77,14 +77,8 @@ pub(crate) fn to_host_in_world<B: Backend>(
         RuntimeError::Internal("a ranked tensor with nothing on this rank".into())
     })?;
     let part = prefix(backend.download(buf)?, mine.row_count * cols)?;
-    let mut parts = super::world::gather_host(channel, &part)?.into_iter();
-    let mut all = parts
-        .next()
-        .ok_or_else(|| RuntimeError::Internal("a gather over no ranks".into()))?;
-    for p in parts {
-        append(&mut all, &p)?;
-    }
-    Ok(all)
+    concatenated(super::world::gather_host(channel, &part)?)?
+        .ok_or_else(|| RuntimeError::Internal("a gather over no ranks".into()))
 }
 
 /// Writes `data` (the whole value) into every form every rank holds.

@@ -10,7 +10,7 @@
 //! rank 0, which tells every other rank; a rank that exits or stops answering for
 //! `POPCORN_RANK_TIMEOUT` seconds is named in every other rank's error. None waits for ever.
 
-use super::collective::{prefix, write_prefix};
+use super::collective::{concatenated, prefix, summed, write_prefix};
 use super::{Collectives, Gather};
 use crate::backend::{Backend, HostVec};
 use crate::error::RuntimeError;
@@ -608,12 +608,10 @@ impl<B: Backend> Collectives<B> for WorldCollectives {
         self.only_mine(g.ranks)?;
         let (buf, len) = g.parts[0];
         let mine = prefix(g.backends[0].download(buf)?, len)?;
-        let parts = gather_host(&self.channel, &mine)?;
-        let mut whole = parts[0].clone();
-        for p in &parts[1..] {
-            super::collective::append(&mut whole, p)?;
+        match concatenated(gather_host(&self.channel, &mine)?)? {
+            Some(whole) => write_prefix(g.backends[0], g.wholes[0], &whole),
+            None => Ok(()),
         }
-        write_prefix(g.backends[0], g.wholes[0], &whole)
     }
 
     fn all_reduce_sum(
@@ -625,12 +623,10 @@ impl<B: Backend> Collectives<B> for WorldCollectives {
     ) -> Result<(), RuntimeError> {
         self.only_mine(ranks)?;
         let mine = prefix(backends[0].download(bufs[0])?, len)?;
-        let parts = gather_host(&self.channel, &mine)?;
-        let mut sum = parts[0].clone();
-        for p in &parts[1..] {
-            super::collective::add(&mut sum, p)?;
+        match summed(gather_host(&self.channel, &mine)?)? {
+            Some(sum) => write_prefix(backends[0], bufs[0], &sum),
+            None => Ok(()),
         }
-        write_prefix(backends[0], bufs[0], &sum)
     }
 
     fn abandon(&self, error: &RuntimeError) {
