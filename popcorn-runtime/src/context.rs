@@ -144,6 +144,15 @@ impl<B: Backend> Engine<B> {
             .collect())
     }
 
+    /// The ranks of a plan over `ranks` ranks that this process runs, each with its backend:
+    /// every rank, or this process's one in a run over several processes.
+    fn local_ranks(&self, ranks: usize) -> Result<Vec<(usize, &B)>, RuntimeError> {
+        Ok(match &self.ranks.world {
+            Some((rank, _)) => vec![(*rank, &self.backend)],
+            None => self.rank_backends(ranks)?.into_iter().enumerate().collect(),
+        })
+    }
+
     /// The collectives between its ranks.
     fn collectives(&self) -> &dyn Collectives<B> {
         match &self.ranks.collectives {
@@ -591,26 +600,18 @@ impl Context {
         };
         let elem = ElemType::float(self.config.dtype);
         let data = with_engine!(self, e => {
-            let backends = e.rank_backends(spec.ranks)?;
-            let local: Vec<usize> = match &e.ranks.world {
-                Some((rank, _)) => vec![*rank],
-                None => (0..spec.ranks).collect(),
-            };
-            let mut held = Vec::with_capacity(spec.ranks);
-            for (r, backend) in backends.iter().enumerate() {
-                let block = spec.rows(rows, r);
-                let mine = if local.contains(&r) {
-                    let values = read(block.clone())?;
-                    matrix_values(block.len(), cols, values.len())?;
-                    Some(vec![backend.upload(self.float_upload(&values).as_slice())?])
-                } else {
-                    None
-                };
-                held.push(RankHeld {
+            let mut held: Vec<RankHeld<_>> = (0..spec.ranks)
+                .map(|r| RankHeld {
                     whole: None,
-                    rows: mine,
-                    row_count: block.len(),
-                });
+                    rows: None,
+                    row_count: spec.rows(rows, r).len(),
+                })
+                .collect();
+            for (r, backend) in e.local_ranks(spec.ranks)? {
+                let block = spec.rows(rows, r);
+                let values = read(block.clone())?;
+                matrix_values(block.len(), cols, values.len())?;
+                held[r].rows = Some(vec![backend.upload(self.float_upload(&values).as_slice())?]);
             }
             ranked_data_for(&e.backend, held)
         });
@@ -1056,10 +1057,10 @@ impl Context {
         scalars: &ScalarBindings,
     ) -> Result<(), RuntimeError> {
         let ranks = plan.partition.as_ref().map_or(1, |p| p.ranks());
-        let backends = engine.rank_backends(ranks)?;
+        let local = engine.local_ranks(ranks)?;
         // A dense tensor of this process on a context of several devices: its whole copies on
         // the other ranks' devices, made once and kept with it (so the points are not copied
-        // to every device at every iteration).
+        // to every device at every iteration). The locks are held for the run.
         let several = !engine.ranks.others.is_empty() && engine.ranks.world.is_none();
         let mut copies = Vec::new();
         for (name, t) in &args.tensors {
@@ -1069,39 +1070,32 @@ impl Context {
                     RuntimeError::Internal(format!("tensor `{name}`'s copies are poisoned"))
                 })?;
                 if cached.is_none() {
+                    let backends = engine.rank_backends(ranks)?;
                     *cached = Some(B::wrap_ranked(copies_on_ranks(&backends, bufs)?));
                 }
-                copies.push((name.to_string(), bufs, cached));
+                copies.push((*name, t.shape, bufs, cached));
             }
         }
         let mut ins: HashMap<String, RankInput<'_, B::Buf>> = HashMap::new();
-        for (name, home_bufs, cached) in &copies {
+        for (name, shape, home_bufs, cached) in &copies {
             let held = cached
                 .as_ref()
                 .and_then(|d| B::ranked(d))
                 .ok_or_else(|| RuntimeError::Internal("a tensor's copies vanished".into()))?;
-            let shape = args
-                .tensors
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, t)| t.shape)
-                .ok_or_else(|| RuntimeError::Internal(format!("tensor `{name}`")))?;
+            // Rank 0 reads the tensor itself, every other rank its copy.
             let forms = held
                 .iter()
-                .enumerate()
-                .map(|(r, h)| {
-                    let bufs: &[B::Buf] = match (r, &h.whole) {
-                        (0, _) => home_bufs,
-                        (_, Some(b)) => b,
-                        (_, None) => home_bufs,
-                    };
-                    crate::ranks::RankForms {
-                        whole: Some(plain_arg(program, name, shape, bufs)),
-                        rows: None,
-                    }
+                .map(|h| crate::ranks::RankForms {
+                    whole: Some(plain_arg(
+                        program,
+                        name,
+                        *shape,
+                        h.whole.as_deref().unwrap_or(home_bufs),
+                    )),
+                    rows: None,
                 })
                 .collect();
-            ins.insert(name.clone(), RankInput::Ranked(forms));
+            ins.insert(name.to_string(), RankInput::Ranked(forms));
         }
         for (name, t) in &args.tensors {
             if ins.contains_key(*name) {
@@ -1116,24 +1110,14 @@ impl Context {
             };
             ins.insert(name.to_string(), input);
         }
-        let mut held = match &engine.ranks.world {
-            Some((rank, _)) => crate::ranks::execute_ranked_local(
-                &[(*rank, &engine.backend)],
-                plan,
-                engine.collectives(),
-                &ins,
-                scalars,
-                dims,
-            )?,
-            None => crate::ranks::execute_ranked(
-                &backends,
-                plan,
-                engine.collectives(),
-                &ins,
-                scalars,
-                dims,
-            )?,
-        };
+        let mut held = crate::ranks::execute_ranked_local(
+            &local,
+            plan,
+            engine.collectives(),
+            &ins,
+            scalars,
+            dims,
+        )?;
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
             let (Some((shape, elem)), Some(h)) = (output_shape(plan, v), held.remove(name)) else {
@@ -1239,6 +1223,11 @@ fn copies_on_ranks<B: Backend>(
     backends: &[&B],
     bufs: &[B::Buf],
 ) -> Result<Vec<RankHeld<B::Buf>>, RuntimeError> {
+    // Each buffer read once, then written to every other rank.
+    let host = bufs
+        .iter()
+        .map(|b| backends[0].download(b))
+        .collect::<Result<Vec<_>, _>>()?;
     backends
         .iter()
         .enumerate()
@@ -1246,9 +1235,9 @@ fn copies_on_ranks<B: Backend>(
             let whole = if r == 0 {
                 None
             } else {
-                let copy = bufs
+                let copy = host
                     .iter()
-                    .map(|b| backend.upload(backends[0].download(b)?.as_slice()))
+                    .map(|h| backend.upload(h.as_slice()))
                     .collect::<Result<Vec<_>, RuntimeError>>()?;
                 Some(copy)
             };
