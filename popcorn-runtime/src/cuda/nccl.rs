@@ -25,9 +25,6 @@ use kernel_ir::Half;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long ranks wait for one another by default, in seconds.
-const DEFAULT_TIMEOUT_S: usize = 600;
-
 /// NCCL communicators for the ranks this process runs: every rank of the run (one process
 /// driving several GPUs, [`NcclRanks::new`]) or one rank of a run spread over processes.
 pub struct NcclRanks {
@@ -71,18 +68,42 @@ fn nccl_type(elem: ElemType) -> sys::ncclDataType_t {
     }
 }
 
+/// An error unless the NCCL library can be loaded.
+fn nccl_present() -> Result<(), RuntimeError> {
+    // SAFETY: only asks the loader whether the library can be opened.
+    if unsafe { sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(RuntimeError::Device(
+            "NCCL (libnccl.so.2) was not found: install NCCL, put it on the loader's path, or \
+             run on one GPU"
+                .into(),
+        ))
+    }
+}
+
 impl NcclRanks {
+    /// Ranks `ranks` of a run of `world`, communicator `comms[i]` on device `ordinals[i]`.
+    fn from_comms(
+        comms: Vec<sys::ncclComm_t>,
+        ranks: Vec<usize>,
+        ordinals: Vec<usize>,
+        world: usize,
+    ) -> NcclRanks {
+        NcclRanks {
+            comms,
+            ranks,
+            ordinals,
+            world,
+            stopped: Mutex::new(None),
+            timeout: crate::ranks::rank_timeout(),
+        }
+    }
+
     /// Communicators over the devices of `backends`, rank `r` on `backends[r]`'s device (each
     /// device once). An error names a missing NCCL library or the failing call.
     pub fn new(backends: &[&CudaBackend]) -> Result<NcclRanks, RuntimeError> {
-        // SAFETY: only asks the loader whether the library can be opened.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(RuntimeError::Device(
-                "NCCL (libnccl.so.2) was not found: install NCCL, put it on the loader's path, \
-                 or run on one GPU"
-                    .into(),
-            ));
-        }
+        nccl_present()?;
         let ordinals: Vec<usize> = backends.iter().map(|b| b.ordinal()).collect();
         for (i, o) in ordinals.iter().enumerate() {
             if ordinals[..i].contains(o) {
@@ -98,17 +119,13 @@ impl NcclRanks {
             result::comm_init_all(comms.as_mut_ptr(), devices.len() as i32, devices.as_ptr())
         }
         .map_err(|e| nccl_error("ncclCommInitAll", e))?;
-        let timeout_s = popcorn_dsl::settings::settings()
-            .rank_timeout_s
-            .unwrap_or(DEFAULT_TIMEOUT_S);
-        Ok(NcclRanks {
+        let count = ordinals.len();
+        Ok(NcclRanks::from_comms(
             comms,
-            ranks: (0..ordinals.len()).collect(),
-            world: ordinals.len(),
+            (0..count).collect(),
             ordinals,
-            stopped: Mutex::new(None),
-            timeout: Duration::from_secs(timeout_s as u64),
-        })
+            count,
+        ))
     }
 
     /// The communicator of rank `rank` of a run of `size` processes, one GPU each, on
@@ -119,13 +136,7 @@ impl NcclRanks {
         size: usize,
         channel: &crate::ranks::world::HostChannel,
     ) -> Result<NcclRanks, RuntimeError> {
-        // SAFETY: only asks the loader whether the library can be opened.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(RuntimeError::Device(
-                "NCCL (libnccl.so.2) was not found: install NCCL or put it on the loader's path"
-                    .into(),
-            ));
-        }
+        nccl_present()?;
         let mine = if rank == 0 {
             let id = result::get_uniqueid().map_err(|e| nccl_error("ncclGetUniqueId", e))?;
             id.internal.iter().map(|c| *c as u8).collect::<Vec<u8>>()
@@ -153,17 +164,12 @@ impl NcclRanks {
         // SAFETY: `comm` is a place for one communicator; the id is the one every rank got.
         unsafe { result::comm_init_rank(&mut comm, size as i32, id, rank as i32) }
             .map_err(|e| nccl_error("ncclCommInitRank", e))?;
-        let timeout_s = popcorn_dsl::settings::settings()
-            .rank_timeout_s
-            .unwrap_or(DEFAULT_TIMEOUT_S);
-        Ok(NcclRanks {
-            comms: vec![comm],
-            ranks: vec![rank],
-            ordinals: vec![backend.ordinal()],
-            world: size,
-            stopped: Mutex::new(None),
-            timeout: Duration::from_secs(timeout_s as u64),
-        })
+        Ok(NcclRanks::from_comms(
+            vec![comm],
+            vec![rank],
+            vec![backend.ordinal()],
+            size,
+        ))
     }
 
     /// The same ranks waiting at most `timeout` for one another (tests).

@@ -36,6 +36,15 @@ use popcorn_dsl::plan::{Home, Plan, Step, Value, ValueId, ValueKind};
 use popcorn_dsl::{DimBindings, ScalarBindings};
 use std::collections::HashMap;
 
+/// How long the ranks of a run wait for one another: `POPCORN_RANK_TIMEOUT` seconds, by
+/// default 600.
+pub fn rank_timeout() -> std::time::Duration {
+    let seconds = popcorn_dsl::settings::settings()
+        .rank_timeout_s
+        .unwrap_or(600);
+    std::time::Duration::from_secs(seconds as u64)
+}
+
 /// One value's storage on one rank: one buffer (dense, index) or three (CSR).
 type Slot<Buf> = Option<Vec<Buf>>;
 

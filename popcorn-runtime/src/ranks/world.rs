@@ -142,10 +142,7 @@ pub fn process_channel(world: &World) -> Result<Arc<HostChannel>, RuntimeError> 
     if let Some(c) = channel.as_ref() {
         return Ok(c.clone());
     }
-    let timeout_s = popcorn_dsl::settings::settings()
-        .rank_timeout_s
-        .unwrap_or(600) as u64;
-    let made = Arc::new(HostChannel::connect(world, Duration::from_secs(timeout_s))?);
+    let made = Arc::new(HostChannel::connect(world, super::rank_timeout())?);
     *channel = Some(made.clone());
     Ok(made)
 }
