@@ -164,8 +164,9 @@ pub fn npy_shape(path: impl AsRef<Path>) -> Result<(usize, usize), IoError> {
 
 /// Rows `rows` of a `.npy` file read as points (row-major, as `f64`), reading only those: a
 /// plain file is read from the first of them on (a seek), a gzip one decompressed up to them
-/// and that part dropped; the data after them is left unread. The checks are [`load_npy`]'s. For a process
-/// that holds only its block of a large matrix (a rank's rows of a kernel matrix).
+/// and that part dropped; the data after them is left unread. The checks are [`load_npy`]'s.
+/// For a process that holds only its block of a large matrix (a rank's rows of a kernel
+/// matrix).
 pub fn load_npy_rows(
     path: impl AsRef<Path>,
     rows: std::ops::Range<usize>,
