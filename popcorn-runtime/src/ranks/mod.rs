@@ -30,7 +30,7 @@ pub use collective::{Collectives, Gather, InMemory};
 
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostVec};
 use crate::error::RuntimeError;
-use collective::{slice, write_prefix};
+use collective::{concatenated, prefix, slice, write_prefix};
 use popcorn_dsl::plan::collective::{CollectiveKind, Partition, RankStep, StepMode};
 use popcorn_dsl::plan::{Home, Plan, Step, Value, ValueId, ValueKind};
 use popcorn_dsl::{DimBindings, ScalarBindings};
@@ -255,18 +255,8 @@ pub fn execute<B: Backend>(
                 value.len()
             )));
         }
-        let shape = match value.kind {
-            ValueKind::Index => crate::tensor::TensorShape::Index { len: value.rows },
-            _ => crate::tensor::TensorShape::Dense {
-                rows: value.rows,
-                cols: value.cols,
-            },
-        };
-        write_prefix(
-            backends[0],
-            dest,
-            &tensors::to_host(backends, &parts, shape)?,
-        )?;
+        let data = whole_on_host(backends, &parts, value.rows, value.cols)?;
+        write_prefix(backends[0], dest, &data)?;
     }
     Ok(())
 }
@@ -285,6 +275,37 @@ pub fn execute_ranked<B: Backend>(
 ) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
     let local = every_rank(backends, plan)?;
     execute_ranked_local(&local, plan, collectives, inputs, scalars, dims)
+}
+
+/// The first buffer of a value's storage, if it has one.
+fn first<Buf>(bufs: &Option<Vec<Buf>>) -> Option<&Buf> {
+    bufs.as_ref().and_then(|b| b.first())
+}
+
+/// A `rows x cols` value the ranks hold, whole on the host: rank 0's whole copy where it has
+/// one, else every rank's rows in rank order. `backends[r]` is rank `r`'s.
+pub(crate) fn whole_on_host<B: Backend>(
+    backends: &[&B],
+    held: &[RankHeld<B::Buf>],
+    rows: usize,
+    cols: usize,
+) -> Result<HostVec, RuntimeError> {
+    if let Some(whole) = held.first().and_then(|h| first(&h.whole)) {
+        return prefix(backends[0].download(whole)?, rows * cols);
+    }
+    let parts = held
+        .iter()
+        .zip(backends)
+        .map(|(h, backend)| {
+            let buf = first(&h.rows).ok_or_else(|| {
+                RuntimeError::Internal(
+                    "a ranked value with neither every rank's rows nor a whole copy".into(),
+                )
+            })?;
+            prefix(backend.download(buf)?, h.row_count * cols)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    concatenated(parts)?.ok_or_else(|| RuntimeError::Internal("a value over no ranks".into()))
 }
 
 /// Every rank of `plan` with its backend, from one backend per rank.
@@ -548,17 +569,12 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
 
     /// Rank `r`'s buffer of its rows of `v`.
     fn rows_buf(&self, r: usize, v: ValueId) -> Result<&B::Buf, RuntimeError> {
-        self.ranks[r].rows[self.storage[v.0]]
-            .as_ref()
-            .and_then(|b| b.first())
-            .ok_or_else(|| self.missing("rows", v))
+        first(&self.ranks[r].rows[self.storage[v.0]]).ok_or_else(|| self.missing("rows", v))
     }
 
     /// Rank `r`'s whole copy of `v` (not an input's: those are the caller's).
     fn whole_buf(&self, r: usize, v: ValueId) -> Result<&B::Buf, RuntimeError> {
-        self.ranks[r].whole[self.storage[v.0]]
-            .as_ref()
-            .and_then(|b| b.first())
+        first(&self.ranks[r].whole[self.storage[v.0]])
             .ok_or_else(|| self.missing("a whole copy", v))
     }
 
@@ -598,9 +614,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                 | Some(RankInput::Whole(Arg::Index { buf, .. })) => Some(*buf),
                 _ => None,
             };
-            let on_this_backend = self.ranks[r].whole[self.storage[v.0]]
-                .as_ref()
-                .and_then(|b| b.first())
+            let on_this_backend = first(&self.ranks[r].whole[self.storage[v.0]])
                 .or_else(|| {
                     self.ranked_form(r, v, false)
                         .and_then(|a| a.buffers().first().copied())

@@ -3,7 +3,7 @@
 //! and written from the host, and handed to the next run as [`RankForms`].
 
 use super::collective::{concatenated, prefix, slice, write_prefix};
-use super::{RankForms, RankHeld};
+use super::{first, RankForms, RankHeld};
 use crate::backend::{Arg, Backend, HostVec};
 use crate::error::RuntimeError;
 use crate::tensor::TensorShape;
@@ -19,15 +19,6 @@ fn rows_cols(shape: TensorShape) -> Result<(usize, usize), RuntimeError> {
     }
 }
 
-/// Whether every rank holds its block of rows.
-fn all_rows<Buf>(held: &[RankHeld<Buf>]) -> bool {
-    held.iter().all(|h| h.rows.is_some())
-}
-
-fn first<Buf>(bufs: &Option<Vec<Buf>>) -> Option<&Buf> {
-    bufs.as_ref().and_then(|b| b.first())
-}
-
 /// The whole value on the host: every rank's rows in rank order where each holds its rows,
 /// else rank 0's whole copy. `backends[r]` is rank `r`'s.
 pub(crate) fn to_host<B: Backend>(
@@ -36,24 +27,7 @@ pub(crate) fn to_host<B: Backend>(
     shape: TensorShape,
 ) -> Result<HostVec, RuntimeError> {
     let (rows, cols) = rows_cols(shape)?;
-    if let Some(whole) = held.first().and_then(|h| first(&h.whole)) {
-        return prefix(backends[0].download(whole)?, rows * cols);
-    }
-    if !all_rows(held) {
-        return Err(RuntimeError::Internal(
-            "a ranked tensor with neither every rank's rows nor a whole copy".into(),
-        ));
-    }
-    let parts = held
-        .iter()
-        .zip(backends)
-        .map(|(h, backend)| {
-            let buf = first(&h.rows).ok_or_else(|| RuntimeError::Internal("rows".into()))?;
-            prefix(backend.download(buf)?, h.row_count * cols)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    concatenated(parts)?
-        .ok_or_else(|| RuntimeError::Internal("a ranked tensor over no ranks".into()))
+    super::whole_on_host(backends, held, rows, cols)
 }
 
 /// The whole value on the host in a run over processes ([`super::world`]), on `backend`, the
