@@ -265,6 +265,7 @@ impl<'a> Lowering<'a> {
             cols: k.cols,
             depth: k.depth,
             width: k.width,
+            share: None,
         };
         let members = fusion.groups[gi].clone();
         self.push_step(StepOp::Fused(step), inputs, outputs, &members);

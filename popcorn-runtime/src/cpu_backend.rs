@@ -874,7 +874,19 @@ fn run_typed<T: Real + HostElem>(
                     ),
                 });
             }
-            if matches!(f.spec.form, kernel_ir::Form::Contraction { .. }) {
+            let contraction = matches!(f.spec.form, kernel_ir::Form::Contraction { .. });
+            if let (true, Some(share)) = (contraction, f.share) {
+                // This rank's equal block of whole rows; zeros in the other rows.
+                cpu::run_contraction_rows(
+                    &f.spec,
+                    (f.rows, f.cols),
+                    f.depth,
+                    f.width,
+                    &args,
+                    &mut outs,
+                    share.rows(f.rows),
+                )?;
+            } else if contraction {
                 cpu::run_contraction(
                     &f.spec,
                     (f.rows, f.cols),

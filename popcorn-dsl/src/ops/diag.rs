@@ -14,6 +14,33 @@ pub struct Diag {
     /// row for a block of rows.
     #[serde(default)]
     pub offset: usize,
+    /// Whether the input is a block of rows of the square matrix (a rank's rows), not the
+    /// whole matrix.
+    #[serde(default)]
+    pub block: bool,
+}
+
+impl Diag {
+    /// Checks that a `rows x cols` input is what this step reads: the whole square matrix, or
+    /// a block of its rows starting at row `offset`.
+    pub fn check_input(&self, rows: usize, cols: usize) -> Result<(), String> {
+        let fits = if self.block {
+            self.offset + rows <= cols
+        } else {
+            self.offset == 0 && rows == cols
+        };
+        if fits {
+            Ok(())
+        } else if self.block {
+            Err(format!(
+                "diag of a block of rows: a {rows} x {cols} matrix from column {} is not a \
+                 block of rows of a square matrix",
+                self.offset
+            ))
+        } else {
+            Err(format!("diag needs a square matrix, found {rows} x {cols}"))
+        }
+    }
 }
 
 impl OpFacts for Diag {
@@ -26,10 +53,10 @@ impl OpFacts for Diag {
     }
 
     fn details(&self) -> String {
-        if self.offset == 0 {
-            String::new()
-        } else {
+        if self.block {
             format!("rows from {}", self.offset)
+        } else {
+            String::new()
         }
     }
 
@@ -54,14 +81,7 @@ impl OpFacts for Diag {
     fn eval(&self, operands: &[&RefValue], _dims: &DimBindings) -> Result<RefValue, String> {
         arity(operands, 1, "diag")?;
         let m = densify(operands[0])?;
-        let square = self.offset == 0 && m.rows == m.cols;
-        let block = self.offset > 0 && m.rows + self.offset <= m.cols;
-        if !square && !block {
-            return Err(format!(
-                "diag of a {} x {} matrix from column {}",
-                m.rows, m.cols, self.offset
-            ));
-        }
+        self.check_input(m.rows, m.cols)?;
         Ok(RefValue::dense(
             m.rows,
             1,

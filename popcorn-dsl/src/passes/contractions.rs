@@ -332,10 +332,9 @@ impl GraphPass for Contractions {
             }
             let mut operands = operands;
             let mut symmetric = false;
-            // Sorting the points by cluster permutes them across all `n` rows, which a plan
-            // partitioned over the points cannot do within a rank: partitioned plans keep the
-            // points in place (every tile then meets more clusters).
-            if attrs.trans_b && cx.config.partition.is_none() {
+            // Partitioned over the points, the permutation runs replicated over the whole
+            // points and the symmetric contraction shared (see the partitioning pass).
+            if attrs.trans_b {
                 let region = label_order::Region {
                     product: n,
                     a: operands[0],

@@ -235,6 +235,7 @@ fn conversion(plan: &Plan, from: ValueId, to: ValueId, half: Half, way: Convert)
             cols: source.cols,
             depth: 0,
             width: 0,
+            share: None,
             spec: spec.clone(),
         }),
         inputs: vec![from],

@@ -29,10 +29,15 @@
 //!   block of `S` or `A`), and so do densifying sparse points and their rows' norms; other
 //!   sparse products run replicated (sparse values over the points built in the plan are
 //!   selections, made whole from all-gathered labels);
-//! - not partitioned (an error): a symmetric contraction (one triangle of tiles pairs rows of
-//!   different ranks), a SYRK overlapped with its map in bands, reordering the points by cluster (rows
-//!   by cluster moves rows across ranks), a lower-triangle operand, an operand read
-//!   transposed along the points.
+//! - a symmetric contraction (the recomputed kernel matrix's sums by label over the points
+//!   sorted by cluster, whose kernel computes one triangle of tiles and adds each tile to its
+//!   rows and, mirrored, to its columns) runs **shared**: every rank reads its operands whole,
+//!   computes its share of the work into the whole output (partial sums, zero elsewhere), and
+//!   an all-reduce(sum) adds the ranks' outputs (see [`crate::plan::collective::Share`]);
+//! - reordering the points by cluster (`PermuteRows`) runs replicated, over the whole points
+//!   and labels (every rank makes the same order);
+//! - not partitioned (an error): a SYRK overlapped with its map in bands, a lower-triangle
+//!   operand, an operand read transposed along the points.
 
 use super::{PassContext, PlanError, PlanPass};
 use crate::ops::Builtin;
@@ -81,6 +86,9 @@ enum Rule {
     IntegerSum(Vec<Need>),
     /// Whole on every rank, every n-sized operand whole.
     Replicated,
+    /// Every rank its share over whole operands, its outputs partial sums added up by an
+    /// all-reduce.
+    Shared,
 }
 
 /// Where the symbolic shape puts `n`.
@@ -164,11 +172,7 @@ fn rule(d: &Dims<'_>, index: usize, step: &Step) -> Result<Rule, String> {
                 symmetric: true, ..
             } = f.spec.form
             {
-                return Err(
-                    "a symmetric contraction computes one triangle of tiles, pairing \
-                            rows of different ranks"
-                        .into(),
-                );
+                return Ok(Rule::Shared);
             }
             let mut needs = Vec::with_capacity(step.inputs.len());
             for (v, input) in step.inputs.iter().zip(&f.spec.inputs) {
@@ -293,9 +297,6 @@ fn rule(d: &Dims<'_>, index: usize, step: &Step) -> Result<Rule, String> {
             Builtin::Counts(_) if exact_count(n, d.plan.dtype) => {
                 Ok(Rule::IntegerSum(vec![d.need(step.inputs[0], true)]))
             }
-            Builtin::PermuteRows(_) => Err("rows by cluster reorder the points across \
-                                            ranks (not partitioned yet)"
-                .into()),
             // A block of rows of sparse points, densified or its rows' norms, stays the rank's.
             Builtin::Densify(f) if !f.transpose && out_rows_n => Ok(Rule::Local(vec![Need::Rows])),
             Builtin::SparseRowNorms(_) if out_rows_n => Ok(Rule::Local(vec![Need::Rows])),
@@ -372,7 +373,7 @@ pub fn partition(plan: &Plan, spec: &PartitionSpec) -> Result<Partition, PlanErr
             s.inputs.iter().enumerate().any(|(k, u)| {
                 *u == v
                     && match r {
-                        Rule::Replicated => d.has_n(v),
+                        Rule::Replicated | Rule::Shared => d.has_n(v),
                         Rule::Local(needs) => needs.get(k) == Some(&Need::Whole),
                         Rule::IntegerSum(_) => false,
                     }
@@ -403,11 +404,14 @@ pub fn partition(plan: &Plan, spec: &PartitionSpec) -> Result<Partition, PlanErr
     for (i, (step, rule)) in plan.steps.iter().zip(&rules).enumerate() {
         let needs: Vec<Need> = match rule {
             Rule::Local(n) | Rule::IntegerSum(n) => n.clone(),
-            Rule::Replicated => step.inputs.iter().map(|v| d.need(*v, false)).collect(),
+            Rule::Replicated | Rule::Shared => {
+                step.inputs.iter().map(|v| d.need(*v, false)).collect()
+            }
         };
         let mode = match rule {
             Rule::Local(_) => StepMode::Local,
             Rule::Replicated => StepMode::Replicated,
+            Rule::Shared => StepMode::Shared,
             Rule::IntegerSum(_) => {
                 let all_whole = step
                     .inputs
@@ -503,6 +507,17 @@ pub fn partition(plan: &Plan, spec: &PartitionSpec) -> Result<Partition, PlanErr
                     placements[o.0] = Placement::Replicated;
                 }
                 StepMode::Replicated => {
+                    whole[o.0] = true;
+                    placements[o.0] = Placement::Replicated;
+                }
+                StepMode::Shared => {
+                    // The ranks' partial sums of the whole output, added up.
+                    schedule.push(RankStep::Collective(Collective {
+                        kind: CollectiveKind::AllReduceSum,
+                        value: *o,
+                        elem: elem(*o),
+                        len: plan.value(*o).len(),
+                    }));
                     whole[o.0] = true;
                     placements[o.0] = Placement::Replicated;
                 }

@@ -16,8 +16,10 @@
 //! - **Steps.** Each step runs on every rank either [`StepMode::Local`] (over the rank's rows:
 //!   [`Partition::local_step`] rewrites its sizes, the diagonal of a block of rows starts at
 //!   the block's first row, and a SYRK becomes the block of rows `[start, end)` of the product,
-//!   written in full) or [`StepMode::Replicated`] (whole, the same on every rank, reading
-//!   whole operands).
+//!   written in full), [`StepMode::Replicated`] (whole, the same on every rank, reading
+//!   whole operands) or [`StepMode::Shared`] (a symmetric contraction, its points sorted by
+//!   cluster: every rank computes a [`Share`] of it over whole operands, writes partial sums
+//!   of the whole output, zero elsewhere, and an all-reduce adds them up).
 //! - **Collectives** ([`Collective`]) stand between steps: an [`CollectiveKind::AllGather`]
 //!   where a value held in rows is needed whole, an [`CollectiveKind::AllReduceSum`] after a
 //!   local partial sum over the points. Each names its value, element type and bytes, so a
@@ -36,11 +38,12 @@
 //!   the changed-labels count) are split into local sums and an all-reduce, and those are exact
 //!   in any order while the total stays below 2^24 (f32) or 2^53 (f64), which the pass checks.
 //!
-//! One exception: a recomputed-K contraction (`kkmeans_recompute_*`) on one device sorts the
-//! points by cluster and sums each row's kernel values by cluster tile by tile in that order;
-//! partitioned, the points stay in place, so beyond one column tile the partial sums group
-//! differently and the real outputs (objective, centroid norms) agree to rounding only (the
-//! labels, and the partitioned runs among themselves, exactly).
+//! One exception: a shared step (the recomputed kernel matrix's sums by label, `E = K V^T`
+//! from the points) is split over the ranks and its partial sums of reals are all-reduced. A
+//! backend that computes each row of its share in full, as the CPU does (equal blocks of rows,
+//! zeros elsewhere), still gives the unpartitioned results bit for bit, since `x + 0 = x`; one
+//! that splits the symmetric triangle of tiles (the GPU: each tile's row and mirror sums added
+//! with atomics, already in no fixed order on one device) agrees to rounding.
 //!
 //! The all-reduce adds the ranks' partial sums in rank order (rank 0 first), so a backend whose
 //! sums of reals were split the same way would still be reproducible run to run.
@@ -98,6 +101,56 @@ pub enum StepMode {
     Local,
     /// Whole, the same on every rank.
     Replicated,
+    /// Over whole operands, each rank its [`Share`] of the work
+    /// ([`Partition::shared_step`]), writing partial sums of whole outputs that an
+    /// all-reduce adds up.
+    Shared,
+}
+
+/// A rank's share of a symmetric contraction ([`StepMode::Shared`]): part `part` of `parts`.
+/// Each backend splits the work its own way, so that the parts' outputs add up to the whole
+/// step's: [`Share::rows`] (whole rows, equal blocks) or [`Share::triangle_rows`] (rows of
+/// one triangle of the symmetric product, equal areas).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Share {
+    /// This rank's part, `< parts`.
+    pub part: usize,
+    /// Number of parts (the ranks).
+    pub parts: usize,
+}
+
+impl Share {
+    /// Rows `[start, end)` of `n` in equal blocks (as [`PartitionSpec::rows`]): a part that
+    /// computes its rows in full.
+    pub fn rows(&self, n: usize) -> Range<usize> {
+        PartitionSpec {
+            dim: String::new(),
+            ranks: self.parts,
+        }
+        .rows(n, self.part)
+    }
+
+    /// Rows `[start, end)` of `n` whose entries on and above the diagonal (row `i`: columns
+    /// `i..n`) are about `1 / parts` of the triangle's, boundaries rounded to multiples of
+    /// `align` (a kernel's block of rows): a part that computes one triangle of a symmetric
+    /// product and adds each entry to its row and its column.
+    pub fn triangle_rows(&self, n: usize, align: usize) -> Range<usize> {
+        let boundary = |p: usize| -> usize {
+            if p == 0 {
+                return 0;
+            }
+            if p >= self.parts {
+                return n;
+            }
+            // Rows [0, x) hold x n - x^2 / 2 entries of the triangle's n^2 / 2.
+            let f = p as f64 / self.parts as f64;
+            let x = n as f64 * (1.0 - (1.0 - f).sqrt());
+            let a = align.max(1);
+            (((x / a as f64).round() as usize) * a).min(n)
+        };
+        let start = boundary(self.part);
+        start..boundary(self.part + 1).max(start)
+    }
 }
 
 /// What a collective does.
@@ -230,14 +283,23 @@ impl Partition {
                 f.rows = rows.len();
                 // A SYRK's product read as its lower triangle: the rank's SYRK wrote its rows
                 // in full (see the partitioning pass), read as they are.
+                let mut changed = false;
                 for input in &mut f.spec.inputs {
                     if input.access == kernel_ir::Access::LowerSymmetric {
                         input.access = kernel_ir::Access::Matrix { transposed: false };
+                        changed = true;
                     }
+                }
+                // Another spec is another kernel: its name follows the spec.
+                if changed {
+                    f.name = f.spec.name();
                 }
             }
             StepOp::Syrk { row_block, .. } => *row_block = Some((rows.start, rows.end)),
-            StepOp::Builtin(Builtin::Diag(d)) => d.offset = rows.start,
+            StepOp::Builtin(Builtin::Diag(d)) => {
+                d.offset = rows.start;
+                d.block = true;
+            }
             StepOp::Builtin(
                 Builtin::Counts(_)
                 | Builtin::ClusterSums(_)
@@ -263,6 +325,27 @@ impl Partition {
             step.flops *= share;
             step.bytes *= share;
         }
+        Ok(step)
+    }
+
+    /// Step `index` of `plan` as rank `rank` runs it shared ([`StepMode::Shared`]): the whole
+    /// step, marked with the rank's [`Share`].
+    pub fn shared_step(&self, plan: &Plan, index: usize, rank: usize) -> Result<Step, PlanError> {
+        let mut step = plan.steps.get(index).cloned().ok_or_else(|| {
+            PlanError::Invalid(format!("the partition runs step {index}, which is missing"))
+        })?;
+        let StepOp::Fused(f) = &mut step.op else {
+            return Err(PlanError::Invalid(format!(
+                "step {index} ({}) is shared over the ranks but is no fused contraction",
+                step.op_name()
+            )));
+        };
+        f.share = Some(Share {
+            part: rank,
+            parts: self.ranks(),
+        });
+        let ranks = self.ranks().max(1) as f64;
+        step.flops /= ranks;
         Ok(step)
     }
 
@@ -312,6 +395,7 @@ impl Partition {
                     match mode {
                         StepMode::Local => "local rows",
                         StepMode::Replicated => "replicated",
+                        StepMode::Shared => "shared (each rank a part, partial sums)",
                     }
                 ),
                 RankStep::Collective(c) => writeln!(
@@ -343,6 +427,54 @@ impl Partition {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Entries on and above the diagonal in rows `r` of an `n x n` matrix.
+    fn triangle_area(n: usize, r: &Range<usize>) -> usize {
+        r.clone().map(|i| n - i).sum()
+    }
+
+    #[test]
+    fn triangle_shares_cover_the_rows_on_whole_blocks_with_equal_areas() {
+        for (n, parts, align) in [
+            (1, 2, 128),
+            (100, 3, 128),
+            (1001, 2, 128),
+            (4099, 3, 128),
+            (1_000_000, 2, 128),
+            (1_000_000, 7, 128),
+            (10, 4, 1),
+        ] {
+            let shares: Vec<Range<usize>> = (0..parts)
+                .map(|part| Share { part, parts }.triangle_rows(n, align))
+                .collect();
+            assert_eq!(shares[0].start, 0, "n={n} parts={parts}");
+            assert_eq!(shares[parts - 1].end, n, "n={n} parts={parts}");
+            for w in shares.windows(2) {
+                assert_eq!(w[0].end, w[1].start, "n={n} parts={parts}: {shares:?}");
+            }
+            for r in &shares[..parts - 1] {
+                assert!(
+                    r.end % align == 0 || r.end == n,
+                    "n={n} parts={parts}: {r:?} ends inside a block of {align}"
+                );
+            }
+            // Equal areas, up to one block of rows (at most n * align entries) per boundary.
+            let whole = n * (n + 1) / 2;
+            for r in &shares {
+                let area = triangle_area(n, r) as f64;
+                let ideal = whole as f64 / parts as f64;
+                assert!(
+                    (area - ideal).abs() <= (2 * n * align) as f64,
+                    "n={n} parts={parts}: {r:?} holds {area} of the triangle's {whole}"
+                );
+            }
+        }
+        // Equal blocks of whole rows, as the partition's.
+        let rows: Vec<Range<usize>> = (0..3)
+            .map(|part| Share { part, parts: 3 }.rows(10))
+            .collect();
+        assert_eq!(rows, vec![0..4, 4..7, 7..10]);
+    }
 
     #[test]
     fn blocks_are_balanced_and_cover_the_rows() {

@@ -293,6 +293,10 @@ pub struct FusedStep {
     /// The width of a contraction's by-label outputs (its clusters; 0 without one).
     #[serde(default)]
     pub width: usize,
+    /// On a rank of a partitioned plan, the share of a symmetric contraction this rank
+    /// computes ([`collective::StepMode::Shared`]); `None`: the whole step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<collective::Share>,
 }
 
 /// One step of a plan.

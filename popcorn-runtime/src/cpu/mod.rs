@@ -32,7 +32,9 @@ pub use self::clusters::{
 };
 pub use self::csr::CsrRef;
 pub use self::error::CpuError;
-pub use self::fused::{reads_in_place, run_contraction, run_fused, FusedArg, FusedOut};
+pub use self::fused::{
+    reads_in_place, run_contraction, run_contraction_rows, run_fused, FusedArg, FusedOut,
+};
 pub use self::half_matrix::{cluster_sums_half, diag_half, narrow, widen};
 pub use self::matmul::gemm;
 pub use self::matvec::{diag, gemv, pad_cols};

@@ -194,10 +194,38 @@ impl NcclRanks {
     /// Aborts every communicator (their pending operations end in error, so no rank waits for
     /// the failed one) and returns the error naming rank `rank` and `cause`.
     fn stop(&self, i: usize, cause: String) -> RuntimeError {
-        let what = format!(
-            "rank {} (cuda:{}) failed: {cause}",
-            self.ranks[i], self.ordinals[i]
-        );
+        self.stop_all(&[(i, cause)])
+    }
+
+    /// Every rank's failure at this moment: NCCL's asynchronous error or its stream's, with
+    /// the first one seen (`first`) among them. A fault on one device can make its peers'
+    /// collectives fail too, so the error names each failed rank rather than the first asked.
+    fn failures(&self, backends: &[&CudaBackend], first: (usize, String)) -> Vec<(usize, String)> {
+        let mut failed = Vec::new();
+        for (r, backend) in backends.iter().enumerate() {
+            if r == first.0 {
+                failed.push(first.clone());
+            } else if let Some(cause) = self.async_error(r) {
+                failed.push((r, cause));
+            } else if let Err(cause) = backend.stream_state() {
+                failed.push((r, cause));
+            }
+        }
+        failed
+    }
+
+    /// [`NcclRanks::stop`] naming every failed rank of `failed` (rank index, cause).
+    fn stop_all(&self, failed: &[(usize, String)]) -> RuntimeError {
+        let what = failed
+            .iter()
+            .map(|(i, cause)| {
+                format!(
+                    "rank {} (cuda:{}) failed: {cause}",
+                    self.ranks[*i], self.ordinals[*i]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
         if let Ok(mut stopped) = self.stopped.lock() {
             if stopped.is_none() {
                 for &comm in &self.comms {
@@ -408,13 +436,19 @@ impl Collectives<CudaBackend> for NcclRanks {
                 if done[r] {
                     continue;
                 }
-                if let Some(cause) = self.async_error(r) {
-                    return Err(self.stop(r, cause));
-                }
-                match backend.stream_state() {
-                    Ok(true) => done[r] = true,
-                    Ok(false) => {}
-                    Err(cause) => return Err(self.stop(r, cause)),
+                let failed = match self.async_error(r) {
+                    Some(cause) => Some(cause),
+                    None => match backend.stream_state() {
+                        Ok(true) => {
+                            done[r] = true;
+                            None
+                        }
+                        Ok(false) => None,
+                        Err(cause) => Some(cause),
+                    },
+                };
+                if let Some(cause) = failed {
+                    return Err(self.stop_all(&self.failures(backends, (r, cause))));
                 }
             }
             if done.iter().all(|d| *d) {
@@ -441,7 +475,7 @@ mod tests {
 
     use super::*;
     use crate::backend::{Arg, Backend, HostSlice, HostVec};
-    use crate::cuda::cuda_available;
+    use crate::cuda::{cuda_available, CudaConfig};
     use crate::ranks::{self, InMemory};
     use popcorn_dsl::plan::collective::PartitionSpec;
     use popcorn_dsl::plan::{Home, Plan, ValueKind};
@@ -598,6 +632,107 @@ mod tests {
         }
     }
 
+    /// The recomputed-K iteration partitioned over 1, 2 and 3 ranks on one GPU: the
+    /// contraction shared (each rank its rows of one triangle of tiles, on whole blocks of
+    /// rows, partial sums all-reduced), the points sorted by cluster on every rank. Shapes: one
+    /// point, shares that end inside the last block of rows, TF32 on the lock-step body and on
+    /// the warp-specialised one (10^9 entries, depth 40). The GPU adds a tile's sums with
+    /// atomics in no fixed order, so the shares agree with one rank to f32 rounding: the
+    /// objective and the centroid norms to 1e-4 relative, the labels all but near-ties.
+    #[test]
+    fn a_shared_recomputed_contraction_on_one_gpu_matches_one_rank() {
+        let config = CudaConfig {
+            allow_tf32: true,
+            ..CudaConfig::from_env()
+        };
+        let gpu = match CudaBackend::with_config(0, config) {
+            Ok(b) => b,
+            Err(e) => {
+                assert!(
+                    !popcorn_dsl::settings::settings().require_gpu,
+                    "POPCORN_REQUIRE_GPU is set: {e}"
+                );
+                eprintln!("skipping GPU test: {e}");
+                return;
+            }
+        };
+        let source = include_str!("../../../examples/programs/kernel_kmeans.pop");
+        let program = Program::parse_all(source)
+            .unwrap()
+            .into_iter()
+            .find(|p| p.name == "kkmeans_recompute_polynomial")
+            .unwrap();
+        for (n, d, k, tf32) in [
+            (1, 3, 1, false),
+            (1001, 5, 7, false),
+            (4099, 50, 26, true),
+            (33000, 40, 10, true),
+        ] {
+            let dims: DimBindings = [
+                ("n".to_string(), n),
+                ("d".to_string(), d),
+                ("k".to_string(), k),
+            ]
+            .into();
+            let x: Vec<f32> = (0..n * d)
+                .map(|e| ((e as u64 * 2_654_435_761) % 1000) as f32 / 1000.0)
+                .collect();
+            let labels: Vec<u32> = (0..n as u32).map(|i| (i * 7 + 3) % k as u32).collect();
+            let xt = gpu.upload(HostSlice::F32(&x)).unwrap();
+            let lt = gpu.upload(HostSlice::U32(&labels)).unwrap();
+            let inputs: HashMap<String, Arg<'_, CudaBuffer>> = [
+                (
+                    "X".to_string(),
+                    Arg::Dense {
+                        buf: &xt,
+                        rows: n,
+                        cols: d,
+                    },
+                ),
+                ("labels".to_string(), Arg::Index { buf: &lt, len: n }),
+                ("gamma".to_string(), Arg::Scalar(1.0 / d as f64)),
+                ("coef0".to_string(), Arg::Scalar(1.0)),
+                ("degree".to_string(), Arg::Scalar(2.0)),
+            ]
+            .into();
+            let outcome = |ranks: usize| {
+                let config = PlannerConfig {
+                    partition: Some(PartitionSpec::points(ranks)),
+                    tf32,
+                    ..PlannerConfig::default().with_dtype(DType::F32)
+                };
+                let plan =
+                    popcorn_dsl::plan(&program, &dims, &config, &gpu.target(), &BTreeMap::new())
+                        .expect("plans");
+                let backends = vec![&gpu; ranks];
+                run(&plan, &backends, &InMemory, &inputs, &dims)
+            };
+            let one = outcome(1);
+            let floats = |m: &BTreeMap<String, HostVec>, name: &str| m[name].to_f64();
+            for ranks in [2, 3] {
+                let shared = outcome(ranks);
+                for name in ["objective", "cn"] {
+                    for (a, b) in floats(&shared, name).iter().zip(floats(&one, name)) {
+                        assert!(
+                            (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+                            "n={n} d={d} k={k} over {ranks} ranks: `{name}` {a} against {b}"
+                        );
+                    }
+                }
+                let (HostVec::U32(got), HostVec::U32(want)) =
+                    (&shared["new_labels"], &one["new_labels"])
+                else {
+                    panic!("labels are indices");
+                };
+                let differ = got.iter().zip(want).filter(|(a, b)| a != b).count();
+                assert!(
+                    differ * 1000 <= n,
+                    "n={n} d={d} k={k} over {ranks} ranks: {differ} labels differ from one rank's"
+                );
+            }
+        }
+    }
+
     /// A context over two GPUs builds a polynomial kernel matrix (each GPU its rows, the
     /// product as a GEMM of its rows) and iterates on it, K staying on its ranks: the labels
     /// of one GPU's context, the objective to rounding (the whole SYRK sums in another order).
@@ -716,10 +851,12 @@ mod tests {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(
-            text.contains("FAULT-REPORT: rank 1 (cuda:1) failed"),
-            "{text}"
-        );
+        // The trapped rank is named (its peer's collective may fail with it, named too).
+        let report = text
+            .lines()
+            .find(|l| l.starts_with("FAULT-REPORT: "))
+            .unwrap_or_else(|| panic!("no fault report: {text}"));
+        assert!(report.contains("rank 1 (cuda:1) failed"), "{text}");
         assert!(text.contains("every rank was stopped"), "{text}");
         assert!(
             text.contains("AFTER: the NCCL ranks were stopped earlier"),

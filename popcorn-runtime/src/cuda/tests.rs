@@ -1566,6 +1566,7 @@ fn fused(spec: KernelSpec, rows: usize, cols: usize) -> Step {
         cols,
         depth: 0,
         width: 0,
+        share: None,
     }))
 }
 
@@ -2427,6 +2428,7 @@ fn gpu_mixed_contraction_matches_the_cpu() {
                         cols,
                         depth,
                         width: if by_label { width } else { 0 },
+                        share: None,
                     }));
                     b.run_step(&step, &inputs, &outputs, dtype, 1.0)
                         .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -2560,6 +2562,7 @@ fn gpu_tf32_operands_rounded_once_give_the_same_bits() {
                 cols,
                 depth,
                 width,
+                share: None,
             }));
             b.run_step(&step, &inputs, &outputs, DType::F32, 1.0)
                 .unwrap_or_else(|e| panic!("{rows}x{cols}x{depth}: {e}"));
@@ -2697,6 +2700,7 @@ fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
                 cols: n,
                 depth: d,
                 width: k,
+                share: None,
             }));
             b.run_step(&step, &inputs, &outputs, DType::F32, 1.0)
                 .unwrap_or_else(|e| panic!("{n}x{d}, k = {k}: {e}"));

@@ -793,7 +793,7 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             .map(|o| local && self.part.splits(plan.value(*o)))
             .collect();
         for r in self.local.clone() {
-            self.rank_step(r, i, step, local, rows_of, &out_rows)
+            self.rank_step(r, i, step, mode, rows_of, &out_rows)
                 .map_err(|e| named(plan, i, r, e))?;
         }
         for (o, rows) in step.outputs.iter().zip(&out_rows) {
@@ -929,10 +929,11 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
         r: usize,
         i: usize,
         step: &Step,
-        local: bool,
+        mode: StepMode,
         rows_of: &[bool],
         out_rows: &[bool],
     ) -> Result<(), RuntimeError> {
+        let local = mode == StepMode::Local;
         let outs = step
             .outputs
             .iter()
@@ -954,10 +955,10 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             .enumerate()
             .map(|(k, v)| self.arg(r, *v, rows_of.get(k) == Some(&true)))
             .collect::<Result<Vec<_>, _>>()?;
-        let step = if local {
-            self.part.local_step(self.plan, i, r)?
-        } else {
-            step.clone()
+        let step = match mode {
+            StepMode::Local => self.part.local_step(self.plan, i, r)?,
+            StepMode::Shared => self.part.shared_step(self.plan, i, r)?,
+            StepMode::Replicated => step.clone(),
         };
         let alpha = crate::executor::alpha(&step, self.scalars, self.dims)?;
         self.backends[r].run_step(&step, &ins, &outs, self.plan.dtype, alpha)

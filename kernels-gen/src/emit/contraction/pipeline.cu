@@ -386,8 +386,12 @@ struct Staging {
         R = (m + BM - 1) / BM;
         KT = d > 0 ? (int)((d + BK - 1) / BK) : 1;  // d == 0: one all-zero chunk
         JT = (int)((n + BN - 1) / BN);
-        // The triangle only where the product is that of one matrix with itself.
-        sym = symmetric && split_columns && A == B && lda == ldb && m == n;
+        // The triangle only where the product is that of one matrix with itself: the whole
+        // square, or (a rank's share) its corner from some row r0, rows [r0, r1) against
+        // columns [r0, n), A and B both starting at row r0 and m a whole number of row blocks
+        // (the diagonal block's tiles hold both halves of its entries only with all its rows).
+        sym = symmetric && split_columns && A == B && lda == ldb && m <= n;
+        if (sym && m < n && m % BM != 0) __trap();  // the launcher aligns shares to BM rows
         S = 1;
         T = 1;
         const long long wanted = UNITS_PER_CTA * (long long)gridDim.x;

@@ -229,6 +229,81 @@ pub fn run_contraction<T: Real>(
     )
 }
 
+/// Runs rows `part` of the contraction `spec` over the `rows x cols` space (a rank's share of
+/// a shared step, see `popcorn_dsl::plan::collective::Share`): every output is zeroed whole,
+/// then rows `part` are computed exactly as [`run_contraction`] computes them, so the shares'
+/// outputs add up to the whole contraction's bit for bit. Operands read at the row (`A`, row
+/// broadcasts, row indices) are read from row `part.start`, those read at the column whole.
+///
+/// # Errors
+/// As [`run_contraction`]; also [`CpuError::Fused`] for rows beyond the space or a contraction
+/// that stores its elements (a share writes sums only).
+pub fn run_contraction_rows<T: Real>(
+    spec: &KernelSpec,
+    (rows, cols): (usize, usize),
+    depth: usize,
+    width: usize,
+    args: &[FusedArg<'_, T>],
+    outs: &mut [FusedOut<'_, T>],
+    part: std::ops::Range<usize>,
+) -> Result<(), CpuError> {
+    if part.start > part.end || part.end > rows {
+        return Err(CpuError::Fused(format!(
+            "rows {}..{} of a contraction over {rows} rows",
+            part.start, part.end
+        )));
+    }
+    let shapes = spec.outputs();
+    if shapes.contains(&OutputShape::Full) || shapes.len() != outs.len() {
+        return Err(CpuError::Fused(
+            "a share of a contraction writes per-row sums only".to_string(),
+        ));
+    }
+    let r0 = part.start;
+    let mut shared = Vec::with_capacity(args.len());
+    for (input, arg) in spec.inputs.iter().zip(args) {
+        let at_row = match (input.access, *arg) {
+            (Access::Left { transposed: false }, FusedArg::Matrix { data, ld }) => {
+                FusedArg::Matrix {
+                    data: data.get(r0 * ld..).unwrap_or_default(),
+                    ld,
+                }
+            }
+            (Access::Col, FusedArg::Vector(v)) => FusedArg::Vector(v.get(r0..).unwrap_or_default()),
+            (Access::IndexCol, FusedArg::Index(v)) => {
+                FusedArg::Index(v.get(r0..).unwrap_or_default())
+            }
+            (Access::Left { transposed: true }, _) => {
+                return Err(CpuError::Fused(
+                    "a share of a contraction reads A by rows (not transposed)".to_string(),
+                ))
+            }
+            (_, other) => other,
+        };
+        shared.push(at_row);
+    }
+    let mut views = Vec::with_capacity(outs.len());
+    for (out, shape) in outs.iter_mut().zip(&shapes) {
+        let per_row = match shape {
+            OutputShape::PerRowWide => width,
+            _ => 1,
+        };
+        let (lo, hi) = (r0 * per_row, part.end * per_row);
+        let short = || CpuError::Fused("an output is shorter than its rows".to_string());
+        views.push(match out {
+            FusedOut::Values(v) => {
+                v.fill(T::zero());
+                FusedOut::Values(v.get_mut(lo..hi).ok_or_else(short)?)
+            }
+            FusedOut::Indices(v) => {
+                v.fill(0);
+                FusedOut::Indices(v.get_mut(lo..hi).ok_or_else(short)?)
+            }
+        });
+    }
+    run_contraction(spec, (part.len(), cols), depth, width, &shared, &mut views)
+}
+
 /// Row reductions over zero columns: identities (Sum 0, Min +inf, Max -inf, ArgMin 0).
 fn empty_rows<T: Real>(
     reductions: &[kernel_ir::Reduction],

@@ -25,14 +25,7 @@ pub(crate) fn run(
     let m_elem = held.map_or(elem, ElemType::Half);
     let m = dense(&inputs[0], m_elem, "diag input")?;
     let out = dense(&outputs[0], elem, "diag output")?;
-    let square = op.offset == 0 && m.rows == m.cols;
-    let block = op.offset > 0 && m.rows + op.offset <= m.cols;
-    if !square && !block {
-        return Err(invalid(format!(
-            "diag input is {} x {} from column {}: not a block of rows of a square matrix",
-            m.rows, m.cols, op.offset
-        )));
-    }
+    op.check_input(m.rows, m.cols).map_err(invalid)?;
     vector_len("diag output", out.len(), m.rows)?;
     // Row i's diagonal entry is at i * ld + offset + i: the matrix read from column `offset`.
     let first = m.ptr + (op.offset * m_elem.size_bytes()) as u64;

@@ -31,6 +31,10 @@ pub(crate) fn run(
         StepPart::Prologue => return Ok(()),
     };
     let shape = launch_shape(cx, f)?;
+    let share = match f.share {
+        Some(share) => Some(triangle_share(f, shape, band, share)?),
+        None => None,
+    };
     let scratch = column_scratch(cx, f, shape)?;
     let mut args = kernel_args(f, inputs, outputs, band, scratch)?;
     // Operands rounded to TF32 once (whole launches only), held until the launch below.
@@ -63,8 +67,35 @@ pub(crate) fn run(
             }
         }
     }
+    // The launch's rows and columns: the whole space, or a share's rows [r0, r1) against
+    // columns [r0, n) with every operand read from row r0.
+    let (rows, cols) = match &share {
+        Some(rows) => {
+            let offsets = share_offsets(f, inputs, &copies, rows.start)?;
+            for (param, arg) in kernels_gen::params(&f.spec).iter().zip(args.iter_mut()) {
+                match param {
+                    Param::Rows => *arg = KernelArg::size(rows.len())?,
+                    Param::Cols => *arg = KernelArg::size(f.cols - rows.start)?,
+                    Param::InputPtr(k) | Param::InputIndex(k) | Param::Output(k) => {
+                        let offset = if matches!(param, Param::Output(_)) {
+                            output_offset(f, *k, rows.start)?
+                        } else {
+                            offsets[*k]
+                        };
+                        if let KernelArg::Ptr(p) = arg {
+                            *arg = KernelArg::Ptr(*p + offset);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            (rows.len(), f.cols - rows.start)
+        }
+        None => (f.rows, f.cols),
+    };
     if variant.warp_specialised {
-        for map in copies.tensor_maps(f.rows, f.cols, f.depth)? {
+        let first_row = share.as_ref().map_or(0, |r| r.start);
+        for map in copies.tensor_maps(rows, cols, f.depth, first_row)? {
             args.push(KernelArg::TensorMap(map));
         }
     }
@@ -76,7 +107,7 @@ pub(crate) fn run(
     let dims = match (band, shape) {
         (None, LaunchShape::Pipelined { .. }) => shape
             .pipelined_grid_block(
-                (f.rows as u64, f.cols as u64, f.depth as u64),
+                (rows as u64, cols as u64, f.depth as u64),
                 limits.multiprocessors,
                 limits.shared_bytes_per_block_optin,
             )
@@ -103,13 +134,106 @@ pub(crate) fn run(
             })?;
     }
     zero_accumulated_outputs(cx, f, outputs)?;
+    if rows == 0 || cols == 0 {
+        return Ok(()); // a share of no rows: its partial sums are the zeros just written
+    }
     // SAFETY: `kernel_args` built the arguments in the order of the kernel's parameters and
     // checked every buffer against what the kernel reads and writes over this space or band;
     // a rounded copy holds the rows of the operand it replaces, at its own leading dimension;
-    // a warp-specialised kernel's tensor maps (its last two parameters) describe that copy.
+    // a warp-specialised kernel's tensor maps (its last two parameters) describe that copy. A
+    // share reads and writes from row r0 on: rows [r0, r1) and columns [r0, n) of the checked
+    // whole space, every n-sized operand and output moved by r0 rows (`share_offsets`).
     let launched = unsafe { driver::launch(cx.stream, &function, &name, dims, &mut args) };
     drop(copies);
     launched
+}
+
+/// The rows `[r0, r1)` of a rank's share of a symmetric contraction: rows of one triangle of
+/// tiles of about equal areas, boundaries on whole blocks of rows (the kernel's diagonal block
+/// holds both halves of its entries only with all its rows present). The kernel then runs on
+/// the square's corner from row and column r0: rows `[r0, r1)` against columns `[r0, n)`.
+fn triangle_share(
+    f: &FusedStep,
+    shape: LaunchShape,
+    band: Option<(usize, usize)>,
+    share: popcorn_dsl::plan::collective::Share,
+) -> Result<std::ops::Range<usize>, RuntimeError> {
+    let symmetric = matches!(
+        f.spec.form,
+        Form::Contraction {
+            symmetric: true,
+            ..
+        }
+    );
+    let LaunchShape::Pipelined { block_rows, .. } = shape else {
+        return Err(invalid(format!(
+            "kernel {} is shared over ranks but is no pipelined contraction",
+            f.name
+        )));
+    };
+    if !symmetric || band.is_some() || f.rows != f.cols || share.part >= share.parts {
+        return Err(invalid(format!(
+            "kernel {}: part {} of {} of a {} x {} space is no share of a symmetric contraction",
+            f.name, share.part, share.parts, f.rows, f.cols
+        )));
+    }
+    Ok(share.triangle_rows(f.rows, block_rows as usize))
+}
+
+/// Bytes by which a share moves each input: `r0` rows of a matrix (the rounded copy's rows
+/// where one stands for it), `r0` entries of a vector or index read at the row or the column;
+/// 0 for scalars.
+fn share_offsets<B: BufferInfo + DeviceAddress>(
+    f: &FusedStep,
+    inputs: &[Arg<'_, B>],
+    copies: &tf32_operands::RoundedCopies<'_>,
+    r0: usize,
+) -> Result<Vec<u64>, RuntimeError> {
+    let Form::Contraction { a, b, .. } = &f.spec.form else {
+        return Err(invalid(format!("kernel {} is not a contraction", f.name)));
+    };
+    let replaced = |k: usize| (k == *b && copies.rounded.b) || (k == *a && copies.rounded.a);
+    let elem = f.spec.dtype.size_bytes() as u64;
+    let r0 = r0 as u64;
+    f.spec
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, input)| match input.access {
+            _ if replaced(k) => Ok(copies.row_offset_bytes(r0 as usize)),
+            Access::Left { transposed: false } | Access::Right { transposed: true } => {
+                match inputs.get(k) {
+                    Some(Arg::Dense { cols, .. }) => Ok(r0 * (*cols as u64) * elem),
+                    _ => Err(invalid(format!(
+                        "operand {k} of kernel {} is not a dense matrix",
+                        f.name
+                    ))),
+                }
+            }
+            Access::Col | Access::Row => Ok(r0 * elem),
+            Access::IndexCol | Access::IndexRow => Ok(r0 * 4),
+            Access::Scalar | Access::Broadcast => Ok(0),
+            other => Err(invalid(format!(
+                "input {k} of kernel {} is read as {other:?}, which a share of a symmetric \
+                 contraction cannot move to its rows",
+                f.name
+            ))),
+        })
+        .collect()
+}
+
+/// Bytes by which a share moves output `k` (rows of its per-row or by-label sums).
+fn output_offset(f: &FusedStep, k: usize, r0: usize) -> Result<u64, RuntimeError> {
+    let elem = f.spec.dtype.size_bytes() as u64;
+    match f.spec.outputs().get(k) {
+        Some(kernel_ir::OutputShape::PerRowWide) => Ok((r0 * f.width) as u64 * elem),
+        Some(kernel_ir::OutputShape::PerRow) => Ok(r0 as u64 * elem),
+        Some(kernel_ir::OutputShape::PerRowIndex) => Ok(r0 as u64 * 4),
+        _ => Err(invalid(format!(
+            "output {k} of kernel {} is no per-row sum, which a share cannot write",
+            f.name
+        ))),
+    }
 }
 
 /// Fewest elements of a product (rows x columns) for the warp-specialised body: on smaller
@@ -453,6 +577,7 @@ mod tests {
             cols,
             depth: 0,
             width: 0,
+            share: None,
         }
     }
 

@@ -109,21 +109,31 @@ impl RoundedCopies<'_> {
     /// ([`kernels_gen::ContractionVariant::warp_specialised`]): `A` (`rows` rows) in boxes of
     /// 32 x 256 and `B` (`cols` rows) in boxes of 32 x 128, `depth` floats a row, 128-byte
     /// swizzle, zeros outside. Only for a copy that stands for both operands.
+    ///
+    /// `first_row`: the maps start at that row of the copy (a share of a symmetric product,
+    /// whose rows and columns both start there); 0 for the whole product.
     pub(crate) fn tensor_maps(
         &self,
         rows: usize,
         cols: usize,
         depth: usize,
+        first_row: usize,
     ) -> Result<[sys::CUtensorMap; 2], RuntimeError> {
         if self.rounded != RoundedOperands::BOTH {
             return Err(invalid(
                 "tensor maps of a rounded copy that does not stand for both operands",
             ));
         }
+        let base = self.copy + self.row_offset_bytes(first_row);
         Ok([
-            tensor_map(self.copy, rows, depth, self.ld, PIPELINE_BLOCK_ROWS)?,
-            tensor_map(self.copy, cols, depth, self.ld, PIPELINE_COLUMN_TILE)?,
+            tensor_map(base, rows, depth, self.ld, PIPELINE_BLOCK_ROWS)?,
+            tensor_map(base, cols, depth, self.ld, PIPELINE_COLUMN_TILE)?,
         ])
+    }
+
+    /// Bytes from the copy's first row to row `row` (rows of `ld` floats).
+    pub(crate) fn row_offset_bytes(&self, row: usize) -> u64 {
+        (row as u64) * (self.ld as u64) * 4
     }
 }
 
