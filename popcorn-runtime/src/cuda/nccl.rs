@@ -554,6 +554,25 @@ mod tests {
         inputs: &HashMap<String, Arg<'_, CudaBuffer>>,
         dims: &DimBindings,
     ) -> BTreeMap<String, HostVec> {
+        run_with(
+            plan,
+            backends,
+            collectives,
+            inputs,
+            &ScalarBindings::new(),
+            dims,
+        )
+    }
+
+    /// [`run`] with scalar parameters.
+    fn run_with(
+        plan: &Plan,
+        backends: &[&CudaBackend],
+        collectives: &dyn ranks::Collectives<CudaBackend>,
+        inputs: &HashMap<String, Arg<'_, CudaBuffer>>,
+        scalars: &ScalarBindings,
+        dims: &DimBindings,
+    ) -> BTreeMap<String, HostVec> {
         let home = backends[0];
         let outs: Vec<(String, CudaBuffer, usize, usize, bool)> = plan
             .outputs
@@ -592,16 +611,8 @@ mod tests {
                 (name.clone(), arg)
             })
             .collect();
-        ranks::execute(
-            backends,
-            plan,
-            collectives,
-            inputs,
-            &args,
-            &ScalarBindings::new(),
-            dims,
-        )
-        .expect("the partitioned plan runs");
+        ranks::execute(backends, plan, collectives, inputs, &args, scalars, dims)
+            .expect("the partitioned plan runs");
         outs.iter()
             .map(|(name, buf, ..)| (name.clone(), home.download(buf).unwrap()))
             .collect()
@@ -710,9 +721,12 @@ mod tests {
                     },
                 ),
                 ("labels".to_string(), Arg::Index { buf: &lt, len: n }),
-                ("gamma".to_string(), Arg::Scalar(1.0 / d as f64)),
-                ("coef0".to_string(), Arg::Scalar(1.0)),
-                ("degree".to_string(), Arg::Scalar(2.0)),
+            ]
+            .into();
+            let scalars: ScalarBindings = [
+                ("gamma".to_string(), 1.0 / d as f64),
+                ("coef0".to_string(), 1.0),
+                ("degree".to_string(), 2.0),
             ]
             .into();
             let outcome = |ranks: usize| {
@@ -725,7 +739,7 @@ mod tests {
                     popcorn_dsl::plan(&program, &dims, &config, &gpu.target(), &BTreeMap::new())
                         .expect("plans");
                 let backends = vec![&gpu; ranks];
-                run(&plan, &backends, &InMemory, &inputs, &dims)
+                run_with(&plan, &backends, &InMemory, &inputs, &scalars, &dims)
             };
             let one = outcome(1);
             let floats = |m: &BTreeMap<String, HostVec>, name: &str| m[name].to_f64();
