@@ -89,6 +89,15 @@ impl std::fmt::Debug for CudaBackend {
     }
 }
 
+/// Bytes of freed memory the device's pool keeps for the next allocations: a run's buffers
+/// allocated afresh every run (a partitioned plan's ranks) then reuse mapped memory. At most
+/// 2 GiB or 1/32 of the device, so that other users of the device in this process (PyTorch
+/// beside the Python package) lose little; the planner's memory checks count it as free,
+/// and an allocation that fails trims the pool and tries again.
+fn pool_keeps(total_memory: usize) -> u64 {
+    (2u64 << 30).min(total_memory as u64 / 32)
+}
+
 impl CudaBackend {
     /// A backend on device `ordinal` with settings from the environment.
     pub fn new(ordinal: usize) -> Result<CudaBackend, RuntimeError> {
@@ -162,6 +171,12 @@ impl CudaBackend {
         let total_memory = ctx
             .total_mem()
             .map_err(|e| driver_error("cuDeviceTotalMem", e))?;
+        if ctx.has_async_alloc() {
+            ctx.bind_to_thread()
+                .map_err(|e| driver_error("cuCtxSetCurrent", e))?;
+            // SAFETY: the context was made current above.
+            unsafe { driver::keep_pool_memory(ctx.cu_device(), pool_keeps(total_memory)) };
+        }
         let description = format!(
             "cuda:{ordinal} {name} (sm_{}{}, {} MiB)",
             capability.0,
@@ -490,7 +505,17 @@ impl Backend for CudaBackend {
     }
 
     fn memory_info(&self) -> Option<(usize, usize)> {
-        self.device.ctx.mem_get_info().ok()
+        let (free, total) = self.device.ctx.mem_get_info().ok()?;
+        if !self.device.ctx.has_async_alloc() {
+            return Some((free, total));
+        }
+        // Memory the pool keeps for reuse is free to this process's next allocations.
+        // SAFETY: mem_get_info made the context current.
+        let spare = unsafe { driver::pool_spare_bytes(self.device.ctx.cu_device()) };
+        Some((
+            (free as u64).saturating_add(spare).min(total as u64) as usize,
+            total,
+        ))
     }
 
     fn release_memory(&self) -> Result<(), RuntimeError> {

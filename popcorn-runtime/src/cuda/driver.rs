@@ -265,13 +265,76 @@ pub(crate) unsafe fn copy_dtoh<T: Copy>(dst: &mut [T], src: u64) -> Result<(), R
 /// A context of `device` is current and no stream-ordered allocation of the pool is in
 /// flight that the caller relies on being kept.
 pub(crate) unsafe fn trim_default_pool(device: cudarc::driver::sys::CUdevice) {
-    let mut pool: cudarc::driver::sys::CUmemoryPool = std::ptr::null_mut();
-    // SAFETY: as the function's contract says; `pool` is written by the first call.
+    // SAFETY: as the function's contract says.
     unsafe {
-        if cudarc::driver::sys::cuDeviceGetDefaultMemPool(&mut pool, device)
-            == cudarc::driver::sys::CUresult::CUDA_SUCCESS
-        {
+        if let Some(pool) = default_pool(device) {
             let _ = cudarc::driver::sys::cuMemPoolTrimTo(pool, 0);
+        }
+    }
+}
+
+/// The default memory pool of `device`, or `None` where the driver has none.
+///
+/// # Safety
+/// A context of `device` is current.
+unsafe fn default_pool(
+    device: cudarc::driver::sys::CUdevice,
+) -> Option<cudarc::driver::sys::CUmemoryPool> {
+    let mut pool: cudarc::driver::sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: as the function's contract says; `pool` is written by the call.
+    let got = unsafe { cudarc::driver::sys::cuDeviceGetDefaultMemPool(&mut pool, device) };
+    (got == cudarc::driver::sys::CUresult::CUDA_SUCCESS && !pool.is_null()).then_some(pool)
+}
+
+/// Lets `device`'s default memory pool keep up to `bytes` of freed memory across
+/// synchronisations (the driver's default, 0, unmaps every free block at each one, so a run
+/// whose buffers are allocated afresh maps its memory again every time). Errors are ignored:
+/// the pool then keeps the driver's default.
+///
+/// # Safety
+/// A context of `device` is current.
+pub(crate) unsafe fn keep_pool_memory(device: cudarc::driver::sys::CUdevice, bytes: u64) {
+    // SAFETY: the contract above; the attribute takes a cuuint64_t.
+    unsafe {
+        if let Some(pool) = default_pool(device) {
+            let mut value = bytes;
+            let _ = cudarc::driver::sys::cuMemPoolSetAttribute(
+                pool,
+                cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut value as *mut u64).cast(),
+            );
+        }
+    }
+}
+
+/// Bytes `device`'s default memory pool holds but no allocation uses (0 where unknown).
+///
+/// # Safety
+/// A context of `device` is current.
+pub(crate) unsafe fn pool_spare_bytes(device: cudarc::driver::sys::CUdevice) -> u64 {
+    use cudarc::driver::sys::CUmemPool_attribute as A;
+    // SAFETY: the contract above; each attribute writes a cuuint64_t.
+    unsafe {
+        let Some(pool) = default_pool(device) else {
+            return 0;
+        };
+        let (mut reserved, mut used) = (0u64, 0u64);
+        let r = cudarc::driver::sys::cuMemPoolGetAttribute(
+            pool,
+            A::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+            (&mut reserved as *mut u64).cast(),
+        );
+        let u = cudarc::driver::sys::cuMemPoolGetAttribute(
+            pool,
+            A::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+            (&mut used as *mut u64).cast(),
+        );
+        if r == cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            && u == cudarc::driver::sys::CUresult::CUDA_SUCCESS
+        {
+            reserved.saturating_sub(used)
+        } else {
+            0
         }
     }
 }
