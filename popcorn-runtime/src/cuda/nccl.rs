@@ -656,8 +656,9 @@ mod tests {
     /// The recomputed-K iteration partitioned over 1, 2 and 3 ranks on one GPU: the
     /// contraction shared (each rank its rows of one triangle of tiles, on whole blocks of
     /// rows, partial sums all-reduced), the points sorted by cluster on every rank. Shapes: one
-    /// point, shares that end inside the last block of rows, TF32 on the lock-step body and on
-    /// the warp-specialised one (10^9 entries, depth 40). The GPU adds a tile's sums with
+    /// point, shares that end inside the last block of rows, f64 (a template of whole rows:
+    /// each rank a block of rows), TF32 on the lock-step body and on the warp-specialised one
+    /// (10^9 entries, depth 40). The GPU adds a tile's sums with
     /// atomics in no fixed order, so the shares agree with one rank to f32 rounding: the
     /// objective and the centroid norms to 1e-4 relative, and on clustered points (no
     /// near-ties) the labels exactly.
@@ -684,11 +685,12 @@ mod tests {
             .into_iter()
             .find(|p| p.name == "kkmeans_recompute_polynomial")
             .unwrap();
-        for (n, d, k, tf32) in [
-            (1, 3, 1, false),
-            (1001, 5, 7, false),
-            (4099, 50, 26, true),
-            (33000, 40, 10, true),
+        for (n, d, k, tf32, dtype) in [
+            (1, 3, 1, false, DType::F32),
+            (1001, 5, 7, false, DType::F32),
+            (1001, 5, 7, false, DType::F64),
+            (4099, 50, 26, true, DType::F32),
+            (33000, 40, 10, true, DType::F32),
         ] {
             let dims: DimBindings = [
                 ("n".to_string(), n),
@@ -710,7 +712,11 @@ mod tests {
             let labels: Vec<u32> = (0..n)
                 .map(|i| ((i % k + usize::from((i / k) % 10 == 9)) % k) as u32)
                 .collect();
-            let xt = gpu.upload(HostSlice::F32(&x)).unwrap();
+            let x64: Vec<f64> = x.iter().map(|v| f64::from(*v)).collect();
+            let xt = match dtype {
+                DType::F32 => gpu.upload(HostSlice::F32(&x)).unwrap(),
+                DType::F64 => gpu.upload(HostSlice::F64(&x64)).unwrap(),
+            };
             let lt = gpu.upload(HostSlice::U32(&labels)).unwrap();
             let inputs: HashMap<String, Arg<'_, CudaBuffer>> = [
                 (
@@ -734,7 +740,7 @@ mod tests {
                 let config = PlannerConfig {
                     partition: Some(PartitionSpec::points(ranks)),
                     tf32,
-                    ..PlannerConfig::default().with_dtype(DType::F32)
+                    ..PlannerConfig::default().with_dtype(dtype)
                 };
                 let plan =
                     popcorn_dsl::plan(&program, &dims, &config, &gpu.target(), &BTreeMap::new())
@@ -751,7 +757,7 @@ mod tests {
                         // An empty cluster's norm is infinite on both.
                         assert!(
                             *a == b || (a - b).abs() <= 1e-4 * b.abs().max(1.0),
-                            "n={n} d={d} k={k} over {ranks} ranks: `{name}` {a} against {b}"
+                            "n={n} d={d} k={k} {dtype:?} over {ranks} ranks: `{name}` {a} against {b}"
                         );
                     }
                 }
@@ -763,7 +769,7 @@ mod tests {
                 let differ = got.iter().zip(want).filter(|(a, b)| a != b).count();
                 assert_eq!(
                     differ, 0,
-                    "n={n} d={d} k={k} over {ranks} ranks: labels differ from one rank's"
+                    "n={n} d={d} k={k} {dtype:?} over {ranks} ranks: labels differ from one rank's"
                 );
                 // The mislabelled tenth moved: the iteration did something.
                 let moved = got.iter().zip(&labels).filter(|(a, b)| a != b).count();

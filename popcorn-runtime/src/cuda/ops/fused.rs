@@ -32,7 +32,7 @@ pub(crate) fn run(
     };
     let shape = launch_shape(cx, f)?;
     let share = match f.share {
-        Some(share) => Some(triangle_share(f, shape, band, share)?),
+        Some(share) => Some(share_view(f, shape, band, share)?),
         None => None,
     };
     let scratch = column_scratch(cx, f, shape)?;
@@ -68,17 +68,17 @@ pub(crate) fn run(
         }
     }
     // The launch's rows and columns: the whole space, or a share's rows [r0, r1) against
-    // columns [r0, n) with every operand read from row r0.
+    // columns [c0, n), every operand read from its row r0 or column c0 (`ShareView`).
     let (rows, cols) = match &share {
-        Some(rows) => {
-            let offsets = share_offsets(f, inputs, &copies, rows.start)?;
+        Some(view) => {
+            let offsets = share_offsets(f, inputs, &copies, view)?;
             for (param, arg) in kernels_gen::params(&f.spec).iter().zip(args.iter_mut()) {
                 match param {
-                    Param::Rows => *arg = KernelArg::size(rows.len())?,
-                    Param::Cols => *arg = KernelArg::size(f.cols - rows.start)?,
+                    Param::Rows => *arg = KernelArg::size(view.rows.len())?,
+                    Param::Cols => *arg = KernelArg::size(f.cols - view.first_col())?,
                     Param::InputPtr(k) | Param::InputIndex(k) | Param::Output(k) => {
                         let offset = if matches!(param, Param::Output(_)) {
-                            output_offset(f, *k, rows.start)?
+                            output_offset(f, *k, view.rows.start)?
                         } else {
                             offsets[*k]
                         };
@@ -89,12 +89,12 @@ pub(crate) fn run(
                     _ => {}
                 }
             }
-            (rows.len(), f.cols - rows.start)
+            (view.rows.len(), f.cols - view.first_col())
         }
         None => (f.rows, f.cols),
     };
     if variant.warp_specialised {
-        let first_row = share.as_ref().map_or(0, |r| r.start);
+        let first_row = share.as_ref().map_or(0, |v| v.first_col());
         for map in copies.tensor_maps(rows, cols, f.depth, first_row)? {
             args.push(KernelArg::TensorMap(map));
         }
@@ -133,7 +133,12 @@ pub(crate) fn run(
                 )
             })?;
     }
-    zero_accumulated_outputs(cx, f, outputs)?;
+    if share.is_some() {
+        // A share's partial sums are summed over the ranks: every row it does not write is 0.
+        zero_whole_outputs(cx, f, outputs)?;
+    } else {
+        zero_accumulated_outputs(cx, f, outputs)?;
+    }
     if rows == 0 || cols == 0 {
         return Ok(()); // a share of no rows: its partial sums are the zeros just written
     }
@@ -141,23 +146,46 @@ pub(crate) fn run(
     // checked every buffer against what the kernel reads and writes over this space or band;
     // a rounded copy holds the rows of the operand it replaces, at its own leading dimension;
     // a warp-specialised kernel's tensor maps (its last two parameters) describe that copy. A
-    // share reads and writes from row r0 on: rows [r0, r1) and columns [r0, n) of the checked
-    // whole space, every n-sized operand and output moved by r0 rows (`share_offsets`).
+    // share reads and writes rows [r0, r1) and columns [c0, n) of the checked whole space,
+    // every operand and output moved to its row r0 or column c0 (`share_offsets`).
     let launched = unsafe { driver::launch(cx.stream, &function, &name, dims, &mut args) };
     drop(copies);
     launched
 }
 
-/// The rows `[r0, r1)` of a rank's share of a symmetric contraction: rows of one triangle of
-/// tiles of about equal areas, boundaries on whole blocks of rows (the kernel's diagonal block
-/// holds both halves of its entries only with all its rows present). The kernel then runs on
-/// the square's corner from row and column r0: rows `[r0, r1)` against columns `[r0, n)`.
-fn triangle_share(
+/// How a rank's share of a symmetric contraction runs on this kernel: rows `[r0, r1)` of the
+/// space against columns `[c0, n)`.
+struct ShareView {
+    /// The share's rows.
+    rows: std::ops::Range<usize>,
+    /// Whether the kernel computes one triangle of tiles (the pipelined template): the share
+    /// is then the square's corner from row and column r0, its rows' tiles on and above the
+    /// diagonal, each added to its rows and, mirrored, to its columns. Otherwise the kernel
+    /// computes whole rows, against every column.
+    corner: bool,
+}
+
+impl ShareView {
+    /// The first column `c0`.
+    fn first_col(&self) -> usize {
+        if self.corner {
+            self.rows.start
+        } else {
+            0
+        }
+    }
+}
+
+/// A rank's share of a symmetric contraction on this kernel: on the pipelined template, rows of
+/// the one triangle of tiles of about equal areas, boundaries on whole blocks of rows (the
+/// kernel's diagonal block holds both halves of its entries only with all its rows present);
+/// on other templates (f64), equal blocks of whole rows.
+fn share_view(
     f: &FusedStep,
     shape: LaunchShape,
     band: Option<(usize, usize)>,
     share: popcorn_dsl::plan::collective::Share,
-) -> Result<std::ops::Range<usize>, RuntimeError> {
+) -> Result<ShareView, RuntimeError> {
     let symmetric = matches!(
         f.spec.form,
         Form::Contraction {
@@ -165,59 +193,69 @@ fn triangle_share(
             ..
         }
     );
-    let LaunchShape::Pipelined { block_rows, .. } = shape else {
-        return Err(invalid(format!(
-            "kernel {} is shared over ranks but is no pipelined contraction",
-            f.name
-        )));
-    };
     if !symmetric || band.is_some() || f.rows != f.cols || share.part >= share.parts {
         return Err(invalid(format!(
             "kernel {}: part {} of {} of a {} x {} space is no share of a symmetric contraction",
             f.name, share.part, share.parts, f.rows, f.cols
         )));
     }
-    Ok(share.triangle_rows(f.rows, block_rows as usize))
+    Ok(match shape {
+        LaunchShape::Pipelined { block_rows, .. } => ShareView {
+            rows: share.triangle_rows(f.rows, block_rows as usize),
+            corner: true,
+        },
+        _ => ShareView {
+            rows: share.rows(f.rows),
+            corner: false,
+        },
+    })
 }
 
-/// Bytes by which a share moves each input: `r0` rows of a matrix (the rounded copy's rows
-/// where one stands for it), `r0` entries of a vector or index read at the row or the column;
-/// 0 for scalars.
+/// Bytes by which a share moves each input: an operand read at the row (`A`, a row broadcast,
+/// the rows' indices) to row r0, one read at the column (`B^T`, a column broadcast, the
+/// columns' labels) to column c0: rows of a matrix (the rounded copy's rows where one stands
+/// for it), entries of a vector or an index; 0 for scalars.
 fn share_offsets<B: BufferInfo + DeviceAddress>(
     f: &FusedStep,
     inputs: &[Arg<'_, B>],
     copies: &tf32_operands::RoundedCopies<'_>,
-    r0: usize,
+    view: &ShareView,
 ) -> Result<Vec<u64>, RuntimeError> {
     let Form::Contraction { a, b, .. } = &f.spec.form else {
         return Err(invalid(format!("kernel {} is not a contraction", f.name)));
     };
     let replaced = |k: usize| (k == *b && copies.rounded.b) || (k == *a && copies.rounded.a);
     let elem = f.spec.dtype.size_bytes() as u64;
-    let r0 = r0 as u64;
+    let (r0, c0) = (view.rows.start, view.first_col());
     f.spec
         .inputs
         .iter()
         .enumerate()
-        .map(|(k, input)| match input.access {
-            _ if replaced(k) => Ok(copies.row_offset_bytes(r0 as usize)),
-            Access::Left { transposed: false } | Access::Right { transposed: true } => {
-                match inputs.get(k) {
-                    Some(Arg::Dense { cols, .. }) => Ok(r0 * (*cols as u64) * elem),
+        .map(|(k, input)| {
+            let at = match input.access {
+                Access::Left { transposed: false } | Access::Col | Access::IndexCol => r0,
+                Access::Right { transposed: true } | Access::Row | Access::IndexRow => c0,
+                Access::Scalar | Access::Broadcast => return Ok(0),
+                other => {
+                    return Err(invalid(format!(
+                        "input {k} of kernel {} is read as {other:?}, which a share of a \
+                         symmetric contraction cannot move to its rows",
+                        f.name
+                    )))
+                }
+            };
+            match input.access {
+                _ if replaced(k) => Ok(copies.row_offset_bytes(at)),
+                Access::Left { .. } | Access::Right { .. } => match inputs.get(k) {
+                    Some(Arg::Dense { cols, .. }) => Ok((at * cols) as u64 * elem),
                     _ => Err(invalid(format!(
                         "operand {k} of kernel {} is not a dense matrix",
                         f.name
                     ))),
-                }
+                },
+                Access::IndexCol | Access::IndexRow => Ok(at as u64 * 4),
+                _ => Ok(at as u64 * elem),
             }
-            Access::Col | Access::Row => Ok(r0 * elem),
-            Access::IndexCol | Access::IndexRow => Ok(r0 * 4),
-            Access::Scalar | Access::Broadcast => Ok(0),
-            other => Err(invalid(format!(
-                "input {k} of kernel {} is read as {other:?}, which a share of a symmetric \
-                 contraction cannot move to its rows",
-                f.name
-            ))),
         })
         .collect()
 }
@@ -261,6 +299,42 @@ fn warp_specialised(
         && copies.copy.is_multiple_of(16)
         && chunks == u64::from(PIPELINE_WS_MAX_DEPTH_CHUNKS)
         && (f.rows as u64).saturating_mul(f.cols as u64) >= WARP_SPECIALISED_MIN_ELEMENTS
+}
+
+/// Zeroes every output of a share whole, on the step's stream: the ranks' outputs are summed,
+/// so the rows a share does not write must be 0.
+fn zero_whole_outputs<B: BufferInfo + DeviceAddress>(
+    cx: &StepCx<'_>,
+    f: &FusedStep,
+    outputs: &[Arg<'_, B>],
+) -> Result<(), RuntimeError> {
+    for (k, out) in outputs.iter().enumerate() {
+        let buf = match out {
+            Arg::Dense { buf, .. } | Arg::Index { buf, .. } => *buf,
+            _ => {
+                return Err(invalid(format!(
+                    "output {k} of fused kernel {} is not a dense value or an index",
+                    f.name
+                )))
+            }
+        };
+        let bytes = buf.len() * buf.elem().size_bytes();
+        if bytes % 4 != 0 {
+            return Err(invalid(format!(
+                "output {k} of fused kernel {} ({bytes} bytes) is no whole number of 32-bit words",
+                f.name
+            )));
+        }
+        let words = bytes / 4;
+        // SAFETY: the buffer holds `len` elements of its type, `words` 32-bit words in all; the
+        // memset runs on this step's stream, before the launch.
+        unsafe {
+            cx.device
+                .builtins(cx.stream)
+                .memset32(buf.address(), 0, words)?;
+        }
+    }
+    Ok(())
 }
 
 /// Zeroes, on the step's stream, the outputs the kernel adds into (the sums by label of a
