@@ -308,7 +308,7 @@ fn zero_whole_outputs<B: BufferInfo + DeviceAddress>(
     f: &FusedStep,
     outputs: &[Arg<'_, B>],
 ) -> Result<(), RuntimeError> {
-    for (k, out) in outputs.iter().enumerate() {
+    for (k, (out, shape)) in outputs.iter().zip(f.spec.outputs()).enumerate() {
         let buf = match out {
             Arg::Dense { buf, .. } | Arg::Index { buf, .. } => *buf,
             _ => {
@@ -318,7 +318,25 @@ fn zero_whole_outputs<B: BufferInfo + DeviceAddress>(
                 )))
             }
         };
-        let bytes = buf.len() * buf.elem().size_bytes();
+        // The output's own extent (its buffer may be longer).
+        let len = match shape {
+            kernel_ir::OutputShape::PerRowWide => f.rows * f.width,
+            kernel_ir::OutputShape::PerRow | kernel_ir::OutputShape::PerRowIndex => f.rows,
+            other => {
+                return Err(invalid(format!(
+                    "output {k} of fused kernel {} is {other:?}, which a share cannot write",
+                    f.name
+                )))
+            }
+        };
+        if buf.len() < len {
+            return Err(invalid(format!(
+                "output {k} of fused kernel {} holds {} elements, {len} needed",
+                f.name,
+                buf.len()
+            )));
+        }
+        let bytes = len * buf.elem().size_bytes();
         if bytes % 4 != 0 {
             return Err(invalid(format!(
                 "output {k} of fused kernel {} ({bytes} bytes) is no whole number of 32-bit words",
@@ -326,8 +344,8 @@ fn zero_whole_outputs<B: BufferInfo + DeviceAddress>(
             )));
         }
         let words = bytes / 4;
-        // SAFETY: the buffer holds `len` elements of its type, `words` 32-bit words in all; the
-        // memset runs on this step's stream, before the launch.
+        // SAFETY: the buffer holds at least `len` elements of its type (checked above), `words`
+        // 32-bit words in all; the memset runs on this step's stream, before the launch.
         unsafe {
             cx.device
                 .builtins(cx.stream)
