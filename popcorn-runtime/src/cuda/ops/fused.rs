@@ -264,9 +264,9 @@ fn share_offsets<B: BufferInfo + DeviceAddress>(
 fn output_offset(f: &FusedStep, k: usize, r0: usize) -> Result<u64, RuntimeError> {
     let elem = f.spec.dtype.size_bytes() as u64;
     match f.spec.outputs().get(k) {
-        Some(kernel_ir::OutputShape::PerRowWide) => Ok((r0 * f.width) as u64 * elem),
-        Some(kernel_ir::OutputShape::PerRow) => Ok(r0 as u64 * elem),
-        Some(kernel_ir::OutputShape::PerRowIndex) => Ok(r0 as u64 * 4),
+        Some(OutputShape::PerRowWide) => Ok((r0 * f.width) as u64 * elem),
+        Some(OutputShape::PerRow) => Ok(r0 as u64 * elem),
+        Some(OutputShape::PerRowIndex) => Ok(r0 as u64 * 4),
         _ => Err(invalid(format!(
             "output {k} of kernel {} is no per-row sum, which a share cannot write",
             f.name
@@ -320,8 +320,8 @@ fn zero_whole_outputs<B: BufferInfo + DeviceAddress>(
         };
         // The output's own extent (its buffer may be longer).
         let len = match shape {
-            kernel_ir::OutputShape::PerRowWide => f.rows * f.width,
-            kernel_ir::OutputShape::PerRow | kernel_ir::OutputShape::PerRowIndex => f.rows,
+            OutputShape::PerRowWide => f.rows * f.width,
+            OutputShape::PerRow | OutputShape::PerRowIndex => f.rows,
             other => {
                 return Err(invalid(format!(
                     "output {k} of fused kernel {} is {other:?}, which a share cannot write",
