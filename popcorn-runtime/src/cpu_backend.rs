@@ -875,28 +875,23 @@ fn run_typed<T: Real + HostElem>(
                 });
             }
             let contraction = matches!(f.spec.form, kernel_ir::Form::Contraction { .. });
-            if let (true, Some(share)) = (contraction, f.share) {
-                // This rank's equal block of whole rows; zeros in the other rows.
-                cpu::run_contraction_rows(
+            let (space, sizes) = ((f.rows, f.cols), (f.depth, f.width));
+            match (contraction, f.share) {
+                // A rank's share: its equal block of whole rows, zeros in the other rows.
+                (true, Some(share)) => cpu::run_contraction_rows(
                     &f.spec,
-                    (f.rows, f.cols),
-                    f.depth,
-                    f.width,
+                    space,
+                    sizes,
                     &args,
                     &mut outs,
                     share.rows(f.rows),
-                )?;
-            } else if contraction {
-                cpu::run_contraction(
-                    &f.spec,
-                    (f.rows, f.cols),
-                    f.depth,
-                    f.width,
-                    &args,
-                    &mut outs,
-                )?;
-            } else {
-                cpu::run_fused(&full_symmetric(&f.spec), f.rows, f.cols, &args, &mut outs)?;
+                )?,
+                (true, None) => {
+                    cpu::run_contraction(&f.spec, space, sizes.0, sizes.1, &args, &mut outs)?
+                }
+                (false, _) => {
+                    cpu::run_fused(&full_symmetric(&f.spec), f.rows, f.cols, &args, &mut outs)?
+                }
             }
         }
     }

@@ -495,8 +495,9 @@ pub fn partition(plan: &Plan, spec: &PartitionSpec) -> Result<Partition, PlanErr
                         ),
                     });
                 }
-                StepMode::Local => {
-                    // A local sum over the points: the ranks' partial sums added up.
+                StepMode::Local | StepMode::Shared => {
+                    // The ranks' partial sums added up: of a local sum over the points, or of
+                    // a shared step's whole output.
                     schedule.push(RankStep::Collective(Collective {
                         kind: CollectiveKind::AllReduceSum,
                         value: *o,
@@ -507,17 +508,6 @@ pub fn partition(plan: &Plan, spec: &PartitionSpec) -> Result<Partition, PlanErr
                     placements[o.0] = Placement::Replicated;
                 }
                 StepMode::Replicated => {
-                    whole[o.0] = true;
-                    placements[o.0] = Placement::Replicated;
-                }
-                StepMode::Shared => {
-                    // The ranks' partial sums of the whole output, added up.
-                    schedule.push(RankStep::Collective(Collective {
-                        kind: CollectiveKind::AllReduceSum,
-                        value: *o,
-                        elem: elem(*o),
-                        len: plan.value(*o).len(),
-                    }));
                     whole[o.0] = true;
                     placements[o.0] = Placement::Replicated;
                 }

@@ -229,9 +229,10 @@ pub fn run_contraction<T: Real>(
     )
 }
 
-/// Runs rows `part` of the contraction `spec` over the `rows x cols` space (a rank's share of
-/// a shared step, see `popcorn_dsl::plan::collective::Share`): every output is zeroed whole,
-/// then rows `part` are computed exactly as [`run_contraction`] computes them, so the shares'
+/// Runs rows `part` of the contraction `spec` over the `rows x cols` space, its product
+/// `depth` deep and its sums by label `width` wide (a rank's share of a shared step, see
+/// `popcorn_dsl::plan::collective::Share`): every output is zeroed whole, then rows `part`
+/// are computed exactly as [`run_contraction`] computes them, so the shares'
 /// outputs add up to the whole contraction's bit for bit. Operands read at the row (`A`, row
 /// broadcasts, row indices) are read from row `part.start`, those read at the column whole.
 ///
@@ -241,8 +242,7 @@ pub fn run_contraction<T: Real>(
 pub fn run_contraction_rows<T: Real>(
     spec: &KernelSpec,
     (rows, cols): (usize, usize),
-    depth: usize,
-    width: usize,
+    (depth, width): (usize, usize),
     args: &[FusedArg<'_, T>],
     outs: &mut [FusedOut<'_, T>],
     part: std::ops::Range<usize>,
