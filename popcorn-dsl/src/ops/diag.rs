@@ -89,3 +89,38 @@ impl OpFacts for Diag {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_of_rows_start_anywhere_and_whole_matrices_are_square() {
+        let whole = Diag::default();
+        assert!(whole.check_input(5, 5).is_ok());
+        assert!(
+            whole.check_input(3, 5).is_err(),
+            "a whole diagonal needs a square"
+        );
+        // Rank 0's rows start at column 0 and are not square.
+        let first = Diag {
+            offset: 0,
+            block: true,
+        };
+        assert!(first.check_input(3, 5).is_ok());
+        let last = Diag {
+            offset: 3,
+            block: true,
+        };
+        assert!(last.check_input(2, 5).is_ok());
+        let past = last
+            .check_input(3, 5)
+            .expect_err("rows 3..6 of a 5-column matrix");
+        assert!(past.contains("from column 3"), "{past}");
+        let m = RefValue::dense(2, 5, (0..10).map(f64::from).collect());
+        let RefValue::Dense { data, .. } = last.eval(&[&m], &DimBindings::new()).unwrap() else {
+            panic!("a dense column");
+        };
+        assert_eq!(data, vec![3.0, 9.0]);
+    }
+}
