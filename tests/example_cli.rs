@@ -1475,6 +1475,124 @@ fn processes_of_one_rank_each_give_one_process_fit() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Two GPUs of this host, or `None` after a notice (a failure where `POPCORN_REQUIRE_GPUS`
+/// asks for at least two).
+fn two_gpus_or_notice() -> Option<()> {
+    let count = popcorn::runtime::cuda::cuda_available().unwrap_or(0);
+    if count >= 2 {
+        return Some(());
+    }
+    let required = std::env::var("POPCORN_REQUIRE_GPUS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    assert!(
+        required < 2,
+        "POPCORN_REQUIRE_GPUS asks for two GPUs; this machine has {count}"
+    );
+    eprintln!("skipping two-GPU test: this machine has {count} CUDA device(s)");
+    None
+}
+
+/// The example as two processes with one GPU each (as `mpirun -np 2` starts it: rank, size,
+/// local rank and a rendezvous file in the environment, `--device cuda` taking the local
+/// rank's GPU) gives the fit of one process driving both GPUs (`--device cuda:0,1`), bit for
+/// bit with stored K (each rank's rows of K by the same GEMM, deterministic sums by label,
+/// NCCL's sums of two ranks in rank order); only rank 0 writes results.
+#[test]
+fn two_processes_with_a_gpu_each_give_one_process_over_both_gpus() {
+    let Some(bin) = built_example_or_notice() else {
+        return;
+    };
+    if two_gpus_or_notice().is_none() {
+        return;
+    }
+    let dir = scratch("world-gpus");
+    let args = |device: &str, labels: &Path, json: &Path| -> Vec<String> {
+        [
+            "-n",
+            "3001",
+            "-d",
+            "8",
+            "-k",
+            "3",
+            "-f",
+            "polynomial",
+            "--algorithm",
+            "stored",
+            "-m",
+            "10",
+            "-c",
+            "0",
+            "--device",
+            device,
+            "--labels-out",
+            path_str(labels),
+            "--json",
+            path_str(json),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let (labels, json) = (dir.join("one.txt"), dir.join("one.json"));
+    let one = std::process::Command::new(&bin)
+        .args(args("cuda:0,1", &labels, &json))
+        .env("NCCL_NVLS_ENABLE", "0")
+        .output()
+        .expect("run the example");
+    assert_eq!(
+        one.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    let (want_labels, want_objective) = (read_labels(&labels), report_objective(&json));
+    let rendezvous = dir.join("gpus.addr");
+    let children: Vec<_> = (0..2)
+        .map(|rank| {
+            let labels = dir.join(format!("rank-{rank}.txt"));
+            let json = dir.join(format!("rank-{rank}.json"));
+            let child = std::process::Command::new(&bin)
+                .args(args("cuda", &labels, &json))
+                .env("POPCORN_RANK", rank.to_string())
+                .env("POPCORN_LOCAL_RANK", rank.to_string())
+                .env("POPCORN_WORLD_SIZE", "2")
+                .env("POPCORN_RENDEZVOUS", &rendezvous)
+                .env("POPCORN_RANK_TIMEOUT", "120")
+                .env("NCCL_NVLS_ENABLE", "0")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start a rank");
+            (child, labels, json)
+        })
+        .collect();
+    for (rank, (child, labels, json)) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("a rank's exit");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "rank {rank}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if rank == 0 {
+            assert_eq!(read_labels(&labels), want_labels, "rank 0's labels");
+            assert_eq!(
+                report_objective(&json).to_bits(),
+                want_objective.to_bits(),
+                "rank 0's objective"
+            );
+        } else {
+            assert!(
+                !labels.exists() && !json.exists(),
+                "rank {rank} wrote results"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A `.npy` file of an `rows x cols` f64 matrix (format 1.0).
 fn write_npy(path: &Path, rows: usize, cols: usize, values: &[f64]) {
     let mut header =
