@@ -11,7 +11,7 @@ use crate::error::RuntimeError;
 use crate::executor::Workspace;
 use crate::ranks::tensors as ranked;
 use crate::ranks::world::{HostChannel, World, WorldCollectives};
-use crate::ranks::{Collectives, InMemory, RankHeld, RankInput};
+use crate::ranks::{Collectives, InMemory, RankHeld, RankInput, SpareBuffers};
 use crate::recorded::Recorded;
 use crate::tensor::{Tensor, TensorData, TensorShape};
 use popcorn_dsl::plan::collective::PartitionSpec;
@@ -105,6 +105,8 @@ struct RankBackends<B: Backend> {
     /// In a run over several processes: this process's rank (on the engine's backend) and
     /// the channel to the others.
     world: Option<(usize, Arc<HostChannel>)>,
+    /// The buffers partitioned runs keep for the next run (see [`crate::ranks::spares`]).
+    spares: SpareBuffers<B::Buf>,
 }
 
 impl<B: Backend> RankBackends<B> {
@@ -114,6 +116,7 @@ impl<B: Backend> RankBackends<B> {
             others: Vec::new(),
             collectives: None,
             world: None,
+            spares: SpareBuffers::new(),
         }
     }
 }
@@ -314,6 +317,7 @@ impl Context {
             others: backends.collect(),
             collectives: Some(Box::new(nccl)),
             world: None,
+            spares: SpareBuffers::new(),
         };
         let mut config = PlannerConfig::from_env();
         config.partition = Some(PartitionSpec::points(ordinals.len()));
@@ -893,6 +897,7 @@ impl Context {
                 // Before refusing: forget the workspaces of cached plans no run holds, and let
                 // the backend hand back memory freed but kept for reuse.
                 plans.retain(|_, p| Arc::strong_count(p) > 1);
+                engine.ranks.spares.clear();
                 engine.backend.release_memory()?;
                 if let Some((f, t)) = engine.backend.memory_info() {
                     (free, total) = (f, t);
@@ -1117,6 +1122,7 @@ impl Context {
             &ins,
             scalars,
             dims,
+            &engine.ranks.spares,
         )?;
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);

@@ -21,12 +21,14 @@
 //! kernel matrix) is never whole anywhere.
 
 pub mod collective;
+pub mod spares;
 pub(crate) mod tensors;
 #[cfg(test)]
 pub(crate) mod tests;
 pub mod world;
 
 pub use collective::{Collectives, Gather, InMemory};
+pub use spares::SpareBuffers;
 
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostVec};
 use crate::error::RuntimeError;
@@ -122,11 +124,13 @@ fn elem_of(plan: &Plan, v: &Value) -> ElemType {
 
 /// Allocates the buffers of `v` at `rows` rows: one for dense and index values, three for CSR
 /// (row offsets, column indices, values), none for host scalars.
+/// A dense or index value's one buffer comes from rank `rank`'s spares where one fits.
 fn alloc<B: Backend>(
     backend: &B,
     plan: &Plan,
     v: &Value,
     rows: usize,
+    (spares, rank): (&SpareBuffers<B::Buf>, usize),
 ) -> Result<Vec<B::Buf>, RuntimeError> {
     Ok(match &v.kind {
         ValueKind::Scalar(_) => Vec::new(),
@@ -138,7 +142,13 @@ fn alloc<B: Backend>(
                 backend.alloc(ElemType::float(plan.dtype), nnz.max(1))?,
             ]
         }
-        _ => vec![backend.alloc(elem_of(plan, v), (rows * v.cols).max(1))?],
+        _ => {
+            let (elem, len) = (elem_of(plan, v), (rows * v.cols).max(1));
+            match spares.take(rank, elem, len) {
+                Some(buf) => vec![buf],
+                None => vec![backend.alloc(elem, len)?],
+            }
+        }
     })
 }
 
@@ -274,7 +284,8 @@ pub fn execute_ranked<B: Backend>(
     dims: &DimBindings,
 ) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
     let local = every_rank(backends, plan)?;
-    execute_ranked_local(&local, plan, collectives, inputs, scalars, dims)
+    let spares = SpareBuffers::new();
+    execute_ranked_local(&local, plan, collectives, inputs, scalars, dims, &spares)
 }
 
 /// The first buffer of a value's storage, if it has one.
@@ -325,7 +336,8 @@ fn every_rank<'b, B>(backends: &[&'b B], plan: &Plan) -> Result<Vec<(usize, &'b 
 /// other processes (one per GPU under `mpirun`): `local` pairs each rank this process runs
 /// with its backend, in increasing rank order; `collectives` reach the other processes'
 /// ranks. Ranked inputs and outputs hold this process's ranks' parts only (the others' left
-/// empty); a whole input is this process's own copy, on its first local rank's backend.
+/// empty); a whole input is this process's own copy, on its first local rank's backend. The
+/// run's own buffers come from `spares` where they fit and go back there at its end.
 pub fn execute_ranked_local<B: Backend>(
     local: &[(usize, &B)],
     plan: &Plan,
@@ -333,10 +345,11 @@ pub fn execute_ranked_local<B: Backend>(
     inputs: &HashMap<String, RankInput<'_, B::Buf>>,
     scalars: &ScalarBindings,
     dims: &DimBindings,
+    spares: &SpareBuffers<B::Buf>,
 ) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
-    let mut run = start(local, plan, inputs, scalars, dims)?;
+    let mut run = start(local, plan, inputs, scalars, dims, spares)?;
     run.settled(collectives, |run| run.schedule(collectives))?;
-    run.into_ranked()
+    run.into_ranked(spares)
 }
 
 /// Checks the ranks, allocates every rank's buffers and copies the whole inputs the ranks on
@@ -347,6 +360,7 @@ fn start<'p, 'a, B: Backend>(
     inputs: &'p HashMap<String, RankInput<'a, B::Buf>>,
     scalars: &'p ScalarBindings,
     dims: &'p DimBindings,
+    spares: &SpareBuffers<B::Buf>,
 ) -> Result<Run<'p, 'a, B>, RuntimeError> {
     let part = plan.partition.as_ref().ok_or_else(|| {
         RuntimeError::InvalidData(format!(
@@ -450,7 +464,7 @@ fn start<'p, 'a, B: Backend>(
             store
                 .rows
                 .push(if own && dense && part.splits(v) && !given_rows[i] {
-                    Some(alloc(backend, plan, v, local)?)
+                    Some(alloc(backend, plan, v, local, (spares, r))?)
                 } else {
                     None
                 });
@@ -459,7 +473,7 @@ fn start<'p, 'a, B: Backend>(
             store
                 .whole
                 .push(if own && ((whole[i] && !input) || gathered_input) {
-                    Some(alloc(backend, plan, v, v.rows)?)
+                    Some(alloc(backend, plan, v, v.rows, (spares, r))?)
                 } else {
                     None
                 });
@@ -878,8 +892,12 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
     }
 
     /// Hands every output (but host scalars) over as the ranks hold it: their rows where the
-    /// value is held in rows, their whole copies where the plan made it whole.
-    fn into_ranked(mut self) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
+    /// value is held in rows, their whole copies where the plan made it whole; the run's other
+    /// dense buffers go to `spares`.
+    fn into_ranked(
+        mut self,
+        spares: &SpareBuffers<B::Buf>,
+    ) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
         let mut out = HashMap::new();
         for (name, v) in &self.plan.outputs {
             let value = self.plan.value(*v);
@@ -920,6 +938,16 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             }
             out.insert(name.clone(), held);
         }
+        let mut own = Vec::new();
+        for (r, store) in self.ranks.iter_mut().enumerate() {
+            for slot in store.rows.iter_mut().chain(store.whole.iter_mut()) {
+                // Dense and index values have one buffer; sparse blocks vary run to run.
+                if let Some(bufs) = slot.take().filter(|b| b.len() == 1) {
+                    own.extend(bufs.into_iter().map(|b| (r, b)));
+                }
+            }
+        }
+        spares.give_back(own);
         Ok(out)
     }
 

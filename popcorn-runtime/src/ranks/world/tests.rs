@@ -273,6 +273,7 @@ fn a_plan_run_one_rank_per_process_equals_one_process() {
             &inputs,
             &ScalarBindings::new(),
             &dims2,
+            &crate::ranks::SpareBuffers::new(),
         )
         .unwrap();
         assert!(out["new_labels"]
