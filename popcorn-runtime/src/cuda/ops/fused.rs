@@ -119,7 +119,7 @@ pub(crate) fn run(
                     f.name, limits.shared_bytes_per_block_optin
                 ))
             })?,
-        (None, _) => shape.grid_block_wide(f.rows as u64, f.cols as u64, f.width as u64),
+        (None, _) => shape.grid_block_wide(rows as u64, cols as u64, f.width as u64),
         (Some((r0, r1)), _) => shape.band_grid_block(f.rows as u64, r0 as u64, r1 as u64),
     };
     if dims.2 > STATIC_SHARED_LIMIT {
