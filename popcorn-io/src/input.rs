@@ -19,6 +19,12 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// decompressed on the fly, whatever its name; a file named `.gz` that is not gzip data (for
 /// example already decompressed by a browser) is read as is.
 pub(super) fn open_input(path: &Path) -> Result<Box<dyn BufRead>, IoError> {
+    open_input_sniffed(path).map(|(reader, _)| reader)
+}
+
+/// [`open_input`], and whether the file is plain (not gzip-compressed), so that it can be read
+/// from any offset by opening it again.
+pub(super) fn open_input_sniffed(path: &Path) -> Result<(Box<dyn BufRead>, bool), IoError> {
     let file = File::open(path).map_err(|source| IoError::Open {
         path: path.to_path_buf(),
         source,
@@ -31,24 +37,16 @@ pub(super) fn open_input(path: &Path) -> Result<Box<dyn BufRead>, IoError> {
         .map_err(|source| read_error(path, source))?
         .starts_with(&GZIP_MAGIC);
     if is_gzip {
-        Ok(Box::new(BufReader::with_capacity(
-            BUFFER_BYTES,
-            MultiGzDecoder::new(reader),
-        )))
+        Ok((
+            Box::new(BufReader::with_capacity(
+                BUFFER_BYTES,
+                MultiGzDecoder::new(reader),
+            )),
+            false,
+        ))
     } else {
-        Ok(Box::new(reader))
+        Ok((Box::new(reader), true))
     }
-}
-
-/// Whether `path` is a plain (not gzip-compressed) file, which can be read from any offset.
-pub(super) fn is_plain_file(path: &Path) -> Result<bool, IoError> {
-    let mut file = File::open(path).map_err(|source| IoError::Open {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut magic = [0u8; 2];
-    let got = read_full(&mut file, &mut magic, path)?;
-    Ok(got < 2 || magic != GZIP_MAGIC)
 }
 
 /// Wraps a read failure with the file name.

@@ -14,7 +14,7 @@ use std::path::Path;
 use super::dataset::Dataset;
 use super::error::{hex, IoError};
 use super::input::{
-    alloc_points, check_payload, expect_end, open_input, read_exact_at, read_section_chunk,
+    alloc_points, check_payload, expect_end, open_input_sniffed, read_exact_at, read_section_chunk,
 };
 
 /// The six bytes every `.npy` file starts with.
@@ -30,6 +30,8 @@ const CHUNK_VALUES: usize = 1 << 16;
 /// where the data starts.
 struct Matrix {
     reader: Box<dyn std::io::BufRead>,
+    /// Whether the file is plain (not gzip-compressed): readable from any offset.
+    plain: bool,
     elem: Element,
     n: usize,
     d: usize,
@@ -38,7 +40,7 @@ struct Matrix {
 
 /// A `.npy` matrix's header, checked: element type, points shape, where the data starts.
 fn open_matrix(path: &Path) -> Result<Matrix, IoError> {
-    let mut reader = open_input(path)?;
+    let (mut reader, plain) = open_input_sniffed(path)?;
     let (header, data_offset) = read_header(&mut reader, path)?;
     let elem = Element::from_descr(&header.descr).ok_or_else(|| IoError::UnsupportedDtype {
         path: path.to_path_buf(),
@@ -61,6 +63,7 @@ fn open_matrix(path: &Path) -> Result<Matrix, IoError> {
     check_payload(path, data_offset, data_bytes as u64, "the array data")?;
     Ok(Matrix {
         reader,
+        plain,
         elem,
         n,
         d,
@@ -130,6 +133,7 @@ pub fn load_npy(path: impl AsRef<Path>) -> Result<Dataset, IoError> {
         n,
         d,
         data_offset,
+        ..
     } = open_matrix(path)?;
     let mut x = alloc_points(path, n, d)?;
     let total = n * d;
@@ -174,6 +178,7 @@ pub fn load_npy_rows(
     let path = path.as_ref();
     let Matrix {
         mut reader,
+        plain,
         elem,
         n,
         d,
@@ -193,8 +198,8 @@ pub fn load_npy_rows(
     let count = rows.len() * d;
     let mut x = alloc_points(path, rows.len(), d)?;
     let values = (first, count, n * d);
-    if super::input::is_plain_file(path)? {
-        // A plain file: straight to the first row.
+    if plain {
+        // A plain file: opened again, straight at the first row.
         use std::io::{Seek, SeekFrom};
         let mut file = std::fs::File::open(path).map_err(|source| IoError::Open {
             path: path.to_path_buf(),
