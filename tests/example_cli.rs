@@ -1269,10 +1269,9 @@ fn report_objective(json: &Path) -> f64 {
 
 /// Whole fits with the plans partitioned over in-process CPU ranks (`POPCORN_CPU_RANKS`, read
 /// once per process: hence the built binary): k-means++ from the kernel's columns, the stored
-/// K kept on the ranks from run to run, and the recomputed iteration: the labels of one rank,
-/// and its objective bit for bit with stored K (recomputed K on one device sums its tiles in
-/// cluster order, the ranks in point order: the objectives agree to rounding, and the ranks'
-/// with each other bit for bit).
+/// K kept on the ranks from run to run, and the recomputed iteration (its contraction shared:
+/// each CPU rank its block of whole rows, the parts all-reduced): the labels and the objective
+/// of one rank, bit for bit.
 #[test]
 fn fits_over_cpu_ranks_equal_the_unpartitioned_fit() {
     let Some(bin) = built_example_or_notice() else {
@@ -1323,24 +1322,33 @@ fn fits_over_cpu_ranks_equal_the_unpartitioned_fit() {
         let (one, two, three) = (&seen[0], &seen[1], &seen[2]);
         assert_eq!(two.0, one.0, "{algorithm}: labels on two ranks against one");
         assert_eq!(three, two, "{algorithm}: three ranks against two");
-        if algorithm == "stored" {
-            assert_eq!(two.1.to_bits(), one.1.to_bits(), "{algorithm}: objective");
-        } else {
-            assert!(
-                (two.1 - one.1).abs() <= 1e-13 * one.1.abs(),
-                "{} vs {}",
-                two.1,
-                one.1
-            );
-        }
+        assert_eq!(two.1.to_bits(), one.1.to_bits(), "{algorithm}: objective");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The example binary as rank `rank` of `size` processes, as a launcher starts it: its rank,
+/// the world's size and the rendezvous file in the environment, ranks waiting `timeout_s`
+/// seconds for one another, its output captured. The caller adds its arguments and spawns it.
+fn rank_process(
+    bin: &Path,
+    (rank, size): (usize, usize),
+    rendezvous: &Path,
+    timeout_s: u32,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.env("POPCORN_RANK", rank.to_string())
+        .env("POPCORN_WORLD_SIZE", size.to_string())
+        .env("POPCORN_RENDEZVOUS", rendezvous)
+        .env("POPCORN_RANK_TIMEOUT", timeout_s.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
 /// The example run as several processes, one rank each, as `mpirun -np P` starts it (the
 /// launcher's rank, size and a rendezvous file in the environment): rank 0 writes the labels
-/// and the report, which equal one process's fit (stored K: the objective bit for bit;
-/// recomputed K: to rounding, see `fits_over_cpu_ranks_equal_the_unpartitioned_fit`); the
+/// and the report, which equal one process's fit bit for bit (stored and recomputed K); the
 /// other ranks write nothing. A rank that fails (a missing input on one rank) stops every
 /// rank with an error naming it.
 #[test]
@@ -1399,14 +1407,8 @@ fn processes_of_one_rank_each_give_one_process_fit() {
                 .map(|rank| {
                     let labels = dir.join(format!("{algorithm}-{size}-{rank}.txt"));
                     let json = dir.join(format!("{algorithm}-{size}-{rank}.json"));
-                    let child = std::process::Command::new(&bin)
+                    let child = rank_process(&bin, (rank, size), &rendezvous, 60)
                         .args(args(algorithm, &labels, &json))
-                        .env("POPCORN_RANK", rank.to_string())
-                        .env("POPCORN_WORLD_SIZE", size.to_string())
-                        .env("POPCORN_RENDEZVOUS", &rendezvous)
-                        .env("POPCORN_RANK_TIMEOUT", "60")
-                        .stdout(std::process::Stdio::piped())
-                        .stderr(std::process::Stdio::piped())
                         .spawn()
                         .expect("start a rank");
                     (child, labels, json)
@@ -1424,11 +1426,7 @@ fn processes_of_one_rank_each_give_one_process_fit() {
                 if rank == 0 {
                     assert_eq!(read_labels(&labels), want_labels, "{what}");
                     let got = report_objective(&json);
-                    if algorithm == "stored" {
-                        assert_eq!(got.to_bits(), want_objective.to_bits(), "{what}");
-                    } else {
-                        assert!((got - want_objective).abs() <= 1e-12 * want_objective.abs());
-                    }
+                    assert_eq!(got.to_bits(), want_objective.to_bits(), "{what}");
                 } else {
                     assert!(!labels.exists() && !json.exists(), "{what} wrote results");
                     assert!(out.stdout.is_empty(), "{what} printed");
@@ -1448,14 +1446,8 @@ fn processes_of_one_rank_each_give_one_process_fit() {
             } else {
                 "/nonexistent/popcorn/points.csv".to_string()
             };
-            std::process::Command::new(&bin)
+            rank_process(&bin, (rank, 2), &rendezvous, 20)
                 .args(["-i", &input, "-k", "2", "--device", "cpu"])
-                .env("POPCORN_RANK", rank.to_string())
-                .env("POPCORN_WORLD_SIZE", "2")
-                .env("POPCORN_RENDEZVOUS", &rendezvous)
-                .env("POPCORN_RANK_TIMEOUT", "20")
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
                 .spawn()
                 .expect("start a rank")
         })
@@ -1553,16 +1545,10 @@ fn two_processes_with_a_gpu_each_give_one_process_over_both_gpus() {
         .map(|rank| {
             let labels = dir.join(format!("rank-{rank}.txt"));
             let json = dir.join(format!("rank-{rank}.json"));
-            let child = std::process::Command::new(&bin)
+            let child = rank_process(&bin, (rank, 2), &rendezvous, 120)
                 .args(args("cuda", &labels, &json))
-                .env("POPCORN_RANK", rank.to_string())
                 .env("POPCORN_LOCAL_RANK", rank.to_string())
-                .env("POPCORN_WORLD_SIZE", "2")
-                .env("POPCORN_RENDEZVOUS", &rendezvous)
-                .env("POPCORN_RANK_TIMEOUT", "120")
                 .env("NCCL_NVLS_ENABLE", "0")
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
                 .spawn()
                 .expect("start a rank");
             (child, labels, json)
