@@ -4,9 +4,10 @@
 //! GPU maps memory again. A run takes a spare buffer of its rank, element type and length
 //! where there is one, and gives its own back at the end.
 //!
-//! What is kept is bounded: after a run, the spares are that run's buffers plus what earlier
-//! runs left untaken, the latter dropped as soon as they would make the spares more than
-//! twice the run's own. A context drops them all before it refuses a plan for want of memory.
+//! What is kept is bounded: a spare that two runs in a row leave untaken is dropped, so the
+//! spares are at most the buffers of the last three runs (two programs run in turn, as a fit's
+//! iteration and another step, keep theirs; sizes that change run to run do not pile up). A
+//! context drops them all before it refuses a plan for want of memory.
 
 use crate::backend::{BufferInfo, ElemType};
 use std::collections::HashMap;
@@ -15,9 +16,13 @@ use std::sync::Mutex;
 /// A buffer's key: its rank, element type and length.
 type Key = (usize, ElemType, usize);
 
-/// Spare buffers by rank, element type and length (see the module docs).
+/// Runs in a row a spare may be left untaken before it is dropped.
+const KEPT_UNTAKEN: u32 = 2;
+
+/// Spare buffers by rank, element type and length, each with the number of runs in a row that
+/// left it untaken (see the module docs).
 pub struct SpareBuffers<Buf> {
-    spare: Mutex<HashMap<Key, Vec<Buf>>>,
+    spare: Mutex<HashMap<Key, Vec<(Buf, u32)>>>,
 }
 
 impl<Buf> Default for SpareBuffers<Buf> {
@@ -38,30 +43,31 @@ impl<Buf: BufferInfo> SpareBuffers<Buf> {
     pub(crate) fn take(&self, rank: usize, elem: ElemType, len: usize) -> Option<Buf> {
         let mut spare = self.spare.lock().ok()?;
         let list = spare.get_mut(&(rank, elem, len))?;
-        let buf = list.pop();
+        let buf = list.pop().map(|(buf, _)| buf);
         if list.is_empty() {
             spare.remove(&(rank, elem, len));
         }
         buf
     }
 
-    /// Keeps a run's own buffers (rank, buffer), and of the spares it left untaken as many as
-    /// keep the whole within twice the run's bytes.
+    /// Keeps a run's own buffers (rank, buffer); the spares it left untaken age by one run, and
+    /// those that [`KEPT_UNTAKEN`] runs in a row left untaken are dropped.
     pub(crate) fn give_back(&self, returned: Vec<(usize, Buf)>) {
         let Ok(mut spare) = self.spare.lock() else {
             return;
         };
-        let bytes = |b: &Buf| b.len() * b.elem().size_bytes();
-        let own: usize = returned.iter().map(|(_, b)| bytes(b)).sum();
-        let left: usize = spare.values().flatten().map(bytes).sum();
-        if left > own {
-            spare.clear();
+        for list in spare.values_mut() {
+            for (_, untaken) in list.iter_mut() {
+                *untaken += 1;
+            }
+            list.retain(|(_, untaken)| *untaken < KEPT_UNTAKEN);
         }
+        spare.retain(|_, list| !list.is_empty());
         for (rank, buf) in returned {
             spare
                 .entry((rank, buf.elem(), buf.len()))
                 .or_default()
-                .push(buf);
+                .push((buf, 0));
         }
     }
 
@@ -77,7 +83,7 @@ impl<Buf: BufferInfo> SpareBuffers<Buf> {
         self.spare.lock().map_or(0, |s| {
             s.values()
                 .flatten()
-                .map(|b| b.len() * b.elem().size_bytes())
+                .map(|(b, _)| b.len() * b.elem().size_bytes())
                 .sum()
         })
     }
@@ -116,15 +122,24 @@ mod tests {
         );
         assert!(spares.take(1, ElemType::F32, 8).is_none(), "taken once");
         assert!(spares.take(0, ElemType::F32, 9).is_none(), "another length");
-        // A run keeps what an earlier one left within twice its own bytes...
+        // Another program's run leaves the first run's spares untaken once: they stay...
         spares.give_back(vec![(2, Fake(ElemType::F64, 8, 4))]);
         assert_eq!(spares.bytes(), 64 + 64);
-        // ...and a smaller run drops the leftovers that would pass that.
-        spares.give_back(vec![(0, Fake(ElemType::F32, 1, 5))]);
-        assert_eq!(spares.bytes(), 4);
         assert_eq!(
-            spares.take(0, ElemType::F32, 1),
-            Some(Fake(ElemType::F32, 1, 5))
+            spares.take(0, ElemType::U32, 8),
+            Some(Fake(ElemType::U32, 8, 3))
+        );
+        spares.give_back(vec![(0, Fake(ElemType::U32, 8, 3))]);
+        // ...and go when a second run in a row leaves them (the F32 one of rank 0), while the
+        // one taken in between starts over.
+        spares.give_back(vec![]);
+        assert!(
+            spares.take(0, ElemType::F32, 8).is_none(),
+            "left untaken twice"
+        );
+        assert_eq!(
+            spares.take(0, ElemType::U32, 8),
+            Some(Fake(ElemType::U32, 8, 3))
         );
         spares.give_back(vec![(0, Fake(ElemType::F32, 2, 6))]);
         spares.clear();
