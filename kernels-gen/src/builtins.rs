@@ -355,7 +355,7 @@ pub fn histogram() -> BuiltinKernel {
 }
 
 /// Launch dimensions of [`histogram`] over `n` labels: blocks of [`BUILTIN_BLOCK_THREADS`], one
-/// per block of points up to [`HISTOGRAM_MAX_BLOCKS`].
+/// per block of points up to `HISTOGRAM_MAX_BLOCKS`.
 pub fn histogram_grid_block(n: u64) -> LaunchDims {
     let grid = blocks_for(n, u64::from(BUILTIN_BLOCK_THREADS)).min(HISTOGRAM_MAX_BLOCKS as u32);
     ((grid, 1, 1), (BUILTIN_BLOCK_THREADS, 1, 1), 0)

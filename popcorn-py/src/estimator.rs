@@ -2,7 +2,7 @@
 //! [`KernelKMeans`], runs it with the GIL released (stopping on Ctrl-C between iterations)
 //! and returns the results with a [`NativeModel`] that predicts and can be stored as parts.
 //! Sparse points (scipy's CSR arrays) go through [`fit_sparse`] and
-//! [`NativeModel::predict_sparse`], never made dense.
+//! `NativeModel::predict_sparse`, never made dense.
 
 use crate::arrays::{
     csr_matrix, dtype_name, dtype_named, float_array, floats, label_array, labels, matrix,
