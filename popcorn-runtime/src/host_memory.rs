@@ -3,10 +3,10 @@
 //!
 //! Popcorn never lets an allocation whose size a user controls abort the process. Before
 //! allocating, it compares the bytes with what is *available*: the smaller of the system's
-//! available memory (`MemAvailable` of `/proc/meminfo` on Linux) and, under
-//! `POPCORN_MEMORY_LIMIT`, the limit less what the owner (a CPU context's backend) already
-//! holds; the allocation itself
-//! then goes through `try_reserve`, so a refusal by the allocator is an error too.
+//! available memory (`MemAvailable` of `/proc/meminfo` on Linux, read for buffers of 1 MiB and
+//! more) and, under `POPCORN_MEMORY_LIMIT`, the limit less what the owner (a CPU context's
+//! backend) already holds; the allocation itself then goes through `try_reserve`, so a
+//! refusal by the allocator is an error too.
 //! [`RuntimeError::OutOfMemory`] names the bytes needed, the bytes available and what helps.
 
 use crate::error::RuntimeError;
@@ -66,11 +66,22 @@ pub fn out_of_memory(bytes: u64, what: &str, (available, total): (u64, u64)) -> 
 /// Checks that `bytes` more of `what` fit in the host budget of an owner holding `held` bytes
 /// under `limit`.
 pub fn check(bytes: u64, what: &str, limit: Option<u64>, held: u64) -> Result<(), RuntimeError> {
-    match budget(limit, held) {
+    // The system's available memory is read (a file read) for buffers that could matter to it;
+    // a limit is checked for every buffer, as the buffers under it add up.
+    let b = if bytes < SYSTEM_CHECK_BYTES {
+        limit.map(|l| (l.saturating_sub(held), l))
+    } else {
+        budget(limit, held)
+    };
+    match b {
         Some(b) if bytes > b.0 => Err(out_of_memory(bytes, what, b)),
         _ => Ok(()),
     }
 }
+
+/// Buffers from this size up are checked against the system's available memory too; smaller
+/// ones (an iteration's vectors) only against a limit, and by the allocator.
+const SYSTEM_CHECK_BYTES: u64 = 1 << 20;
 
 /// A vector of `len` copies of `value`, checked against the budget of an owner holding `held`
 /// bytes under `limit` and allocated with `try_reserve_exact`: an error, never an abort, when
@@ -149,6 +160,12 @@ mod tests {
             try_vec(4, 1u32, "a small vector", (limit, 0)).expect("fits"),
             vec![1; 4]
         );
+        // Buffers below the size that reads the system's memory still count against a limit,
+        // with what the owner holds.
+        assert!(check(512 << 10, "a small buffer", Some(256 << 10), 0).is_err());
+        let held = (1 << 20) - (50 << 10);
+        assert!(check(100 << 10, "a small buffer", Some(1 << 20), held).is_err());
+        assert!(check(40 << 10, "a small buffer", Some(1 << 20), held).is_ok());
     }
 
     #[test]
