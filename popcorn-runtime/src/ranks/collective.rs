@@ -70,19 +70,7 @@ impl<B: Backend> Collectives<B> for InMemory {
     fn all_gather(&self, g: &Gather<'_, B>) -> Result<(), RuntimeError> {
         all_here(g.ranks, g.lens.len())?;
         check_ranks(g.backends, g.parts.len().max(g.wholes.len()))?;
-        let parts = g
-            .parts
-            .iter()
-            .zip(g.backends)
-            .map(|((buf, len), backend)| prefix(backend.download(buf)?, *len))
-            .collect::<Result<Vec<_>, _>>()?;
-        let Some(whole) = concatenated(parts)? else {
-            return Ok(());
-        };
-        for (w, backend) in g.wholes.iter().zip(g.backends) {
-            write_prefix(*backend, w, &whole)?;
-        }
-        Ok(())
+        on_host(g.backends, g.parts, g.wholes, concatenated)
     }
 
     fn all_reduce_sum(
@@ -94,19 +82,35 @@ impl<B: Backend> Collectives<B> for InMemory {
     ) -> Result<(), RuntimeError> {
         check_ranks(backends, bufs.len())?;
         all_here(ranks, bufs.len())?;
-        let parts = bufs
-            .iter()
-            .zip(backends)
-            .map(|(buf, backend)| prefix(backend.download(buf)?, len))
-            .collect::<Result<Vec<_>, _>>()?;
-        let Some(sum) = summed(parts)? else {
-            return Ok(());
-        };
-        for (b, backend) in bufs.iter().zip(backends) {
-            write_prefix(*backend, b, &sum)?;
-        }
-        Ok(())
+        let parts: Vec<(&B::Buf, usize)> = bufs.iter().map(|b| (*b, len)).collect();
+        on_host(backends, &parts, bufs, summed)
     }
+}
+
+/// How the ranks' parts, read back in rank order, make one host vector: [`concatenated`] or
+/// [`summed`] (`None` where there are no parts).
+pub(crate) type Combine = fn(Vec<HostVec>) -> Result<Option<HostVec>, RuntimeError>;
+
+/// Reads every rank's part (a buffer and how many of its first elements it is) back to the
+/// host, combines them in rank order, and writes the result to every rank's `dests`.
+fn on_host<B: Backend>(
+    backends: &[&B],
+    parts: &[(&B::Buf, usize)],
+    dests: &[&B::Buf],
+    combine: Combine,
+) -> Result<(), RuntimeError> {
+    let read = parts
+        .iter()
+        .zip(backends)
+        .map(|((buf, len), backend)| prefix(backend.download(buf)?, *len))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(all) = combine(read)? else {
+        return Ok(());
+    };
+    for (dest, backend) in dests.iter().zip(backends) {
+        write_prefix(*backend, dest, &all)?;
+    }
+    Ok(())
 }
 
 /// Checks that `ranks` are all of `count` ranks (in-memory collectives see every rank).
@@ -189,32 +193,29 @@ fn append(a: &mut HostVec, b: &HostVec) -> Result<(), RuntimeError> {
 }
 
 /// The parts one after another, in rank order (`None` where there are none).
-pub(crate) fn concatenated(
-    parts: impl IntoIterator<Item = HostVec>,
+pub(crate) fn concatenated(parts: Vec<HostVec>) -> Result<Option<HostVec>, RuntimeError> {
+    folded(parts, append)
+}
+
+/// The parts' element-wise sum, added in rank order (rank 0 first; `None` where there are
+/// none).
+pub(crate) fn summed(parts: Vec<HostVec>) -> Result<Option<HostVec>, RuntimeError> {
+    folded(parts, add)
+}
+
+/// The first part with every later one folded into it by `fold`, in rank order.
+fn folded(
+    parts: Vec<HostVec>,
+    fold: fn(&mut HostVec, &HostVec) -> Result<(), RuntimeError>,
 ) -> Result<Option<HostVec>, RuntimeError> {
     let mut parts = parts.into_iter();
     let Some(mut all) = parts.next() else {
         return Ok(None);
     };
     for p in parts {
-        append(&mut all, &p)?;
+        fold(&mut all, &p)?;
     }
     Ok(Some(all))
-}
-
-/// The parts' element-wise sum, added in rank order (rank 0 first; `None` where there are
-/// none).
-pub(crate) fn summed(
-    parts: impl IntoIterator<Item = HostVec>,
-) -> Result<Option<HostVec>, RuntimeError> {
-    let mut parts = parts.into_iter();
-    let Some(mut sum) = parts.next() else {
-        return Ok(None);
-    };
-    for p in parts {
-        add(&mut sum, &p)?;
-    }
-    Ok(Some(sum))
 }
 
 /// `a += b`, element by element.

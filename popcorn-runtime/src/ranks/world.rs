@@ -10,7 +10,7 @@
 //! rank 0, which tells every other rank; a rank that exits or stops answering for
 //! `POPCORN_RANK_TIMEOUT` seconds is named in every other rank's error. None waits for ever.
 
-use super::collective::{concatenated, prefix, summed, write_prefix};
+use super::collective::{concatenated, prefix, summed, write_prefix, Combine};
 use super::{Collectives, Gather};
 use crate::backend::{Backend, HostVec};
 use crate::error::RuntimeError;
@@ -591,6 +591,23 @@ impl WorldCollectives {
             )))
         }
     }
+
+    /// Reads this process's part (a buffer and how many of its first elements it is) back to
+    /// the host, gathers every rank's over the channel, combines them in rank order and writes
+    /// the result to `dest`.
+    fn through_channel<B: Backend>(
+        &self,
+        backend: &B,
+        (buf, len): (&B::Buf, usize),
+        dest: &B::Buf,
+        combine: Combine,
+    ) -> Result<(), RuntimeError> {
+        let mine = prefix(backend.download(buf)?, len)?;
+        match combine(gather_host(&self.channel, &mine)?)? {
+            Some(all) => write_prefix(backend, dest, &all),
+            None => Ok(()),
+        }
+    }
 }
 
 impl<B: Backend> Collectives<B> for WorldCollectives {
@@ -603,12 +620,7 @@ impl<B: Backend> Collectives<B> for WorldCollectives {
 
     fn all_gather(&self, g: &Gather<'_, B>) -> Result<(), RuntimeError> {
         self.only_mine(g.ranks)?;
-        let (buf, len) = g.parts[0];
-        let mine = prefix(g.backends[0].download(buf)?, len)?;
-        match concatenated(gather_host(&self.channel, &mine)?)? {
-            Some(whole) => write_prefix(g.backends[0], g.wholes[0], &whole),
-            None => Ok(()),
-        }
+        self.through_channel(g.backends[0], g.parts[0], g.wholes[0], concatenated)
     }
 
     fn all_reduce_sum(
@@ -619,11 +631,7 @@ impl<B: Backend> Collectives<B> for WorldCollectives {
         len: usize,
     ) -> Result<(), RuntimeError> {
         self.only_mine(ranks)?;
-        let mine = prefix(backends[0].download(bufs[0])?, len)?;
-        match summed(gather_host(&self.channel, &mine)?)? {
-            Some(sum) => write_prefix(backends[0], bufs[0], &sum),
-            None => Ok(()),
-        }
+        self.through_channel(backends[0], (bufs[0], len), bufs[0], summed)
     }
 
     fn abandon(&self, error: &RuntimeError) {
