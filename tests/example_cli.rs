@@ -1346,6 +1346,36 @@ fn rank_process(
     cmd
 }
 
+/// Waits for the ranks (each started with its labels and report paths): every one exits with
+/// 0, rank 0 wrote `want` (the labels, and the objective bit for bit), the others wrote no
+/// results. `what` names a rank in the messages. Returns the ranks' outputs.
+fn ranks_give(
+    children: Vec<(std::process::Child, PathBuf, PathBuf)>,
+    (want_labels, want_objective): (&[u32], f64),
+    what: &dyn Fn(usize) -> String,
+) -> Vec<std::process::Output> {
+    let mut outs = Vec::new();
+    for (rank, (child, labels, json)) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("a rank's exit");
+        let what = what(rank);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if rank == 0 {
+            assert_eq!(read_labels(&labels), want_labels, "{what}: labels");
+            let got = report_objective(&json);
+            assert_eq!(got.to_bits(), want_objective.to_bits(), "{what}: objective");
+        } else {
+            assert!(!labels.exists() && !json.exists(), "{what} wrote results");
+        }
+        outs.push(out);
+    }
+    outs
+}
+
 /// The example run as several processes, one rank each, as `mpirun -np P` starts it (the
 /// launcher's rank, size and a rendezvous file in the environment): rank 0 writes the labels
 /// and the report, which equal one process's fit bit for bit (stored and recomputed K); the
@@ -1414,23 +1444,10 @@ fn processes_of_one_rank_each_give_one_process_fit() {
                     (child, labels, json)
                 })
                 .collect();
-            for (rank, (child, labels, json)) in children.into_iter().enumerate() {
-                let out = child.wait_with_output().expect("a rank's exit");
-                let what = format!("{algorithm}, rank {rank} of {size}");
-                assert_eq!(
-                    out.status.code(),
-                    Some(0),
-                    "{what}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                if rank == 0 {
-                    assert_eq!(read_labels(&labels), want_labels, "{what}");
-                    let got = report_objective(&json);
-                    assert_eq!(got.to_bits(), want_objective.to_bits(), "{what}");
-                } else {
-                    assert!(!labels.exists() && !json.exists(), "{what} wrote results");
-                    assert!(out.stdout.is_empty(), "{what} printed");
-                }
+            let what = |rank: usize| format!("{algorithm}, rank {rank} of {size}");
+            let outs = ranks_give(children, (&want_labels, want_objective), &what);
+            for (rank, out) in outs.iter().enumerate().skip(1) {
+                assert!(out.stdout.is_empty(), "{} printed", what(rank));
             }
         }
     }
@@ -1554,28 +1571,9 @@ fn two_processes_with_a_gpu_each_give_one_process_over_both_gpus() {
             (child, labels, json)
         })
         .collect();
-    for (rank, (child, labels, json)) in children.into_iter().enumerate() {
-        let out = child.wait_with_output().expect("a rank's exit");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "rank {rank}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        if rank == 0 {
-            assert_eq!(read_labels(&labels), want_labels, "rank 0's labels");
-            assert_eq!(
-                report_objective(&json).to_bits(),
-                want_objective.to_bits(),
-                "rank 0's objective"
-            );
-        } else {
-            assert!(
-                !labels.exists() && !json.exists(),
-                "rank {rank} wrote results"
-            );
-        }
-    }
+    ranks_give(children, (&want_labels, want_objective), &|rank| {
+        format!("rank {rank}")
+    });
     let _ = std::fs::remove_dir_all(&dir);
 }
 
