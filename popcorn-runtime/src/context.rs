@@ -351,9 +351,9 @@ impl Context {
                     Ok(count) if count > 0 => Some(world.local_rank % count),
                     _ if device == DeviceSpec::Auto => None,
                     Ok(_) | Err(_) => {
-                        return Err(RuntimeError::Device(
-                            "cuda:all was requested but no GPU is usable here".into(),
-                        ))
+                        return Err(RuntimeError::Device(format!(
+                            "{device} was requested but no GPU is usable here"
+                        )))
                     }
                 }
             }
