@@ -845,13 +845,8 @@ impl KernelKMeans {
                 kmat.len()
             )));
         }
-        if let Some(p) = kmat.iter().position(|v| !v.is_finite()) {
-            return Err(FitError::Input(format!(
-                "kernel entry ({}, {}) is {}",
-                p / n,
-                p % n,
-                kmat[p]
-            )));
+        if let Some(what) = non_finite_kernel_entry(kmat, 0, n) {
+            return Err(FitError::Input(what));
         }
         let start = Instant::now();
         report(control, &Progress::Phase("upload"))?;
@@ -908,13 +903,8 @@ impl KernelKMeans {
                 failed = Some(e);
                 RuntimeError::InvalidData(text)
             })?;
-            if let Some(p) = block.iter().position(|v| !v.is_finite()) {
-                return Err(RuntimeError::InvalidData(format!(
-                    "kernel entry ({}, {}) is {}",
-                    rows.start + p / n,
-                    p % n,
-                    block[p]
-                )));
+            if let Some(what) = non_finite_kernel_entry(&block, rows.start, n) {
+                return Err(RuntimeError::InvalidData(what));
             }
             Ok(block)
         });
@@ -1160,4 +1150,16 @@ struct RunResult {
     iterations: usize,
     converged: bool,
     per_iteration_s: Vec<f64>,
+}
+
+/// The first entry of `values` (rows of an `n`-column kernel matrix from row `first_row`) that
+/// is not finite, named by its row and column of the whole matrix.
+fn non_finite_kernel_entry(values: &[f64], first_row: usize, n: usize) -> Option<String> {
+    let p = values.iter().position(|v| !v.is_finite())?;
+    Some(format!(
+        "kernel entry ({}, {}) is {}",
+        first_row + p / n,
+        p % n,
+        values[p]
+    ))
 }
