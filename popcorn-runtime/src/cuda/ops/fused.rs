@@ -260,18 +260,25 @@ fn share_offsets<B: BufferInfo + DeviceAddress>(
         .collect()
 }
 
-/// Bytes by which a share moves output `k` (rows of its per-row or by-label sums).
-fn output_offset(f: &FusedStep, k: usize, r0: usize) -> Result<u64, RuntimeError> {
-    let elem = f.spec.dtype.size_bytes() as u64;
+/// A share's output `k`: its elements per row and bytes per element (a per-row value or index,
+/// or a row of by-label sums); anything else is no output a share can write.
+fn shared_output(f: &FusedStep, k: usize) -> Result<(usize, usize), RuntimeError> {
+    let elem = f.spec.dtype.size_bytes();
     match f.spec.outputs().get(k) {
-        Some(OutputShape::PerRowWide) => Ok((r0 * f.width) as u64 * elem),
-        Some(OutputShape::PerRow) => Ok(r0 as u64 * elem),
-        Some(OutputShape::PerRowIndex) => Ok(r0 as u64 * 4),
+        Some(OutputShape::PerRowWide) => Ok((f.width, elem)),
+        Some(OutputShape::PerRow) => Ok((1, elem)),
+        Some(OutputShape::PerRowIndex) => Ok((1, 4)),
         _ => Err(invalid(format!(
             "output {k} of kernel {} is no per-row sum, which a share cannot write",
             f.name
         ))),
     }
+}
+
+/// Bytes by which a share moves output `k`: to its row r0.
+fn output_offset(f: &FusedStep, k: usize, r0: usize) -> Result<u64, RuntimeError> {
+    let (per_row, elem) = shared_output(f, k)?;
+    Ok((r0 * per_row * elem) as u64)
 }
 
 /// Fewest elements of a product (rows x columns) for the warp-specialised body: on smaller
@@ -308,7 +315,7 @@ fn zero_whole_outputs<B: BufferInfo + DeviceAddress>(
     f: &FusedStep,
     outputs: &[Arg<'_, B>],
 ) -> Result<(), RuntimeError> {
-    for (k, (out, shape)) in outputs.iter().zip(f.spec.outputs()).enumerate() {
+    for (k, out) in outputs.iter().enumerate() {
         let buf = match out {
             Arg::Dense { buf, .. } | Arg::Index { buf, .. } => *buf,
             _ => {
@@ -319,16 +326,8 @@ fn zero_whole_outputs<B: BufferInfo + DeviceAddress>(
             }
         };
         // The output's own extent (its buffer may be longer).
-        let len = match shape {
-            OutputShape::PerRowWide => f.rows * f.width,
-            OutputShape::PerRow | OutputShape::PerRowIndex => f.rows,
-            other => {
-                return Err(invalid(format!(
-                    "output {k} of fused kernel {} is {other:?}, which a share cannot write",
-                    f.name
-                )))
-            }
-        };
+        let (per_row, elem) = shared_output(f, k)?;
+        let len = f.rows * per_row;
         if buf.len() < len {
             return Err(invalid(format!(
                 "output {k} of fused kernel {} holds {} elements, {len} needed",
@@ -336,8 +335,8 @@ fn zero_whole_outputs<B: BufferInfo + DeviceAddress>(
                 buf.len()
             )));
         }
-        let bytes = len * buf.elem().size_bytes();
-        if bytes % 4 != 0 {
+        let bytes = len * elem;
+        if !bytes.is_multiple_of(4) {
             return Err(invalid(format!(
                 "output {k} of fused kernel {} ({bytes} bytes) is no whole number of 32-bit words",
                 f.name
