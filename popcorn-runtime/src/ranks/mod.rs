@@ -25,6 +25,7 @@ pub mod spares;
 pub(crate) mod tensors;
 #[cfg(test)]
 pub(crate) mod tests;
+mod timing;
 pub mod world;
 
 pub use collective::{Collectives, Gather, InMemory};
@@ -37,6 +38,7 @@ use popcorn_dsl::plan::collective::{CollectiveKind, Partition, RankStep, StepMod
 use popcorn_dsl::plan::{Home, Plan, Step, Value, ValueId, ValueKind};
 use popcorn_dsl::{DimBindings, ScalarBindings};
 use std::collections::HashMap;
+use timing::RankClock;
 
 /// How long the ranks of a run wait for one another: `POPCORN_RANK_TIMEOUT` seconds, by
 /// default 600.
@@ -347,9 +349,28 @@ pub fn execute_ranked_local<B: Backend>(
     dims: &DimBindings,
     spares: &SpareBuffers<B::Buf>,
 ) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
+    let mut clock = RankClock::new(std::time::Instant::now());
     let mut run = start(local, plan, inputs, scalars, dims, spares)?;
-    run.settled(collectives, |run| run.schedule(collectives))?;
-    run.into_ranked(spares)
+    if let Some(c) = clock.as_mut() {
+        c.host_stage("prepare");
+        c.start(local.to_vec())?;
+    }
+    run.settled(collectives, |run| {
+        let queued = run.schedule(collectives, clock.as_mut());
+        if let Some(c) = clock.as_mut() {
+            c.host_stage("queue");
+        }
+        queued
+    })?;
+    if let Some(c) = clock.as_mut() {
+        c.host_stage("settle");
+    }
+    let outputs = run.into_ranked(spares)?;
+    if let Some(mut c) = clock {
+        c.host_stage("hand over");
+        c.print(plan)?;
+    }
+    Ok(outputs)
 }
 
 /// Checks the ranks, allocates every rank's buffers and copies the whole inputs the ranks on
@@ -507,7 +528,11 @@ fn start<'p, 'a, B: Backend>(
 
 impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
     /// Runs the partition's schedule: the steps on every rank, the collectives between them.
-    fn schedule(&mut self, collectives: &dyn Collectives<B>) -> Result<(), RuntimeError> {
+    fn schedule(
+        &mut self,
+        collectives: &dyn Collectives<B>,
+        mut clock: Option<&mut RankClock<'_, B>>,
+    ) -> Result<(), RuntimeError> {
         let (plan, part) = (self.plan, self.part);
         let local = self.local.clone();
         let backends = self.local_backends();
@@ -547,6 +572,9 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
                     }
                     run.whole_ok[v.0] = true;
                 }
+            }
+            if let Some(c) = clock.as_mut() {
+                c.after(plan, entry)?;
             }
         }
         Ok(())
