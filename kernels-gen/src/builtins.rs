@@ -296,29 +296,46 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long k,
     unsigned int* __restrict__ counts)
 {
+    __shared__ unsigned int bins[{BINS}];
 {BIN_COUNTS}}
 "#;
 
-/// The body shared by [`histogram`] and [`small_counts`]: the block's points (a grid-stride
-/// loop; one block sees them all) counted into `{BINS}` shared-memory bins per pass over the
-/// clusters, a warp's equal labels merged by `__match_any_sync`, then each bin's count `v` of
-/// cluster `c0 + c` handed to `{FLUSH}`.
-const BIN_COUNTS: &str = r#"    __shared__ unsigned int bins[{BINS}];
-    const int tid = (int)threadIdx.x;
+/// Labels each thread of [`histogram`] and [`small_counts`] loads before counting any of them,
+/// so that that many loads are in flight at once (one block over 60,000 labels took 45-56 us
+/// loading one label at a time; BENCHMARKS.md, run 32).
+pub const COUNTS_LABELS_IN_FLIGHT: u32 = 8;
+
+/// The body shared by [`histogram`] and [`small_counts`] (each declares `bins`, `{BINS}`
+/// words of shared memory): the block's points (a grid-stride
+/// loop over chunks of `{UNROLL}` labels a thread, loaded before any is counted; one block
+/// sees them all) counted into `{BINS}` shared-memory bins per pass over the clusters, a
+/// warp's equal labels merged by `__match_any_sync`, then each bin's count `v` of cluster
+/// `c0 + c` handed to `{FLUSH}`.
+const BIN_COUNTS: &str = r#"    const int tid = (int)threadIdx.x;
     const int lane = tid & 31;
-    const long long stride = (long long)gridDim.x * (long long)blockDim.x;
+    const long long threads = (long long)blockDim.x;
+    const long long chunk = threads * {UNROLL};
+    const long long stride = (long long)gridDim.x * chunk;
     for (long long c0 = 0; c0 < k; c0 += {BINS}) {
         const long long width = (k - c0 < {BINS}) ? (k - c0) : {BINS};
         for (int c = tid; c < width; c += (int)blockDim.x) bins[c] = 0u;
         __syncthreads();
-        for (long long p = (long long)blockIdx.x * (long long)blockDim.x + tid; p < n;
-             p += stride) {
-            const long long label = (long long)labels[p];
-            const bool mine = label >= c0 && label < c0 + width;
-            const unsigned int key = mine ? (unsigned int)(label - c0) : 0xffffffffu;
-            const unsigned int peers = __match_any_sync(__activemask(), key);
-            if (mine && lane == __ffs(peers) - 1) {
-                atomicAdd(&bins[key], (unsigned int)__popc(peers));
+        for (long long base = (long long)blockIdx.x * chunk; base < n; base += stride) {
+            unsigned int held[{UNROLL}];
+#pragma unroll
+            for (int u = 0; u < {UNROLL}; ++u) {
+                const long long p = base + u * threads + tid;
+                held[u] = p < n ? labels[p] : 0xffffffffu;
+            }
+#pragma unroll
+            for (int u = 0; u < {UNROLL}; ++u) {
+                const long long label = (long long)held[u];
+                const bool mine = label >= c0 && label < c0 + width;
+                const unsigned int key = mine ? (unsigned int)(label - c0) : 0xffffffffu;
+                const unsigned int peers = __match_any_sync(0xffffffffu, key);
+                if (mine && lane == __ffs(peers) - 1) {
+                    atomicAdd(&bins[key], (unsigned int)__popc(peers));
+                }
             }
         }
         __syncthreads();
@@ -336,6 +353,7 @@ fn with_bin_counts(template: &str, flush: &str, bins: u32) -> String {
     template
         .replace("{BIN_COUNTS}", &BIN_COUNTS.replace("{FLUSH}", flush))
         .replace("{BINS}", &bins.to_string())
+        .replace("{UNROLL}", &COUNTS_LABELS_IN_FLIGHT.to_string())
 }
 
 /// Cluster sizes: `counts[c]` = number of `p < n` with `labels[p] == c`, for `c < k`. Labels
@@ -355,9 +373,10 @@ pub fn histogram() -> BuiltinKernel {
 }
 
 /// Launch dimensions of [`histogram`] over `n` labels: blocks of [`BUILTIN_BLOCK_THREADS`], one
-/// per block of points up to `HISTOGRAM_MAX_BLOCKS`.
+/// per chunk of points ([`COUNTS_LABELS_IN_FLIGHT`] a thread) up to `HISTOGRAM_MAX_BLOCKS`.
 pub fn histogram_grid_block(n: u64) -> LaunchDims {
-    let grid = blocks_for(n, u64::from(BUILTIN_BLOCK_THREADS)).min(HISTOGRAM_MAX_BLOCKS as u32);
+    let chunk = u64::from(BUILTIN_BLOCK_THREADS) * u64::from(COUNTS_LABELS_IN_FLIGHT);
+    let grid = blocks_for(n, chunk).min(HISTOGRAM_MAX_BLOCKS as u32);
     ((grid, 1, 1), (BUILTIN_BLOCK_THREADS, 1, 1), 0)
 }
 
@@ -439,17 +458,63 @@ pub const SMALL_COUNTS_BINS: u32 = 8192;
 /// the whole grid.
 pub const SMALL_COUNTS_MAX_N: u64 = 1 << 16;
 
+/// Labels each thread of [`small_counts`] reads in a row where `k` is at most
+/// [`SMALL_COUNTS_WARP_BINS_MAX_K`] (its loads in flight at once).
+pub const SMALL_COUNTS_RUN: u32 = 16;
+/// Up to this many clusters [`small_counts`] gives each warp its own bins (the block's
+/// [`SMALL_COUNTS_BINS`] words split over its 32 warps) and no warp merges labels with
+/// `__match_any_sync`, which made one block over 60,000 labels take 39-45 us on an H100
+/// (BENCHMARKS.md, run 32).
+pub const SMALL_COUNTS_WARP_BINS_MAX_K: u32 = SMALL_COUNTS_BINS / (SMALL_COUNTS_THREADS / 32);
+
 const SMALL_COUNTS: &str = r#"// popcorn builtin kernel {NAME}: out[c] = (T) the number of p < n with labels[p] == c,
-// for 0 <= c < k; labels >= k are ignored. One block of {THREADS} threads: the counts of up to
-// {BINS} clusters at a time gather in shared memory (equal labels of a warp merged first), then are
-// written as floats. No global atomics, no zeroing launch; integer counts, so the result does
-// not depend on the order.
+// for 0 <= c < k; labels >= k are ignored. One block of {THREADS} threads, written as floats; no
+// global atomics, no zeroing launch; integer counts, so the result does not depend on the order.
+// Up to {WARP_K} clusters every warp has its own bins: each thread reads {RUN} consecutive labels
+// at once and adds each run of equal ones to its warp's bin of their cluster (one shared atomic
+// per run), then the warps' bins are added. Beyond, the counts of up to {BINS} clusters at a time
+// gather in the block's bins (equal labels of a warp merged first).
 extern "C" __global__ void __launch_bounds__({THREADS}) {NAME}(
     const long long n,
     const unsigned int* __restrict__ labels,
     const long long k,
     {T}* __restrict__ out)
 {
+    __shared__ unsigned int bins[{BINS}];
+    if (k <= {WARP_K}) {
+        const int warps = (int)blockDim.x / 32;
+        for (int i = (int)threadIdx.x; i < warps * (int)k; i += (int)blockDim.x) bins[i] = 0u;
+        __syncthreads();
+        unsigned int* const mine = bins + ((int)threadIdx.x / 32) * (int)k;
+        const long long step = (long long)blockDim.x * {RUN};
+        for (long long base = (long long)threadIdx.x * {RUN}; base < n; base += step) {
+            unsigned int held[{RUN}];
+#pragma unroll
+            for (int u = 0; u < {RUN}; ++u) {
+                held[u] = base + u < n ? labels[base + u] : 0xffffffffu;
+            }
+            unsigned int label = held[0];
+            unsigned int run = 1u;
+#pragma unroll
+            for (int u = 1; u < {RUN}; ++u) {
+                if (held[u] == label) {
+                    ++run;
+                } else {
+                    if ((long long)label < k) atomicAdd(&mine[label], run);
+                    label = held[u];
+                    run = 1u;
+                }
+            }
+            if ((long long)label < k) atomicAdd(&mine[label], run);
+        }
+        __syncthreads();
+        for (int c = (int)threadIdx.x; c < (int)k; c += (int)blockDim.x) {
+            unsigned int v = 0u;
+            for (int w = 0; w < warps; ++w) v += bins[w * (int)k + c];
+            out[c] = ({T})v;
+        }
+        return;
+    }
 {BIN_COUNTS}}
 "#;
 
@@ -461,7 +526,9 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {NAME}(
 /// entry point `pk_small_counts_{f32|f64}`. Launch: one block of [`SMALL_COUNTS_THREADS`].
 pub fn small_counts(dtype: ScalarType) -> BuiltinKernel {
     let template = with_bin_counts(SMALL_COUNTS, "out[c0 + c] = ({T})v;", SMALL_COUNTS_BINS)
-        .replace("{THREADS}", &SMALL_COUNTS_THREADS.to_string());
+        .replace("{THREADS}", &SMALL_COUNTS_THREADS.to_string())
+        .replace("{WARP_K}", &SMALL_COUNTS_WARP_BINS_MAX_K.to_string())
+        .replace("{RUN}", &SMALL_COUNTS_RUN.to_string());
     typed("small_counts", dtype, &template)
 }
 

@@ -928,11 +928,18 @@ fn gpu_counts_match_host_with_an_empty_cluster() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(8);
     for dtype in DTYPES {
-        // One block (n <= 2^16; k = 9000: two passes over its 8192 bins) and the block
-        // histogram beyond (k = 9000: three passes over its 4096 bins); labels >= k ignored.
+        // One block (n <= 2^16): its warps' own bins up to k = 256, runs of 16 labels a
+        // thread (16,384 a round), and the block's bins beyond (k = 9000: two passes over its
+        // 8192 bins); the block histogram beyond 2^16 (k = 9000: three passes over its 4096
+        // bins; chunks of 256 x 8 labels a block); labels >= k ignored.
         for (n, k) in [
             (1, 1),
             (1000, 7),
+            (16_383, 5),
+            (16_385, 5),
+            (3000, 256),
+            (3000, 257),
+            ((1 << 16) + 2049, 3),
             (5000, 33),
             (20_000, 9000),
             ((1 << 16) + 1, 9000),
@@ -947,21 +954,27 @@ fn gpu_counts_match_host_with_an_empty_cluster() {
             let want: Vec<f64> = (0..k)
                 .map(|c| labels.iter().filter(|l| **l as usize == c).count() as f64)
                 .collect();
-            let lb = upload_u32(b, &labels);
-            let out = poisoned(b, ElemType::float(dtype), k);
-            for _ in 0..2 {
-                // Twice: the scratch counters must be cleared between calls.
-                b.run_step(
-                    &step(StepOp::Builtin(Builtin::Counts(Counts {
-                        k: Dim::Fixed(k),
-                    }))),
-                    &[Arg::Index { buf: &lb, len: n }],
-                    &[dense(&out, k, 1)],
-                    dtype,
-                    1.0,
-                )
-                .expect("counts");
-                assert_eq!(download(b, &out), want, "counts {dtype:?} n={n} k={k}");
+            // In random order, then sorted (long runs of one label: one warp's lanes on one
+            // bin, a thread's labels one run).
+            let mut sorted = labels.clone();
+            sorted.sort_unstable();
+            for labels in [labels, sorted] {
+                let lb = upload_u32(b, &labels);
+                let out = poisoned(b, ElemType::float(dtype), k);
+                for _ in 0..2 {
+                    // Twice: the scratch counters must be cleared between calls.
+                    b.run_step(
+                        &step(StepOp::Builtin(Builtin::Counts(Counts {
+                            k: Dim::Fixed(k),
+                        }))),
+                        &[Arg::Index { buf: &lb, len: n }],
+                        &[dense(&out, k, 1)],
+                        dtype,
+                        1.0,
+                    )
+                    .expect("counts");
+                    assert_eq!(download(b, &out), want, "counts {dtype:?} n={n} k={k}");
+                }
             }
         }
     }
