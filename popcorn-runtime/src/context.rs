@@ -923,6 +923,8 @@ impl Context {
             }
         }
         let workspace = if plan.partition.is_some() {
+            // Checked once here: its runs skip the check (`ranks::run_ranked_local`).
+            plan.validate()?;
             Workspace::empty()
         } else {
             Workspace::allocate(&engine.backend, &plan)?
@@ -1115,7 +1117,7 @@ impl Context {
             };
             ins.insert(name.to_string(), input);
         }
-        let mut held = crate::ranks::execute_ranked_local(
+        let mut held = crate::ranks::run_ranked_local(
             &local,
             plan,
             engine.collectives(),
