@@ -301,8 +301,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 "#;
 
 /// Labels each thread of [`histogram`] and [`small_counts`] loads before counting any of them,
-/// so that that many loads are in flight at once (one block over 60,000 labels took 45-56 us
-/// loading one label at a time; BENCHMARKS.md, run 32).
+/// so that that many loads are in flight at once.
 pub const COUNTS_LABELS_IN_FLIGHT: u32 = 8;
 
 /// The body shared by [`histogram`] and [`small_counts`] (each declares `bins`, `{BINS}`
@@ -463,8 +462,8 @@ pub const SMALL_COUNTS_MAX_N: u64 = 1 << 16;
 pub const SMALL_COUNTS_RUN: u32 = 16;
 /// Up to this many clusters [`small_counts`] gives each warp its own bins (the block's
 /// [`SMALL_COUNTS_BINS`] words split over its 32 warps) and no warp merges labels with
-/// `__match_any_sync`, which made one block over 60,000 labels take 39-45 us on an H100
-/// (BENCHMARKS.md, run 32).
+/// `__match_any_sync`, whose cost grows with the distinct labels of a warp (BENCHMARKS.md,
+/// run 32).
 pub const SMALL_COUNTS_WARP_BINS_MAX_K: u32 = SMALL_COUNTS_BINS / (SMALL_COUNTS_THREADS / 32);
 
 const SMALL_COUNTS: &str = r#"// popcorn builtin kernel {NAME}: out[c] = (T) the number of p < n with labels[p] == c,

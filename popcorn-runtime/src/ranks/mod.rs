@@ -354,8 +354,8 @@ pub fn execute_ranked_local<B: Backend>(
 }
 
 /// [`execute_ranked_local`] for a plan already checked ([`Plan::validate`]): a context checks
-/// its plans once, when it makes them, instead of at every run (a check of the Kernel K-means
-/// iteration's plan takes about 18 us of host time before any rank has work).
+/// its plans once, when it makes them, instead of at every run (the check is host time before
+/// any rank has work; BENCHMARKS.md, run 32).
 pub(crate) fn run_ranked_local<B: Backend>(
     local: &[(usize, &B)],
     plan: &Plan,
