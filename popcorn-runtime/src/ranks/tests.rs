@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 const KKM: &str = include_str!("../../../examples/programs/kernel_kmeans.pop");
 
-fn program(name: &str) -> Program {
+pub(super) fn program(name: &str) -> Program {
     Program::parse_all(KKM)
         .expect("the example programs parse")
         .into_iter()
@@ -19,7 +19,7 @@ fn program(name: &str) -> Program {
         .unwrap_or_else(|| panic!("no program `{name}`"))
 }
 
-fn planned(p: &Program, dims: &DimBindings, ranks: usize) -> Plan {
+pub(super) fn planned(p: &Program, dims: &DimBindings, ranks: usize) -> Plan {
     let config = PlannerConfig {
         partition: Some(PartitionSpec::points(ranks)),
         ..PlannerConfig::default().with_dtype(DType::F64)

@@ -124,3 +124,28 @@ fn describe(plan: &Plan, entry: &RankStep) -> String {
         RankStep::Collective(c) => format!("{} {}", c.name(), plan.value(c.value).name),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+    use crate::ranks::tests::{planned, program};
+
+    #[test]
+    fn entries_are_named_by_step_operation_and_mode_or_by_collective_and_value() {
+        let dims = [("n".to_string(), 10), ("k".to_string(), 3)]
+            .into_iter()
+            .collect();
+        let plan = planned(&program("kkmeans_iteration"), &dims, 2);
+        let part = plan.partition.as_ref().expect("partitioned");
+        let names: Vec<String> = part.schedule.iter().map(|e| describe(&plan, e)).collect();
+        for want in [
+            "step 0 counts (replicated)",
+            "step 3 cluster sums (rows)",
+            "all-gather z",
+            "all-reduce(sum) changed",
+        ] {
+            assert!(names.iter().any(|n| n == want), "no `{want}` in {names:?}");
+        }
+        assert_eq!(names.len(), part.schedule.len());
+    }
+}
