@@ -552,24 +552,6 @@ mod tests {
         backends: &[&CudaBackend],
         collectives: &dyn ranks::Collectives<CudaBackend>,
         inputs: &HashMap<String, Arg<'_, CudaBuffer>>,
-        dims: &DimBindings,
-    ) -> BTreeMap<String, HostVec> {
-        run_with(
-            plan,
-            backends,
-            collectives,
-            inputs,
-            &ScalarBindings::new(),
-            dims,
-        )
-    }
-
-    /// [`run`] with scalar parameters.
-    fn run_with(
-        plan: &Plan,
-        backends: &[&CudaBackend],
-        collectives: &dyn ranks::Collectives<CudaBackend>,
-        inputs: &HashMap<String, Arg<'_, CudaBuffer>>,
         scalars: &ScalarBindings,
         dims: &DimBindings,
     ) -> BTreeMap<String, HostVec> {
@@ -645,9 +627,10 @@ mod tests {
             let kt = a.upload(HostSlice::F32(&kernel)).unwrap();
             let lt = a.upload(HostSlice::U32(&labels)).unwrap();
             let inputs = crate::ranks::tests::iteration_inputs(&kt, &lt, n);
-            let one_gpu = run(&plan, &[&a, &a], &InMemory, &inputs, &dims);
+            let no_scalars = ScalarBindings::new();
+            let one_gpu = run(&plan, &[&a, &a], &InMemory, &inputs, &no_scalars, &dims);
             let nccl = NcclRanks::new(&[&a, &b]).unwrap();
-            let two_gpus = run(&plan, &[&a, &b], &nccl, &inputs, &dims);
+            let two_gpus = run(&plan, &[&a, &b], &nccl, &inputs, &no_scalars, &dims);
             // Two ranks: NCCL's sums are the rank-order sums, so the bits agree.
             assert_eq!(two_gpus, one_gpu, "n={n} k={k}");
         }
@@ -746,7 +729,7 @@ mod tests {
                     popcorn_dsl::plan(&program, &dims, &config, &gpu.target(), &BTreeMap::new())
                         .expect("plans");
                 let backends = vec![&gpu; ranks];
-                run_with(&plan, &backends, &InMemory, &inputs, &scalars, &dims)
+                run(&plan, &backends, &InMemory, &inputs, &scalars, &dims)
             };
             let one = outcome(1);
             let floats = |m: &BTreeMap<String, HostVec>, name: &str| m[name].to_f64();
