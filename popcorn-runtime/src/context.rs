@@ -1117,15 +1117,13 @@ impl Context {
             };
             ins.insert(name.to_string(), input);
         }
-        let mut held = crate::ranks::run_ranked_local(
-            &local,
-            plan,
-            engine.collectives(),
-            &ins,
+        let with = crate::ranks::RunWith {
+            collectives: engine.collectives(),
             scalars,
             dims,
-            &engine.ranks.spares,
-        )?;
+            spares: &engine.ranks.spares,
+        };
+        let mut held = crate::ranks::run_ranked_local(&local, plan, &ins, &with)?;
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
             let (Some((shape, elem)), Some(h)) = (output_shape(plan, v), held.remove(name)) else {

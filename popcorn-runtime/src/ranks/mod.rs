@@ -350,7 +350,25 @@ pub fn execute_ranked_local<B: Backend>(
     spares: &SpareBuffers<B::Buf>,
 ) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
     plan.validate()?;
-    run_ranked_local(local, plan, collectives, inputs, scalars, dims, spares)
+    let with = RunWith {
+        collectives,
+        scalars,
+        dims,
+        spares,
+    };
+    run_ranked_local(local, plan, inputs, &with)
+}
+
+/// What a partitioned run goes by besides its plan, its ranks and its inputs.
+pub(crate) struct RunWith<'r, B: Backend> {
+    /// How the ranks exchange.
+    pub collectives: &'r dyn Collectives<B>,
+    /// The scalar arguments.
+    pub scalars: &'r ScalarBindings,
+    /// The sizes.
+    pub dims: &'r DimBindings,
+    /// Where the run's own buffers come from and go back to.
+    pub spares: &'r SpareBuffers<B::Buf>,
 }
 
 /// [`execute_ranked_local`] for a plan already checked ([`Plan::validate`]): a context checks
@@ -359,14 +377,12 @@ pub fn execute_ranked_local<B: Backend>(
 pub(crate) fn run_ranked_local<B: Backend>(
     local: &[(usize, &B)],
     plan: &Plan,
-    collectives: &dyn Collectives<B>,
     inputs: &HashMap<String, RankInput<'_, B::Buf>>,
-    scalars: &ScalarBindings,
-    dims: &DimBindings,
-    spares: &SpareBuffers<B::Buf>,
+    with: &RunWith<'_, B>,
 ) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
+    let (collectives, spares) = (with.collectives, with.spares);
     let mut clock = RankClock::new(std::time::Instant::now());
-    let mut run = start(local, plan, inputs, scalars, dims, spares)?;
+    let mut run = start(local, plan, inputs, with.scalars, with.dims, spares)?;
     if let Some(c) = clock.as_mut() {
         c.host_stage("prepare");
         c.start(local.to_vec())?;
