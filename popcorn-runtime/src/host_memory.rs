@@ -38,12 +38,16 @@ impl Held {
 /// `(available, total)` bytes for more host allocations of an owner that holds `held` bytes
 /// under `limit` (`POPCORN_MEMORY_LIMIT`), or `None` where neither the system nor a limit says.
 pub fn budget(limit: Option<u64>, held: u64) -> Option<(u64, u64)> {
-    let by_limit = limit.map(|l| (l.saturating_sub(held), l));
-    match (popcorn_io::system_memory(), by_limit) {
+    match (popcorn_io::system_memory(), limit_budget(limit, held)) {
         (Some((total, avail)), Some((free, l))) => Some((avail.min(free), total.min(l))),
         (Some((total, avail)), None) => Some((avail, total)),
         (None, by_limit) => by_limit,
     }
+}
+
+/// What is left under `limit` to an owner holding `held` bytes, and the limit.
+fn limit_budget(limit: Option<u64>, held: u64) -> Option<(u64, u64)> {
+    limit.map(|l| (l.saturating_sub(held), l))
 }
 
 /// What helps when host memory runs short.
@@ -69,7 +73,7 @@ pub fn check(bytes: u64, what: &str, limit: Option<u64>, held: u64) -> Result<()
     // The system's available memory is read (a file read) for buffers that could matter to it;
     // a limit is checked for every buffer, as the buffers under it add up.
     let b = if bytes < SYSTEM_CHECK_BYTES {
-        limit.map(|l| (l.saturating_sub(held), l))
+        limit_budget(limit, held)
     } else {
         budget(limit, held)
     };
