@@ -305,11 +305,10 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 pub const COUNTS_LABELS_IN_FLIGHT: u32 = 8;
 
 /// The body shared by [`histogram`] and [`small_counts`] (each declares `bins`, `{BINS}`
-/// words of shared memory): the block's points (a grid-stride
-/// loop over chunks of `{UNROLL}` labels a thread, loaded before any is counted; one block
-/// sees them all) counted into `{BINS}` shared-memory bins per pass over the clusters, a
-/// warp's equal labels merged by `__match_any_sync`, then each bin's count `v` of cluster
-/// `c0 + c` handed to `{FLUSH}`.
+/// words of shared memory): the block's points (a grid-stride loop over chunks of `{UNROLL}`
+/// labels a thread, loaded before any is counted; one block sees them all) counted into
+/// `{BINS}` shared-memory bins per pass over the clusters, a warp's equal labels merged by
+/// `__match_any_sync`, then each bin's count `v` of cluster `c0 + c` handed to `{FLUSH}`.
 const BIN_COUNTS: &str = r#"    const int tid = (int)threadIdx.x;
     const int lane = tid & 31;
     const long long threads = (long long)blockDim.x;
