@@ -449,6 +449,38 @@ pub trait Backend: Send + Sync {
     /// reallocated since): record again.
     fn replay(&self, recording: &Self::Recording) -> Result<bool, RuntimeError>;
 
+    /// Records what `queue` queues on every backend of `backends` (the ranks of a
+    /// partitioned run), one recording each, in their order ([`Backend::record`]): `Ok(None)`
+    /// where they cannot record together. By default only one backend records this way.
+    #[allow(clippy::type_complexity)]
+    fn record_together(
+        backends: &[&Self],
+        queue: &mut dyn FnMut() -> Result<(), RuntimeError>,
+    ) -> Result<Option<Vec<Self::Recording>>, RuntimeError>
+    where
+        Self: Sized,
+    {
+        match backends {
+            [backend] => Ok(backend.record(queue)?.map(|r| vec![r])),
+            _ => Ok(None),
+        }
+    }
+
+    /// Replays one recording on each of several backends ([`Backend::replay`]), all or none:
+    /// `Ok(false)`, with nothing queued, where one of them may not be replayed any more. The
+    /// recordings of one partitioned run wait for one another in their collectives, so some of
+    /// them alone would wait forever. By default only one recording replays this way.
+    fn replay_together(runs: &[(&Self, &Self::Recording)]) -> Result<bool, RuntimeError>
+    where
+        Self: Sized,
+    {
+        match runs {
+            [] => Ok(true),
+            [(backend, recording)] => backend.replay(recording),
+            _ => Ok(false),
+        }
+    }
+
     /// The address of a buffer's memory: with the lengths, what identifies the buffers a
     /// recording was made with.
     fn address(&self, buf: &Self::Buf) -> u64;

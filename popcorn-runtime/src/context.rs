@@ -29,6 +29,8 @@ pub(crate) trait TensorStore: Backend + Sized {
     /// What the ranks of a partitioned context hold of a tensor, when they hold it.
     fn ranked(data: &TensorData) -> Option<&[RankHeld<Self::Buf>]>;
     fn wrap_ranked(held: Vec<RankHeld<Self::Buf>>) -> TensorData;
+    /// What the ranks hold of a tensor, taken out of it.
+    fn into_ranked(data: TensorData) -> Option<Vec<RankHeld<Self::Buf>>>;
 }
 
 impl TensorStore for CpuBackend {
@@ -49,6 +51,12 @@ impl TensorStore for CpuBackend {
     }
     fn wrap_ranked(held: Vec<RankHeld<Self::Buf>>) -> TensorData {
         TensorData::CpuRanks(held)
+    }
+    fn into_ranked(data: TensorData) -> Option<Vec<RankHeld<Self::Buf>>> {
+        match data {
+            TensorData::CpuRanks(h) => Some(h),
+            _ => None,
+        }
     }
 }
 
@@ -71,6 +79,12 @@ impl TensorStore for CudaBackend {
     fn wrap_ranked(held: Vec<RankHeld<Self::Buf>>) -> TensorData {
         TensorData::CudaRanks(held)
     }
+    fn into_ranked(data: TensorData) -> Option<Vec<RankHeld<Self::Buf>>> {
+        match data {
+            TensorData::CudaRanks(h) => Some(h),
+            _ => None,
+        }
+    }
 }
 
 /// A plan with its workspace on one backend.
@@ -79,6 +93,8 @@ struct Prepared<B: Backend> {
     workspace: Mutex<Workspace<B>>,
     /// Its runs recorded as CUDA graphs, by their tensors.
     recorded: Recorded<B>,
+    /// A partitioned plan's runs recorded as a CUDA graph per rank, by their buffers.
+    ranks_recorded: crate::ranks::RankRecorded<B>,
 }
 
 /// A backend with its plan cache.
@@ -189,12 +205,14 @@ impl<B: Backend> Drop for Engine<B> {
         for other in &self.ranks.others {
             let _ = other.synchronize();
         }
-        // The ranks' communicators go while every device is still there.
-        self.ranks.collectives = None;
         match self.plans.get_mut() {
             Ok(plans) => plans.clear(),
             Err(poisoned) => poisoned.into_inner().clear(),
         }
+        // The ranks' communicators go after the plans (NCCL waits, in destroying a
+        // communicator, for every graph holding its collectives to be destroyed: the plans'
+        // recorded partitioned runs) and while every device is still there.
+        self.ranks.collectives = None;
     }
 }
 
@@ -325,7 +343,7 @@ impl Context {
             engine: EngineKind::Cuda(engine),
             config,
             target: None,
-            graphs: false,
+            graphs: !popcorn_dsl::settings::settings().no_graphs,
         })
     }
 
@@ -449,7 +467,10 @@ impl Context {
         with_engine!(self, e => e
             .plans
             .lock()
-            .map(|plans| plans.values().map(|p| p.recorded.replays()).sum())
+            .map(|plans| plans
+                .values()
+                .map(|p| p.recorded.replays() + p.ranks_recorded.replays())
+                .sum())
             .unwrap_or(0))
     }
 
@@ -933,6 +954,7 @@ impl Context {
             plan: Arc::new(plan),
             workspace: Mutex::new(workspace),
             recorded: Recorded::default(),
+            ranks_recorded: Default::default(),
         });
         plans.insert(key, prepared.clone());
         Ok(prepared)
@@ -990,7 +1012,13 @@ impl Context {
             }
         }
         if plan.partition.is_some() {
-            return self.run_partitioned(engine, plan, program, args, outputs, dims, scalars);
+            // Recorded where this process drives every rank (runs over processes, under
+            // mpirun, go step by step).
+            let recorded =
+                (self.graphs && engine.ranks.world.is_none()).then_some(&prepared.ranks_recorded);
+            return self.run_partitioned(
+                engine, plan, program, args, outputs, dims, scalars, recorded,
+            );
         }
         // Output tensors: reuse the caller's where the shape fits.
         for (name, id) in &plan.outputs {
@@ -1062,6 +1090,7 @@ impl Context {
         outputs: &mut Outputs,
         dims: &DimBindings,
         scalars: &ScalarBindings,
+        recorded: Option<&crate::ranks::RankRecorded<B>>,
     ) -> Result<(), RuntimeError> {
         let ranks = plan.partition.as_ref().map_or(1, |p| p.ranks());
         let local = engine.local_ranks(ranks)?;
@@ -1117,13 +1146,31 @@ impl Context {
             };
             ins.insert(name.to_string(), input);
         }
+        // Output tensors the ranks left in `outputs` (a loop that feeds its outputs back, as
+        // Kernel K-means swaps its labels) are written again where they fit: the same
+        // buffers run after run, as recorded runs need.
+        let mut reuse = crate::ranks::RankedOutputs::new();
+        for (name, id) in &plan.outputs {
+            let Some((shape, elem)) = output_shape(plan, plan.value(*id)) else {
+                continue;
+            };
+            let fits = outputs.tensors.get(name).is_some_and(|t| {
+                t.shape == shape && t.elem == elem && B::ranked(&t.data).is_some()
+            });
+            if let (true, Some(t)) = (fits, outputs.tensors.remove(name)) {
+                if let Some(held) = B::into_ranked(t.data) {
+                    reuse.insert(name.clone(), held);
+                }
+            }
+        }
         let with = crate::ranks::RunWith {
             collectives: engine.collectives(),
             scalars,
             dims,
             spares: &engine.ranks.spares,
+            recorded,
         };
-        let mut held = crate::ranks::run_ranked_local(&local, plan, &ins, &with)?;
+        let mut held = crate::ranks::run_ranked_local(&local, plan, &ins, &with, reuse)?;
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
             let (Some((shape, elem)), Some(h)) = (output_shape(plan, v), held.remove(name)) else {

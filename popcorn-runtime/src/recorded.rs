@@ -10,7 +10,8 @@
 //! iteration that swaps its input and output tensors every time has two keys: both are kept.
 //!
 //! Only plans of popcorn's own kernels are recorded (library calls through cuBLAS and
-//! cuSPARSE, and partitioned plans, run as usual), and not under `POPCORN_NO_GRAPHS`,
+//! cuSPARSE run as usual; partitioned plans are recorded by [`crate::ranks`], a graph per
+//! rank), and not under `POPCORN_NO_GRAPHS`,
 //! `POPCORN_SYNC` or `POPCORN_LOG=time` (which need every step queued on its own). A recording
 //! that fails (something in the run cannot be recorded) makes the plan run as usual from then
 //! on; `POPCORN_LOG=graphs` says why.
@@ -111,6 +112,12 @@ fn not_recordable(plan: &Plan) -> Option<String> {
     if plan.partition.is_some() {
         return Some("the plan is partitioned over ranks".into());
     }
+    library_call(plan)
+}
+
+/// The first of `plan`'s steps that calls a library (cuBLAS, cuSPARSE), named, if one does:
+/// such plans are not recorded.
+pub(crate) fn library_call(plan: &Plan) -> Option<String> {
     plan.steps.iter().enumerate().find_map(|(i, s)| match s.op {
         StepOp::Fused(_) | StepOp::Builtin(_) | StepOp::Copy => None,
         _ => Some(format!("step {i} ({}) is a library call", s.op_name())),
@@ -118,12 +125,12 @@ fn not_recordable(plan: &Plan) -> Option<String> {
 }
 
 /// Whether the settings let runs be recorded at all.
-fn settings_allow() -> bool {
+pub(crate) fn settings_allow() -> bool {
     let s = popcorn_dsl::settings::settings();
     !(s.no_graphs || s.sync || s.log.time)
 }
 
-fn log(plan: &Plan, what: &str) {
+pub(crate) fn log(plan: &Plan, what: &str) {
     if popcorn_dsl::settings::settings().log.graphs {
         eprintln!("[popcorn graphs] {}: {what}", plan.program);
     }

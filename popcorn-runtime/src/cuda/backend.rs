@@ -153,6 +153,13 @@ impl CudaBackend {
         &self.device.streams[0]
     }
 
+    /// The stream this thread queues the backend's work on: the main stream, or the capture
+    /// stream while the thread records a graph for this device (collectives queue here, so a
+    /// partitioned run's recording holds them).
+    pub(crate) fn queue_stream(&self) -> &std::sync::Arc<cudarc::driver::CudaStream> {
+        self.device.main()
+    }
+
     fn setup(ordinal: usize, config: CudaConfig) -> Result<CudaBackend, RuntimeError> {
         let ctx =
             CudaContext::new(ordinal).map_err(|e| driver_error("cuDevicePrimaryCtxRetain", e))?;
@@ -625,6 +632,19 @@ impl Backend for CudaBackend {
 
     fn replay(&self, recording: &CudaRecording) -> Result<bool, RuntimeError> {
         graphs::replay(&self.device, recording)
+    }
+
+    fn record_together(
+        backends: &[&Self],
+        queue: &mut dyn FnMut() -> Result<(), RuntimeError>,
+    ) -> Result<Option<Vec<CudaRecording>>, RuntimeError> {
+        let devices: Vec<&Device> = backends.iter().map(|b| &b.device).collect();
+        graphs::record_together(&devices, queue).map(Some)
+    }
+
+    fn replay_together(runs: &[(&Self, &CudaRecording)]) -> Result<bool, RuntimeError> {
+        let runs: Vec<_> = runs.iter().map(|(b, r)| (&b.device, *r)).collect();
+        graphs::replay_together(&runs)
     }
 
     fn address(&self, buf: &CudaBuffer) -> u64 {

@@ -19,14 +19,31 @@ use crate::cuda::device::Device;
 use crate::cuda::errors::driver_error;
 use crate::cuda::recording;
 use crate::error::RuntimeError;
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaGraph, CudaStream};
+use cudarc::driver::sys::{self, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
 /// A run recorded as a CUDA graph, with the scratch epoch it was recorded in.
 pub struct CudaRecording {
-    graph: CudaGraph,
+    graph: Graph,
     epoch: u64,
+}
+
+/// A captured graph and its executable, destroyed with it.
+struct Graph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: both handles were made by this graph's recording and are destroyed once,
+        // here; nothing launches them after (a recording is dropped by its single owner).
+        unsafe {
+            let _ = cudarc::driver::result::graph::exec_destroy(self.exec);
+            let _ = cudarc::driver::result::graph::destroy(self.graph);
+        }
+    }
 }
 
 // SAFETY: a CUDA graph and its executable may be used from any thread as long as calls on
@@ -45,49 +62,121 @@ pub(crate) fn record(
     device: &Device,
     queue: &mut dyn FnMut() -> Result<(), RuntimeError>,
 ) -> Result<CudaRecording, RuntimeError> {
+    let mut graphs = record_together(&[device], queue)?;
+    graphs
+        .pop()
+        .ok_or_else(|| RuntimeError::Internal("a recording of one device made none".into()))
+}
+
+/// Records the work `queue` queues on the lanes of every device of `devices` into a graph per
+/// device (nothing runs): the ranks of a partitioned run, whose collectives queue on each
+/// device. Every capture ends before any graph is instantiated (instantiating is not allowed
+/// while the thread captures).
+pub(crate) fn record_together(
+    devices: &[&Device],
+    queue: &mut dyn FnMut() -> Result<(), RuntimeError>,
+) -> Result<Vec<CudaRecording>, RuntimeError> {
     // One recording per device at a time: the capture streams are the device's.
-    let _one = device
-        .recorder
-        .lock()
+    let _locks = devices
+        .iter()
+        .map(|d| d.recorder.lock())
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|_| RuntimeError::Device("the graph recorder's lock is poisoned".into()))?;
-    if recording::recording() {
+    if devices
+        .iter()
+        .any(|d| recording::recording_for(d.identity()))
+    {
         return Err(RuntimeError::InvalidData(
-            "a recording inside a recording".into(),
+            "a recording inside a recording for the same device".into(),
         ));
     }
-    device.bind()?;
     let epoch = crate::cuda::memory::scratch_epoch();
-    let origin = device.capture_streams[0].clone();
-    origin
-        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        .map_err(|e| driver_error("cuStreamBeginCapture", e))?;
-    let queued = {
-        let _marked = recording::Recording::begin(device.identity());
-        queue()
+    let mut begun = Vec::with_capacity(devices.len());
+    let mut marks = Vec::with_capacity(devices.len());
+    let mut started = Ok(());
+    for device in devices {
+        let origin = &device.capture_streams[0];
+        started = device.bind().and_then(|()| {
+            origin
+                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                .map_err(|e| driver_error("cuStreamBeginCapture", e))
+        });
+        if started.is_err() {
+            break;
+        }
+        begun.push(*device);
+        marks.push(recording::Recording::begin(device.identity()));
+    }
+    let queued = started.and_then(|()| queue());
+    drop(marks);
+    // Every capture ends (the side lane's work joining the origin stream first; after an error
+    // part way, this ends the capture cleanly), then the graphs are instantiated.
+    let mut captured = Vec::with_capacity(begun.len());
+    let mut ended = Ok(());
+    for device in &begun {
+        let origin = &device.capture_streams[0];
+        let joined = join_capture(&device.capture_streams[1], origin);
+        // SAFETY: `origin` is capturing (begun above) on this device's context, bound first.
+        let graph = device.bind().and_then(|()| {
+            unsafe { cudarc::driver::result::stream::end_capture(origin.cu_stream()) }
+                .map_err(|e| driver_error("cuStreamEndCapture", e))
+        });
+        match graph {
+            Ok(g) if !g.is_null() => captured.push(g),
+            Ok(_) => {
+                ended = ended.and(Err(RuntimeError::InvalidData(
+                    "the recording captured nothing".into(),
+                )))
+            }
+            Err(e) => ended = ended.and(Err(e)),
+        }
+        ended = ended.and(joined);
+    }
+    let destroy_all = |graphs: &[sys::CUgraph]| {
+        for g in graphs {
+            // SAFETY: each graph was just captured and is owned here, destroyed once.
+            let _ = unsafe { cudarc::driver::result::graph::destroy(*g) };
+        }
     };
-    // The side lane's work joins the origin stream again (the queued steps join their lanes
-    // at the end of a pipeline; after an error part way, this join ends the capture cleanly).
-    let joined = join_capture(&device.capture_streams[1], &origin);
-    let ended = origin.end_capture(CUgraphInstantiate_flags(0));
-    queued?;
-    joined?;
-    let graph = ended
-        .map_err(|e| driver_error("cuStreamEndCapture / cuGraphInstantiate", e))?
-        .ok_or_else(|| RuntimeError::InvalidData("the recording captured nothing".into()))?;
+    if let Err(e) = queued.and(ended) {
+        destroy_all(&captured);
+        return Err(e);
+    }
     if crate::cuda::memory::scratch_epoch() != epoch {
+        destroy_all(&captured);
         return Err(RuntimeError::InvalidData(
             "scratch memory was reallocated while recording".into(),
         ));
     }
-    // Uploaded on the main lane (the capture streams never carry work of their own), so that
-    // the first replay sets nothing up.
-    // SAFETY: the executable graph was just instantiated and the main lane's stream belongs to
-    // its context.
-    unsafe {
-        cudarc::driver::result::graph::upload(graph.cu_graph_exec(), device.streams[0].cu_stream())
+    let mut recordings = Vec::with_capacity(captured.len());
+    let mut graphs = captured.into_iter();
+    for device in &begun {
+        let Some(graph) = graphs.next() else { break };
+        device.bind()?;
+        // SAFETY: `graph` was captured on this device and is valid.
+        let exec = match unsafe {
+            cudarc::driver::result::graph::instantiate(graph, CUgraphInstantiate_flags(0))
+        } {
+            Ok(exec) => exec,
+            Err(e) => {
+                destroy_all(&[graph]);
+                destroy_all(&graphs.collect::<Vec<_>>());
+                return Err(driver_error("cuGraphInstantiate", e));
+            }
+        };
+        let recording = CudaRecording {
+            graph: Graph { graph, exec },
+            epoch,
+        };
+        // Uploaded on the main lane (the capture streams never carry work of their own), so
+        // that the first replay sets nothing up.
+        // SAFETY: the executable graph was just instantiated and the main lane's stream
+        // belongs to its context.
+        unsafe { cudarc::driver::result::graph::upload(exec, device.streams[0].cu_stream()) }
+            .map_err(|e| driver_error("cuGraphUpload", e))?;
+        recordings.push(recording);
     }
-    .map_err(|e| driver_error("cuGraphUpload", e))?;
-    Ok(CudaRecording { graph, epoch })
+    Ok(recordings)
 }
 
 /// Makes `origin` wait for the work captured on `side` so far, where `side` joined the
@@ -111,20 +200,31 @@ fn join_capture(side: &Arc<CudaStream>, origin: &Arc<CudaStream>) -> Result<(), 
 /// Launches `recording` on `device`'s main lane, unless scratch memory it uses was reallocated
 /// since it was recorded (`Ok(false)`).
 pub(crate) fn replay(device: &Device, recording: &CudaRecording) -> Result<bool, RuntimeError> {
+    replay_together(&[(device, recording)])
+}
+
+/// Launches each recording on its device's main lane, all or none: none where scratch memory
+/// one of them uses was reallocated since it was recorded (`Ok(false)`). The graphs of one
+/// partitioned run wait for one another in their collectives, so launching some of them alone
+/// would leave those waiting.
+pub(crate) fn replay_together(runs: &[(&Device, &CudaRecording)]) -> Result<bool, RuntimeError> {
     let epoch = crate::cuda::memory::lock_scratch_epoch();
-    if *epoch != recording.epoch {
+    if runs.iter().any(|(_, r)| *epoch != r.epoch) {
         return Ok(false);
     }
-    device.bind()?;
-    // The graph was instantiated on the capture stream; it is launched on the main lane.
-    // SAFETY: the executable graph is valid (owned by the recording) and the stream belongs
-    // to its context; launching under the epoch's lock keeps its scratch memory allocated.
-    unsafe {
-        cudarc::driver::result::graph::launch(
-            recording.graph.cu_graph_exec(),
-            device.streams[0].cu_stream(),
-        )
+    for (device, recording) in runs {
+        device.bind()?;
+        // The graph was instantiated on the capture stream; it is launched on the main lane.
+        // SAFETY: the executable graph is valid (owned by the recording) and the stream
+        // belongs to its context; launching under the epoch's lock keeps its scratch memory
+        // allocated.
+        unsafe {
+            cudarc::driver::result::graph::launch(
+                recording.graph.exec,
+                device.streams[0].cu_stream(),
+            )
+        }
+        .map_err(|e| driver_error("cuGraphLaunch", e))?;
     }
-    .map_err(|e| driver_error("cuGraphLaunch", e))?;
     Ok(true)
 }

@@ -360,7 +360,7 @@ impl Collectives<CudaBackend> for NcclRanks {
                         } else {
                             recv
                         };
-                        let stream = g.backends[i].main_stream().cu_stream();
+                        let stream = g.backends[i].queue_stream().cu_stream();
                         // SAFETY: on the root, `send` holds `len` elements (checked above), and
                         // `recv` has room for them at `offset` in every rank's whole copy
                         // (`total` elements checked); both live on this rank's device, whose
@@ -406,7 +406,7 @@ impl Collectives<CudaBackend> for NcclRanks {
         self.group("the all-reduce's ncclGroupEnd", || {
             for (r, buf) in bufs.iter().enumerate() {
                 let ptr = buf.device_ptr();
-                let stream = backends[r].main_stream().cu_stream();
+                let stream = backends[r].queue_stream().cu_stream();
                 // SAFETY: `ptr` holds at least `len` elements of `elem` on rank r's device
                 // (checked above); the sum is in place, which NCCL allows.
                 unsafe {
@@ -772,44 +772,9 @@ mod tests {
         if two_gpus().is_none() {
             return;
         }
-        let source = include_str!("../../../examples/programs/kernel_kmeans.pop");
-        let programs = Program::parse_all(source).unwrap();
-        let find = |name: &str| programs.iter().find(|p| p.name == name).unwrap().clone();
-        let (build, iteration) = (find("kernel_polynomial"), find("kkmeans_iteration"));
-        let (n, d, k) = (3001, 8, 3);
-        // Three blobs, point i in blob i mod 3, a little noise.
-        let x: Vec<f64> = (0..n * d)
-            .map(|e| {
-                let (i, j) = (e / d, e % d);
-                let centre = if j == i % 3 { 4.0 } else { 0.0 };
-                centre + ((e * 7919 % 1000) as f64 / 1000.0 - 0.5)
-            })
-            .collect();
-        let run = |ctx: &crate::Context| -> (Vec<u32>, f64) {
-            let xt = ctx.dense(n, d, &x).unwrap();
-            let args = crate::Args::new()
-                .tensor("X", &xt)
-                .scalar("gamma", 0.1)
-                .scalar("coef0", 1.0)
-                .scalar("degree", 2.0);
-            let kmat = ctx.run(&build, &args).unwrap().take("K").unwrap();
-            let first: Vec<u32> = (0..n as u32).map(|i| (i / 7) % k as u32).collect();
-            let mut labels = ctx.index(&first).unwrap();
-            let mut objective = 0.0;
-            for _ in 0..4 {
-                let args = crate::Args::new()
-                    .tensor("K", &kmat)
-                    .tensor("labels", &labels)
-                    .dim("k", k);
-                let mut out = ctx.run(&iteration, &args).unwrap();
-                objective = out.scalar("objective").unwrap();
-                labels = out.take("new_labels").unwrap();
-            }
-            (ctx.to_u32(&labels).unwrap(), objective)
-        };
-        let one = run(&crate::Context::new(crate::DeviceSpec::Cuda(0)).unwrap());
+        let one = fit_three_blobs(&crate::Context::new(crate::DeviceSpec::Cuda(0)).unwrap(), 4);
         let two_ctx = crate::Context::new(crate::DeviceSpec::CudaSet(0b11)).unwrap();
-        let two = run(&two_ctx);
+        let two = fit_three_blobs(&two_ctx, 4);
         assert_eq!(two.0, one.0, "labels");
         assert!(
             (two.1 - one.1).abs() <= 1e-4 * one.1.abs(),
@@ -817,6 +782,74 @@ mod tests {
             two.1,
             one.1
         );
+    }
+
+    /// A two-GPU context records a partitioned iteration as a graph per GPU (from the second
+    /// run with the same buffers on) and replays it, with the results of the same context's
+    /// iterations step by step, bit for bit.
+    #[test]
+    fn a_two_gpu_context_replays_its_iterations_with_the_results_step_by_step() {
+        if two_gpus().is_none() {
+            return;
+        }
+        let graphs = crate::Context::new(crate::DeviceSpec::CudaSet(0b11)).unwrap();
+        let with = fit_three_blobs(&graphs, 9);
+        let steps = crate::Context::new(crate::DeviceSpec::CudaSet(0b11))
+            .unwrap()
+            .with_graphs(false);
+        let without = fit_three_blobs(&steps, 9);
+        assert_eq!(with.0, without.0, "labels");
+        assert_eq!(
+            with.1.to_bits(),
+            without.1.to_bits(),
+            "{} vs {}",
+            with.1,
+            without.1
+        );
+        assert_eq!(steps.replayed_runs(), 0);
+        assert!(
+            graphs.replayed_runs() >= 4,
+            "{} of 9 iterations replayed",
+            graphs.replayed_runs()
+        );
+    }
+
+    /// Kernel K-means with the polynomial kernel on three blobs of 3001 points (point i in blob
+    /// i mod 3, a little noise), `iterations` iterations from labels `(i / 7) mod 3`: the labels
+    /// and the last objective.
+    fn fit_three_blobs(ctx: &crate::Context, iterations: usize) -> (Vec<u32>, f64) {
+        let source = include_str!("../../../examples/programs/kernel_kmeans.pop");
+        let programs = Program::parse_all(source).unwrap();
+        let find = |name: &str| programs.iter().find(|p| p.name == name).unwrap().clone();
+        let (build, iteration) = (find("kernel_polynomial"), find("kkmeans_iteration"));
+        let (n, d, k) = (3001, 8, 3);
+        let x: Vec<f64> = (0..n * d)
+            .map(|e| {
+                let (i, j) = (e / d, e % d);
+                let centre = if j == i % 3 { 4.0 } else { 0.0 };
+                centre + ((e * 7919 % 1000) as f64 / 1000.0 - 0.5)
+            })
+            .collect();
+        let xt = ctx.dense(n, d, &x).unwrap();
+        let args = crate::Args::new()
+            .tensor("X", &xt)
+            .scalar("gamma", 0.1)
+            .scalar("coef0", 1.0)
+            .scalar("degree", 2.0);
+        let kmat = ctx.run(&build, &args).unwrap().take("K").unwrap();
+        let first: Vec<u32> = (0..n as u32).map(|i| (i / 7) % k as u32).collect();
+        let mut labels = ctx.index(&first).unwrap();
+        let mut objective = 0.0;
+        for _ in 0..iterations {
+            let args = crate::Args::new()
+                .tensor("K", &kmat)
+                .tensor("labels", &labels)
+                .dim("k", k);
+            let mut out = ctx.run(&iteration, &args).unwrap();
+            objective = out.scalar("objective").unwrap();
+            labels = out.take("new_labels").unwrap();
+        }
+        (ctx.to_u32(&labels).unwrap(), objective)
     }
 
     /// The child of [`a_fault_on_one_gpu_stops_both_ranks_within_seconds`]: rank 1's device

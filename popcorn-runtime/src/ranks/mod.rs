@@ -21,6 +21,7 @@
 //! kernel matrix) is never whole anywhere.
 
 pub mod collective;
+mod recordings;
 pub mod spares;
 pub(crate) mod tensors;
 #[cfg(test)]
@@ -29,6 +30,7 @@ mod timing;
 pub mod world;
 
 pub use collective::{Collectives, Gather, InMemory};
+pub use recordings::RankRecorded;
 pub use spares::SpareBuffers;
 
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostVec};
@@ -132,7 +134,7 @@ fn alloc<B: Backend>(
     plan: &Plan,
     v: &Value,
     rows: usize,
-    (spares, rank): (&SpareBuffers<B::Buf>, usize),
+    (spares, rank, at): (&SpareBuffers<B::Buf>, usize, spares::Place),
 ) -> Result<Vec<B::Buf>, RuntimeError> {
     Ok(match &v.kind {
         ValueKind::Scalar(_) => Vec::new(),
@@ -146,12 +148,21 @@ fn alloc<B: Backend>(
         }
         _ => {
             let (elem, len) = (elem_of(plan, v), (rows * v.cols).max(1));
-            match spares.take(rank, elem, len) {
+            match spares.take(rank, elem, len, at) {
                 Some(buf) => vec![buf],
                 None => vec![backend.alloc(elem, len)?],
             }
         }
     })
+}
+
+/// The place of value `v` of `plan`, held in rows or `whole`, for [`SpareBuffers`]: the same
+/// value of the same program gets the same spare buffer run after run.
+fn place(plan: &Plan, v: usize, whole: bool) -> spares::Place {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&plan.program, plan.values.len(), v, whole).hash(&mut h);
+    h.finish()
 }
 
 /// The bytes rank `r` allocates to run `plan`: its rows of every value held in rows and a
@@ -355,8 +366,9 @@ pub fn execute_ranked_local<B: Backend>(
         scalars,
         dims,
         spares,
+        recorded: None,
     };
-    run_ranked_local(local, plan, inputs, &with)
+    run_ranked_local(local, plan, inputs, &with, RankedOutputs::new())
 }
 
 /// What a partitioned run goes by besides its plan, its ranks and its inputs.
@@ -369,26 +381,45 @@ pub(crate) struct RunWith<'r, B: Backend> {
     pub dims: &'r DimBindings,
     /// Where the run's own buffers come from and go back to.
     pub spares: &'r SpareBuffers<B::Buf>,
+    /// The plan's recorded runs, where runs may be recorded as graphs.
+    pub recorded: Option<&'r RankRecorded<B>>,
 }
 
 /// [`execute_ranked_local`] for a plan already checked ([`Plan::validate`]): a context checks
 /// its plans once, when it makes them, instead of at every run (the check is host time before
-/// any rank has work; BENCHMARKS.md, run 32).
+/// any rank has work; BENCHMARKS.md, run 32). The buffers of `reuse` (earlier outputs of this
+/// plan, by output name, as this function returns them) are written again where they fit.
 pub(crate) fn run_ranked_local<B: Backend>(
     local: &[(usize, &B)],
     plan: &Plan,
     inputs: &HashMap<String, RankInput<'_, B::Buf>>,
     with: &RunWith<'_, B>,
+    reuse: RankedOutputs<B::Buf>,
 ) -> Result<RankedOutputs<B::Buf>, RuntimeError> {
     let (collectives, spares) = (with.collectives, with.spares);
     let mut clock = RankClock::new(std::time::Instant::now());
-    let mut run = start(local, plan, inputs, with.scalars, with.dims, spares)?;
+    let mut run = start(
+        local,
+        plan,
+        inputs,
+        with.scalars,
+        with.dims,
+        (spares, reuse),
+    )?;
     if let Some(c) = clock.as_mut() {
         c.host_stage("prepare");
         c.start(local.to_vec())?;
     }
     run.settled(collectives, |run| {
-        let queued = run.schedule(collectives, clock.as_mut());
+        let replayed = match with.recorded {
+            Some(recorded) => recorded.queue(run, collectives)?,
+            None => false,
+        };
+        let queued = if replayed {
+            Ok(())
+        } else {
+            run.schedule(collectives, clock.as_mut())
+        };
         if let Some(c) = clock.as_mut() {
             c.host_stage("queue");
         }
@@ -413,7 +444,7 @@ fn start<'p, 'a, B: Backend>(
     inputs: &'p HashMap<String, RankInput<'a, B::Buf>>,
     scalars: &'p ScalarBindings,
     dims: &'p DimBindings,
-    spares: &SpareBuffers<B::Buf>,
+    (spares, mut reuse): (&SpareBuffers<B::Buf>, RankedOutputs<B::Buf>),
 ) -> Result<Run<'p, 'a, B>, RuntimeError> {
     let part = plan.partition.as_ref().ok_or_else(|| {
         RuntimeError::InvalidData(format!(
@@ -513,10 +544,32 @@ fn start<'p, 'a, B: Backend>(
             // come with the data).
             let dense = matches!(v.kind, ValueKind::Dense | ValueKind::Index);
             let own = storage[i] == i;
+            // An earlier output of this value, given back to be written again.
+            let mut again = |whole: bool, rows: usize| {
+                let (name, _) = plan.outputs.iter().find(|(_, o)| o.0 == i)?;
+                let held = reuse.get_mut(name)?.get_mut(r)?;
+                let bufs = if whole {
+                    held.whole.take()
+                } else {
+                    held.rows.take()
+                }?;
+                let want = (elem_of(plan, v), (rows * v.cols).max(1));
+                let fits = matches!(&bufs[..], [b] if (b.elem(), b.len()) == want);
+                fits.then_some(bufs)
+            };
             store
                 .rows
                 .push(if own && dense && part.splits(v) && !given_rows[i] {
-                    Some(alloc(backend, plan, v, local, (spares, r))?)
+                    match again(false, local) {
+                        Some(bufs) => Some(bufs),
+                        None => Some(alloc(
+                            backend,
+                            plan,
+                            v,
+                            local,
+                            (spares, r, place(plan, i, false)),
+                        )?),
+                    }
                 } else {
                     None
                 });
@@ -525,7 +578,16 @@ fn start<'p, 'a, B: Backend>(
             store
                 .whole
                 .push(if own && ((whole[i] && !input) || gathered_input) {
-                    Some(alloc(backend, plan, v, v.rows, (spares, r))?)
+                    match again(true, v.rows) {
+                        Some(bufs) => Some(bufs),
+                        None => Some(alloc(
+                            backend,
+                            plan,
+                            v,
+                            v.rows,
+                            (spares, r, place(plan, i, true)),
+                        )?),
+                    }
                 } else {
                     None
                 });
@@ -999,10 +1061,13 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
         }
         let mut own = Vec::new();
         for (r, store) in self.ranks.iter_mut().enumerate() {
-            for slot in store.rows.iter_mut().chain(store.whole.iter_mut()) {
+            let slots = store.rows.iter_mut().map(|s| (s, false));
+            let slots = slots.chain(store.whole.iter_mut().map(|s| (s, true)));
+            for (v, (slot, whole)) in slots.enumerate() {
                 // Dense and index values have one buffer; sparse blocks vary run to run.
                 if let Some(bufs) = slot.take().filter(|b| b.len() == 1) {
-                    own.extend(bufs.into_iter().map(|b| (r, b)));
+                    let at = place(self.plan, v % self.plan.values.len(), whole);
+                    own.extend(bufs.into_iter().map(|b| (r, b, at)));
                 }
             }
         }
