@@ -3,7 +3,7 @@
 //! would otherwise be allocated afresh every run, which on the host touches new pages and on a
 //! GPU maps memory again. A run takes a spare buffer of its rank, element type and length
 //! where there is one, and gives its own back at the end. Each buffer comes back with its
-//! place (which value of which plan it held, a [`Place`]), and a run takes, of the spares that
+//! place (which value of which plan it held, a `Place`), and a run takes, of the spares that
 //! fit, the one that held the same place before: the same value gets the same buffer run after
 //! run, so a partitioned run recorded as graphs (which hold their buffers' addresses) finds
 //! its buffers again.
