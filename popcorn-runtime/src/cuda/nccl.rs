@@ -786,10 +786,42 @@ mod tests {
 
     /// A two-GPU context records a partitioned iteration as a graph per GPU (from the second
     /// run with the same buffers on) and replays it, with the results of the same context's
-    /// iterations step by step, bit for bit.
+    /// iterations step by step, bit for bit. In a process of its own ([`replay_child`]): the
+    /// scratch memory's epoch is the process's, and another test growing its scratch while
+    /// this one records would stale the recording (the plan then runs step by step for good).
     #[test]
     fn a_two_gpu_context_replays_its_iterations_with_the_results_step_by_step() {
         if two_gpus().is_none() {
+            return;
+        }
+        let exe = std::env::current_exe().expect("the test binary");
+        let out = std::process::Command::new(exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "cuda::nccl::tests::replay_child",
+                "--nocapture",
+            ])
+            .env("POPCORN_NCCL_REPLAY_CHILD", "1")
+            .output()
+            .expect("run the child");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("REPLAYED: ")),
+            "the child did not run: {text}"
+        );
+    }
+
+    /// The child of [`a_two_gpu_context_replays_its_iterations_with_the_results_step_by_step`].
+    #[test]
+    #[ignore = "run by a_two_gpu_context_replays_its_iterations_with_the_results_step_by_step in its own process"]
+    fn replay_child() {
+        if std::env::var_os("POPCORN_NCCL_REPLAY_CHILD").is_none() || two_gpus().is_none() {
             return;
         }
         let graphs = crate::Context::new(crate::DeviceSpec::CudaSet(0b11)).unwrap();
@@ -812,6 +844,7 @@ mod tests {
             "{} of 9 iterations replayed",
             graphs.replayed_runs()
         );
+        println!("REPLAYED: {} of 9", graphs.replayed_runs());
     }
 
     /// Kernel K-means with the polynomial kernel on three blobs of 3001 points (point i in blob
