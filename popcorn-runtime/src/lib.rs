@@ -26,6 +26,7 @@ pub mod executor;
 pub mod host_memory;
 pub mod ranks;
 mod recorded;
+mod recording_keys;
 pub mod tensor;
 #[cfg(test)]
 mod test_steps;

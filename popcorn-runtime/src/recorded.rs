@@ -6,8 +6,9 @@
 //! A recording holds the addresses of the buffers it was made with, so it is kept by a key of
 //! the run's tensors (addresses and lengths), scalars and sizes, and replayed only for a run
 //! with the same key. The first run with a key runs as usual (it compiles the kernels and sizes
-//! the scratch memory), the second is recorded and replayed, and later ones replay. An
-//! iteration that swaps its input and output tensors every time has two keys: both are kept.
+//! the scratch memory), the second is recorded and replayed, and later ones replay
+//! ([`crate::recording_keys`]). An iteration that swaps its input and output tensors every
+//! time has two keys: both are kept.
 //!
 //! Only plans of popcorn's own kernels are recorded (library calls through cuBLAS and
 //! cuSPARSE run as usual; partitioned plans are recorded by [`crate::ranks`], a graph per
@@ -19,17 +20,12 @@
 use crate::backend::{Arg, Backend, BufferInfo};
 use crate::error::RuntimeError;
 use crate::executor::{allocate_transient, execute, execute_with, Workspace};
+use crate::recording_keys::{KeptRecordings, Sighting};
 use popcorn_dsl::plan::{Plan, StepOp};
 use popcorn_dsl::{DimBindings, ScalarBindings};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-
-/// Recordings kept per plan (an iteration swapping two tensors needs two).
-const KEPT: usize = 4;
-
-/// Keys seen once (not yet recorded) remembered per plan.
-const SEEN: usize = 8;
 
 /// What a recording was made with: every tensor's address and length (and every scalar
 /// argument's bits), taken in the order of their names, then every bound scalar's bits and
@@ -72,7 +68,6 @@ impl RunKey {
 
 /// One recording, with the transient buffers it uses.
 struct Kept<B: Backend> {
-    key: RunKey,
     recording: B::Recording,
     _transient: Vec<Option<B::Buf>>,
 }
@@ -83,8 +78,8 @@ struct State<B: Backend> {
     checked: bool,
     /// Why this plan's runs are not recorded, once known.
     refused: Option<String>,
-    seen: Vec<RunKey>,
-    kept: Vec<Kept<B>>,
+    /// The keys seen and the recordings kept.
+    runs: KeptRecordings<RunKey, Kept<B>>,
 }
 
 /// The recorded runs of one plan on one backend.
@@ -99,8 +94,7 @@ impl<B: Backend> Default for Recorded<B> {
             state: Mutex::new(State {
                 checked: false,
                 refused: None,
-                seen: Vec::new(),
-                kept: Vec::new(),
+                runs: KeptRecordings::default(),
             }),
             replays: AtomicU64::new(0),
         }
@@ -176,23 +170,21 @@ impl<B: Backend> Recorded<B> {
             return plain();
         }
         let key = RunKey::new(backend, inputs, outputs, scalars, dims);
-        if let Some(i) = state.kept.iter().position(|k| k.key == key) {
-            if backend.replay(&state.kept[i].recording)? {
-                self.replays.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
+        match state.runs.sighting(&key) {
+            Sighting::First => return plain(),
+            Sighting::Record => {}
+            Sighting::Replay(i) => {
+                if backend.replay(&state.runs.get(i).recording)? {
+                    self.replays.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                // Scratch memory moved since: record again.
+                log(
+                    plan,
+                    "scratch memory reallocated since the recording: recording again",
+                );
+                state.runs.forget(i);
             }
-            // Scratch memory moved since: record again.
-            log(
-                plan,
-                "scratch memory reallocated since the recording: recording again",
-            );
-            state.kept.remove(i);
-        } else if !state.seen.contains(&key) {
-            if state.seen.len() == SEEN {
-                state.seen.remove(0);
-            }
-            state.seen.push(key);
-            return plain();
         }
         // The second run with this key (or one whose recording went stale): record it.
         let transient = allocate_transient(backend, plan)?;
@@ -228,14 +220,13 @@ impl<B: Backend> Recorded<B> {
                 plan.steps.len()
             ),
         );
-        if state.kept.len() == KEPT {
-            state.kept.remove(0);
-        }
-        state.kept.push(Kept {
+        state.runs.keep(
             key,
-            recording,
-            _transient: transient,
-        });
+            Kept {
+                recording,
+                _transient: transient,
+            },
+        );
         Ok(())
     }
 }

@@ -6,29 +6,23 @@
 //! As for runs on one backend ([`crate::recorded`]), a recording holds the addresses of every
 //! buffer it was made with, so it is kept by a key of all of them (every rank's own buffers
 //! and copies, every input's forms), the scalars and the sizes; the first run with a key runs
-//! step by step, the second is recorded and replayed, later ones replay. Nothing is recorded
-//! for plans with library calls, where a rank's backend cannot record, where two ranks share
-//! a backend, under
-//! `POPCORN_NO_GRAPHS`, `POPCORN_SYNC` or `POPCORN_LOG=time`, or once a recording failed (the
-//! run then goes step by step, `POPCORN_LOG=graphs` says why).
+//! step by step, the second is recorded and replayed, later ones replay
+//! ([`crate::recording_keys`]). Nothing is recorded for plans with library calls, where a
+//! rank's backend cannot record, where two ranks share a backend, under `POPCORN_NO_GRAPHS`,
+//! `POPCORN_SYNC` or `POPCORN_LOG=time`, or once a recording failed (the run then goes step by
+//! step, `POPCORN_LOG=graphs` says why).
 
 use super::{RankInput, Run};
 use crate::backend::{Backend, BufferInfo};
 use crate::error::RuntimeError;
 use crate::recorded::log;
+use crate::recording_keys::{KeptRecordings, Sighting};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-
-/// Recordings kept per plan (an iteration swapping two tensors needs two).
-const KEPT: usize = 4;
-
-/// Keys seen once (not yet recorded) remembered per plan.
-const SEEN: usize = 8;
 
 /// One recorded run: a graph per local rank (in the order of the run's local ranks) and which
 /// forms of each value the run leaves written.
 struct Kept<B: Backend> {
-    key: Vec<u64>,
     recordings: Vec<B::Recording>,
     rows_ok: Vec<bool>,
     whole_ok: Vec<bool>,
@@ -36,8 +30,8 @@ struct Kept<B: Backend> {
 
 struct State<B: Backend> {
     refused: Option<String>,
-    seen: Vec<Vec<u64>>,
-    kept: Vec<Kept<B>>,
+    /// The keys seen and the recordings kept.
+    runs: KeptRecordings<Vec<u64>, Kept<B>>,
 }
 
 /// The recorded runs of one partitioned plan on one context's ranks.
@@ -51,8 +45,7 @@ impl<B: Backend> Default for RankRecorded<B> {
         RankRecorded {
             state: Mutex::new(State {
                 refused: None,
-                seen: Vec::new(),
-                kept: Vec::new(),
+                runs: KeptRecordings::default(),
             }),
             replays: AtomicU64::new(0),
         }
@@ -88,38 +81,38 @@ impl<B: Backend> RankRecorded<B> {
             return Ok(false);
         }
         let key = run.recording_key();
-        if let Some(i) = state.kept.iter().position(|k| k.key == key) {
-            let kept = &state.kept[i];
-            let together: Vec<(&B, &B::Recording)> =
-                backends.iter().copied().zip(&kept.recordings).collect();
-            if B::replay_together(&together)? {
-                run.rows_ok.clone_from(&kept.rows_ok);
-                run.whole_ok.clone_from(&kept.whole_ok);
-                self.replays.fetch_add(1, Ordering::Relaxed);
-                return Ok(true);
+        match state.runs.sighting(&key) {
+            Sighting::First => {
+                if let Some(last) = state.runs.last_seen_before(&key) {
+                    let differ = last.iter().zip(&key).filter(|(a, b)| a != b).count();
+                    log(
+                        run.plan,
+                        &format!(
+                            "a run on buffers not seen before ({differ} of {} words of its key \
+                             differ from the last new run's): step by step",
+                            key.len()
+                        ),
+                    );
+                }
+                return Ok(false);
             }
-            log(
-                run.plan,
-                "scratch memory reallocated since the recording: recording again",
-            );
-            state.kept.remove(i);
-        } else if !state.seen.contains(&key) {
-            if let Some(last) = state.seen.last() {
-                let differ = last.iter().zip(&key).filter(|(a, b)| a != b).count();
+            Sighting::Record => {}
+            Sighting::Replay(i) => {
+                let kept = state.runs.get(i);
+                let together: Vec<(&B, &B::Recording)> =
+                    backends.iter().copied().zip(&kept.recordings).collect();
+                if B::replay_together(&together)? {
+                    run.rows_ok.clone_from(&kept.rows_ok);
+                    run.whole_ok.clone_from(&kept.whole_ok);
+                    self.replays.fetch_add(1, Ordering::Relaxed);
+                    return Ok(true);
+                }
                 log(
                     run.plan,
-                    &format!(
-                        "a run on buffers not seen before ({differ} of {} words of its key differ \
-                         from the last new run's): step by step",
-                        key.len()
-                    ),
+                    "scratch memory reallocated since the recording: recording again",
                 );
+                state.runs.forget(i);
             }
-            if state.seen.len() == SEEN {
-                state.seen.remove(0);
-            }
-            state.seen.push(key);
-            return Ok(false);
         }
         // The second run with this key: record every rank's share, nothing runs meanwhile.
         let before = (run.rows_ok.clone(), run.whole_ok.clone());
@@ -156,15 +149,14 @@ impl<B: Backend> RankRecorded<B> {
                 backends.len()
             ),
         );
-        if state.kept.len() == KEPT {
-            state.kept.remove(0);
-        }
-        state.kept.push(Kept {
+        state.runs.keep(
             key,
-            recordings,
-            rows_ok: run.rows_ok.clone(),
-            whole_ok: run.whole_ok.clone(),
-        });
+            Kept {
+                recordings,
+                rows_ok: run.rows_ok.clone(),
+                whole_ok: run.whole_ok.clone(),
+            },
+        );
         Ok(true)
     }
 }
