@@ -432,6 +432,13 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// A number that changes whenever memory that recordings may use is reallocated (a CUDA
+    /// backend's scratch memory, process-wide): a recording that failed while it changed may
+    /// succeed at a later run, where one that failed otherwise would fail again. 0 by default.
+    fn recording_epoch(&self) -> u64 {
+        0
+    }
+
     /// Records instead of running: calls `queue`, which queues work (a plan's steps) as it
     /// would to run it, and returns that work recorded, not run. `Ok(None)` where the backend
     /// cannot record (the default); an error where `queue` failed or queued what cannot be

@@ -15,7 +15,9 @@
 //! rank), and not under `POPCORN_NO_GRAPHS`,
 //! `POPCORN_SYNC` or `POPCORN_LOG=time` (which need every step queued on its own). A recording
 //! that fails (something in the run cannot be recorded) makes the plan run as usual from then
-//! on; `POPCORN_LOG=graphs` says why.
+//! on, unless memory it used moved meanwhile ([`Backend::recording_epoch`]: scratch memory
+//! grown by another run, perhaps on another thread), where a later run records again;
+//! `POPCORN_LOG=graphs` says why.
 
 use crate::backend::{Arg, Backend, BufferInfo};
 use crate::error::RuntimeError;
@@ -188,6 +190,7 @@ impl<B: Backend> Recorded<B> {
         }
         // The second run with this key (or one whose recording went stale): record it.
         let transient = allocate_transient(backend, plan)?;
+        let epoch = backend.recording_epoch();
         let recorded = backend.record(&mut || {
             execute_with(
                 backend, plan, workspace, &transient, inputs, outputs, scalars, dims,
@@ -197,6 +200,15 @@ impl<B: Backend> Recorded<B> {
             Ok(Some(r)) => r,
             Ok(None) => {
                 state.refused = Some(format!("{} cannot record", backend.describe()));
+                return plain();
+            }
+            Err(e) if backend.recording_epoch() != epoch => {
+                // Memory the recording used moved meanwhile (another plan's run, perhaps on
+                // another thread): this run goes step by step, a later one records again.
+                log(
+                    plan,
+                    &format!("step by step this time: memory moved while recording ({e})"),
+                );
                 return plain();
             }
             Err(e) => {

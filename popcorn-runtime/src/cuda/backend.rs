@@ -634,6 +634,10 @@ impl Backend for CudaBackend {
         graphs::replay(&self.device, recording)
     }
 
+    fn recording_epoch(&self) -> u64 {
+        crate::cuda::memory::scratch_epoch()
+    }
+
     fn record_together(
         backends: &[&Self],
         queue: &mut dyn FnMut() -> Result<(), RuntimeError>,

@@ -116,11 +116,23 @@ impl<B: Backend> RankRecorded<B> {
         }
         // The second run with this key: record every rank's share, nothing runs meanwhile.
         let before = (run.rows_ok.clone(), run.whole_ok.clone());
+        let epoch = backends.first().map_or(0, |b| b.recording_epoch());
+        let moved = |backends: &[&B]| backends.first().map_or(0, |b| b.recording_epoch()) != epoch;
         let recorded = B::record_together(&backends, &mut || run.schedule(collectives, None));
         let recordings = match recorded {
             Ok(Some(r)) => r,
             Ok(None) => {
                 state.refused = Some("a rank's backend cannot record".into());
+                (run.rows_ok, run.whole_ok) = before;
+                return Ok(false);
+            }
+            Err(e) if moved(&backends) => {
+                // Memory the recording used moved meanwhile: step by step this time, a later
+                // run records again.
+                log(
+                    run.plan,
+                    &format!("step by step this time: memory moved while recording ({e})"),
+                );
                 (run.rows_ok, run.whole_ok) = before;
                 return Ok(false);
             }
