@@ -22,19 +22,17 @@
 use crate::backend::{Arg, Backend, BufferInfo};
 use crate::error::RuntimeError;
 use crate::executor::{allocate_transient, execute, execute_with, Workspace};
-use crate::recording_keys::{KeptRecordings, Sighting};
+use crate::recording_keys::{PlanRecordings, Sighting};
 use popcorn_dsl::plan::{Plan, StepOp};
 use popcorn_dsl::{DimBindings, ScalarBindings};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 /// What a recording was made with: every tensor's address and length (and every scalar
 /// argument's bits), taken in the order of their names, then every bound scalar's bits and
 /// every size. A plan's runs all have the same names, so the values alone tell its runs
 /// apart, and building the key allocates nothing per name.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct RunKey(Vec<u64>);
+pub(crate) struct RunKey(Vec<u64>);
 
 impl RunKey {
     fn new<B: Backend>(
@@ -69,39 +67,13 @@ impl RunKey {
 }
 
 /// One recording, with the transient buffers it uses.
-struct Kept<B: Backend> {
+pub(crate) struct Kept<B: Backend> {
     recording: B::Recording,
     _transient: Vec<Option<B::Buf>>,
 }
 
-/// A plan's recordings.
-struct State<B: Backend> {
-    /// Whether the plan was checked for what cannot be recorded ([`not_recordable`]).
-    checked: bool,
-    /// Why this plan's runs are not recorded, once known.
-    refused: Option<String>,
-    /// The keys seen and the recordings kept.
-    runs: KeptRecordings<RunKey, Kept<B>>,
-}
-
 /// The recorded runs of one plan on one backend.
-pub(crate) struct Recorded<B: Backend> {
-    state: Mutex<State<B>>,
-    replays: AtomicU64,
-}
-
-impl<B: Backend> Default for Recorded<B> {
-    fn default() -> Self {
-        Recorded {
-            state: Mutex::new(State {
-                checked: false,
-                refused: None,
-                runs: KeptRecordings::default(),
-            }),
-            replays: AtomicU64::new(0),
-        }
-    }
-}
+pub(crate) type Recorded<B> = PlanRecordings<RunKey, Kept<B>>;
 
 /// Why `plan`'s runs cannot be recorded, if they cannot.
 fn not_recordable(plan: &Plan) -> Option<String> {
@@ -133,11 +105,6 @@ pub(crate) fn log(plan: &Plan, what: &str) {
 }
 
 impl<B: Backend> Recorded<B> {
-    /// How many runs replayed a recording.
-    pub(crate) fn replays(&self) -> u64 {
-        self.replays.load(Ordering::Relaxed)
-    }
-
     /// Runs `plan` as [`execute`] does (only that where `allowed` is false): by replaying the recording of an earlier run with the
     /// same tensors, scalars and sizes where there is one, recording this run where it is the
     /// second with them, and queuing its steps one by one otherwise.
@@ -157,18 +124,15 @@ impl<B: Backend> Recorded<B> {
         if !allowed || !backend.can_record() || !settings_allow() {
             return plain();
         }
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| RuntimeError::Device("a plan's recordings' lock is poisoned".into()))?;
-        if !state.checked {
-            state.checked = true;
-            if let Some(why) = not_recordable(plan) {
+        let mut state = self.lock()?;
+        let allowed = state.allowed(|| {
+            let why = not_recordable(plan);
+            if let Some(why) = &why {
                 log(plan, &format!("runs step by step: {why}"));
-                state.refused = Some(why);
             }
-        }
-        if state.refused.is_some() {
+            why
+        });
+        if !allowed {
             return plain();
         }
         let key = RunKey::new(backend, inputs, outputs, scalars, dims);
@@ -177,7 +141,7 @@ impl<B: Backend> Recorded<B> {
             Sighting::Record => {}
             Sighting::Replay(i) => {
                 if backend.replay(&state.runs.get(i).recording)? {
-                    self.replays.fetch_add(1, Ordering::Relaxed);
+                    self.count_replay();
                     return Ok(());
                 }
                 // Scratch memory moved since: record again.
@@ -199,7 +163,7 @@ impl<B: Backend> Recorded<B> {
         let recording = match recorded {
             Ok(Some(r)) => r,
             Ok(None) => {
-                state.refused = Some(format!("{} cannot record", backend.describe()));
+                state.refuse(format!("{} cannot record", backend.describe()));
                 return plain();
             }
             Err(e) if backend.recording_epoch() != epoch => {
@@ -216,7 +180,7 @@ impl<B: Backend> Recorded<B> {
                     plan,
                     &format!("runs step by step: its recording failed: {e}"),
                 );
-                state.refused = Some(e.to_string());
+                state.refuse(e.to_string());
                 return plain();
             }
         };
@@ -224,7 +188,7 @@ impl<B: Backend> Recorded<B> {
             // Scratch memory moved between recording and replay (another thread): not kept.
             return plain();
         }
-        self.replays.fetch_add(1, Ordering::Relaxed);
+        self.count_replay();
         log(
             plan,
             &format!(

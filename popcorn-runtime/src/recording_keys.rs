@@ -5,6 +5,10 @@
 //! swaps two buffers has two keys, so several recordings are kept; both lists are bounded, the
 //! oldest going first.
 
+use crate::error::RuntimeError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
 /// Recordings kept per plan (an iteration swapping two tensors needs two).
 pub(crate) const KEPT: usize = 4;
 
@@ -81,6 +85,67 @@ impl<K: PartialEq, R> KeptRecordings<K, R> {
     }
 }
 
+/// One plan's recorded runs, by key `K`, each kept as an `R`, behind one lock, with the number
+/// of runs that replayed one.
+pub(crate) struct PlanRecordings<K, R> {
+    state: Mutex<RecordingState<K, R>>,
+    replays: AtomicU64,
+}
+
+impl<K, R> Default for PlanRecordings<K, R> {
+    fn default() -> Self {
+        PlanRecordings {
+            state: Mutex::new(RecordingState {
+                refused: None,
+                runs: KeptRecordings::default(),
+            }),
+            replays: AtomicU64::new(0),
+        }
+    }
+}
+
+impl<K, R> PlanRecordings<K, R> {
+    /// How many runs replayed a recording.
+    pub(crate) fn replays(&self) -> u64 {
+        self.replays.load(Ordering::Relaxed)
+    }
+
+    /// Counts a run that replayed a recording.
+    pub(crate) fn count_replay(&self) {
+        self.replays.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The plan's recordings, locked.
+    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, RecordingState<K, R>>, RuntimeError> {
+        self.state
+            .lock()
+            .map_err(|_| RuntimeError::Device("a plan's recordings' lock is poisoned".into()))
+    }
+}
+
+/// What [`PlanRecordings`] keeps behind its lock.
+pub(crate) struct RecordingState<K, R> {
+    /// Whether the plan's runs may be recorded, once asked: `Some(None)` yes, `Some(Some(why))`
+    /// no.
+    refused: Option<Option<String>>,
+    /// The keys seen and the recordings kept.
+    pub runs: KeptRecordings<K, R>,
+}
+
+impl<K, R> RecordingState<K, R> {
+    /// Whether the plan's runs may be recorded: `why_not` is asked at the first run only (what
+    /// it looks at does not change for a plan) and its answer kept, as is a later
+    /// [`RecordingState::refuse`].
+    pub(crate) fn allowed(&mut self, why_not: impl FnOnce() -> Option<String>) -> bool {
+        self.refused.get_or_insert_with(why_not).is_none()
+    }
+
+    /// The plan's runs are not recorded from now on (`why`: a recording failed for good).
+    pub(crate) fn refuse(&mut self, why: String) {
+        self.refused = Some(Some(why));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +179,26 @@ mod tests {
         }
         assert_eq!(r.sighting(&KEPT), Sighting::Replay(KEPT - 1));
         assert_ne!(r.sighting(&0), Sighting::Replay(0), "the oldest went");
+    }
+
+    #[test]
+    fn whether_a_plan_records_is_asked_once_and_a_refusal_stays() {
+        let recordings: PlanRecordings<u32, ()> = PlanRecordings::default();
+        let mut state = recordings.lock().unwrap();
+        let mut asked = 0;
+        assert!(state.allowed(|| {
+            asked += 1;
+            None
+        }));
+        assert!(state.allowed(|| {
+            asked += 1;
+            Some("never asked".into())
+        }));
+        assert_eq!(asked, 1);
+        state.refuse("a recording failed".into());
+        assert!(!state.allowed(|| None));
+        drop(state);
+        recordings.count_replay();
+        assert_eq!(recordings.replays(), 1);
     }
 }

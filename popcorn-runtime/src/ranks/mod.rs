@@ -30,7 +30,7 @@ mod timing;
 pub mod world;
 
 pub use collective::{Collectives, Gather, InMemory};
-pub use recordings::RankRecorded;
+pub(crate) use recordings::RankRecorded;
 pub use spares::SpareBuffers;
 
 use crate::backend::{Arg, Backend, BufferInfo, ElemType, HostVec};

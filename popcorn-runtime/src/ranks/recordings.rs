@@ -16,48 +16,20 @@ use super::{RankInput, Run};
 use crate::backend::{Backend, BufferInfo};
 use crate::error::RuntimeError;
 use crate::recorded::log;
-use crate::recording_keys::{KeptRecordings, Sighting};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use crate::recording_keys::{PlanRecordings, Sighting};
 
 /// One recorded run: a graph per local rank (in the order of the run's local ranks) and which
 /// forms of each value the run leaves written.
-struct Kept<B: Backend> {
+pub(crate) struct Kept<B: Backend> {
     recordings: Vec<B::Recording>,
     rows_ok: Vec<bool>,
     whole_ok: Vec<bool>,
 }
 
-struct State<B: Backend> {
-    refused: Option<String>,
-    /// The keys seen and the recordings kept.
-    runs: KeptRecordings<Vec<u64>, Kept<B>>,
-}
-
 /// The recorded runs of one partitioned plan on one context's ranks.
-pub struct RankRecorded<B: Backend> {
-    state: Mutex<State<B>>,
-    replays: AtomicU64,
-}
-
-impl<B: Backend> Default for RankRecorded<B> {
-    fn default() -> Self {
-        RankRecorded {
-            state: Mutex::new(State {
-                refused: None,
-                runs: KeptRecordings::default(),
-            }),
-            replays: AtomicU64::new(0),
-        }
-    }
-}
+pub(crate) type RankRecorded<B> = PlanRecordings<Vec<u64>, Kept<B>>;
 
 impl<B: Backend> RankRecorded<B> {
-    /// How many runs replayed their recordings.
-    pub fn replays(&self) -> u64 {
-        self.replays.load(Ordering::Relaxed)
-    }
-
     /// Queues `run`'s work by replaying its recordings where it has them (recording them first
     /// where this is the second run with its buffers): `Ok(true)` where the work is queued
     /// (the caller then waits for the ranks to settle), `Ok(false)` where the caller must
@@ -67,17 +39,16 @@ impl<B: Backend> RankRecorded<B> {
         run: &mut Run<'_, '_, B>,
         collectives: &dyn super::Collectives<B>,
     ) -> Result<bool, RuntimeError> {
-        let mut state = self.state.lock().map_err(|_| {
-            RuntimeError::Device("a plan's rank recordings' lock is poisoned".into())
-        })?;
-        if state.refused.is_some() {
-            return Ok(false);
-        }
+        let mut state = self.lock()?;
         let backends = run.local_backends();
-        let why = crate::recorded::library_call(run.plan).or_else(|| not_recordable(&backends));
-        if let Some(why) = why {
-            log(run.plan, &format!("runs step by step: {why}"));
-            state.refused = Some(why);
+        let allowed = state.allowed(|| {
+            let why = crate::recorded::library_call(run.plan).or_else(|| not_recordable(&backends));
+            if let Some(why) = &why {
+                log(run.plan, &format!("runs step by step: {why}"));
+            }
+            why
+        });
+        if !allowed {
             return Ok(false);
         }
         let key = run.recording_key();
@@ -104,7 +75,7 @@ impl<B: Backend> RankRecorded<B> {
                 if B::replay_together(&together)? {
                     run.rows_ok.clone_from(&kept.rows_ok);
                     run.whole_ok.clone_from(&kept.whole_ok);
-                    self.replays.fetch_add(1, Ordering::Relaxed);
+                    self.count_replay();
                     return Ok(true);
                 }
                 log(
@@ -122,7 +93,7 @@ impl<B: Backend> RankRecorded<B> {
         let recordings = match recorded {
             Ok(Some(r)) => r,
             Ok(None) => {
-                state.refused = Some("a rank's backend cannot record".into());
+                state.refuse("a rank's backend cannot record".into());
                 (run.rows_ok, run.whole_ok) = before;
                 return Ok(false);
             }
@@ -141,7 +112,7 @@ impl<B: Backend> RankRecorded<B> {
                     run.plan,
                     &format!("runs step by step: its recording failed: {e}"),
                 );
-                state.refused = Some(e.to_string());
+                state.refuse(e.to_string());
                 (run.rows_ok, run.whole_ok) = before;
                 return Ok(false);
             }
@@ -153,7 +124,7 @@ impl<B: Backend> RankRecorded<B> {
             (run.rows_ok, run.whole_ok) = before;
             return Ok(false);
         }
-        self.replays.fetch_add(1, Ordering::Relaxed);
+        self.count_replay();
         log(
             run.plan,
             &format!(
