@@ -148,15 +148,10 @@ impl CudaBackend {
         }
     }
 
-    /// The stream steps run on (lane 0), which collectives join.
+    /// The stream this thread queues lane 0's work on, which collectives join: the device's
+    /// main stream, or its capture stream while the thread records a graph for this device (so
+    /// that a partitioned run's recording holds its collectives).
     pub(crate) fn main_stream(&self) -> &std::sync::Arc<cudarc::driver::CudaStream> {
-        &self.device.streams[0]
-    }
-
-    /// The stream this thread queues the backend's work on: the main stream, or the capture
-    /// stream while the thread records a graph for this device (collectives queue here, so a
-    /// partitioned run's recording holds them).
-    pub(crate) fn queue_stream(&self) -> &std::sync::Arc<cudarc::driver::CudaStream> {
         self.device.main()
     }
 

@@ -360,7 +360,7 @@ impl Collectives<CudaBackend> for NcclRanks {
                         } else {
                             recv
                         };
-                        let stream = g.backends[i].queue_stream().cu_stream();
+                        let stream = g.backends[i].main_stream().cu_stream();
                         // SAFETY: on the root, `send` holds `len` elements (checked above), and
                         // `recv` has room for them at `offset` in every rank's whole copy
                         // (`total` elements checked); both live on this rank's device, whose
@@ -406,7 +406,7 @@ impl Collectives<CudaBackend> for NcclRanks {
         self.group("the all-reduce's ncclGroupEnd", || {
             for (r, buf) in bufs.iter().enumerate() {
                 let ptr = buf.device_ptr();
-                let stream = backends[r].queue_stream().cu_stream();
+                let stream = backends[r].main_stream().cu_stream();
                 // SAFETY: `ptr` holds at least `len` elements of `elem` on rank r's device
                 // (checked above); the sum is in place, which NCCL allows.
                 unsafe {
