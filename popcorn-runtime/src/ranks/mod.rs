@@ -156,13 +156,25 @@ fn alloc<B: Backend>(
     })
 }
 
-/// The place of value `v` of `plan`, held in rows or `whole`, for [`SpareBuffers`]: the same
-/// value of the same program gets the same spare buffer run after run.
-fn place(plan: &Plan, v: usize, whole: bool) -> spares::Place {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (&plan.program, plan.values.len(), v, whole).hash(&mut h);
-    h.finish()
+/// Where a run's buffers serve, for [`SpareBuffers`]: the values of one plan (its program and
+/// number of values hashed once), held in rows or whole; the same value of the same program
+/// gets the same spare buffer run after run.
+#[derive(Clone, Copy)]
+struct Places(u64);
+
+impl Places {
+    fn of(plan: &Plan) -> Places {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&plan.program, plan.values.len()).hash(&mut h);
+        Places(h.finish())
+    }
+
+    /// The place of value `v`, held in rows or `whole` (distinct for distinct `(v, whole)`:
+    /// an odd multiplier is a bijection).
+    fn at(self, v: usize, whole: bool) -> spares::Place {
+        self.0 ^ ((2 * v + usize::from(whole)) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
 }
 
 /// The bytes rank `r` allocates to run `plan`: its rows of every value held in rows and a
@@ -515,6 +527,7 @@ fn start<'p, 'a, B: Backend>(
         }
     }
     let mut ranks = Vec::with_capacity(part.ranks());
+    let places = Places::of(plan);
     for (r, backend) in backends.iter().copied().enumerate() {
         let local = part.rows(r).len();
         let mut store = RankStore {
@@ -567,7 +580,7 @@ fn start<'p, 'a, B: Backend>(
                             plan,
                             v,
                             local,
-                            (spares, r, place(plan, i, false)),
+                            (spares, r, places.at(i, false)),
                         )?),
                     }
                 } else {
@@ -585,7 +598,7 @@ fn start<'p, 'a, B: Backend>(
                             plan,
                             v,
                             v.rows,
-                            (spares, r, place(plan, i, true)),
+                            (spares, r, places.at(i, true)),
                         )?),
                     }
                 } else {
@@ -1059,15 +1072,16 @@ impl<'p, 'a: 'p, B: Backend> Run<'p, 'a, B> {
             }
             out.insert(name.clone(), held);
         }
+        let places = Places::of(self.plan);
         let mut own = Vec::new();
         for (r, store) in self.ranks.iter_mut().enumerate() {
-            let slots = store.rows.iter_mut().map(|s| (s, false));
-            let slots = slots.chain(store.whole.iter_mut().map(|s| (s, true)));
-            for (v, (slot, whole)) in slots.enumerate() {
-                // Dense and index values have one buffer; sparse blocks vary run to run.
-                if let Some(bufs) = slot.take().filter(|b| b.len() == 1) {
-                    let at = place(self.plan, v % self.plan.values.len(), whole);
-                    own.extend(bufs.into_iter().map(|b| (r, b, at)));
+            for (v, (rows, whole)) in store.rows.iter_mut().zip(&mut store.whole).enumerate() {
+                for (slot, is_whole) in [(rows, false), (whole, true)] {
+                    // Dense and index values have one buffer; sparse blocks vary run to run.
+                    if let Some(bufs) = slot.take().filter(|b| b.len() == 1) {
+                        let at = places.at(v, is_whole);
+                        own.extend(bufs.into_iter().map(|b| (r, b, at)));
+                    }
                 }
             }
         }
