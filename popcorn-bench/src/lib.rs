@@ -16,3 +16,4 @@
 #![warn(missing_docs)]
 
 pub mod naive;
+pub mod stats;

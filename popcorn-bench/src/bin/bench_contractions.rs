@@ -131,15 +131,6 @@ struct Report {
     sparse_gram: Option<SparseGramRow>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
-    }
-}
-
 /// Uniform values in [0, 1) from a splitmix64 stream.
 fn uniform(len: usize, seed: u64) -> Vec<f32> {
     let mut s = seed;
@@ -188,7 +179,7 @@ fn time_program(
         let ((), t) = ctx.time(|| ctx.run_into(p, args, &mut out))?;
         ms.push(t);
     }
-    Ok(median(ms))
+    Ok(popcorn_bench::stats::median(&ms))
 }
 
 /// Median milliseconds of one Lloyd iteration, labels fed back and `changed` read each time.
@@ -218,7 +209,7 @@ fn time_iterations(
         let next = out.take("new_labels")?;
         out.insert("new_labels", std::mem::replace(&mut labels, next));
     }
-    Ok(median(ms))
+    Ok(popcorn_bench::stats::median(&ms))
 }
 
 fn lloyd_row(

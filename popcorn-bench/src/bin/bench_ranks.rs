@@ -139,18 +139,11 @@ enum Stop {
     Failed(String),
 }
 
-/// The median of a fit's per-iteration times from the third iteration on, in ms.
+/// The median of a fit's per-iteration times from the third iteration on (all of them for
+/// fewer than three), in ms.
 fn median_ms(per_iteration_s: &[f64]) -> f64 {
-    let mut t: Vec<f64> = per_iteration_s.iter().skip(2).copied().collect();
-    if t.is_empty() {
-        t = per_iteration_s.to_vec();
-    }
-    t.sort_by(f64::total_cmp);
-    match t.len() {
-        0 => f64::NAN,
-        l if l % 2 == 1 => 1e3 * t[l / 2],
-        l => 1e3 * 0.5 * (t[l / 2 - 1] + t[l / 2]),
-    }
+    let from_third = per_iteration_s.get(2..).filter(|t| !t.is_empty());
+    1e3 * popcorn_bench::stats::median(from_third.unwrap_or(per_iteration_s))
 }
 
 fn run(cli: &Cli) -> Result<(), Stop> {

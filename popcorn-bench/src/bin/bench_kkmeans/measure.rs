@@ -17,20 +17,7 @@ pub const COEF0: f64 = 1.0;
 /// See [`GAMMA`].
 pub const DEGREE: f64 = 2.0;
 
-/// The median of some samples (NaN for none).
-pub fn median(samples: &[f64]) -> f64 {
-    let mut v: Vec<f64> = samples.iter().copied().filter(|x| !x.is_nan()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        0.5 * (v[m - 1] + v[m])
-    }
-}
+pub use popcorn_bench::stats::median;
 
 /// Runs `f` once to warm up, then `reps` times under the context's marks; the milliseconds.
 fn timed(
