@@ -788,3 +788,13 @@ fn a_precomputed_fit_read_by_rows_equals_the_whole_fit() {
         .expect_err("bf16");
     assert!(e.to_string().contains("use fit_precomputed"), "{e}");
 }
+
+#[test]
+fn a_context_of_several_ranks_names_its_devices_and_their_count() {
+    let one = Context::cpu_ranks(1, None).describe();
+    assert!(one.starts_with("cpu"), "{one}");
+    assert_eq!(
+        Context::cpu_ranks(3, None).describe(),
+        format!("{one} x 3 ranks")
+    );
+}

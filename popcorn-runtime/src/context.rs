@@ -532,9 +532,21 @@ impl Context {
         }
     }
 
-    /// The device, in words.
+    /// The device, in words; for a context of several in-process ranks, every rank's device
+    /// (`cuda:0 ... + cuda:1 ...`), or one of them and the count where they are all alike
+    /// (`cpu (2 threads) x 3 ranks`).
     pub fn describe(&self) -> String {
-        with_engine!(self, e => e.backend.describe())
+        let devices: Vec<String> = with_engine!(self, e => std::iter::once(&e.backend)
+            .chain(e.ranks.others.iter())
+            .map(|b| b.describe())
+            .collect());
+        match devices.as_slice() {
+            [one] => one.clone(),
+            [first, rest @ ..] if rest.iter().all(|d| d == first) => {
+                format!("{first} x {} ranks", devices.len())
+            }
+            _ => devices.join(" + "),
+        }
     }
 
     /// Waits for queued work and reports asynchronous errors.
