@@ -157,3 +157,34 @@ const HOPPER_PRELUDE: &str = r#"
 struct float2 { float x, y; };
 inline float2 make_float2(float a, float b) { return float2{a, b}; }
 "#;
+
+/// The cluster-sums kernels as C++: the bins kernel and the tensor-core one, in bf16 and fp16,
+/// in both row modes.
+#[test]
+fn cluster_sums_sources_compile_as_cxx() {
+    use kernel_ir::Half;
+    use kernels_gen::cluster_sums::{cluster_sums, ClusterSumsVariant};
+    if !gxx_available() {
+        eprintln!("g++ not found: skipping the C++ syntax check");
+        return;
+    }
+    let mut unit = String::from(PRELUDE);
+    unit.push_str(CLUSTER_SUMS_PRELUDE);
+    for held in [Half::Bf16, Half::F16] {
+        for aligned in [true, false] {
+            let bins = ClusterSumsVariant::preferred(ScalarType::F32, Some(held), aligned)
+                .with_leading_dimension(10_500);
+            unit.push_str(&cluster_sums(&bins).source);
+            for tiles in [1, 13] {
+                unit.push_str(&cluster_sums(&bins.with_tensor_core_tiles(tiles)).source);
+            }
+        }
+    }
+    check_with_gxx(&unit);
+}
+
+/// What the cluster-sums kernels use beyond [`PRELUDE`].
+const CLUSTER_SUMS_PRELUDE: &str = r#"
+struct uint2 { unsigned int x, y; };
+struct uint4 { unsigned int x, y, z, w; };
+"#;

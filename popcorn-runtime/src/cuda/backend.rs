@@ -201,6 +201,8 @@ impl CudaBackend {
             round_tf32_operands: config.round_tf32_operands,
             warp_specialised_contractions: config.warp_specialised_contractions
                 && capability == (9, 0),
+            tensor_core_sums: capability >= (8, 0)
+                && !popcorn_dsl::settings::settings().no_tensor_core_sums,
             limits: device_limits(&ctx)?,
             capture_streams: [
                 ctx.new_stream()

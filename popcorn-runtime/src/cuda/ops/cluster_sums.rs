@@ -19,6 +19,9 @@ use crate::error::RuntimeError;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::CudaStream;
 use kernel_ir::{Half, ScalarType};
+use kernels_gen::cluster_sums::tensor_cores::{
+    plan_tensor_core_sums, MAX_CLUSTER_TILES, PREFERRED_MAX_CLUSTER_TILES,
+};
 use kernels_gen::cluster_sums::{
     cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant, CLUSTER_SUMS_THREADS,
 };
@@ -59,6 +62,11 @@ pub struct ClusterSumsTuning {
     pub row_period: Option<u32>,
     /// This many streaming workers per multiprocessor instead of the variant's own number.
     pub warps_per_sm: Option<u32>,
+    /// The tensor-core kernel (`Some(true)`, for `k <= 128`) or the bins kernel (`Some(false)`)
+    /// for a matrix held in 16 bits, instead of the device's choice (tensor cores for
+    /// `k <= 64` where the device has them and `POPCORN_NO_TENSOR_CORE_SUMS` is unset).
+    /// Ignored for other matrices.
+    pub tensor_cores: Option<bool>,
 }
 
 /// What a launch did (for benchmarks and logs).
@@ -168,14 +176,28 @@ pub(crate) unsafe fn launch_cluster_sums(
         None => None,
     };
     let limits = &device.limits;
-    let mut plan = plan_cluster_sums(
-        args.k as u64,
-        args.dtype,
-        args.held,
-        aligned,
-        forced,
-        limits,
-    )
+    // Forced tensor cores take them up to the kernel's capacity; the device's choice only
+    // where they were measured faster.
+    let max_tiles = match tuning.tensor_cores {
+        Some(true) => MAX_CLUSTER_TILES,
+        Some(false) => 0,
+        None if device.tensor_core_sums => PREFERRED_MAX_CLUSTER_TILES,
+        None => 0,
+    };
+    let tensor_core_plan = args.held.and_then(|held| {
+        plan_tensor_core_sums(args.k as u64, held, aligned, tuning.tile, max_tiles, limits)
+    });
+    let mut plan = match tensor_core_plan {
+        Some(plan) => plan,
+        None => plan_cluster_sums(
+            args.k as u64,
+            args.dtype,
+            args.held,
+            aligned,
+            forced,
+            limits,
+        ),
+    }
     .map_err(|e| RuntimeError::Device(e.to_string()))?;
     plan.variant = plan.variant.with_leading_dimension(args.ld as u64);
     if let (Some(p), false) = (tuning.row_period, plan.variant.aligned) {
@@ -367,6 +389,8 @@ mod tests {
         offset: usize,
         /// At most this many workers (to split row groups on small problems).
         workers: Option<u64>,
+        /// The tensor-core or the bins kernel for M held in 16 bits (None: the device's choice).
+        tensor_cores: Option<bool>,
     }
 
     fn case(dtype: ScalarType, rows: usize, cols: usize, k: usize) -> Case {
@@ -381,6 +405,7 @@ mod tests {
             tile: None,
             offset: 0,
             workers: None,
+            tensor_cores: None,
         }
     }
 
@@ -473,6 +498,7 @@ mod tests {
                     max_workers: c.workers,
                     row_period: None,
                     warps_per_sm: None,
+                    tensor_cores: c.tensor_cores,
                 },
             )
         }
@@ -491,6 +517,7 @@ mod tests {
                     max_workers: c.workers,
                     row_period: None,
                     warps_per_sm: None,
+                    tensor_cores: c.tensor_cores,
                 },
             )
         }
@@ -516,8 +543,8 @@ mod tests {
             ScalarType::F64 => f64::EPSILON,
         };
         let what = format!(
-            "{:?} held {:?} {}x{} ld {} k {} extra {} tile {:?} offset {} workers {:?}",
-            c.dtype, c.held, c.rows, c.cols, c.ld, c.k, c.extra, c.tile, c.offset, c.workers
+            "{:?} held {:?} {}x{} ld {} k {} extra {} tile {:?} offset {} workers {:?} tensor cores {:?}",
+            c.dtype, c.held, c.rows, c.cols, c.ld, c.k, c.extra, c.tile, c.offset, c.workers, c.tensor_cores
         );
         assert!(
             before.iter().chain(after).all(|v| v.is_nan()),
@@ -541,6 +568,13 @@ mod tests {
         );
         if let Some(cap) = c.workers {
             assert!(report.workers <= cap, "{what}: {report:?}");
+        }
+        if let (Some(wanted), Some(_)) = (c.tensor_cores, c.held) {
+            assert_eq!(
+                report.launch.variant.tensor_core_tiles > 0,
+                wanted && c.k <= 128,
+                "{what}: {report:?}"
+            );
         }
         report
     }
@@ -567,19 +601,26 @@ mod tests {
         }
     }
 
-    /// M held in bf16 or fp16 (8 elements per 16-byte vector): odd sizes, cluster counts,
-    /// both row modes (odd leading dimensions and offsets: strided), forced tiles, split row
-    /// groups, labels out of range; sums in f32 of the widened values.
+    /// M held in bf16 or fp16 (8 elements per 16-byte vector), on the bins kernel and on the
+    /// tensor-core one (k <= 128): odd sizes, cluster counts, both row modes (odd leading
+    /// dimensions and offsets: strided, whose first tiles start in NaN padding), forced tiles,
+    /// split row groups, labels out of range; sums in f32 of the widened values.
     #[test]
     fn sixteen_bit_matrices_match_naive_sums_of_their_values() {
         let Some(b) = gpu() else { return };
         let mut seed = 5000;
-        for half in [Half::Bf16, Half::F16] {
+        for (half, tensor_cores) in [
+            (Half::Bf16, false),
+            (Half::F16, false),
+            (Half::Bf16, true),
+            (Half::F16, true),
+        ] {
             for &(rows, cols) in &[(1, 1), (1, 9), (33, 65), (37, 1001), (64, 256), (300, 999)] {
                 for k in [1, 7, 100, 1000] {
                     seed += 1;
                     let mut c = case(ScalarType::F32, rows, cols, k);
                     c.held = Some(half);
+                    c.tensor_cores = Some(tensor_cores);
                     check(&b, &c, seed);
                 }
             }
@@ -593,6 +634,7 @@ mod tests {
                 seed += 1;
                 let mut c = case(ScalarType::F32, 131, 515, 13);
                 c.held = Some(half);
+                c.tensor_cores = Some(tensor_cores);
                 c.ld = 515 + ld_extra;
                 c.offset = offset;
                 c.tile = tile;

@@ -101,6 +101,8 @@
 //! mode), that hold `M`'s elements, so they never leave `M`'s allocation (allocations start on
 //! 256-byte boundaries).
 
+pub mod tensor_cores;
+
 use crate::emit::LaunchDims;
 use crate::params::CType;
 use kernel_ir::{Half, ScalarType};
@@ -178,6 +180,10 @@ pub struct ClusterSumsVariant {
     /// Strided mode: the rows of a row group lie this many rows apart, the period of the rows'
     /// shifts (see [`Self::with_leading_dimension`]); 1 in the aligned mode.
     pub row_period: u32,
+    /// 0 for the bins kernel; else the tensor-core kernel ([`tensor_cores`], `M` held in 16
+    /// bits only) with this many tiles of 8 clusters in registers (1 to
+    /// [`tensor_cores::MAX_CLUSTER_TILES`]).
+    pub tensor_core_tiles: u32,
 }
 
 impl ClusterSumsVariant {
@@ -221,6 +227,7 @@ impl ClusterSumsVariant {
             stages,
             aligned,
             row_period: 1,
+            tensor_core_tiles: 0,
         };
         if !aligned {
             v.row_period = v.row_alignment();
@@ -341,21 +348,34 @@ impl ClusterSumsVariant {
     }
 
     /// Dynamic shared memory of one block (one warp) whose bins hold `clusters` clusters
-    /// (plus the dump row).
+    /// (plus the dump row); the staging ring alone for the tensor-core kernel, whose sums
+    /// live in registers.
     pub fn shared_bytes(&self, clusters: u64) -> u64 {
         let esz = self.dtype.size_bytes() as u64;
-        u64::from(self.stages) * self.stage_bytes() + (clusters + 1) * u64::from(BIN_STRIDE) * esz
+        let staging = u64::from(self.stages) * self.stage_bytes();
+        if self.tensor_core_tiles > 0 {
+            return staging;
+        }
+        staging + (clusters + 1) * u64::from(BIN_STRIDE) * esz
     }
 
-    /// The most clusters one pass can hold when a block may use `bytes` of shared memory.
+    /// The most clusters one pass can hold when a block may use `bytes` of shared memory
+    /// (for the tensor-core kernel: its register tiles' clusters where its staging fits).
     pub fn clusters_within(&self, bytes: u64) -> u64 {
         let esz = self.dtype.size_bytes() as u64;
         let staging = u64::from(self.stages) * self.stage_bytes();
+        if self.tensor_core_tiles > 0 {
+            return if staging <= bytes {
+                8 * u64::from(self.tensor_core_tiles)
+            } else {
+                0
+            };
+        }
         (bytes.saturating_sub(staging) / (u64::from(BIN_STRIDE) * esz)).saturating_sub(1)
     }
 
     /// The kernel's entry-point name, e.g. `pk_cluster_sums_f32_t64_s3_a` (`_r2` for strided
-    /// rows two apart).
+    /// rows two apart; `bf16_f32_mma4_...` for the tensor-core kernel with 4 cluster tiles).
     pub fn name(&self) -> String {
         let ty = match (self.held, self.dtype) {
             (Some(half), _) => format!("{}_f32", half.name()),
@@ -367,8 +387,12 @@ impl ClusterSumsVariant {
         } else {
             format!("r{}", self.row_period)
         };
+        let mma = match self.tensor_core_tiles {
+            0 => String::new(),
+            tiles => format!("_mma{tiles}"),
+        };
         format!(
-            "pk_cluster_sums_{ty}_t{}_s{}_{rows}",
+            "pk_cluster_sums_{ty}{mma}_t{}_s{}_{rows}",
             self.tile_cols, self.stages
         )
     }
@@ -601,47 +625,7 @@ constexpr int TILE_BYTES = 32 * TWP * (int)sizeof(mval);
 constexpr int STAGE_BYTES = TILE_BYTES + TW * 4;
 constexpr unsigned BIN_BYTES = 33u * (unsigned)sizeof(real);
 
-__device__ __forceinline__ void copy16(unsigned dst, const void* src, unsigned bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void copy4(unsigned dst, const void* src, unsigned bytes)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-
-// Copies of chunks known to lie inside the matrix (no bounds, no zero-fill).
-__device__ __forceinline__ void copy16_full(unsigned dst, const void* src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(dst), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ void copy4_full(unsigned dst, const void* src)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ void commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void wait_oldest()
-{
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 1) : "memory");
-}
-
-// Bytes of the 16-byte chunk starting at column col that lie inside the matrix row.
-__device__ __forceinline__ unsigned chunk_bytes(long long cols, long long col)
-{
-    const long long avail = cols - col;
-    return avail >= VE ? 16u : (avail > 0 ? (unsigned)avail * (unsigned)sizeof(mval) : 0u);
-}
-
-{ROW_MODE}
+{COPY_HELPERS}{ROW_MODE}
 
 // Adds v to the bin at shared byte address p (bin c, already mapped into [0, kb], kb = dump).
 // The run of the current bin `cur` is kept as base (its value before the run) + acc (the run's
@@ -794,6 +778,50 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
+"#;
+
+/// The `cp.async` copies, their groups and the bytes of a chunk inside a row: shared by
+/// [`TEMPLATE`] and the tensor-core kernel ([`tensor_cores`]).
+const COPY_HELPERS: &str = r#"__device__ __forceinline__ void copy16(unsigned dst, const void* src, unsigned bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void copy4(unsigned dst, const void* src, unsigned bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+// Copies of chunks known to lie inside the matrix (no bounds, no zero-fill).
+__device__ __forceinline__ void copy16_full(unsigned dst, const void* src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void copy4_full(unsigned dst, const void* src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wait_oldest()
+{
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 1) : "memory");
+}
+
+// Bytes of the 16-byte chunk starting at column col that lie inside the matrix row.
+__device__ __forceinline__ unsigned chunk_bytes(long long cols, long long col)
+{
+    const long long avail = cols - col;
+    return avail >= VE ? 16u : (avail > 0 ? (unsigned)avail * (unsigned)sizeof(mval) : 0u);
+}
+
 "#;
 
 /// Labels, tile loading, row placement and shared loads of aligned rows. (Its `slot`, the
@@ -1119,6 +1147,9 @@ fn pushes(variant: &ClusterSumsVariant) -> String {
 /// The cluster-sums kernel of `variant` (see the module documentation for the parameters and
 /// the launch).
 pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::BuiltinKernel {
+    if variant.tensor_core_tiles > 0 {
+        return tensor_cores::source(variant);
+    }
     let ve = variant.vector_elems();
     let (mt, vt, lt) = match (variant.held, variant.dtype) {
         (Some(_), _) => (
@@ -1136,6 +1167,7 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Buil
     };
     let name = variant.name();
     let mut source = TEMPLATE
+        .replace("{COPY_HELPERS}", COPY_HELPERS)
         .replace("{ROW_MODE}", functions)
         .replace("{FLUSH}", flush);
     for (placeholder, text) in parts {

@@ -1,0 +1,535 @@
+//! The cluster-sums kernel on tensor cores, for a matrix held in 16 bits (bf16 or fp16):
+//! `S = M * V^T` with `V` the one-hot selection of the labels, as `mma.sync` products.
+//!
+//! # Why
+//!
+//! The bins kernel ([`super`]) adds every element into its label's bin in shared memory: a load,
+//! an add and a store per element and per lane, which a 16-bit element costs as much as a
+//! 32-bit one for half the bytes. On small matrices, where a few warps per multiprocessor must
+//! stream the whole matrix, that chain of shared-memory round trips rather than the memory
+//! holds the sums back (BENCHMARKS.md, run 35: letter's bf16 sums at 0.60 of the DRAM
+//! bandwidth, each warp issuing an instruction every 2.75 cycles). Here a warp's 32 rows of a
+//! staged tile are the `A` operand of `m16n8k16` products read with `ldmatrix`, and the `B`
+//! operand, 16 columns by 8 clusters of ones and zeros, is built in registers from the
+//! columns' labels: per 16 columns a lane issues two `ldmatrix`, two label loads, a few
+//! integer operations and two products per 8 clusters, for 512 elements.
+//!
+//! # Design
+//!
+//! The tiles, row groups, staging ring, workers and row modes (aligned or strided) are those of
+//! the bins kernel, with its copy and queue functions; only the summing differs:
+//!
+//! - **Accumulators.** Lane `(g, t)` (`g = lane / 4`, `t = lane % 4`) holds the `m16n8`
+//!   accumulator fragments of the warp's 32 rows (two 16-row tiles) by `8 NT` clusters
+//!   (`NT = tensor_core_tiles`): element `(16 mt + g + 8 h, 8 nt + 2 t + e)` in
+//!   `acc[mt][nt][2 h + e]`, in f32.
+//! - **Selection.** For the 16 columns of a product step a lane needs the labels of columns
+//!   `2 t, 2 t + 1, 2 t + 8, 2 t + 9` (two 8-byte shared loads) against its cluster column `g`:
+//!   the label `L` selects tile `nt` when `L - c_lo - g = 8 nt`. The hits of two columns form a
+//!   mask of `NT` bits in each 16-bit half of a word, and the `B` register of tile `nt` is that
+//!   word's bits `nt` and `16 + nt` times the format's 1.0 (`0x3f80` in bf16, `0x3c00` in fp16).
+//!   Labels outside `[c_lo, c_lo + 8 NT)` select nothing; those in `[c_lo + kb, c_lo + 8 NT)`
+//!   land in accumulator columns that are never written out.
+//! - **Edges.** Copies zero-fill the columns past the matrix (their products add zeros) and the
+//!   strided mode gives the columns before column 0 the label `OUTSIDE` and clears their
+//!   elements in the operand registers of a row group's first tile (they may hold anything:
+//!   another row's values, or memory outside the matrix), so no tile needs a column bound. A
+//!   zero times an infinite or NaN element is NaN: where `M` itself holds a non-finite value,
+//!   every sum of its row is NaN here, where the bins kernel spoils only the sum of that
+//!   column's label.
+//! - **Write-out.** At the end of a row group (or of the worker's range) each lane writes its
+//!   fragments' elements of the rows inside the matrix and the clusters below `kb`: plain stores
+//!   for a row group the worker covered whole, `atomicAdd` into a zeroed `S` for a split one.
+//!
+//! # Summation order (determinism)
+//!
+//! The tensor cores add each product step's 16 columns into the accumulator in an order fixed
+//! by the hardware, step after step in column order, and a split row group has two partial sums
+//! added into zero: the result is deterministic for a device and launch configuration, as the
+//! bins kernel's, but rounds differently from it (f32 accumulation of exact products: each
+//! element times 1.0).
+//!
+//! The launch ABI (parameters, grid, shared memory, zeroed output) is the bins kernel's.
+
+use super::{
+    ClusterSumsError, ClusterSumsLaunch, ClusterSumsVariant, DeviceLimits, ALIGNED, ALIGNED_PARTS,
+    COPY_HELPERS, MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K, STRIDED, STRIDED_PARTS,
+};
+use kernel_ir::{Half, ScalarType};
+
+/// The most tiles of 8 clusters a warp's accumulators hold (128 clusters: 128 f32 registers
+/// a lane).
+pub const MAX_CLUSTER_TILES: u32 = 16;
+
+/// The most tiles of 8 clusters the launcher gives the tensor-core kernel by itself (64
+/// clusters): beyond, the products of one-hot tiles cost more than the bins (BENCHMARKS.md,
+/// run 35: at k = 100 the bins kernel was 1-9% faster, at k = 10 to 50 up to 24% slower).
+pub const PREFERRED_MAX_CLUSTER_TILES: u32 = 8;
+
+/// The tensor-core launch for `k` clusters of a matrix held in `held`, or `None` where the
+/// kernel does not apply (`k` above `8 * max_tiles`; `max_tiles` is capped at
+/// [`MAX_CLUSTER_TILES`]). `forced`: a tile width and
+/// pipeline depth to use (benchmarks and tests); otherwise the first of the bins kernel's
+/// fallbacks whose staging leaves [`MIN_WARPS_PER_SM_HELD`] warps resident, else
+/// [`MIN_WARPS_PER_SM_LARGE_K`].
+pub fn plan_tensor_core_sums(
+    k: u64,
+    held: Half,
+    aligned: bool,
+    forced: Option<(u32, u32)>,
+    max_tiles: u32,
+    limits: &DeviceLimits,
+) -> Option<Result<ClusterSumsLaunch, ClusterSumsError>> {
+    let k = k.max(1);
+    let tiles = u32::try_from(k.div_ceil(8)).ok()?;
+    if tiles > max_tiles.min(MAX_CLUSTER_TILES) {
+        return None;
+    }
+    let launch = |variant: ClusterSumsVariant| ClusterSumsLaunch {
+        variant,
+        k,
+        clusters_per_pass: k,
+        shared_bytes: u32::try_from(variant.shared_bytes(k)).unwrap_or(u32::MAX),
+    };
+    let per_block = u64::from(limits.shared_bytes_per_block_optin);
+    if let Some((tile_cols, stages)) = forced {
+        let variant = match ClusterSumsVariant::new(
+            ScalarType::F32,
+            Some(held),
+            tile_cols,
+            stages,
+            aligned,
+        ) {
+            Ok(v) => v.with_tensor_core_tiles(tiles),
+            Err(e) => return Some(Err(e)),
+        };
+        if variant.shared_bytes(k) > per_block {
+            return Some(Err(ClusterSumsError::SharedMemory {
+                name: variant.name(),
+                needed: variant.shared_bytes(k),
+                allowed: per_block,
+            }));
+        }
+        return Some(Ok(launch(variant)));
+    }
+    let budget = |warps: u32| {
+        (u64::from(limits.shared_bytes_per_sm) / u64::from(warps))
+            .saturating_sub(u64::from(limits.reserved_shared_bytes_per_block))
+            .min(per_block)
+    };
+    let candidates = ClusterSumsVariant::fallbacks(ScalarType::F32, Some(held), aligned);
+    for warps in [MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K] {
+        if let Some(v) = candidates
+            .iter()
+            .map(|v| v.with_tensor_core_tiles(tiles))
+            .find(|v| v.shared_bytes(k) <= budget(warps))
+        {
+            return Some(Ok(launch(v)));
+        }
+    }
+    let smallest = candidates.last().map(|v| v.with_tensor_core_tiles(tiles))?;
+    Some(Err(ClusterSumsError::SharedMemory {
+        name: smallest.name(),
+        needed: smallest.shared_bytes(k),
+        allowed: per_block,
+    }))
+}
+
+impl ClusterSumsVariant {
+    /// This variant as the tensor-core kernel with `tiles` tiles of 8 clusters (0: the bins
+    /// kernel).
+    pub fn with_tensor_core_tiles(self, tiles: u32) -> Self {
+        ClusterSumsVariant {
+            tensor_core_tiles: tiles,
+            ..self
+        }
+    }
+}
+
+const TEMPLATE: &str = r#"// popcorn builtin kernel {NAME}: cluster sums over one range of clusters on tensor cores,
+//   s[i * k + c_lo + c] = sum over j < cols with labels[j] == c_lo + c of m[i * ld + j],
+// for 0 <= i < rows and 0 <= c < kb <= 8 * NT, M held in {HALF}. One warp per block, each an
+// independent worker over a contiguous range of 32-row x {TW}-column tiles streamed through a
+// {STAGES}-stage ring of 16-byte cp.async copies ({MODE} rows). Each tile is multiplied by the
+// one-hot selection of its columns' labels (built in registers) with mma.sync m16n8k16 into
+// f32 accumulators of the warp's 32 rows by 8 * NT clusters. Row groups split between two
+// workers are added with atomicAdd into a zeroed s.
+namespace {NAME}_impl {
+
+typedef unsigned short mval;
+typedef uint4 vec;
+constexpr int TW = {TW};
+constexpr int STAGES = {STAGES};
+constexpr int VE = 8;
+constexpr int TWP = TW + VE;
+constexpr int CPR = TW / VE;
+constexpr int RSTEP = 32 / CPR;
+constexpr int TILE_BYTES = 32 * TWP * (int)sizeof(mval);
+constexpr int STAGE_BYTES = TILE_BYTES + TW * 4;
+constexpr int NT = {NT};
+// 1.0 in the held format, in the low half of a word.
+constexpr unsigned ONE = {ONE};
+static_assert(TW % 16 == 0, "product steps of 16 columns");
+static_assert(NT >= 1 && NT <= 16, "a cluster tile's hits are one bit of a 16-bit half");
+
+{COPY_HELPERS}{ROW_MODE}
+
+__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned (&r)[4])
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+__device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{AB}.{AB}.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Bit nt set where label - c_lo - g (d) is 8 nt for a cluster tile nt < NT.
+__device__ __forceinline__ unsigned hit(unsigned d)
+{
+    return ((d & 7u) == 0u && d < 8u * (unsigned)NT) ? (1u << (d >> 3)) : 0u;
+}
+
+// Zeroes the elements of a's columns below lead (their values lie before column 0 of the
+// rows: another row's, or outside the matrix, and may be anything) so that the products, which
+// select none of them, add exact zeros. c: the tile column of a[0]'s low half.
+__device__ __forceinline__ void clear_lead(unsigned (&a)[4], unsigned c, unsigned lead)
+{
+    const unsigned lo = (c < lead ? 0u : 0xffffu) | (c + 1u < lead ? 0u : 0xffff0000u);
+    const unsigned hi = (c + 8u < lead ? 0u : 0xffffu) | (c + 9u < lead ? 0u : 0xffff0000u);
+    a[0] &= lo;
+    a[1] &= lo;
+    a[2] &= hi;
+    a[3] &= hi;
+}
+
+// Adds one staged tile times its selection into acc. a_addr: this lane's ldmatrix row in the
+// stage (tile row (lane & 7) + 8 ((lane >> 3) & 1), column 8 (lane >> 4)); lab: the stage's
+// labels; base: c_lo + g; t: lane % 4. LEAD: the tile's first `lead` columns lie before column
+// 0 (the first tile of a strided row group).
+template <bool LEAD>
+__device__ __forceinline__ void consume(unsigned a_addr, const unsigned int* lab, unsigned base,
+    unsigned t, unsigned lead, float (&acc)[2][NT][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < TW / 16; ++kk) {
+        unsigned a0[4], a1[4];
+        ldsm_x4(a_addr + (unsigned)(kk * 32), a0);
+        ldsm_x4(a_addr + (unsigned)(16 * TWP * (int)sizeof(mval) + kk * 32), a1);
+        if (LEAD) {
+            clear_lead(a0, (unsigned)(16 * kk) + 2u * t, lead);
+            clear_lead(a1, (unsigned)(16 * kk) + 2u * t, lead);
+        }
+        const uint2 lo = *reinterpret_cast<const uint2*>(lab + 16 * kk + 2 * t);
+        const uint2 hi = *reinterpret_cast<const uint2*>(lab + 16 * kk + 8 + 2 * t);
+        const unsigned m0 = hit(lo.x - base) | (hit(lo.y - base) << 16);
+        const unsigned m1 = hit(hi.x - base) | (hit(hi.y - base) << 16);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            // Bits nt and 16 + nt of the masks times 1.0: while 1.0's encoding is a multiple of
+            // 2^nt the mask is not shifted down first (one instruction less).
+            const unsigned b0 = (ONE % (1u << nt) == 0u) ? (m0 & (0x10001u << nt)) * (ONE >> nt)
+                                                         : ((m0 >> nt) & 0x10001u) * ONE;
+            const unsigned b1 = (ONE % (1u << nt) == 0u) ? (m1 & (0x10001u << nt)) * (ONE >> nt)
+                                                         : ((m1 >> nt) & 0x10001u) * ONE;
+            mma(acc[0][nt], a0, b0, b1);
+            mma(acc[1][nt], a1, b0, b1);
+        }
+    }
+}
+
+// Writes (whole) or adds (split row group) the accumulators of the row group whose tile row r
+// is row {TILE_ROW} (rows past the matrix and clusters from kb on are skipped), and zeroes them.
+__device__ __forceinline__ void flush(float (&acc)[2][NT][4], float* __restrict__ s, long long rows,
+    long long k, long long c_lo, unsigned kb, long long r0, bool whole, unsigned lane)
+{
+    const unsigned g = lane >> 2, t = lane & 3u;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const long long r = (long long)(16 * mt + 8 * h) + (long long)g;
+            const long long i = {TILE_ROW};
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const unsigned c = (unsigned)(8 * nt + e) + 2u * t;
+                    const float v = acc[mt][nt][2 * h + e];
+                    acc[mt][nt][2 * h + e] = 0.0f;
+                    if (i < rows && c < kb) {
+                        float* out = s + i * k + c_lo + (long long)c;
+                        if (whole) {
+                            *out = v;
+                        } else {
+                            atomicAdd(out, v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+} // namespace {NAME}_impl
+
+extern "C" __global__ void __launch_bounds__(32) {NAME}(
+    const long long rows,
+    const long long cols,
+    const long long ld,
+    const unsigned short* __restrict__ m,
+    const unsigned int* __restrict__ labels,
+    const long long c_lo,
+    const long long kb,
+    const long long k,
+    float* __restrict__ s,
+    const long long workers)
+{
+    using namespace {NAME}_impl;
+    extern __shared__ __align__(16) unsigned char pk_smem[];
+    const unsigned lane = threadIdx.x;
+    const long long w = (long long)blockIdx.x;
+    if (w >= workers || rows <= 0 || cols <= 0 || kb <= 0) {
+        return;
+    }
+    const long long cts = {COL_TILES};
+    const unsigned long long ucts = (unsigned long long)cts;
+    const unsigned long long total = (unsigned long long)({ROW_GROUPS}) * ucts;
+    const unsigned long long t0 = (unsigned long long)w * total / (unsigned long long)workers;
+    const unsigned long long t1 = (unsigned long long)(w + 1) * total / (unsigned long long)workers;
+    if (t0 >= t1) {
+        return;
+    }
+    const unsigned ukb = (unsigned)kb;
+    // Element offset of m inside its 16-byte block (0 for aligned rows).
+    const unsigned moff = (unsigned)((unsigned long long)m / sizeof(mval)) & (unsigned)(VE - 1);
+    const unsigned sbase = (unsigned)__cvta_generic_to_shared(pk_smem);
+    const unsigned a_off = (((lane & 7u) + 8u * ((lane >> 3) & 1u)) * (unsigned)TWP + 8u * (lane >> 4))
+        * (unsigned)sizeof(mval);
+    const unsigned base = (unsigned)c_lo + (lane >> 2);
+    const unsigned t4 = lane & 3u;
+    float acc[2][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                acc[mt][nt][e] = 0.0f;
+            }
+        }
+    }
+
+    // Copy cursor: the next tile to queue, as (row group, column tile).
+    unsigned long long tl = t0;
+    long long lg = (long long)(t0 / ucts);
+    long long lct = (long long)(t0 - (unsigned long long)lg * ucts);
+#pragma unroll
+    for (int p = 0; p < STAGES - 1; ++p) {
+        if (tl < t1) {
+            const unsigned st = sbase + (unsigned)(p * STAGE_BYTES);
+            {QUEUE_TILE}
+            ++tl;
+            if (++lct == cts) {
+                lct = 0;
+                ++lg;
+            }
+        }
+        commit();
+    }
+
+    long long g = (long long)(t0 / ucts);
+    long long ct = (long long)(t0 - (unsigned long long)g * ucts);
+    bool whole_start = ct == 0;
+    int stage = 0;
+    for (unsigned long long t = t0; t < t1; ++t) {
+        int refill = stage + STAGES - 1;
+        if (refill >= STAGES) {
+            refill -= STAGES;
+        }
+        if (tl < t1) {
+            const unsigned st = sbase + (unsigned)(refill * STAGE_BYTES);
+            {QUEUE_TILE}
+            ++tl;
+            if (++lct == cts) {
+                lct = 0;
+                ++lg;
+            }
+        }
+        commit();
+        wait_oldest();
+        __syncwarp();
+        const unsigned st = sbase + (unsigned)(stage * STAGE_BYTES);
+        const unsigned int* lab =
+            reinterpret_cast<const unsigned int*>(pk_smem + stage * STAGE_BYTES + TILE_BYTES);
+        {CONSUME}
+        const bool last_tile = ct == cts - 1;
+        if (last_tile || t + 1 == t1) {
+            flush(acc, s, rows, k, c_lo, ukb, {GROUP_ROW}, whole_start && last_tile, lane);
+            whole_start = true;
+        }
+        if (++ct == cts) {
+            ct = 0;
+            ++g;
+        }
+        __syncwarp();
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+"#;
+
+/// Aligned rows: every tile starts at or after column 0 (columns past the matrix are zeros).
+const ALIGNED_CONSUME: &str = "consume<false>(st + a_off, lab, base, t4, 0u, acc);";
+
+/// Strided rows: the first tile of a row group starts `row_shift` columns before column 0.
+const STRIDED_CONSUME: &str = "if (ct == 0) {
+            const unsigned m_elem = (unsigned)((unsigned long long)m / sizeof(mval));
+            consume<true>(st + a_off, lab, base, t4, row_shift(group_row(g), ld, m_elem), acc);
+        } else {
+            consume<false>(st + a_off, lab, base, t4, 0u, acc);
+        }";
+
+/// The tensor-core cluster-sums kernel of `variant` (`tensor_core_tiles > 0`, `M` held in 16
+/// bits).
+pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::BuiltinKernel {
+    let half = variant.held.unwrap_or(Half::Bf16);
+    let (ab, one) = match half {
+        Half::Bf16 => ("bf16", "0x3f80u"),
+        Half::F16 => ("f16", "0x3c00u"),
+    };
+    let (mode, functions, parts, tile_row, consume) = if variant.aligned {
+        ("aligned", ALIGNED, ALIGNED_PARTS, "r0 + r", ALIGNED_CONSUME)
+    } else {
+        (
+            "strided",
+            STRIDED,
+            STRIDED_PARTS,
+            "r0 + (long long)RP * r",
+            STRIDED_CONSUME,
+        )
+    };
+    let name = variant.name();
+    let mut source = TEMPLATE
+        .replace("{COPY_HELPERS}", COPY_HELPERS)
+        .replace("{ROW_MODE}", functions);
+    for (placeholder, text) in parts {
+        if placeholder != "{CONSUME}" {
+            source = source.replace(placeholder, text);
+        }
+    }
+    let source = source
+        .replace("{CONSUME}", consume)
+        .replace("{TILE_ROW}", tile_row)
+        .replace("{MODE}", mode)
+        .replace("{HALF}", half.name())
+        .replace("{NAME}", &name)
+        .replace("{TW}", &variant.tile_cols.to_string())
+        .replace("{STAGES}", &variant.stages.to_string())
+        .replace("{RA}", &variant.row_alignment().to_string())
+        .replace("{RP}", &variant.row_period.to_string())
+        .replace("{NT}", &variant.tensor_core_tiles.to_string())
+        .replace("{AB}", ab)
+        .replace("{ONE}", one);
+    crate::builtin_kernel::BuiltinKernel { name, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster_sums::cluster_sums;
+
+    #[test]
+    fn tensor_core_plans_cover_up_to_128_clusters_and_fit_eight_warps() {
+        let h = DeviceLimits::H100;
+        for k in [1u64, 7, 8, 9, 26, 100, 128] {
+            for aligned in [true, false] {
+                let l = plan_tensor_core_sums(k, Half::Bf16, aligned, None, MAX_CLUSTER_TILES, &h)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(l.variant.tensor_core_tiles as u64, k.div_ceil(8), "k {k}");
+                assert_eq!((l.passes(), l.pass_range(0)), (1, (0, k)));
+                assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM_HELD);
+                // No bins: the staging ring is the whole of the shared memory.
+                assert_eq!(
+                    u64::from(l.shared_bytes),
+                    u64::from(l.variant.stages) * l.variant.stage_bytes()
+                );
+            }
+        }
+        assert!(plan_tensor_core_sums(129, Half::F16, true, None, 99, &h).is_none());
+        let preferred = PREFERRED_MAX_CLUSTER_TILES;
+        assert!(plan_tensor_core_sums(65, Half::F16, true, None, preferred, &h).is_none());
+        assert!(plan_tensor_core_sums(64, Half::F16, true, None, preferred, &h).is_some());
+        // Forced tiles are kept; one that does not exist is an error.
+        let f = plan_tensor_core_sums(10, Half::F16, false, Some((64, 4)), 16, &h)
+            .unwrap()
+            .unwrap();
+        assert_eq!((f.variant.tile_cols, f.variant.stages), (64, 4));
+        assert!(
+            plan_tensor_core_sums(10, Half::F16, false, Some((100, 2)), 16, &h)
+                .unwrap()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn sources_fill_every_placeholder_and_name_the_products() {
+        let mut names = std::collections::BTreeSet::new();
+        for half in [Half::Bf16, Half::F16] {
+            for aligned in [true, false] {
+                for (cols, stages) in [(32u32, 2u32), (128, 3), (256, 2)] {
+                    for tiles in [1u32, 4, 16] {
+                        let v = ClusterSumsVariant::new(
+                            ScalarType::F32,
+                            Some(half),
+                            cols,
+                            stages,
+                            aligned,
+                        )
+                        .unwrap()
+                        .with_leading_dimension(10_500)
+                        .with_tensor_core_tiles(tiles);
+                        let k = cluster_sums(&v);
+                        for (i, _) in k.source.match_indices('{') {
+                            let rest = &k.source[i + 1..];
+                            let word: String = rest
+                                .chars()
+                                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                                .collect();
+                            assert!(
+                                word.is_empty() || !rest[word.len()..].starts_with('}'),
+                                "{{{word}}} left in {}",
+                                k.name
+                            );
+                        }
+                        assert!(k.name.contains(&format!("_mma{tiles}_t{cols}_s{stages}_")));
+                        assert!(k.source.contains(&format!("constexpr int NT = {tiles};")));
+                        let ab = if half == Half::Bf16 { "bf16" } else { "f16" };
+                        assert!(k.source.contains(&format!(
+                            "mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
+                        )));
+                        // The bins kernel's summing is not there.
+                        assert!(!k.source.contains("push("), "{}", k.name);
+                        assert_eq!(k.source.contains("queue_tile("), !aligned);
+                        assert!(names.insert(k.name.clone()), "duplicate {}", k.name);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_bins_kernel_keeps_its_name_and_its_shared_memory() {
+        let v = ClusterSumsVariant::preferred(ScalarType::F32, Some(Half::Bf16), true);
+        assert_eq!(v.tensor_core_tiles, 0);
+        assert_eq!(v.name(), "pk_cluster_sums_bf16_f32_t256_s2_a");
+        assert!(v.shared_bytes(10) > v.with_tensor_core_tiles(2).shared_bytes(10));
+        assert_eq!(v.with_tensor_core_tiles(2).clusters_within(1 << 20), 16);
+        assert_eq!(v.with_tensor_core_tiles(2).clusters_within(100), 0);
+    }
+}
