@@ -63,7 +63,8 @@ pub const MAX_CLUSTER_TILES: u32 = 16;
 
 /// The most tiles of 8 clusters the launcher gives the tensor-core kernel by itself (64
 /// clusters): beyond, the products of one-hot tiles cost more than the bins (BENCHMARKS.md,
-/// run 35: at k = 100 the bins kernel was 1-9% faster, at k = 10 to 50 up to 24% slower).
+/// run 35: at k = 100 the bins kernel was 1-9% faster on five shapes of six, at k = 10 to 50
+/// up to 24% slower).
 pub const PREFERRED_MAX_CLUSTER_TILES: u32 = 8;
 
 /// The tensor-core launch for `k` clusters of a matrix held in `held`, or `None` where the
