@@ -1,11 +1,14 @@
 //! Runs a plan on a backend: resolves every value of every step to its buffers (the caller's
 //! tensors, the plan's workspace, or host scalars) and calls the backend step by step. A
 //! plan's pipelined steps ([`Pipeline`]) run band by band on two lanes where the backend has
-//! them, and one after the other where it has one.
+//! them, and one after the other where it has one; on two lanes the short steps before a
+//! plan's cluster sums that the sums do not read run beside them on the second lane
+//! (`side_lane`).
 //!
 //! Switches ([`popcorn_dsl::settings`]): `POPCORN_SYNC=1` synchronises after every step, so an
 //! asynchronous failure is reported by the step that caused it; `POPCORN_LOG=time` prints every
-//! step's device time with its rates.
+//! step's device time with its rates (both queue every step on one lane, in plan order);
+//! `POPCORN_NO_SIDE_LANE=1` keeps every step on one lane.
 
 use crate::backend::{Arg, Backend, ElemType};
 use crate::error::RuntimeError;
@@ -156,12 +159,26 @@ pub(crate) fn execute_with<B: Backend>(
     if settings.log.time {
         marks.push(backend.mark()?);
     }
+    let beside =
+        if backend.lanes() >= 2 && !settings.sync && !settings.log.time && !settings.no_side_lane {
+            crate::side_lane::side_lane(plan)
+        } else {
+            None
+        };
     let mut i = 0;
     while i < plan.steps.len() {
         let steps_run = match plan.pipeline_from(i) {
             Some(pipeline) => {
                 run_pipeline(backend, &env, pipeline).map_err(|e| env.named(i, true, e))?;
                 2
+            }
+            // Queued beside the long step, below.
+            None if beside.as_ref().is_some_and(|b| b.is_side(i)) => 1,
+            None if beside.as_ref().is_some_and(|b| b.main == i) => {
+                if let Some(b) = &beside {
+                    run_beside(backend, &env, b)?;
+                }
+                1
             }
             None => {
                 let step = &plan.steps[i];
@@ -336,6 +353,39 @@ impl<'p, 'a: 'p, B: Backend> Env<'p, 'a, B> {
     fn alpha(&self, step: &Step) -> Result<f64, RuntimeError> {
         alpha(step, self.scalars, self.dims)
     }
+}
+
+/// Runs `lane.side` on lane 1 beside `lane.main` on lane 0: lane 1 first waits for lane 0's
+/// work so far, and lane 0 waits for lane 1 after the long step (also after an error part way),
+/// so every later step sees the side steps' results.
+fn run_beside<B: Backend>(
+    backend: &B,
+    env: &Env<'_, '_, B>,
+    lane: &crate::side_lane::SideLane,
+) -> Result<(), RuntimeError> {
+    let plan = env.plan;
+    let queue = || -> Result<(), RuntimeError> {
+        backend.order_lanes(0, 1)?;
+        for &s in &lane.side {
+            let step = &plan.steps[s];
+            let (ins, outs) = env.io(step).map_err(|e| env.named(s, false, e))?;
+            let alpha = env.alpha(step).map_err(|e| env.named(s, false, e))?;
+            backend
+                .run_part(step, &ins, &outs, plan.dtype, alpha, StepPart::Whole, 1)
+                .map_err(|e| env.named(s, false, e))?;
+        }
+        let step = &plan.steps[lane.main];
+        let (ins, outs) = env.io(step).map_err(|e| env.named(lane.main, false, e))?;
+        let alpha = env
+            .alpha(step)
+            .map_err(|e| env.named(lane.main, false, e))?;
+        backend
+            .run_step(step, &ins, &outs, plan.dtype, alpha)
+            .map_err(|e| env.named(lane.main, false, e))
+    };
+    let queued = queue();
+    let joined = backend.join_lanes();
+    queued.and(joined)
 }
 
 /// Runs a pipeline: on a backend with two lanes, the producer's prologue and then, band by

@@ -27,6 +27,7 @@ pub mod host_memory;
 pub mod ranks;
 mod recorded;
 mod recording_keys;
+mod side_lane;
 pub mod tensor;
 #[cfg(test)]
 mod test_steps;
