@@ -212,20 +212,10 @@ mod tests {
     use super::*;
     use crate::backend::{ElemType, HostSlice};
     use crate::cpu_backend::CpuBackend;
-    use popcorn_dsl::{PlannerConfig, Program, Target};
-    use std::collections::BTreeMap;
+    use popcorn_dsl::Program;
 
     fn gpu_plan(src: &str, dims: &[(&str, usize)]) -> Plan {
-        let p = Program::parse(src).unwrap();
-        let dims: DimBindings = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        popcorn_dsl::plan(
-            &p,
-            &dims,
-            &PlannerConfig::default(),
-            &Target::reference_gpu(),
-            &BTreeMap::new(),
-        )
-        .unwrap()
+        crate::test_steps::reference_gpu_plan(&Program::parse(src).unwrap(), dims)
     }
 
     #[test]

@@ -130,9 +130,9 @@ pub(crate) fn side_lane(plan: &Plan) -> Option<SideLane> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_steps::reference_gpu_plan;
     use popcorn_dsl::plan::BufferId;
-    use popcorn_dsl::{DimBindings, PlannerConfig, Program, Target};
-    use std::collections::BTreeMap;
+    use popcorn_dsl::Program;
 
     const KKM: &str = include_str!("../../examples/programs/kernel_kmeans.pop");
 
@@ -142,15 +142,7 @@ mod tests {
             .into_iter()
             .find(|p| p.name == name)
             .unwrap();
-        let dims: DimBindings = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        popcorn_dsl::plan(
-            &p,
-            &dims,
-            &PlannerConfig::default(),
-            &Target::reference_gpu(),
-            &BTreeMap::new(),
-        )
-        .unwrap()
+        reference_gpu_plan(&p, dims)
     }
 
     #[test]
@@ -182,15 +174,7 @@ mod tests {
     #[test]
     fn plans_without_cluster_sums_have_no_side_lane() {
         let p = Program::parse("fn f(x: Col[n]) -> (y: Col[n]) { y = 2 * x; }").unwrap();
-        let dims: DimBindings = [("n".to_string(), 100)].into_iter().collect();
-        let plan = popcorn_dsl::plan(
-            &p,
-            &dims,
-            &PlannerConfig::default(),
-            &Target::reference_gpu(),
-            &BTreeMap::new(),
-        )
-        .unwrap();
+        let plan = reference_gpu_plan(&p, &[("n", 100)]);
         assert_eq!(side_lane(&plan), None);
     }
 

@@ -682,20 +682,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
 {
     using namespace {NAME}_impl;
     extern __shared__ __align__(16) unsigned char pk_smem[];
-    const unsigned lane = threadIdx.x;
-    const long long w = (long long)blockIdx.x;
-    if (w >= workers || rows <= 0 || cols <= 0 || kb <= 0) {
-        return;
-    }
-    const long long cts = {COL_TILES};
-    const unsigned long long ucts = (unsigned long long)cts;
-    const unsigned long long total = (unsigned long long)({ROW_GROUPS}) * ucts;
-    const unsigned long long t0 = (unsigned long long)w * total / (unsigned long long)workers;
-    const unsigned long long t1 = (unsigned long long)(w + 1) * total / (unsigned long long)workers;
-    if (t0 >= t1) {
-        return;
-    }
-    const unsigned ukb = (unsigned)kb;
+{WORKER_RANGE}    const unsigned ukb = (unsigned)kb;
     const unsigned uclo = (unsigned)c_lo;
     // Element offset of m inside its 16-byte block (0 for aligned rows).
     const unsigned moff = (unsigned)((unsigned long long)m / sizeof(mval)) & (unsigned)(VE - 1);
@@ -706,24 +693,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
         *reinterpret_cast<real*>(bins_lane + c * BIN_BYTES) = (real)0;
     }
 
-    // Copy cursor: the next tile to queue, as (row group, column tile).
-    unsigned long long tl = t0;
-    long long lg = (long long)(t0 / ucts);
-    long long lct = (long long)(t0 - (unsigned long long)lg * ucts);
-#pragma unroll
-    for (int p = 0; p < STAGES - 1; ++p) {
-        if (tl < t1) {
-            const unsigned st = sbase + (unsigned)(p * STAGE_BYTES);
-            {QUEUE_TILE}
-            ++tl;
-            if (++lct == cts) {
-                lct = 0;
-                ++lg;
-            }
-        }
-        commit();
-    }
-
+{QUEUE_FIRST_TILES}
     long long g = (long long)(t0 / ucts);
     long long ct = (long long)(t0 - (unsigned long long)g * ucts);
     bool whole_start = ct == 0;
@@ -734,23 +704,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     real acc = (real)0;
     int stage = 0;
     for (unsigned long long t = t0; t < t1; ++t) {
-        int refill = stage + STAGES - 1;
-        if (refill >= STAGES) {
-            refill -= STAGES;
-        }
-        if (tl < t1) {
-            const unsigned st = sbase + (unsigned)(refill * STAGE_BYTES);
-            {QUEUE_TILE}
-            ++tl;
-            if (++lct == cts) {
-                lct = 0;
-                ++lg;
-            }
-        }
-        commit();
-        wait_oldest();
-        __syncwarp();
-        const unsigned char* st = pk_smem + stage * STAGE_BYTES;
+{QUEUE_NEXT_TILE}        const unsigned char* st = pk_smem + stage * STAGE_BYTES;
         const mval* row = reinterpret_cast<const mval*>(st) + row_off;
         const unsigned int* lab = reinterpret_cast<const unsigned int*>(st + TILE_BYTES);
         {CONSUME}
@@ -778,6 +732,64 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
+"#;
+
+/// The start of both kernels' bodies: the worker's lane and its contiguous range `[t0, t1)` of
+/// the `row groups x column tiles` tiles (shared by [`TEMPLATE`] and [`tensor_cores`]).
+const WORKER_RANGE: &str = r#"    const unsigned lane = threadIdx.x;
+    const long long w = (long long)blockIdx.x;
+    if (w >= workers || rows <= 0 || cols <= 0 || kb <= 0) {
+        return;
+    }
+    const long long cts = {COL_TILES};
+    const unsigned long long ucts = (unsigned long long)cts;
+    const unsigned long long total = (unsigned long long)({ROW_GROUPS}) * ucts;
+    const unsigned long long t0 = (unsigned long long)w * total / (unsigned long long)workers;
+    const unsigned long long t1 = (unsigned long long)(w + 1) * total / (unsigned long long)workers;
+    if (t0 >= t1) {
+        return;
+    }
+"#;
+
+/// The ring's first `STAGES - 1` tiles queued from the worker's first tile, with the copy
+/// cursor `(tl, lg, lct)` (shared by [`TEMPLATE`] and [`tensor_cores`]).
+const QUEUE_FIRST_TILES: &str = r#"    // Copy cursor: the next tile to queue, as (row group, column tile).
+    unsigned long long tl = t0;
+    long long lg = (long long)(t0 / ucts);
+    long long lct = (long long)(t0 - (unsigned long long)lg * ucts);
+#pragma unroll
+    for (int p = 0; p < STAGES - 1; ++p) {
+        if (tl < t1) {
+            const unsigned st = sbase + (unsigned)(p * STAGE_BYTES);
+            {QUEUE_TILE}
+            ++tl;
+            if (++lct == cts) {
+                lct = 0;
+                ++lg;
+            }
+        }
+        commit();
+    }
+"#;
+
+/// In the tile loop: the next tile queued into the slot freed last, then the wait for the
+/// current tile's copies (shared by [`TEMPLATE`] and [`tensor_cores`]).
+const QUEUE_NEXT_TILE: &str = r#"        int refill = stage + STAGES - 1;
+        if (refill >= STAGES) {
+            refill -= STAGES;
+        }
+        if (tl < t1) {
+            const unsigned st = sbase + (unsigned)(refill * STAGE_BYTES);
+            {QUEUE_TILE}
+            ++tl;
+            if (++lct == cts) {
+                lct = 0;
+                ++lg;
+            }
+        }
+        commit();
+        wait_oldest();
+        __syncwarp();
 "#;
 
 /// The `cp.async` copies, their groups and the bytes of a chunk inside a row: shared by
@@ -1144,6 +1156,17 @@ fn pushes(variant: &ClusterSumsVariant) -> String {
     out
 }
 
+/// `template` with the parts both kernels share filled in: the worker's range, the queueing of
+/// tiles, the copy helpers and the row mode's `functions` ([`ALIGNED`] or [`STRIDED`]).
+fn with_shared_parts(template: &str, functions: &str) -> String {
+    template
+        .replace("{WORKER_RANGE}", WORKER_RANGE)
+        .replace("{QUEUE_FIRST_TILES}", QUEUE_FIRST_TILES)
+        .replace("{QUEUE_NEXT_TILE}", QUEUE_NEXT_TILE)
+        .replace("{COPY_HELPERS}", COPY_HELPERS)
+        .replace("{ROW_MODE}", functions)
+}
+
 /// The cluster-sums kernel of `variant` (see the module documentation for the parameters and
 /// the launch).
 pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::BuiltinKernel {
@@ -1166,10 +1189,7 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Buil
         ("strided", STRIDED, STRIDED_FLUSH, STRIDED_PARTS)
     };
     let name = variant.name();
-    let mut source = TEMPLATE
-        .replace("{COPY_HELPERS}", COPY_HELPERS)
-        .replace("{ROW_MODE}", functions)
-        .replace("{FLUSH}", flush);
+    let mut source = with_shared_parts(TEMPLATE, functions).replace("{FLUSH}", flush);
     for (placeholder, text) in parts {
         source = source.replace(placeholder, text);
     }
@@ -1200,6 +1220,22 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Buil
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No placeholder of any name is left in `k`'s source: `{` followed by capitals and `}`.
+    pub(super) fn assert_no_placeholder_left(k: &crate::builtin_kernel::BuiltinKernel) {
+        for (i, _) in k.source.match_indices('{') {
+            let rest = &k.source[i + 1..];
+            let word: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                .collect();
+            assert!(
+                word.is_empty() || !rest[word.len()..].starts_with('}'),
+                "{{{word}}} left in {}",
+                k.name
+            );
+        }
+    }
 
     fn all_variants() -> Vec<ClusterSumsVariant> {
         let mut v = Vec::new();
@@ -1256,19 +1292,7 @@ mod tests {
             ] {
                 assert!(!k.source.contains(p), "{p} left in {}", k.name);
             }
-            // No placeholder of any name is left: `{` followed by capitals and `}`.
-            for (i, _) in k.source.match_indices('{') {
-                let rest = &k.source[i + 1..];
-                let word: String = rest
-                    .chars()
-                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
-                    .collect();
-                assert!(
-                    word.is_empty() || !rest[word.len()..].starts_with('}'),
-                    "{{{word}}} left in {}",
-                    k.name
-                );
-            }
+            assert_no_placeholder_left(&k);
             assert!(k
                 .source
                 .contains(&format!("void __launch_bounds__(32) {}(", k.name)));

@@ -52,8 +52,9 @@
 //! The launch ABI (parameters, grid, shared memory, zeroed output) is the bins kernel's.
 
 use super::{
-    ClusterSumsError, ClusterSumsLaunch, ClusterSumsVariant, DeviceLimits, ALIGNED, ALIGNED_PARTS,
-    COPY_HELPERS, MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K, STRIDED, STRIDED_PARTS,
+    with_shared_parts, ClusterSumsError, ClusterSumsLaunch, ClusterSumsVariant, DeviceLimits,
+    ALIGNED, ALIGNED_PARTS, MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K, STRIDED,
+    STRIDED_PARTS,
 };
 use kernel_ir::{Half, ScalarType};
 
@@ -292,20 +293,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
 {
     using namespace {NAME}_impl;
     extern __shared__ __align__(16) unsigned char pk_smem[];
-    const unsigned lane = threadIdx.x;
-    const long long w = (long long)blockIdx.x;
-    if (w >= workers || rows <= 0 || cols <= 0 || kb <= 0) {
-        return;
-    }
-    const long long cts = {COL_TILES};
-    const unsigned long long ucts = (unsigned long long)cts;
-    const unsigned long long total = (unsigned long long)({ROW_GROUPS}) * ucts;
-    const unsigned long long t0 = (unsigned long long)w * total / (unsigned long long)workers;
-    const unsigned long long t1 = (unsigned long long)(w + 1) * total / (unsigned long long)workers;
-    if (t0 >= t1) {
-        return;
-    }
-    const unsigned ukb = (unsigned)kb;
+{WORKER_RANGE}    const unsigned ukb = (unsigned)kb;
     // Element offset of m inside its 16-byte block (0 for aligned rows).
     const unsigned moff = (unsigned)((unsigned long long)m / sizeof(mval)) & (unsigned)(VE - 1);
     const unsigned sbase = (unsigned)__cvta_generic_to_shared(pk_smem);
@@ -325,46 +313,13 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
         }
     }
 
-    // Copy cursor: the next tile to queue, as (row group, column tile).
-    unsigned long long tl = t0;
-    long long lg = (long long)(t0 / ucts);
-    long long lct = (long long)(t0 - (unsigned long long)lg * ucts);
-#pragma unroll
-    for (int p = 0; p < STAGES - 1; ++p) {
-        if (tl < t1) {
-            const unsigned st = sbase + (unsigned)(p * STAGE_BYTES);
-            {QUEUE_TILE}
-            ++tl;
-            if (++lct == cts) {
-                lct = 0;
-                ++lg;
-            }
-        }
-        commit();
-    }
-
+{QUEUE_FIRST_TILES}
     long long g = (long long)(t0 / ucts);
     long long ct = (long long)(t0 - (unsigned long long)g * ucts);
     bool whole_start = ct == 0;
     int stage = 0;
     for (unsigned long long t = t0; t < t1; ++t) {
-        int refill = stage + STAGES - 1;
-        if (refill >= STAGES) {
-            refill -= STAGES;
-        }
-        if (tl < t1) {
-            const unsigned st = sbase + (unsigned)(refill * STAGE_BYTES);
-            {QUEUE_TILE}
-            ++tl;
-            if (++lct == cts) {
-                lct = 0;
-                ++lg;
-            }
-        }
-        commit();
-        wait_oldest();
-        __syncwarp();
-        const unsigned st = sbase + (unsigned)(stage * STAGE_BYTES);
+{QUEUE_NEXT_TILE}        const unsigned st = sbase + (unsigned)(stage * STAGE_BYTES);
         const unsigned int* lab =
             reinterpret_cast<const unsigned int*>(pk_smem + stage * STAGE_BYTES + TILE_BYTES);
         {CONSUME}
@@ -415,9 +370,7 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
         )
     };
     let name = variant.name();
-    let mut source = TEMPLATE
-        .replace("{COPY_HELPERS}", COPY_HELPERS)
-        .replace("{ROW_MODE}", functions);
+    let mut source = with_shared_parts(TEMPLATE, functions);
     for (placeholder, text) in parts {
         if placeholder != "{CONSUME}" {
             source = source.replace(placeholder, text);
@@ -443,6 +396,7 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
 mod tests {
     use super::*;
     use crate::cluster_sums::cluster_sums;
+    use crate::cluster_sums::tests::assert_no_placeholder_left;
 
     #[test]
     fn tensor_core_plans_cover_up_to_128_clusters_and_fit_eight_warps() {
@@ -496,18 +450,7 @@ mod tests {
                         .with_leading_dimension(10_500)
                         .with_tensor_core_tiles(tiles);
                         let k = cluster_sums(&v);
-                        for (i, _) in k.source.match_indices('{') {
-                            let rest = &k.source[i + 1..];
-                            let word: String = rest
-                                .chars()
-                                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
-                                .collect();
-                            assert!(
-                                word.is_empty() || !rest[word.len()..].starts_with('}'),
-                                "{{{word}}} left in {}",
-                                k.name
-                            );
-                        }
+                        assert_no_placeholder_left(&k);
                         assert!(k.name.contains(&format!("_mma{tiles}_t{cols}_s{stages}_")));
                         assert!(k.source.contains(&format!("constexpr int NT = {tiles};")));
                         let ab = if half == Half::Bf16 { "bf16" } else { "f16" };
