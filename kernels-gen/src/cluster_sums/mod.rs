@@ -61,8 +61,12 @@
 //!   with [`MIN_WARPS_PER_SM_LARGE_K`] warps; beyond, the host launches several passes over
 //!   disjoint cluster ranges (each pass reads `M` again).
 //!
+//! - **Tensor cores.** For a matrix held in 16 bits, [`tensor_cores`] replaces the bins by
+//!   `mma.sync` products of each staged tile with its columns' one-hot selection (same tiles,
+//!   row groups, workers and launch ABI); the launcher takes it for `k <= 64`.
+//!
 //! The kernel's measurements on an H100 and an H200, and those of the alternatives measured
-//! beside it, are in BENCHMARKS.md (runs 3 to 6, and "Measurements moved from the code").
+//! beside it, are in BENCHMARKS.md (runs 3 to 6, 35, and "Measurements moved from the code").
 //!
 //! # Summation order (determinism)
 //!
