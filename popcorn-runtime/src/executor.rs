@@ -12,14 +12,17 @@
 
 use crate::backend::{Arg, Backend, ElemType};
 use crate::error::RuntimeError;
+use crate::side_lane::{side_lane, SideLane};
 use popcorn_dsl::plan::{Elem, Home, Pipeline, Plan, Step, StepOp, StepPart, ValueId, ValueKind};
 use popcorn_dsl::{DimBindings, ScalarBindings};
 use std::collections::HashMap;
 
 /// The plan-owned buffers of one plan on one backend, allocated once and reused by every run
-/// (transient buffers excepted: those are allocated for each run).
+/// (transient buffers excepted: those are allocated for each run), and the steps its runs
+/// queue beside the plan's long step on a second lane, chosen once.
 pub struct Workspace<B: Backend> {
     buffers: Vec<Option<B::Buf>>,
+    beside: Option<SideLane>,
 }
 
 /// The backend element type of a plan buffer.
@@ -37,6 +40,7 @@ impl<B: Backend> Workspace<B> {
     pub fn empty() -> Workspace<B> {
         Workspace {
             buffers: Vec::new(),
+            beside: None,
         }
     }
 
@@ -56,7 +60,13 @@ impl<B: Backend> Workspace<B> {
                 }
             })
             .collect::<Result<_, _>>()?;
-        Ok(Workspace { buffers })
+        let settings = popcorn_dsl::settings::settings();
+        let lanes_free =
+            !settings.sync && !settings.log.time && !settings.no_side_lane && backend.lanes() >= 2;
+        Ok(Workspace {
+            buffers,
+            beside: lanes_free.then(|| side_lane(plan)).flatten(),
+        })
     }
 }
 
@@ -159,12 +169,6 @@ pub(crate) fn execute_with<B: Backend>(
     if settings.log.time {
         marks.push(backend.mark()?);
     }
-    let beside =
-        if backend.lanes() >= 2 && !settings.sync && !settings.log.time && !settings.no_side_lane {
-            crate::side_lane::side_lane(plan)
-        } else {
-            None
-        };
     let mut i = 0;
     while i < plan.steps.len() {
         let steps_run = match plan.pipeline_from(i) {
@@ -172,21 +176,13 @@ pub(crate) fn execute_with<B: Backend>(
                 run_pipeline(backend, &env, pipeline).map_err(|e| env.named(i, true, e))?;
                 2
             }
-            // Queued beside the long step, below.
-            None if beside.as_ref().is_some_and(|b| b.is_side(i)) => 1,
-            None if beside.as_ref().is_some_and(|b| b.main == i) => {
-                if let Some(b) = &beside {
-                    run_beside(backend, &env, b)?;
-                }
-                1
-            }
             None => {
-                let step = &plan.steps[i];
-                let (ins, outs) = env.io(step).map_err(|e| env.named(i, false, e))?;
-                let alpha = env.alpha(step).map_err(|e| env.named(i, false, e))?;
-                backend
-                    .run_step(step, &ins, &outs, plan.dtype, alpha)
-                    .map_err(|e| env.named(i, false, e))?;
+                match &workspace.beside {
+                    // Queued beside the long step, when it comes.
+                    Some(b) if b.is_side(i) => {}
+                    Some(b) if b.main == i => run_beside(backend, &env, b)?,
+                    _ => queue_whole(backend, &env, i, 0)?,
+                }
                 1
             }
         };
@@ -361,31 +357,38 @@ impl<'p, 'a: 'p, B: Backend> Env<'p, 'a, B> {
 fn run_beside<B: Backend>(
     backend: &B,
     env: &Env<'_, '_, B>,
-    lane: &crate::side_lane::SideLane,
+    lane: &SideLane,
 ) -> Result<(), RuntimeError> {
-    let plan = env.plan;
     let queue = || -> Result<(), RuntimeError> {
         backend.order_lanes(0, 1)?;
         for &s in &lane.side {
-            let step = &plan.steps[s];
-            let (ins, outs) = env.io(step).map_err(|e| env.named(s, false, e))?;
-            let alpha = env.alpha(step).map_err(|e| env.named(s, false, e))?;
-            backend
-                .run_part(step, &ins, &outs, plan.dtype, alpha, StepPart::Whole, 1)
-                .map_err(|e| env.named(s, false, e))?;
+            queue_whole(backend, env, s, 1)?;
         }
-        let step = &plan.steps[lane.main];
-        let (ins, outs) = env.io(step).map_err(|e| env.named(lane.main, false, e))?;
-        let alpha = env
-            .alpha(step)
-            .map_err(|e| env.named(lane.main, false, e))?;
-        backend
-            .run_step(step, &ins, &outs, plan.dtype, alpha)
-            .map_err(|e| env.named(lane.main, false, e))
+        queue_whole(backend, env, lane.main, 0)
     };
     let queued = queue();
     let joined = backend.join_lanes();
     queued.and(joined)
+}
+
+/// Queues step `i` whole on lane `lane`, its errors naming it.
+fn queue_whole<B: Backend>(
+    backend: &B,
+    env: &Env<'_, '_, B>,
+    i: usize,
+    lane: usize,
+) -> Result<(), RuntimeError> {
+    let plan = env.plan;
+    let step = &plan.steps[i];
+    let queued = env.io(step).and_then(|(ins, outs)| {
+        let alpha = env.alpha(step)?;
+        if lane == 0 {
+            backend.run_step(step, &ins, &outs, plan.dtype, alpha)
+        } else {
+            backend.run_part(step, &ins, &outs, plan.dtype, alpha, StepPart::Whole, lane)
+        }
+    });
+    queued.map_err(|e| env.named(i, false, e))
 }
 
 /// Runs a pipeline: on a backend with two lanes, the producer's prologue and then, band by

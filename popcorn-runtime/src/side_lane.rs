@@ -97,6 +97,15 @@ pub(crate) fn side_lane(plan: &Plan) -> Option<SideLane> {
     if pipelined.contains(&main) || plan.steps[main].bytes > SIDE_LANE_MAX_BYTES {
         return None;
     }
+    // Where each step up to the long one reads and writes, found once.
+    let reads: Vec<HashSet<Storage>> = plan.steps[..=main]
+        .iter()
+        .map(|s| storages(plan, &s.inputs))
+        .collect();
+    let writes: Vec<HashSet<Storage>> = plan.steps[..=main]
+        .iter()
+        .map(|s| storages(plan, &s.outputs))
+        .collect();
     // Decided from the long step down: when step j is weighed, every step after it is placed.
     let mut side: Vec<usize> = Vec::new();
     for j in (0..main).rev() {
@@ -104,21 +113,16 @@ pub(crate) fn side_lane(plan: &Plan) -> Option<SideLane> {
         if pipelined.contains(&j) || !may_run_beside(step) {
             continue;
         }
-        let writes = storages(plan, &step.outputs);
-        let touches: HashSet<Storage> = writes
-            .union(&storages(plan, &step.inputs))
-            .cloned()
-            .collect();
-        let conflict = (j + 1..=main)
-            .filter(|k| !side.contains(k))
-            .map(|k| &plan.steps[k])
-            .any(|k| {
-                k.inputs.iter().any(|v| step.outputs.contains(v))
-                    || storages(plan, &k.outputs)
-                        .iter()
-                        .any(|s| touches.contains(s))
-                    || storages(plan, &k.inputs).iter().any(|s| writes.contains(s))
-            });
+        let conflict = (j + 1..=main).filter(|k| !side.contains(k)).any(|k| {
+            plan.steps[k]
+                .inputs
+                .iter()
+                .any(|v| step.outputs.contains(v))
+                || writes[k]
+                    .iter()
+                    .any(|s| writes[j].contains(s) || reads[j].contains(s))
+                || reads[k].iter().any(|s| writes[j].contains(s))
+        });
         if !conflict {
             side.push(j);
         }

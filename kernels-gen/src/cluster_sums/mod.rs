@@ -435,6 +435,14 @@ impl DeviceLimits {
         max_blocks_per_sm: 32,
     };
 
+    /// The shared memory one block may take for `warps` one-warp blocks to stay resident per
+    /// multiprocessor (at most what a block may opt into).
+    pub fn block_budget(&self, warps: u32) -> u64 {
+        (u64::from(self.shared_bytes_per_sm) / u64::from(warps.max(1)))
+            .saturating_sub(u64::from(self.reserved_shared_bytes_per_block))
+            .min(u64::from(self.shared_bytes_per_block_optin))
+    }
+
     /// Resident one-warp blocks per multiprocessor with `shared` bytes each (shared memory and
     /// the block limit only; the runtime also asks the driver's occupancy calculator).
     pub fn blocks_per_sm(&self, shared: u64) -> u32 {
@@ -566,11 +574,7 @@ pub fn plan_cluster_sums(
     if let Some(variant) = forced {
         return make(variant, per_block);
     }
-    let budget = |warps: u32| {
-        (u64::from(limits.shared_bytes_per_sm) / u64::from(warps))
-            .saturating_sub(u64::from(limits.reserved_shared_bytes_per_block))
-            .min(per_block)
-    };
+    let budget = |warps: u32| limits.block_budget(warps);
     let mut best: Option<ClusterSumsLaunch> = None;
     let mut first_error = None;
     let first = if held.is_some() {

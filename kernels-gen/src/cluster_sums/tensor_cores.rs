@@ -114,11 +114,7 @@ pub fn plan_tensor_core_sums(
         }
         return Some(Ok(launch(variant)));
     }
-    let budget = |warps: u32| {
-        (u64::from(limits.shared_bytes_per_sm) / u64::from(warps))
-            .saturating_sub(u64::from(limits.reserved_shared_bytes_per_block))
-            .min(per_block)
-    };
+    let budget = |warps: u32| limits.block_budget(warps);
     let candidates = ClusterSumsVariant::fallbacks(ScalarType::F32, Some(held), aligned);
     for warps in [MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K] {
         if let Some(v) = candidates
