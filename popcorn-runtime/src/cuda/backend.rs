@@ -45,6 +45,11 @@ pub struct CudaConfig {
     /// enough (off with `POPCORN_NO_WARP_SPECIALISATION=1`): the same products and element
     /// values; the mirror images' sums by label add in another order.
     pub warp_specialised_contractions: bool,
+    /// Sum a matrix held in 16 bits by label on tensor cores (products with the labels'
+    /// one-hot selection) where the device has them (compute capability 8.0 and up) and `k` is
+    /// at most 64 (off with `POPCORN_NO_TENSOR_CORE_SUMS=1`): the same sums, added in another
+    /// order.
+    pub tensor_core_sums: bool,
 }
 
 impl CudaConfig {
@@ -59,6 +64,7 @@ impl CudaConfig {
             log_cache: s.log.cache,
             round_tf32_operands: !s.tf32_round_in_kernel,
             warp_specialised_contractions: !s.no_warp_specialisation,
+            tensor_core_sums: !s.no_tensor_core_sums,
         }
     }
 }
@@ -201,8 +207,7 @@ impl CudaBackend {
             round_tf32_operands: config.round_tf32_operands,
             warp_specialised_contractions: config.warp_specialised_contractions
                 && capability == (9, 0),
-            tensor_core_sums: capability >= (8, 0)
-                && !popcorn_dsl::settings::settings().no_tensor_core_sums,
+            tensor_core_sums: config.tensor_core_sums && capability >= (8, 0),
             limits: device_limits(&ctx)?,
             capture_streams: [
                 ctx.new_stream()

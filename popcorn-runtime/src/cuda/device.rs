@@ -49,8 +49,8 @@ pub(crate) struct Device {
     /// Warp-specialised TF32 contractions ([`super::CudaConfig::warp_specialised_contractions`],
     /// on a device of compute capability 9.0).
     pub(crate) warp_specialised_contractions: bool,
-    /// Cluster sums over a matrix held in 16 bits on tensor cores (compute capability 8.0 and
-    /// up; off with `POPCORN_NO_TENSOR_CORE_SUMS=1`).
+    /// Cluster sums over a matrix held in 16 bits on tensor cores
+    /// ([`super::CudaConfig::tensor_core_sums`], on a device of compute capability 8.0 and up).
     pub(crate) tensor_core_sums: bool,
     pub(crate) limits: DeviceLimits,
 }

@@ -34,6 +34,7 @@ fn test_config(tag: &str) -> CudaConfig {
         log_cache: popcorn_dsl::settings::settings().log.cache,
         round_tf32_operands: true,
         warp_specialised_contractions: true,
+        tensor_core_sums: true,
     }
 }
 

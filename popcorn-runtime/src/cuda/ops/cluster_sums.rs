@@ -305,6 +305,7 @@ mod tests {
                     log_cache: false,
                     round_tf32_operands: true,
                     warp_specialised_contractions: true,
+                    tensor_core_sums: true,
                 };
                 match CudaBackend::with_config(0, config) {
                     Ok(b) => return Some(b),
