@@ -671,56 +671,96 @@ __device__ __forceinline__ int edge_of(long long i0, long long j0, long long m, 
 }
 
 // The label all BN columns of the tile from j0 on share (each lane reads four of them), or
-// kNoLabel where they do not or the tile runs past n. Warp-uniform.
+// kNoLabel where they do not or the tile runs past n. Warp-uniform. In two parts, so that a
+// caller can issue the reads well before it needs the answer: each lane's four labels
+// (kNoLabel for a tile past n), then the warp's vote.
 constexpr unsigned kNoLabel = 0xffffffffu;
+struct LaneColumnLabels {
+    unsigned l[4];
+};
+template <class Fold>
+__device__ __forceinline__ LaneColumnLabels lane_column_labels(const Fold& fold, long long j0, long long n, int lane)
+{
+    static_assert(BN == 4 * 32, "four columns a lane");
+    LaneColumnLabels c;
+    const bool inside = j0 + BN <= n;
+    const long long j = j0 + 4 * lane;
+#pragma unroll
+    for (int x = 0; x < 4; ++x) c.l[x] = inside ? fold.label(j + x) : kNoLabel;
+    return c;
+}
+__device__ __forceinline__ unsigned shared_column_label(const LaneColumnLabels& c)
+{
+    const unsigned first = __shfl_sync(0xffffffffu, c.l[0], 0);
+    const bool same = c.l[0] == first && c.l[1] == first && c.l[2] == first && c.l[3] == first;
+    return __all_sync(0xffffffffu, same) ? first : kNoLabel;
+}
 template <class Fold>
 __device__ __forceinline__ unsigned tile_column_label(const Fold& fold, long long j0, long long n, int lane)
 {
-    static_assert(BN == 4 * 32, "four columns a lane");
-    if (j0 + BN > n) return kNoLabel;
-    const long long j = j0 + 4 * lane;
-    const unsigned l0 = fold.label(j), l1 = fold.label(j + 1), l2 = fold.label(j + 2), l3 = fold.label(j + 3);
-    const unsigned first = __shfl_sync(0xffffffffu, l0, 0);
-    const bool same = l0 == first && l1 == first && l2 == first && l3 == first;
-    return __all_sync(0xffffffffu, same) ? first : kNoLabel;
+    return shared_column_label(lane_column_labels(fold, j0, n, lane));
 }
 
 // The sums by label of a finished tile, over a thread's R rows and C columns of it: col(c)
 // is the c-th column, row(r) the r-th row, state(r) its partials and value(r, c) the element's
 // by-label value (left in acc by the epilogue). Where the C columns share one label (as they
-// do, but at cluster boundaries, once sorted by label) each row adds one sum; else each
-// element is added in column order. uniform: the label of all the tile's columns where the
-// caller knows it (tile_column_label), else kNoLabel.
+// do, but at cluster boundaries, once sorted by label) each row adds one sum; else one pass
+// per distinct label among them (ascending; labels past the bins, which includes the
+// kNoLabel of columns past the matrix, are skipped), each row adding the sum of its elements
+// of that label: two passes at a cluster boundary. The passes are a loop that is not
+// unrolled (its body is: the values stay in registers), so the code of this rare case stays
+// small and out of the way of the common one. uniform: the label of all the tile's columns
+// where the caller knows it (tile_column_label), else kNoLabel.
 template <int kEdge, int R, int C, class Fold, class ColOf, class RowOf, class StateOf, class ValueOf>
 __device__ __forceinline__ void tile_sums_by_label(const Fold& fold, long long m, long long n,
                                                    ColOf col, RowOf row, StateOf state,
                                                    ValueOf value, unsigned uniform)
 {
-    unsigned int lab[C];
-    bool same = true;
     if (uniform != kNoLabel) {
-        lab[0] = uniform;
-    } else {
 #pragma unroll
-        for (int c = 0; c < C; ++c) {
-            const long long j = col(c);
-            lab[c] = (kEdge == kInside || j < n) ? fold.label(j) : 0xffffffffu;
-            same = same && lab[c] == lab[0];
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        const long long i = row(r);
-        if (kEdge == kAll && i >= m) continue;
-        if (same) {
+        for (int r = 0; r < R; ++r) {
+            const long long i = row(r);
+            if (kEdge == kAll && i >= m) continue;
             float sum = 0.0f;
 #pragma unroll
             for (int c = 0; c < C; c += 2) sum += value(r, c) + value(r, c + 1);
-            fold.add_by_label(state(r), i, lab[0], sum);
-        } else {
-#pragma unroll
-            for (int c = 0; c < C; ++c) fold.add_by_label(state(r), i, lab[c], value(r, c));
+            fold.add_by_label(state(r), i, uniform, sum);
         }
+        return;
+    }
+    // The labels are read again in each pass (from L1) rather than held: C more live
+    // registers spill the strict body's accumulators.
+    auto label_of = [&](int c) {
+        const long long j = col(c);
+        return (kEdge == kInside || j < n) ? fold.label(j) : kNoLabel;
+    };
+    unsigned L = kNoLabel;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+        const unsigned l = label_of(c);
+        L = l < L ? l : L;
+    }
+#pragma unroll 1
+    while ((long long)L < fold.width) {
+        float sum[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) sum[r] = 0.0f;
+        unsigned next = kNoLabel;
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+            const unsigned l = label_of(c);
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+                if (l == L) sum[r] += value(r, c);
+            next = (l > L && l < next) ? l : next;
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const long long i = row(r);
+            if (kEdge == kAll && i >= m) continue;
+            fold.add_by_label(state(r), i, L, sum[r]);
+        }
+        L = next;
     }
 }
 
@@ -998,6 +1038,17 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
     while (!done) {
         asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
                      : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    }
+}
+// mbar_wait for a thread with nothing else to do (the producer): between tests the thread
+// may be suspended until the phase completes (or about a microsecond passes), instead of
+// spinning on the scheduler that two consumer warps issue from.
+__device__ __forceinline__ void mbar_wait_idle(unsigned bar, unsigned parity)
+{
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity), "n"(1000) : "memory");
     }
 }
 __device__ __forceinline__ void named_sync(unsigned id, unsigned count)
@@ -1431,12 +1482,12 @@ __device__ __forceinline__ void contraction_ws(const float* A, long long lda, co
         while (p.u < sg.U) {
             if (p.starts_unit()) {
                 if (!first_unit) {
-                    mbar_wait(a_empty, a_phase);
+                    mbar_wait_idle(a_empty, a_phase);
                     a_phase ^= 1u;
                 }
                 first_unit = false;
             }
-            if (reuse) mbar_wait(bars + 8u * (WS_B_STAGES + w.slot), w.phase ^ 1u);
+            if (reuse) mbar_wait_idle(bars + 8u * (WS_B_STAGES + w.slot), w.phase ^ 1u);
             const unsigned full = bars + 8u * w.slot;
             const bool loads_a = p.loads_a(true);
             mbar_arrive_expect_tx(full, (unsigned)(B_SLOT_BYTES + (loads_a ? A_SLOT_BYTES : 0)));
@@ -1485,6 +1536,10 @@ __device__ __forceinline__ void contraction_ws(const float* A, long long lda, co
                 rows = row_labels<4>(fold, m, [&](int r) { return i_first + 64 * (r >> 1) + 8 * (r & 1); });
             }
         }
+        // The columns' labels, read from memory while this warpgroup waits for its turn and
+        // its products rather than after them.
+        LaneColumnLabels lane_labels;
+        if constexpr (Fold::kByLabel) lane_labels = lane_column_labels(fold, j0, n, lane);
         // This warpgroup's turn on the tensor cores: the tile's products.
         if constexpr (WS_TURNS) named_sync(1 + wg, THREADS);
         const Ring r0 = r;
@@ -1508,6 +1563,8 @@ __device__ __forceinline__ void contraction_ws(const float* A, long long lda, co
             sg.advance(c);
         }
         if constexpr (WS_TURNS) named_arrive(1 + (1 - wg), THREADS);  // the other warpgroup's turn
+        unsigned col_label = kNoLabel;
+        if constexpr (Fold::kByLabel) col_label = shared_column_label(lane_labels);
         wgmma_wait_all();
         __syncwarp();
         if (lane == 0) {
@@ -1521,8 +1578,6 @@ __device__ __forceinline__ void contraction_ws(const float* A, long long lda, co
 
         const long long i_lane = i0 + wg * 128 + w * 16 + g;
         const long long j_lane = j0 + 2 * t;
-        unsigned col_label = kNoLabel;
-        if constexpr (Fold::kByLabel) col_label = tile_column_label(fold, j0, n, lane);
         for_tile(fold, edge_of(i0, j0, m, n), WgmmaTile<Fold>{acc, st, fold, i_lane, j_lane, m, n, col_label});
         if constexpr (Fold::kSymmetric) {
             if (mirrors) {  // acc now holds the by-label values
