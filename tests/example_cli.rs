@@ -1503,6 +1503,95 @@ fn two_gpus_or_notice() -> Option<()> {
     None
 }
 
+/// A GPU of this host, or `None` after a notice (a failure where `POPCORN_REQUIRE_GPU` is set,
+/// as the GPU bundle sets it).
+fn one_gpu_or_notice() -> Option<()> {
+    let count = popcorn::runtime::cuda::cuda_available().unwrap_or(0);
+    if count >= 1 {
+        return Some(());
+    }
+    assert!(
+        std::env::var_os("POPCORN_REQUIRE_GPU").is_none(),
+        "POPCORN_REQUIRE_GPU is set but this machine has no usable CUDA device"
+    );
+    eprintln!("skipping GPU test: this machine has no CUDA device");
+    None
+}
+
+/// The short steps that run beside a small plan's cluster sums on a second lane (the cluster
+/// sizes, the weights' map, the diagonal) change no result: stored-K fits in f32 and with a
+/// bf16 K give the labels and objective of the same fits with every step on one lane
+/// (`POPCORN_NO_SIDE_LANE=1`, read once per process: hence the built binary), bit for bit.
+#[test]
+fn the_side_lane_gives_the_results_of_one_lane() {
+    let Some(bin) = built_example_or_notice() else {
+        return;
+    };
+    if one_gpu_or_notice().is_none() {
+        return;
+    }
+    let dir = scratch("side-lane");
+    for storage in ["f32", "bf16"] {
+        let fit = |one_lane: bool| {
+            let tag = format!("{storage}-{}", if one_lane { "one" } else { "side" });
+            let (labels, json) = (
+                dir.join(format!("{tag}.txt")),
+                dir.join(format!("{tag}.json")),
+            );
+            let mut cmd = std::process::Command::new(&bin);
+            cmd.args([
+                "-n",
+                "5003",
+                "-d",
+                "13",
+                "-k",
+                "7",
+                "-f",
+                "polynomial",
+                "--algorithm",
+                "stored",
+                "--kernel-storage",
+                storage,
+                "-m",
+                "12",
+                "-c",
+                "0",
+                "--device",
+                "cuda",
+                "--labels-out",
+                path_str(&labels),
+                "--json",
+                path_str(&json),
+            ]);
+            if one_lane {
+                cmd.env("POPCORN_NO_SIDE_LANE", "1");
+            } else {
+                // Each of these keeps every step on one lane too.
+                for var in ["POPCORN_NO_SIDE_LANE", "POPCORN_SYNC", "POPCORN_LOG"] {
+                    cmd.env_remove(var);
+                }
+            }
+            let out = cmd.output().expect("run the example");
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{storage}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (read_labels(&labels), report_objective(&json))
+        };
+        let (side_labels, side_objective) = fit(false);
+        let (one_labels, one_objective) = fit(true);
+        assert_eq!(side_labels, one_labels, "{storage}: labels");
+        assert_eq!(
+            side_objective.to_bits(),
+            one_objective.to_bits(),
+            "{storage}: objective {side_objective} against {one_objective}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The example as two processes with one GPU each (as `mpirun -np 2` starts it: rank, size,
 /// local rank and a rendezvous file in the environment, `--device cuda` taking the local
 /// rank's GPU) gives the fit of one process driving both GPUs (`--device cuda:0,1`), bit for
