@@ -717,14 +717,25 @@ __device__ __forceinline__ void tile_sums_by_label(const Fold& fold, long long m
                                                    ValueOf value, unsigned uniform)
 {
     if (uniform != kNoLabel) {
+        // Every row's sum first, each in four interleaved partials (R x 4 independent chains
+        // of C / 4 additions), then the rows' additions to their partials: summed row by row
+        // around each addition's test, the sums were R chains of dependent additions, and
+        // the epilogue waited on their latency.
+        static_assert(C % 4 == 0, "four partials a row");
+        float part[R][4];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) part[r][q] = value(r, q);
+#pragma unroll
+        for (int c = 4; c < C; ++c)
+#pragma unroll
+            for (int r = 0; r < R; ++r) part[r][c & 3] += value(r, c);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             const long long i = row(r);
             if (kEdge == kAll && i >= m) continue;
-            float sum = 0.0f;
-#pragma unroll
-            for (int c = 0; c < C; c += 2) sum += value(r, c) + value(r, c + 1);
-            fold.add_by_label(state(r), i, uniform, sum);
+            fold.add_by_label(state(r), i, uniform, (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]));
         }
         return;
     }
@@ -1153,15 +1164,21 @@ __device__ __forceinline__ void ws_column_sums(const Fold& fold, long long n, lo
             }
         }
         __syncwarp();
-        float4 s = *reinterpret_cast<const float4*>(scratch + 4 * lane);
+        // The eight row groups' sums of this lane's four columns, added as a tree (depth
+        // three rather than a chain of seven).
+        float4 part[8];
 #pragma unroll
-        for (int h = 1; h < 8; ++h) {
-            const float4 o = *reinterpret_cast<const float4*>(scratch + h * WS_SCRATCH_STRIDE + 4 * lane);
-            s.x += o.x;
-            s.y += o.y;
-            s.z += o.z;
-            s.w += o.w;
-        }
+        for (int h = 0; h < 8; ++h) part[h] = *reinterpret_cast<const float4*>(scratch + h * WS_SCRATCH_STRIDE + 4 * lane);
+#pragma unroll
+        for (int step = 1; step < 8; step *= 2)
+#pragma unroll
+            for (int h = 0; h < 8; h += 2 * step) {
+                part[h].x += part[h + step].x;
+                part[h].y += part[h + step].y;
+                part[h].z += part[h + step].z;
+                part[h].w += part[h + step].w;
+            }
+        const float4 s = part[0];
         __syncwarp();  // the scratch is free for the next label
         if (uniform) {  // the warpgroup adds it up below
             *reinterpret_cast<float4*>(&share.sums[w][4 * lane]) = s;
