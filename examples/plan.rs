@@ -2,7 +2,7 @@
 //! graph (DOT) and the generated CUDA C of every fused kernel. Needs no GPU.
 //!
 //! ```text
-//! cargo run --example plan -- examples/programs/kernel_kmeans.pop --dim n=60000 --dim k=10 --dim d=784 [--dot] [--cuda] [--target cpu] [--ranks P]
+//! cargo run --example plan -- examples/programs/kernel_kmeans.pop --dim n=60000 --dim k=10 --dim d=784 [--dot] [--cuda [--cuda-variants]] [--target cpu] [--ranks P]
 //! ```
 
 use clap::Parser;
@@ -28,6 +28,11 @@ struct Cli {
     /// Also print the generated CUDA C of every fused kernel.
     #[arg(long)]
     cuda: bool,
+    /// With `--cuda`, also print the variants a GPU may launch of each TF32 contraction: its
+    /// operands rounded to TF32 in memory beforehand, and the warp-specialised body that an
+    /// H100 runs for large shallow products (read them, or compile them with NVRTC anywhere).
+    #[arg(long, requires = "cuda")]
+    cuda_variants: bool,
     /// Also print the plan as JSON.
     #[arg(long)]
     json: bool,
@@ -233,6 +238,22 @@ fn main() -> ExitCode {
                     for kernel in plan.kernels() {
                         let source = popcorn::kernels::emit(&kernel.spec).source;
                         println!("// ---- {}.cu ----\n{source}", kernel.name);
+                        if cli.cuda_variants
+                            && popcorn::kernels::takes_rounded_operands(&kernel.spec)
+                        {
+                            for warp_specialised in [false, true] {
+                                let variant = popcorn::kernels::ContractionVariant {
+                                    rounded: popcorn::kernels::RoundedOperands::BOTH,
+                                    warp_specialised,
+                                };
+                                let generated =
+                                    popcorn::kernels::emit_variant(&kernel.spec, variant);
+                                println!(
+                                    "// ---- {}.cu ----\n{}",
+                                    generated.name, generated.source
+                                );
+                            }
+                        }
                     }
                 }
                 if cli.json {
