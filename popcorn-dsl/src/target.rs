@@ -154,9 +154,11 @@ pub struct SparseTarget {
 ///
 /// Rates are fractions of the library's GEMM rate for the same product, for the cost model (a
 /// product is fused where that is faster than storing its result). Backends may have a faster
-/// kernel for the common shape, `float` products `A * B^T` of row-major operands without sums
-/// by label (every distance and kernel matrix): `efficiency` and `tf32_efficiency` are for it;
-/// the `general_` rates for the rest (`double`, transposed operands, sums by label).
+/// kernel for the common shape, `float` products `A * B^T` of row-major operands with at most
+/// one sum by label (every distance and kernel matrix, and Kernel K-means from the points):
+/// `efficiency` and `tf32_efficiency` are for it; the `general_` rates for the rest (`double`,
+/// transposed operands, several sums by label). A sum by label's epilogue is bounded apart
+/// (`by_label_elements_per_s`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ContractionTarget {
     /// Strict (fp32) rate of the common shape, against the library's GEMM.
@@ -307,9 +309,11 @@ impl Target {
                 general_efficiency: 0.5,
                 general_tf32_efficiency: 0.2,
                 max_labels: 256,
-                // Kernel K-means from the points, whole iterations (BENCHMARKS.md, run 12):
-                // 6.9e11 at n = 78823, 7.6e11 at 10^6 (d = 50, k = 100, TF32).
-                by_label_elements_per_s: 7e11,
+                // Kernel K-means from the points, whole iterations of the symmetric
+                // contraction (one triangle of tiles computed), counted over the whole
+                // product (BENCHMARKS.md, run 38): 1.8e12 at n = 78823, 2.8e12 at 10^6
+                // (d = 50, k = 100, TF32); the slower.
+                by_label_elements_per_s: 1.8e12,
             }),
             // No sparse x sparse kernel on the GPU yet: a sparse Gram matrix is cuSPARSE's SpMM
             // against the transpose written dense. Its rate is an estimate for CSR rows of a

@@ -6,7 +6,7 @@
 use super::{Plan, StepOp};
 use crate::target::TargetKind;
 use crate::types::DType;
-use kernel_ir::{Access, Form, Precision};
+use kernel_ir::{Access, Form, Precision, ReduceKind};
 
 /// Seconds one step costs besides its work (a kernel launch and its tail on a GPU, a parallel
 /// section's start on the CPU).
@@ -43,12 +43,20 @@ impl Plan {
                     StepOp::Gemm(g) => step.flops / product_rate(g.tf32),
                     StepOp::Syrk { tf32, .. } => step.flops / product_rate(*tf32),
                     StepOp::Fused(f) => match &f.spec.form {
-                        Form::Contraction { precision, .. } => {
+                        Form::Contraction {
+                            precision,
+                            reductions,
+                            ..
+                        } => {
                             let tf32 = *precision == Precision::Tf32;
                             let product = 2.0 * f.rows as f64 * f.cols as f64 * f.depth as f64;
+                            let by_label_sums = reductions
+                                .iter()
+                                .filter(|r| matches!(r.kind, ReduceKind::ByLabel { .. }))
+                                .count();
                             let efficiency = self.target.contractions.map_or(1.0, |t| {
                                 let common = self.dtype == DType::F32
-                                    && f.width == 0
+                                    && by_label_sums <= 1
                                     && f.spec.inputs.iter().all(|i| {
                                         !matches!(
                                             i.access,
