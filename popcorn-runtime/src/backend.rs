@@ -355,6 +355,13 @@ pub trait Backend: Send + Sync {
     /// Free and total device memory in bytes, where that means something.
     fn memory_info(&self) -> Option<(usize, usize)>;
 
+    /// Pays the one-time setup of the backend's product library now (see
+    /// [`Context::prepare_products`](crate::Context::prepare_products)). Nothing to do by
+    /// default.
+    fn prepare_products(&self) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
     /// Gives memory freed but still held for reuse back to the device (waits for queued work
     /// first), so that [`Backend::memory_info`] counts it free. Nothing to do by default.
     fn release_memory(&self) -> Result<(), RuntimeError> {

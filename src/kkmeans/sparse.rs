@@ -78,6 +78,8 @@ impl KernelKMeans {
         let ctx = self.context()?;
         let xt = upload(&ctx, x)?;
         let w = self.weights_on(&ctx)?;
+        // The product library's one-time setup, with the context's rather than in K's time.
+        ctx.prepare_products()?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
         // A 16-bit K is built times `scale` (see kernel_scale).

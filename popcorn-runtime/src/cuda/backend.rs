@@ -595,6 +595,15 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
+    fn prepare_products(&self) -> Result<(), RuntimeError> {
+        self.device.bind()?;
+        self.device
+            .blas
+            .lock()
+            .map_err(|_| crate::cuda::nvrtc::poisoned())?
+            .prepare()
+    }
+
     fn synchronize(&self) -> Result<(), RuntimeError> {
         self.device.bind()?;
         for s in &self.device.streams {

@@ -340,6 +340,34 @@ fn gpu_gemm_matches_host_in_all_four_transpose_combinations() {
     }
 }
 
+/// The product library's one-time setup (`prepare_products`: one 1 x 1 x 1 product) leaves the
+/// backend as it was: twice in a row, then products in both precisions still match the host.
+#[test]
+fn gpu_prepared_products_leave_the_backend_as_it_was() {
+    let Some(b) = gpu() else { return };
+    b.prepare_products().expect("prepare");
+    b.prepare_products().expect("prepare again");
+    let mut rng = Rng(5);
+    for dtype in DTYPES {
+        let (n, k) = (37, 11);
+        let a = rounded(dtype, &rng.values(n * k));
+        let want = host_syrk(&a, n, k, false, 1.0);
+        let shape = SyrkShape {
+            n,
+            k,
+            trans: false,
+            block_rows: 0,
+        };
+        let got = gpu_syrk(b, dtype, &a, shape, 1.0, false);
+        assert_close(
+            &got,
+            &want,
+            tolerance(dtype),
+            &format!("syrk {dtype:?} after prepare"),
+        );
+    }
+}
+
 #[test]
 fn gpu_syrk_writes_the_full_symmetric_matrix() {
     let Some(b) = gpu() else { return };
