@@ -1503,6 +1503,67 @@ fn two_gpus_or_notice() -> Option<()> {
     None
 }
 
+/// `POPCORN_LOG=time` accounts for a run's wall time on the host beside its steps' device
+/// times: for each run, one line with the time preparing it (plan, workspace), allocating its
+/// outputs and running it, each a number of milliseconds.
+#[test]
+fn log_time_reports_the_host_side_of_each_run() {
+    let Some(bin) = built_example_or_notice() else {
+        return;
+    };
+    let out = std::process::Command::new(&bin)
+        .args([
+            "-n",
+            "500",
+            "-d",
+            "3",
+            "-k",
+            "4",
+            "-f",
+            "polynomial",
+            "--algorithm",
+            "stored",
+            "-m",
+            "2",
+            "-c",
+            "0",
+            "--device",
+            "cpu",
+        ])
+        .env("POPCORN_LOG", "time")
+        .output()
+        .expect("run the example");
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let host: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("on the host:"))
+        .collect();
+    assert!(
+        host.iter()
+            .any(|l| l.starts_with("[popcorn time] kernel_polynomial on the host:")),
+        "{stderr}"
+    );
+    assert!(
+        host.iter()
+            .any(|l| l.starts_with("[popcorn time] kkmeans_iteration on the host:")),
+        "{stderr}"
+    );
+    for line in host {
+        let numbers: Vec<f64> = line
+            .split_whitespace()
+            .zip(line.split_whitespace().skip(1))
+            .filter(|(_, unit)| *unit == "ms")
+            .map(|(v, _)| v.parse().expect("a number of milliseconds"))
+            .collect();
+        assert_eq!(numbers.len(), 3, "{line}");
+        assert!(
+            numbers.iter().all(|&ms| ms >= 0.0 && ms.is_finite()),
+            "{line}"
+        );
+    }
+}
+
 /// A GPU of this host, or `None` after a notice (a failure where `POPCORN_REQUIRE_GPU` is set,
 /// as the GPU bundle sets it).
 fn one_gpu_or_notice() -> Option<()> {

@@ -3,7 +3,7 @@
 //! | variable | field | effect |
 //! |---|---|---|
 //! | `POPCORN_DEVICE=cpu\|cuda\|cuda:N\|cuda:0,1\|cuda:all` | [`Settings::device`] | where `Context::from_env()` runs (default: the first usable GPU, else the CPU); several GPUs run plans partitioned along the points, one rank each, through NCCL |
-//! | `POPCORN_LOG=plan,fusion,cache,time,graphs` (or `all`) | [`Settings::log`] | the graph after each pass and the final plan; why each producer fused or not; kernel-cache hits and compiles; every step's device time with its rates; every run recorded as a CUDA graph, and why a plan is not |
+//! | `POPCORN_LOG=plan,fusion,cache,time,graphs` (or `all`) | [`Settings::log`] | the graph after each pass and the final plan; why each producer fused or not; kernel-cache hits and compiles; every step's device time with its rates, and each run's host time (preparing, allocating outputs, running); every run recorded as a CUDA graph, and why a plan is not |
 //! | `POPCORN_DUMP_DIR=dir` | [`Settings::dump_dir`] | every new plan (text, DOT, JSON) and every generated kernel's `.cu` and `.ptx` |
 //! | `POPCORN_SYNC=1` | [`Settings::sync`] | synchronise and check after every step, naming the step that failed |
 //! | `POPCORN_NO_FUSION=1` | [`Settings::no_fusion`] | every element-wise operation its own kernel |

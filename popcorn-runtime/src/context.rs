@@ -1014,7 +1014,9 @@ impl Context {
         scalars: &ScalarBindings,
         nnz: &BTreeMap<String, usize>,
     ) -> Result<(), RuntimeError> {
+        let started = std::time::Instant::now();
         let prepared = self.prepare(engine, program, dims, nnz)?;
+        let prepared_ms = started.elapsed().as_secs_f64() * 1e3;
         let plan = &prepared.plan;
         let b = &engine.backend;
         // Dense inputs hold the element type the plan reads (16 bits where it holds them so).
@@ -1044,6 +1046,7 @@ impl Context {
             );
         }
         // Output tensors: reuse the caller's where the shape fits.
+        let allocating = std::time::Instant::now();
         for (name, id) in &plan.outputs {
             let v = plan.value(*id);
             let Some((shape, elem)) = output_shape(plan, v) else {
@@ -1069,6 +1072,7 @@ impl Context {
                 gathered.push((name.to_string(), vec![b.upload(host.as_slice())?]));
             }
         }
+        let allocated_ms = allocating.elapsed().as_secs_f64() * 1e3;
         let mut ins: HashMap<String, Arg<'_, B::Buf>> = HashMap::new();
         for (name, t) in &args.tensors {
             let bufs = match gathered.iter().find(|(n, _)| n == name) {
@@ -1088,6 +1092,7 @@ impl Context {
                 outs.insert(name.clone(), dense_arg(bufs, t.shape));
             }
         }
+        let running = std::time::Instant::now();
         {
             let ws = prepared
                 .workspace
@@ -1096,6 +1101,18 @@ impl Context {
             prepared
                 .recorded
                 .run(self.graphs, b, plan, &ws, &ins, &outs, scalars, dims)?;
+        }
+        if popcorn_dsl::settings::settings().log.time {
+            // Where a run's wall time goes besides its steps' device time (printed above by
+            // the executor): planning and the workspace on first use, the outputs'
+            // allocation, and the run itself (kernel loads and compiles on first use, queueing,
+            // the per-step waits of this mode).
+            eprintln!(
+                "[popcorn time] {} on the host: {prepared_ms:.3} ms preparing (plan, workspace), \
+                 {allocated_ms:.3} ms allocating outputs, {:.3} ms running",
+                plan.program,
+                running.elapsed().as_secs_f64() * 1e3
+            );
         }
         read_scalar_outputs(b, plan, program, outputs, scalars, dims)
     }
