@@ -536,6 +536,31 @@ impl ClusterSumsLaunch {
     }
 }
 
+/// The launch of `variant` for `k` clusters (`k >= 1`) when a block may use `budget` bytes
+/// of shared memory: as many clusters per pass as fit, or the error naming what one cluster
+/// needs. Shared by [`plan_cluster_sums`] and [`tensor_cores::plan_tensor_core_sums`].
+fn launch_within(
+    variant: ClusterSumsVariant,
+    k: u64,
+    budget: u64,
+) -> Result<ClusterSumsLaunch, ClusterSumsError> {
+    let fit = variant.clusters_within(budget);
+    if fit == 0 {
+        return Err(ClusterSumsError::SharedMemory {
+            name: variant.name(),
+            needed: variant.shared_bytes(1),
+            allowed: budget,
+        });
+    }
+    let per_pass = fit.min(k);
+    Ok(ClusterSumsLaunch {
+        variant,
+        k,
+        clusters_per_pass: per_pass,
+        shared_bytes: u32::try_from(variant.shared_bytes(per_pass)).unwrap_or(u32::MAX),
+    })
+}
+
 /// Chooses the kernel and the clusters per pass for `k` clusters.
 ///
 /// With `forced`, that variant is used, its bins as large as one block may have (so it may run
@@ -553,23 +578,7 @@ pub fn plan_cluster_sums(
     limits: &DeviceLimits,
 ) -> Result<ClusterSumsLaunch, ClusterSumsError> {
     let k = k.max(1);
-    let make = |variant: ClusterSumsVariant, budget: u64| {
-        let fit = variant.clusters_within(budget);
-        if fit == 0 {
-            return Err(ClusterSumsError::SharedMemory {
-                name: variant.name(),
-                needed: variant.shared_bytes(1),
-                allowed: budget,
-            });
-        }
-        let per_pass = fit.min(k);
-        Ok(ClusterSumsLaunch {
-            variant,
-            k,
-            clusters_per_pass: per_pass,
-            shared_bytes: u32::try_from(variant.shared_bytes(per_pass)).unwrap_or(u32::MAX),
-        })
-    };
+    let make = |variant: ClusterSumsVariant, budget: u64| launch_within(variant, k, budget);
     let per_block = u64::from(limits.shared_bytes_per_block_optin);
     if let Some(variant) = forced {
         return make(variant, per_block);

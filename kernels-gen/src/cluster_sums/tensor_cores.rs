@@ -52,8 +52,8 @@
 //! The launch ABI (parameters, grid, shared memory, zeroed output) is the bins kernel's.
 
 use super::{
-    with_shared_parts, ClusterSumsError, ClusterSumsLaunch, ClusterSumsVariant, DeviceLimits,
-    ALIGNED, ALIGNED_PARTS, MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K, STRIDED,
+    launch_within, with_shared_parts, ClusterSumsError, ClusterSumsLaunch, ClusterSumsVariant,
+    DeviceLimits, ALIGNED, ALIGNED_PARTS, MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K, STRIDED,
     STRIDED_PARTS,
 };
 use kernel_ir::{Half, ScalarType};
@@ -87,42 +87,23 @@ pub fn plan_tensor_core_sums(
     if tiles > max_tiles.min(MAX_CLUSTER_TILES) {
         return None;
     }
-    let launch = |variant: ClusterSumsVariant| ClusterSumsLaunch {
-        variant,
-        k,
-        clusters_per_pass: k,
-        shared_bytes: u32::try_from(variant.shared_bytes(k)).unwrap_or(u32::MAX),
-    };
     let per_block = u64::from(limits.shared_bytes_per_block_optin);
+    // Every cluster fits in the registers (tiles >= k / 8), so a launch within a budget is one
+    // pass over all k, made as the bins kernel's are.
     if let Some((tile_cols, stages)) = forced {
-        let variant = match ClusterSumsVariant::new(
-            ScalarType::F32,
-            Some(held),
-            tile_cols,
-            stages,
-            aligned,
-        ) {
-            Ok(v) => v.with_tensor_core_tiles(tiles),
-            Err(e) => return Some(Err(e)),
-        };
-        if variant.shared_bytes(k) > per_block {
-            return Some(Err(ClusterSumsError::SharedMemory {
-                name: variant.name(),
-                needed: variant.shared_bytes(k),
-                allowed: per_block,
-            }));
-        }
-        return Some(Ok(launch(variant)));
+        return Some(
+            ClusterSumsVariant::new(ScalarType::F32, Some(held), tile_cols, stages, aligned)
+                .and_then(|v| launch_within(v.with_tensor_core_tiles(tiles), k, per_block)),
+        );
     }
-    let budget = |warps: u32| limits.block_budget(warps);
     let candidates = ClusterSumsVariant::fallbacks(ScalarType::F32, Some(held), aligned);
     for warps in [MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K] {
-        if let Some(v) = candidates
+        let budget = limits.block_budget(warps);
+        if let Some(launch) = candidates
             .iter()
-            .map(|v| v.with_tensor_core_tiles(tiles))
-            .find(|v| v.shared_bytes(k) <= budget(warps))
+            .find_map(|v| launch_within(v.with_tensor_core_tiles(tiles), k, budget).ok())
         {
-            return Some(Ok(launch(v)));
+            return Some(Ok(launch));
         }
     }
     let smallest = candidates.last().map(|v| v.with_tensor_core_tiles(tiles))?;
