@@ -560,7 +560,8 @@ impl Context {
     /// Pays the one-time setup of the device's product library now, on every rank: cuBLAS
     /// sets itself up at its first product (0.1-0.2 s on an H100), which would otherwise count
     /// in the time of the first program that multiplies. Callers that time their phases (a
-    /// Kernel K-means fit) call it while they set up. Nothing to do on the CPU.
+    /// Kernel K-means fit) call it while they set up; after the first call it returns at once.
+    /// Nothing to do on the CPU.
     pub fn prepare_products(&self) -> Result<(), RuntimeError> {
         with_engine!(self, e => {
             e.backend.prepare_products()?;

@@ -18,6 +18,8 @@ pub(crate) struct BlasHandle {
     raw: sys::cublasHandle_t,
     /// Keeps the stream (and its context) alive as long as the handle.
     stream: Arc<CudaStream>,
+    /// Whether [`BlasHandle::prepare`] has run.
+    prepared: bool,
 }
 
 // SAFETY: the handle is only used through `&mut self` behind the backend's mutex, so one
@@ -74,6 +76,7 @@ impl BlasHandle {
         let handle = BlasHandle {
             raw,
             stream: stream.clone(),
+            prepared: false,
         };
         // SAFETY: the handle is live; the stream belongs to the current context and outlives
         // the handle (the handle holds an `Arc` to it).
@@ -94,8 +97,12 @@ impl BlasHandle {
 
     /// Has cuBLAS set itself up now, by one 1 x 1 x 1 product, and waits for it: cuBLAS
     /// initialises itself at its first product (0.1-0.2 s on an H100, in PyTorch as here), which
-    /// would otherwise count in the time of whatever product comes first.
+    /// would otherwise count in the time of whatever product comes first. Once per handle:
+    /// later calls return at once (no allocation, no wait).
     pub(crate) fn prepare(&mut self) -> Result<(), RuntimeError> {
+        if self.prepared {
+            return Ok(());
+        }
         let scratch =
             crate::cuda::memory::CudaBuffer::alloc(&self.stream, crate::backend::ElemType::F32, 3)?;
         let base = scratch.device_ptr();
@@ -118,7 +125,9 @@ impl BlasHandle {
         };
         self.stream
             .synchronize()
-            .map_err(|e| crate::cuda::errors::driver_error("cuStreamSynchronize", e))
+            .map_err(|e| crate::cuda::errors::driver_error("cuStreamSynchronize", e))?;
+        self.prepared = true;
+        Ok(())
     }
 
     /// Switches between strict fp32 and TF32 tensor-core math for the next products.
