@@ -33,9 +33,19 @@ pub(crate) struct DeviceMemory {
     stream_ordered: bool,
 }
 
+/// Allocations of at least this many bytes bypass the device's stream-ordered pool. A pool
+/// maps new memory as it grows, and unmaps it when trimmed, at about a millisecond per GiB
+/// either way, while a plain allocation of the same size takes a fraction of that (measured on
+/// an H100, BENCHMARKS.md run 40): a kernel matrix of 12 GiB spent 17 ms being allocated from
+/// the pool in a fresh process. Buffers this large are few (kernel matrices, products, their
+/// workspaces) and their work dwarfs the device-wide wait of a plain free; smaller ones keep
+/// the pool's cheap reuse between runs.
+pub(crate) const PLAIN_ALLOCATION_BYTES: usize = 256 << 20;
+
 impl DeviceMemory {
-    /// Allocates `bytes` on `stream`'s device; `what` names the allocation in an out-of-memory
-    /// error.
+    /// Allocates `bytes` on `stream`'s device (from the stream-ordered pool below
+    /// [`PLAIN_ALLOCATION_BYTES`], plainly from there on); `what` names the allocation in an
+    /// out-of-memory error.
     pub(crate) fn alloc(
         stream: &Arc<CudaStream>,
         bytes: usize,
@@ -47,7 +57,7 @@ impl DeviceMemory {
         let ctx = stream.context();
         ctx.bind_to_thread()
             .map_err(|e| driver_error("cuCtxSetCurrent", e))?;
-        let stream_ordered = ctx.has_async_alloc();
+        let stream_ordered = ctx.has_async_alloc() && bytes < PLAIN_ALLOCATION_BYTES;
         if bytes == 0 {
             return Ok(DeviceMemory {
                 ptr: 0,
@@ -60,7 +70,7 @@ impl DeviceMemory {
         // `Drop`, with the same mode. Other lanes use it only between events that order them
         // after the allocating stream's work and before its free.
         let mut result = unsafe { driver::alloc(stream, bytes, stream_ordered) };
-        if matches!(result, Err(e) if is_out_of_memory(e)) && stream_ordered {
+        if matches!(result, Err(e) if is_out_of_memory(e)) && ctx.has_async_alloc() {
             // Memory freed on the stream may still sit in the device's pool: wait for the
             // stream, hand the pool's free memory back, and try once more.
             if stream.synchronize().is_ok() {
