@@ -501,6 +501,45 @@ fn gpu_sixteen_bit_kernel_matrices_and_iterations_match_the_cpu() {
                 }
             }
         }
+        // The same build with TF32 products (what a fit asking for TF32 and a 16-bit K runs
+        // where the contraction kernel is estimated faster): against the exact kernel, within a
+        // step of the format plus the TF32 product's error, |P - p| <= 2^-10 sum_l |x_l y_l|
+        // (both operands rounded to 10 bits), carried through the kernel function.
+        let g_tf32 = context(gpu, Some(half)).with_config(PlannerConfig {
+            contractions: popcorn_dsl::ContractionPolicy::Always,
+            tf32: true,
+            ..g_ctx.config().clone()
+        });
+        let gamma = 0.5;
+        for src in [KERNEL, GAUSSIAN] {
+            for &(n, d) in &[(1, 1), (130, 9), (517, 26), (1283, 50)] {
+                let x = points(n, d, 5);
+                let (_, got) = kernel_matrix(&g_tf32, src, n, d, 5);
+                for i in 0..n {
+                    for j in 0..n {
+                        let (xi, xj) = (&x[i * d..(i + 1) * d], &x[j * d..(j + 1) * d]);
+                        let dot: f64 = xi.iter().zip(xj).map(|(a, b)| a * b).sum();
+                        let bound =
+                            xi.iter().zip(xj).map(|(a, b)| (a * b).abs()).sum::<f64>() / 1024.0;
+                        let (want, slope) = if src == KERNEL {
+                            let v = gamma * dot + 1.0;
+                            (v * v, 2.0 * v.abs() * gamma)
+                        } else {
+                            let sq = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>();
+                            let k = (-gamma * (sq(xi) + sq(xj) - 2.0 * dot).max(0.0)).exp();
+                            (k, 2.0 * gamma * k)
+                        };
+                        let g = got[i * n + j];
+                        let tol = step(half) * want.abs() + 2.0 * slope * bound + 1e-5;
+                        assert!(
+                            (g - want).abs() <= tol,
+                            "{half} TF32 fused {n}x{d} K[{i}, {j}]: GPU {g}, exact {want} \
+                             (tolerance {tol}): {src}"
+                        );
+                    }
+                }
+            }
+        }
         for &(n, clusters) in &[(1, 1), (64, 7), (1000, 100), (1031, 10)] {
             let (_, kv) = kernel_matrix(&cpu_wide, KERNEL, n, 4, 3);
             let labels: Vec<u32> = (0..n).map(|i| (i * 7 % clusters) as u32).collect();

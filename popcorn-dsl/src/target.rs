@@ -182,6 +182,16 @@ pub struct ContractionTarget {
     /// where the product is shallow.
     #[serde(default = "default_by_label_elements_per_s")]
     pub by_label_elements_per_s: f64,
+    /// Bytes per second a contraction writes the values it stores (its elements leave in the
+    /// accumulators' fragments, a few bytes per row and lane, rather than in whole rows), on
+    /// top of its product's time.
+    #[serde(default = "default_store_bytes_per_s")]
+    pub store_bytes_per_s: f64,
+}
+
+/// Store rate of a target description that does not state it.
+fn default_store_bytes_per_s() -> f64 {
+    1e11
 }
 
 /// By-label element rate of a target description that does not state it.
@@ -260,6 +270,8 @@ impl Target {
                 // (BENCHMARKS.md, run 13): 3.8e8 per thread with the gaussian kernel (an exp
                 // per entry), 1.0e9 with the polynomial one; the slower.
                 by_label_elements_per_s: 3.8e8 * threads as f64,
+                // The CPU's contraction writes whole rows of its blocks: a copy's rate.
+                store_bytes_per_s: 15e9 * threads as f64,
             }),
             // The row-by-row sparse product scatters into a dense row held in cache: an
             // estimate of 1e9 flop/s per thread for its multiply-adds (writing the result is
@@ -314,6 +326,10 @@ impl Target {
                 // product (BENCHMARKS.md, run 38): 1.8e12 at n = 78823, 2.8e12 at 10^6
                 // (d = 50, k = 100, TF32); the slower.
                 by_label_elements_per_s: 1.8e12,
+                // A kernel matrix written by the contraction kernel (TF32, bf16, n = 78823,
+                // d = 50): 12.4 GB in 51.3 ms, 82% of its sectors excess (BENCHMARKS.md,
+                // run 40).
+                store_bytes_per_s: 2.4e11,
             }),
             // No sparse x sparse kernel on the GPU yet: a sparse Gram matrix is cuSPARSE's SpMM
             // against the transpose written dense. Its rate is an estimate for CSR rows of a

@@ -8,6 +8,7 @@ use super::model::{weighted_name, KernelPrograms};
 use super::{programs, FitError};
 use crate::{Context, DType, Plan, PlannerConfig};
 use popcorn_dsl::plan::StepOp;
+use popcorn_dsl::target::{Target, TargetKind};
 use popcorn_dsl::ContractionPolicy;
 use serde::Serialize;
 use std::fmt;
@@ -123,12 +124,22 @@ fn plan_of(
     program: &str,
     dims: &[(&str, usize)],
 ) -> Result<Plan, FitError> {
+    plan_on(&ctx.target(), config, program, dims)
+}
+
+/// The plan of `program` at `dims` on `target` with `config` (not allocated).
+fn plan_on(
+    target: &Target,
+    config: &PlannerConfig,
+    program: &str,
+    dims: &[(&str, usize)],
+) -> Result<Plan, FitError> {
     let dims = dims.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let plan = popcorn_dsl::plan(
         programs::program(program),
         &dims,
         config,
-        &ctx.target(),
+        target,
         &Default::default(),
     )
     .map_err(crate::RuntimeError::from)?;
@@ -149,7 +160,14 @@ pub(crate) fn choose(
     let config = ctx.config();
     let iterations = EXPECTED_ITERATIONS.min(max_iter).max(1);
     let build_plan = plan_of(ctx, config, &kernel.name("kernel"), &[("n", n), ("d", d)])?;
-    let build = build_plan.estimated_seconds();
+    let library_build = build_plan.estimated_seconds();
+    // A 16-bit K may be written by one contraction kernel instead, where that is estimated
+    // faster than the library's product (whose kernels load at their first use) and a map.
+    let contraction_build =
+        faster_contraction_build(&ctx.target(), config, kernel, (n, d), &build_plan)?;
+    let build = contraction_build
+        .as_ref()
+        .map_or(library_build, |p| p.estimated_seconds());
     // K as the build plan holds it (in 16 bits where the context says so).
     let k_size = build_plan
         .outputs
@@ -169,7 +187,10 @@ pub(crate) fn choose(
         String::new()
     };
     // What building K needs besides K (an f32 product before a 16-bit K is rounded from it).
-    let build_workspace = build_plan.workspace_bytes() as u64;
+    let build_workspace = contraction_build
+        .as_ref()
+        .unwrap_or(&build_plan)
+        .workspace_bytes() as u64;
     // An algorithm whose plan cannot be made (a plan the partitioning pass cannot split)
     // leaves the other, unless it is asked for: its error then.
     let unless_asked = |plan: Result<Plan, FitError>, algorithm: Algorithm| match plan {
@@ -227,10 +248,14 @@ pub(crate) fn choose(
                 as u64,
         )
     };
-    let fused_build = !fits_plain
-        && fused_workspace.is_some_and(|w| {
-            free.is_none_or(|f| kernel_matrix_bytes.saturating_add(w).saturating_add(extra) <= f)
-        });
+    let faster_build = contraction_build.is_some();
+    let fused_build = faster_build
+        || (!fits_plain
+            && fused_workspace.is_some_and(|w| {
+                free.is_none_or(|f| {
+                    kernel_matrix_bytes.saturating_add(w).saturating_add(extra) <= f
+                })
+            }));
     let fits = fits_plain || fused_build;
     let memory = if ctx.is_gpu() {
         "GPU memory"
@@ -305,7 +330,14 @@ pub(crate) fn choose(
         }
     };
     let fused_build = fused_build && algorithm == Algorithm::Stored;
-    let reason = if fused_build {
+    let reason = if fused_build && faster_build {
+        format!(
+            "{reason}; K is built by one kernel writing it from the product's tiles (estimated \
+             {:.1} ms against {:.1} ms through the library, its kernels' first use included)",
+            build * 1e3,
+            (library_build + LIBRARY_FIRST_USE_S) * 1e3
+        )
+    } else if fused_build {
         format!(
             "{reason}; K is built by one kernel writing it from the product's tiles (the f32 \
              product would not fit beside it)"
@@ -340,14 +372,56 @@ pub(crate) fn choose(
 }
 
 /// The configuration that builds K by one fused kernel (see [`AlgorithmChoice::fused_build`]),
-/// in strict fp32: that kernel's TF32 variant, which only stores, measured 180 times slower
-/// (BENCHMARKS.md, run 26).
+/// at the context's precision (run 26's TF32 build, 180 times slower than the strict one,
+/// counted the compilation of its variants: warm, it writes acoustic's 12.4 GB bf16 K in 51
+/// ms, BENCHMARKS.md run 40).
 pub(crate) fn fused_build_config(config: &PlannerConfig) -> PlannerConfig {
     PlannerConfig {
         contractions: ContractionPolicy::Always,
-        tf32: false,
         ..config.clone()
     }
+}
+
+/// What a build through the library's products costs besides its estimate in a process that
+/// has not run them yet: the driver loads each of their kernels at its first launch. Building
+/// letter's K (10500 x 26) by a SYRK of 21 block rows and a map took 27-127 ms in fresh
+/// processes against 3.6-4.4 ms for the contraction kernel (BENCHMARKS.md, run 40). The lower
+/// end of what was measured, so that only builds the estimates already put close go to the
+/// contraction kernel on its account.
+const LIBRARY_FIRST_USE_S: f64 = 0.015;
+
+/// The plan that builds a 16-bit K by one contraction kernel (no f32 product in memory) where
+/// it is estimated faster than `library`, the build through the library's products (their
+/// first use included), on a GPU target, with K held in 16 bits, contractions left to the
+/// planner and one rank; `None` elsewhere, or where the planner does not make it one kernel.
+fn faster_contraction_build(
+    target: &Target,
+    config: &PlannerConfig,
+    kernel: &KernelPrograms,
+    (n, d): (usize, usize),
+    library: &Plan,
+) -> Result<Option<Plan>, FitError> {
+    let uses_library = |p: &Plan| {
+        p.steps
+            .iter()
+            .any(|s| matches!(s.op, StepOp::Gemm(_) | StepOp::Syrk { .. }))
+    };
+    if config.half_storage.is_empty()
+        || config.contractions != ContractionPolicy::Auto
+        || config.partition.is_some()
+        || target.kind != TargetKind::Cuda
+        || !uses_library(library)
+    {
+        return Ok(None);
+    }
+    let plan = plan_on(
+        target,
+        &fused_build_config(config),
+        &kernel.name("kernel"),
+        &[("n", n), ("d", d)],
+    )?;
+    let faster = plan.estimated_seconds() < library.estimated_seconds() + LIBRARY_FIRST_USE_S;
+    Ok((faster && !uses_library(&plan)).then_some(plan))
 }
 
 #[cfg(test)]
@@ -409,5 +483,52 @@ mod tests {
         });
         let e = choose(Algorithm::Stored, &zero, &programs, shape, 10, true).expect_err("no ranks");
         assert!(e.to_string().contains("at least 1 rank"), "{e}");
+    }
+
+    /// On the reference H100 with TF32 and a bf16 K, the contraction kernel builds K where the
+    /// library's product is all first-use cost (letter's shape: 3.6 ms against 27-127 ms
+    /// measured) and the library keeps the builds whose products it computes faster (the
+    /// other paper shapes: the kernel writes K at a fraction of the bandwidth, and computes
+    /// both triangles); never without a 16-bit K, nor on the CPU.
+    #[test]
+    fn small_sixteen_bit_builds_go_to_the_contraction_kernel_on_the_reference_gpu() {
+        let mut config = PlannerConfig {
+            tf32: true,
+            ..PlannerConfig::default()
+        };
+        config
+            .half_storage
+            .insert("K".into(), crate::kernel_ir::Half::Bf16);
+        let gpu = Target::reference_gpu();
+        let build = |target: &Target, config: &PlannerConfig, (n, d): (usize, usize)| {
+            let programs = KernelPrograms::new(&Kernel::POLYNOMIAL_DEFAULT, d);
+            let library = plan_on(
+                target,
+                config,
+                &programs.name("kernel"),
+                &[("n", n), ("d", d)],
+            )
+            .expect("library build");
+            faster_contraction_build(target, config, &programs, (n, d), &library)
+                .expect("plans")
+                .map(|p| p.estimated_seconds())
+        };
+        let letter = build(&gpu, &config, (10500, 26)).expect("letter: the contraction kernel");
+        assert!(letter < LIBRARY_FIRST_USE_S, "{letter}");
+        for shape in [
+            (78823, 50),
+            (60000, 780),
+            (50000, 3072),
+            (70000, 19996),
+            (6400, 126405),
+        ] {
+            assert_eq!(build(&gpu, &config, shape), None, "{shape:?}");
+        }
+        let wide = PlannerConfig {
+            half_storage: Default::default(),
+            ..config.clone()
+        };
+        assert_eq!(build(&gpu, &wide, (10500, 26)), None);
+        assert_eq!(build(&Target::cpu(2), &config, (10500, 26)), None);
     }
 }

@@ -45,6 +45,7 @@ impl Plan {
                     StepOp::Fused(f) => match &f.spec.form {
                         Form::Contraction {
                             precision,
+                            stores,
                             reductions,
                             ..
                         } => {
@@ -72,8 +73,15 @@ impl Plan {
                                 }
                                 _ => 0.0,
                             };
+                            // Stored elements leave the kernel as the accumulators hold them
+                            // (a few bytes per row and lane), after the product's tiles.
+                            let stored = match self.target.contractions {
+                                Some(t) if !stores.is_empty() => step.bytes / t.store_bytes_per_s,
+                                _ => 0.0,
+                            };
                             (product / (product_rate(tf32) * efficiency.max(1e-3))
-                                + (step.flops - product).max(0.0) / map_rate)
+                                + (step.flops - product).max(0.0) / map_rate
+                                + stored)
                                 .max(by_label)
                         }
                         _ => step.flops / map_rate,
