@@ -1808,3 +1808,43 @@ fn a_precomputed_kernel_matrix_read_by_rows_gives_the_whole_fit() {
     assert_eq!(processes, whole, "two processes");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--all-iterations` makes every `-m` iteration past a fixed point, with the labels of the run
+/// that stops there: two well-separated groups reach one in a couple of iterations.
+#[test]
+fn all_iterations_runs_past_a_fixed_point_with_the_same_labels() {
+    let Some(bin) = built_example_or_notice() else {
+        return;
+    };
+    let dir = scratch("all-iterations");
+    let run = |extra: &[&str], name: &str| {
+        let json = dir.join(name);
+        let out = std::process::Command::new(&bin)
+            .args([
+                "-n", "200", "-d", "2", "-k", "2", "-m", "12", "--device", "cpu",
+            ])
+            .args(["--json", path_str(&json)])
+            .args(extra)
+            .output()
+            .expect("run the example");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
+        (
+            v["iterations"].as_u64().expect("iterations"),
+            v["labels"].clone(),
+            v["converged"].as_bool().expect("converged"),
+        )
+    };
+    let (early, labels, converged) = run(&[], "early.json");
+    assert!(early < 12 && converged, "stopped after {early}");
+    let (all, all_labels, all_converged) = run(&["--all-iterations"], "all.json");
+    assert_eq!(all, 12);
+    assert_eq!(all_labels, labels);
+    assert!(all_converged);
+}

@@ -90,6 +90,11 @@ pub struct Cli {
     #[arg(short = 'c', value_name = "0|1", default_value = "0", action = clap::ArgAction::Set, value_parser = parse_switch)]
     pub check_convergence: bool,
 
+    /// Make all -m iterations even past a fixed point (same labels; for timing a fixed number
+    /// of iterations, as a benchmark peer that never checks does)
+    #[arg(long)]
+    pub all_iterations: bool,
+
     /// Runs from different seeds (random and kmeans++ inits); the lowest objective wins
     #[arg(short = 'r', value_name = "RUNS", default_value_t = 1)]
     pub runs: usize,

@@ -143,6 +143,7 @@ pub fn builder(cli: &Cli, kernel: Kernel, k: usize, device: DeviceSpec) -> Kerne
         .max_iter(cli.max_iter)
         .tol(cli.tol)
         .check_convergence(cli.check_convergence)
+        .stop_at_fixed_point(!cli.all_iterations)
         .n_init(cli.runs)
         .zscore(cli.zscore)
         .tf32(cli.tf32)

@@ -342,8 +342,11 @@ pub struct KernelKMeans {
     /// Relative objective improvement under which a run stops (when `check_convergence`).
     pub tol: f64,
     /// Stop when the objective improves by less than `tol` (relative); a fixed point (no label
-    /// changed) always stops.
+    /// changed) stops too unless `stop_at_fixed_point` is off.
     pub check_convergence: bool,
+    /// Stop at a fixed point (an iteration that changes no label: every later one repeats
+    /// it). Off, a run makes all `max_iter` iterations, for timing a fixed number of them.
+    pub stop_at_fixed_point: bool,
     /// Number of runs from different seeds; the lowest final objective wins.
     pub n_init: usize,
     /// Standardise every feature (zero mean, unit variance) first.
@@ -378,6 +381,7 @@ impl KernelKMeans {
             max_iter: 300,
             tol: 1e-4,
             check_convergence: false,
+            stop_at_fixed_point: true,
             n_init: 1,
             zscore: false,
             device: DeviceSpec::Auto,
@@ -500,6 +504,33 @@ impl KernelKMeans {
     /// Turns the objective-based convergence check on or off.
     pub fn check_convergence(mut self, on: bool) -> Self {
         self.check_convergence = on;
+        self
+    }
+
+    /// Whether a run stops at a fixed point (on by default); off, it makes all `max_iter`
+    /// iterations (the labels and objective are the same; only the time differs).
+    ///
+    /// ```
+    /// use popcorn::kkmeans::{KernelKMeans, Points};
+    /// use popcorn::DeviceSpec;
+    /// let x = [0.0, 0.1, 5.0, 5.1];
+    /// let points = Points::new(4, 1, &x).unwrap();
+    /// let fit = |stop| {
+    ///     KernelKMeans::new(2)
+    ///         .device(DeviceSpec::Cpu)
+    ///         .max_iter(6)
+    ///         .stop_at_fixed_point(stop)
+    ///         .fit(points)
+    ///         .unwrap()
+    /// };
+    /// let (early, all) = (fit(true), fit(false));
+    /// assert!(early.iterations < 6);
+    /// assert_eq!(all.iterations, 6);
+    /// assert_eq!(early.labels, all.labels);
+    /// assert!(all.converged);
+    /// ```
+    pub fn stop_at_fixed_point(mut self, on: bool) -> Self {
+        self.stop_at_fixed_point = on;
         self
     }
 
@@ -1101,8 +1132,12 @@ impl KernelKMeans {
             )?;
             if changed == 0 {
                 converged = true;
-                break;
+                if self.stop_at_fixed_point {
+                    break;
+                }
+                continue;
             }
+            converged = false;
             if self.check_convergence && history.len() >= 2 {
                 let prev = history[history.len() - 2];
                 if (prev - objective).abs() <= self.tol * prev.abs().max(f64::MIN_POSITIVE) {
