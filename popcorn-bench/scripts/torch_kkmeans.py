@@ -102,17 +102,21 @@ def torch_run(n, d, k, iters, tf32):
     return {"kernel_ms": k_ms, "iterations_ms": it_ms, "total_ms": k_ms + it_ms, "objective": obj}
 
 
-def popcorn_run(exe, n, d, k, iters, extra, algorithm="stored", warm=True):
+def popcorn_run(exe, n, d, k, iters, extra, algorithm="stored", warm=True, env=None):
     if warm:
         # Fills the kernel cache (the same kernels at a smaller n), so that the timed run does
-        # not compile.
-        popcorn_run(exe, min(n, 2048), d, min(k, 2048), 2, extra, algorithm, warm=False)
+        # not compile: as planned at that n, and with the products all through the library
+        # and all fused, since the K build's plan may change with n (a 16-bit K is written by
+        # the contraction kernel where that is estimated faster).
+        for contractions in ("auto", "never", "always"):
+            popcorn_run(exe, min(n, 2048), d, min(k, 2048), 2, extra, algorithm, warm=False,
+                        env={**os.environ, "POPCORN_CONTRACTIONS": contractions})
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "p.json")
         cmd = [exe, "-n", str(n), "-d", str(d), "-k", str(k), "-f", "polynomial", "--gamma", "1",
                "--coef0", "1", "--degree", "2", "-m", str(iters), "-c", "0", "--all-iterations",
                "--algorithm", algorithm, "--device", "cuda", "--json", out] + extra
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
         if r.returncode != 0:
             return {"error": (r.stderr or r.stdout).strip().splitlines()[-1:]}
         j = json.load(open(out))
