@@ -163,11 +163,16 @@ pub(crate) fn choose(
     let library_build = build_plan.estimated_seconds();
     // A 16-bit K may be written by one contraction kernel instead, where that is estimated
     // faster than the library's product (whose kernels load at their first use) and a map.
-    let contraction_build =
-        faster_contraction_build(&ctx.target(), config, kernel, (n, d), &build_plan)?;
+    let contraction_build = faster_contraction_build(
+        &ctx.target(),
+        config,
+        kernel,
+        (n, d),
+        (&build_plan, library_build),
+    )?;
     let build = contraction_build
         .as_ref()
-        .map_or(library_build, |p| p.estimated_seconds());
+        .map_or(library_build, |(_, seconds)| *seconds);
     // K as the build plan holds it (in 16 bits where the context says so).
     let k_size = build_plan
         .outputs
@@ -189,7 +194,7 @@ pub(crate) fn choose(
     // What building K needs besides K (an f32 product before a 16-bit K is rounded from it).
     let build_workspace = contraction_build
         .as_ref()
-        .unwrap_or(&build_plan)
+        .map_or(&build_plan, |(plan, _)| plan)
         .workspace_bytes() as u64;
     // An algorithm whose plan cannot be made (a plan the partitioning pass cannot split)
     // leaves the other, unless it is asked for: its error then.
@@ -221,11 +226,7 @@ pub(crate) fn choose(
         .map_or(f64::INFINITY, |p| p.estimated_seconds());
     // Where the target cannot sum this many clusters inside a contraction (or contractions are
     // off), the recompute plan stores K after all.
-    let recomputes = recompute.as_ref().is_ok_and(|p| {
-        !p.steps
-            .iter()
-            .any(|s| matches!(s.op, StepOp::Gemm(_) | StepOp::Syrk { .. }))
-    });
+    let recomputes = recompute.as_ref().is_ok_and(|p| !uses_library_products(p));
     let max_labels = ctx.target().contractions.map_or(0, |t| t.max_labels);
     let stored_s = build + iterations as f64 * stored_iteration.as_ref().unwrap_or(&f64::INFINITY);
     let recompute_s = iterations as f64 * recompute_iteration;
@@ -390,27 +391,30 @@ pub(crate) fn fused_build_config(config: &PlannerConfig) -> PlannerConfig {
 /// contraction kernel on its account.
 const LIBRARY_FIRST_USE_S: f64 = 0.015;
 
-/// The plan that builds a 16-bit K by one contraction kernel (no f32 product in memory) where
-/// it is estimated faster than `library`, the build through the library's products (their
-/// first use included), on a GPU target, with K held in 16 bits, contractions left to the
-/// planner and one rank; `None` elsewhere, or where the planner does not make it one kernel.
+/// Whether `plan` runs a product through the library (a GEMM or a SYRK step).
+fn uses_library_products(plan: &Plan) -> bool {
+    plan.steps
+        .iter()
+        .any(|s| matches!(s.op, StepOp::Gemm(_) | StepOp::Syrk { .. }))
+}
+
+/// The plan that builds a 16-bit K by one contraction kernel (no f32 product in memory), with
+/// its estimated seconds, where that is below `library`'s (the build through the library's
+/// products, with its estimate) plus the library's first use; on a GPU target, with K held in
+/// 16 bits, contractions left to the planner and one rank. `None` elsewhere, or where the
+/// planner does not make it one kernel.
 fn faster_contraction_build(
     target: &Target,
     config: &PlannerConfig,
     kernel: &KernelPrograms,
     (n, d): (usize, usize),
-    library: &Plan,
-) -> Result<Option<Plan>, FitError> {
-    let uses_library = |p: &Plan| {
-        p.steps
-            .iter()
-            .any(|s| matches!(s.op, StepOp::Gemm(_) | StepOp::Syrk { .. }))
-    };
+    (library, library_s): (&Plan, f64),
+) -> Result<Option<(Plan, f64)>, FitError> {
     if config.half_storage.is_empty()
         || config.contractions != ContractionPolicy::Auto
         || config.partition.is_some()
         || target.kind != TargetKind::Cuda
-        || !uses_library(library)
+        || !uses_library_products(library)
     {
         return Ok(None);
     }
@@ -420,8 +424,9 @@ fn faster_contraction_build(
         &kernel.name("kernel"),
         &[("n", n), ("d", d)],
     )?;
-    let faster = plan.estimated_seconds() < library.estimated_seconds() + LIBRARY_FIRST_USE_S;
-    Ok((faster && !uses_library(&plan)).then_some(plan))
+    let seconds = plan.estimated_seconds();
+    let faster = seconds < library_s + LIBRARY_FIRST_USE_S;
+    Ok((faster && !uses_library_products(&plan)).then_some((plan, seconds)))
 }
 
 #[cfg(test)]
@@ -509,9 +514,10 @@ mod tests {
                 &[("n", n), ("d", d)],
             )
             .expect("library build");
-            faster_contraction_build(target, config, &programs, (n, d), &library)
+            let library_s = library.estimated_seconds();
+            faster_contraction_build(target, config, &programs, (n, d), (&library, library_s))
                 .expect("plans")
-                .map(|p| p.estimated_seconds())
+                .map(|(_, seconds)| seconds)
         };
         let letter = build(&gpu, &config, (10500, 26)).expect("letter: the contraction kernel");
         assert!(letter < LIBRARY_FIRST_USE_S, "{letter}");
