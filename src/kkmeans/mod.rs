@@ -787,10 +787,13 @@ impl KernelKMeans {
             Algorithm::Recompute => None,
             _ => {
                 // The product library's one-time setup, counted with the context's (upload)
-                // rather than in K's time; a recomputed K does not use the library.
-                let t = Instant::now();
-                ctx.prepare_products()?;
-                prepare_s = t.elapsed().as_secs_f64();
+                // rather than in K's time; neither a recomputed K nor one that a contraction
+                // kernel writes uses the library.
+                if !choice.fused_build {
+                    let t = Instant::now();
+                    ctx.prepare_products()?;
+                    prepare_s = t.elapsed().as_secs_f64();
+                }
                 report(control, &Progress::Phase("kernel matrix"))?;
                 let t = Instant::now();
                 // Where the f32 product would not fit beside a 16-bit K, one kernel writes K
