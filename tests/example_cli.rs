@@ -1564,21 +1564,6 @@ fn log_time_reports_the_host_side_of_each_run() {
     }
 }
 
-/// A GPU of this host, or `None` after a notice (a failure where `POPCORN_REQUIRE_GPU` is set,
-/// as the GPU bundle sets it).
-fn one_gpu_or_notice() -> Option<()> {
-    let count = popcorn::runtime::cuda::cuda_available().unwrap_or(0);
-    if count >= 1 {
-        return Some(());
-    }
-    assert!(
-        std::env::var_os("POPCORN_REQUIRE_GPU").is_none(),
-        "POPCORN_REQUIRE_GPU is set but this machine has no usable CUDA device"
-    );
-    eprintln!("skipping GPU test: this machine has no CUDA device");
-    None
-}
-
 /// The short steps that run beside a small plan's cluster sums on a second lane (the cluster
 /// sizes, the weights' map, the diagonal) change no result: stored-K fits in f32 and with a
 /// bf16 K give the labels and objective of the same fits with every step on one lane
@@ -1588,7 +1573,7 @@ fn the_side_lane_gives_the_results_of_one_lane() {
     let Some(bin) = built_example_or_notice() else {
         return;
     };
-    if one_gpu_or_notice().is_none() {
+    if popcorn_test_support::gpu_or_skip(popcorn::DType::F32).is_none() {
         return;
     }
     let dir = scratch("side-lane");

@@ -1191,7 +1191,11 @@ fn normalized_cut_matches_the_cpu() {
         // rounding breaks a tie one way on the GPU and the other on the CPU, after which the
         // fits take different paths (seed 1795735151100795008: BENCHMARKS.md, run 40). The
         // small graph gets distinct symmetric weights in [0.5, 1.5) instead.
-        let a = if n < 100 { distinct_weights(&a) } else { a };
+        let a = if n < 100 {
+            common::with_distinct_weights(&a, seed)
+        } else {
+            a
+        };
         if (0..n).any(|i| a.row(i).is_none_or(|(c, _)| c.is_empty())) {
             // An isolated node (possible at n = 9): the fit refuses it on both devices.
             continue;
@@ -1248,26 +1252,6 @@ fn normalized_cut_matches_the_cpu() {
             }
         }
     }
-}
-
-/// `a` with each edge `{i, j}` weighing a value in [0.5, 1.5) that depends on the pair only
-/// (the same both ways), so that no two sums of weights are equal by construction.
-fn distinct_weights(a: &popcorn::io::CsrMatrix) -> popcorn::io::CsrMatrix {
-    let n = a.rows();
-    let mut dense = vec![0.0; n * n];
-    for i in 0..n {
-        if let Some((cols, _)) = a.row(i) {
-            for &j in cols {
-                let (lo, hi) = (i.min(j) as u64, i.max(j) as u64);
-                let h = (lo * 1_000_003 + hi)
-                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                    .rotate_left(29)
-                    .wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                dense[i * n + j] = 0.5 + (h >> 11) as f64 / (1u64 << 53) as f64;
-            }
-        }
-    }
-    popcorn::io::CsrMatrix::from_dense(n, n, &dense).expect("a square matrix")
 }
 
 /// Uploads `h` (a dense or index input) to `ctx`.

@@ -37,3 +37,26 @@ pub fn stochastic_block_model(
     let a = CsrMatrix::new(n, n, row_ptr, col_idx, values).expect("a valid CSR matrix");
     (a, truth)
 }
+
+/// `a` (a symmetric adjacency matrix) with each edge `{i, j}` weighing a value in [0.5, 1.5)
+/// drawn for the pair, the same both ways, seeded: no two nodes' degrees or distances are then
+/// equal by construction, as they are with unit weights on a small graph (where rounding may
+/// break such a tie one way on one device and the other on another).
+pub fn with_distinct_weights(a: &CsrMatrix, seed: u64) -> CsrMatrix {
+    let mut values = Vec::with_capacity(a.nnz());
+    for i in 0..a.rows() {
+        for &j in a.row(i).map_or(&[][..], |(cols, _)| cols) {
+            let (lo, hi) = (i.min(j) as u64, i.max(j) as u64);
+            let pair = SplitMix64::new(lo.wrapping_mul(0x1_0000_0001) ^ hi).next_u64();
+            values.push(0.5 + SplitMix64::new(seed ^ pair).unit());
+        }
+    }
+    CsrMatrix::new(
+        a.rows(),
+        a.cols(),
+        a.row_ptr().to_vec(),
+        a.col_idx().to_vec(),
+        values,
+    )
+    .expect("the same valid structure")
+}
