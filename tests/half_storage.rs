@@ -12,7 +12,7 @@ use popcorn::kernel_ir::Half;
 use popcorn::kkmeans::{Kernel, KernelKMeans, Points};
 use popcorn::{DType, DeviceSpec};
 use popcorn_dsl::{PlannerConfig, Program};
-use popcorn_runtime::{Args, Context, Tensor};
+use popcorn_runtime::{Args, Context, Outputs, Tensor};
 
 const KERNEL: &str = "fn kp(X: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scalar) \
     -> (K: Dense[n, n]) { K = pow(gamma * X * X^T + coef0, degree); }";
@@ -88,6 +88,36 @@ fn kernel_matrix(ctx: &Context, src: &str, n: usize, d: usize, seed: u64) -> (Te
         .expect("K");
     let v = ctx.to_f64(&k).expect("download");
     (k, v)
+}
+
+/// [`kernel_matrix`] into a 16-bit K this test allocates and fills with NaN first, so that an
+/// element the build leaves unwritten shows (a pool's recycled buffer could hold the values of
+/// an earlier build of the same matrix).
+fn kernel_matrix_poisoned(
+    ctx: &Context,
+    src: &str,
+    n: usize,
+    d: usize,
+    seed: u64,
+    half: Half,
+) -> Vec<f64> {
+    let x = ctx.dense(n, d, &points(n, d, seed)).expect("X");
+    let args = match src {
+        KERNEL => Args::new()
+            .tensor("X", &x)
+            .scalar("gamma", 0.5)
+            .scalar("coef0", 1.0)
+            .scalar("degree", 2.0),
+        GAUSSIAN => Args::new().tensor("X", &x).scalar("gamma", 0.5),
+        _ => Args::new().tensor("X", &x),
+    };
+    let k = ctx.dense_half(n, n, &vec![0.0; n * n], half).expect("K");
+    ctx.fill(&k, f64::NAN).expect("poison K");
+    let mut out = Outputs::default();
+    out.insert("K", k);
+    ctx.run_into(&program(src), &args, &mut out)
+        .expect("kernel matrix");
+    ctx.to_f64(out.tensor("K").expect("K")).expect("download")
 }
 
 #[test]
@@ -512,9 +542,18 @@ fn gpu_sixteen_bit_kernel_matrices_and_iterations_match_the_cpu() {
         });
         let gamma = 0.5;
         for src in [KERNEL, GAUSSIAN] {
-            for &(n, d) in &[(1, 1), (130, 9), (517, 26), (1283, 50)] {
+            // Interior tiles (n >= 256) write 16-byte pieces of their rows: rows on 16 bytes
+            // (1024), rows starting at every offset from a boundary (517, 1283, 1031).
+            for &(n, d) in &[
+                (1, 1),
+                (130, 9),
+                (517, 26),
+                (1024, 26),
+                (1031, 3),
+                (1283, 50),
+            ] {
                 let x = points(n, d, 5);
-                let (_, got) = kernel_matrix(&g_tf32, src, n, d, 5);
+                let got = kernel_matrix_poisoned(&g_tf32, src, n, d, 5, half);
                 for i in 0..n {
                     for j in 0..n {
                         let (xi, xj) = (&x[i * d..(i + 1) * d], &x[j * d..(j + 1) * d]);

@@ -38,6 +38,11 @@ inline unsigned int __activemask() { return 0xffffffffu; }
 inline unsigned int __match_any_sync(unsigned int mask, unsigned int) { return mask; }
 inline int __all_sync(unsigned int, int p) { return p; }
 inline int __ffs(unsigned int x) { return __builtin_ffs((int)x); }
+inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
+    const unsigned long long v = ((unsigned long long)y << 32) | x; unsigned int r = 0;
+    for (int k = 0; k < 4; ++k) r |= (unsigned int)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xffu) << (8 * k);
+    return r;
+}
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { unsigned int o = *p; *p += v; return o; }
 inline float atomicAdd(float* p, float v) { float o = *p; *p += v; return o; }
 inline double atomicAdd(double* p, double v) { double o = *p; *p += v; return o; }

@@ -65,6 +65,10 @@ static_assert(WARPS_N > 1, "the row exchange assumes several column warps");
 
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
+// Sixteen bytes written by one store (the folds' store8).
+struct alignas(16) Words16 { unsigned x, y, z, w; };
+struct alignas(16) Floats16 { float x, y, z, w; };
+
 // A tensor map (CUtensorMap, 128 opaque bytes) of a row-major fp32 matrix for the tensor
 // memory accelerator: dimensions (depth, rows), boxes of BK x (BM or BN), 128-byte swizzle,
 // zeros outside the matrix. The launcher encodes it; the kernel takes it as a
@@ -1218,6 +1222,200 @@ __device__ __forceinline__ void ws_column_sums(const Fold& fold, long long n, lo
     if (cur != kNoLabel && j < n) fold.add_to(j, cur, sum);
 }
 
+// Rows of eight columns for a fold that only stores (kStoresOnly, interior tiles): in each
+// group of four 8-column blocks, the four lanes of a quad (same row g, t = 0..3) swap their
+// column pairs so that lane t holds block t's eight columns in order, and the quad writes
+// them in 16-byte stores instead of two- or four-byte stores that each touch eight rows'
+// sectors: block by block where rows start on 16 bytes (wgmma_store_rows, two stores per
+// f32 output), and for 16-bit outputs in the 16-byte pieces of rows of any alignment
+// (wgmma_store_half_rows).
+// a[s][c] of lane t, before: columns 8 s + 2 t + c of the group; after: columns 8 t + 2 s + c.
+__device__ __forceinline__ void quad_transpose(float (&a)[4][2], int t)
+{
+#pragma unroll
+    for (int r = 1; r <= 2; r <<= 1) {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            if (s & r) continue;
+            const bool upper = (t & r) != 0;
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const float send = upper ? a[s][c] : a[s ^ r][c];
+                const float got = __shfl_xor_sync(0xffffffffu, send, r);
+                if (upper) a[s][c] = got; else a[s ^ r][c] = got;
+            }
+        }
+    }
+}
+
+// The values of one row group (columns 32 grp .. 32 grp + 31 of the tile) of row i = i_lane
+// + 64 mi + 8 h: x[s][c] is column 8 (4 grp + s) + 2 t + c, folded as it is evaluated.
+template <int V, class Fold>
+__device__ __forceinline__ void row_group_values(float (&acc)[2][64], typename Fold::State (&st)[2][2],
+                                                 const Fold& fold, int mi, int h, int grp,
+                                                 long long i, long long j_lane,
+                                                 typename Fold::Values (&x)[4][2])
+{
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const int q = 4 * grp + s;
+            const long long j = j_lane + 8 * q + c;
+            x[s][c] = fold.template eval<V>(acc[mi][4 * q + 2 * h + c], i, j);
+            fold.template fold<false>(st[mi][h], x[s][c], i, j);
+        }
+    }
+}
+
+template <int K, class Fold>
+__device__ __forceinline__ void store_row_groups(const Fold& fold, const typename Fold::Values (&x)[4][2],
+                                                 long long i, long long j_group, int t)
+{
+    float a[4][2];
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) a[s][c] = Fold::template store_value<K>(x[s][c]);
+    quad_transpose(a, t);
+    const float v[8] = {a[0][0], a[0][1], a[1][0], a[1][1], a[2][0], a[2][1], a[3][0], a[3][1]};
+    fold.template store8<K>(i, j_group + 8 * t, v);
+    if constexpr (K + 1 < Fold::kStores) store_row_groups<K + 1>(fold, x, i, j_group, t);
+}
+
+template <int V, class Fold>
+__device__ __forceinline__ void wgmma_store_rows(float (&acc)[2][64], typename Fold::State (&st)[2][2],
+                                                 const Fold& fold, long long i_lane, long long j_lane)
+{
+    const int t = threadIdx.x & 3;
+    const long long j_tile = j_lane - 2 * t;
+#pragma unroll
+    for (int grp = 0; grp < 4; ++grp) {
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const long long i = i_lane + 64 * mi + 8 * h;
+                typename Fold::Values x[4][2];
+                row_group_values<V>(acc, st, fold, mi, h, grp, i, j_lane, x);
+                store_row_groups<0>(fold, x, i, j_tile + 32 * grp, t);
+            }
+        }
+    }
+}
+
+// Two values rounded to bf16 / fp16 (to nearest even) in one word, `lo` in the low half.
+__device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi)
+{
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ unsigned pack_f16x2(float lo, float hi)
+{
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// Value e (0..7) of eight 16-bit values packed two a word, low half first.
+__device__ __forceinline__ unsigned short half_of(const unsigned (&w)[4], int e)
+{
+    return (unsigned short)(w[e >> 1] >> (16 * (e & 1)));
+}
+
+// Values p..p+7 (p = 0..7) of the sixteen in lo (values 0..7) and hi (8..15), packed as they
+// are: a two-stage select by words, then a byte permutation for an odd p.
+__device__ __forceinline__ void window8(const unsigned (&lo)[4], const unsigned (&hi)[4], int p,
+                                        unsigned (&out)[4])
+{
+    const unsigned e[8] = {lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]};
+    unsigned f[6];
+#pragma unroll
+    for (int k = 0; k < 6; ++k) f[k] = (p & 4) ? e[k + 2] : e[k];
+    unsigned g[5];
+#pragma unroll
+    for (int k = 0; k < 5; ++k) g[k] = (p & 2) ? f[k + 1] : f[k];
+    const unsigned sel = (p & 1) ? 0x5432u : 0x3210u;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) out[k] = __byte_perm(g[k], g[k + 1], sel);
+}
+
+// One row group (32 columns, lane t's eight after the quad transpose) of every 16-bit store,
+// for rows of any alignment: a row whose start lies `off` values past 16 bytes (p = 8 - off
+// values before the next boundary) is written in the 16-byte pieces that lie on boundaries.
+// Lane t's piece starts p values into its own block and ends in lane t + 1's; lane 3's starts
+// in its previous group's block (`prev`) and ends in lane 0's of this group, so at the first
+// group lane 3 writes the p values before the tile's first boundary one by one instead, and
+// after the last group the off values after its last boundary.
+template <int K, class Fold>
+__device__ __forceinline__ void store_half_row_group(const Fold& fold,
+                                                     const typename Fold::Values (&x)[4][2],
+                                                     unsigned (&prev)[Fold::kStores][4], long long i,
+                                                     long long j_tile, int grp, int t, int p,
+                                                     bool carry)
+{
+    float a[4][2];
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) a[s][c] = Fold::template store_value<K>(x[s][c]);
+    quad_transpose(a, t);
+    unsigned w[4], next[4], lo[4], piece[4];
+    const int next_lane = (threadIdx.x & 28) | ((t + 1) & 3);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        w[s] = Fold::template pack2<K>(a[s][0], a[s][1]);
+        next[s] = __shfl_sync(0xffffffffu, w[s], next_lane);
+        lo[s] = carry ? prev[K][s] : w[s];
+    }
+    window8(lo, next, p, piece);
+    const long long j_group = j_tile + 32 * grp;
+    if (!carry || grp > 0) {
+        fold.template store16<K>(i, j_group + (carry ? -8 : 8 * t) + p, piece);
+    } else {
+#pragma unroll
+        for (int e = 0; e < 7; ++e)
+            if (e < p) fold.template store_half<K>(i, j_tile + e, half_of(next, e));
+    }
+    if (carry && grp == 3) {
+#pragma unroll
+        for (int e = 1; e < 8; ++e)
+            if (e >= p) fold.template store_half<K>(i, j_group + 24 + e, half_of(w, e));
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s) prev[K][s] = w[s];
+    if constexpr (K + 1 < Fold::kStores)
+        store_half_row_group<K + 1>(fold, x, prev, i, j_tile, grp, t, p, carry);
+}
+
+template <int V, class Fold>
+__device__ __forceinline__ void wgmma_store_half_rows(float (&acc)[2][64],
+                                                      typename Fold::State (&st)[2][2],
+                                                      const Fold& fold, long long i_lane,
+                                                      long long j_lane)
+{
+    const int t = threadIdx.x & 3;
+    const long long j_tile = j_lane - 2 * t;
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const long long i = i_lane + 64 * mi + 8 * h;
+            const int off = fold.row_offset(i);
+            const int p = (8 - off) & 7;
+            const bool carry = t == 3 && off != 0;
+            unsigned prev[Fold::kStores][4] = {};
+#pragma unroll
+            for (int grp = 0; grp < 4; ++grp) {
+                typename Fold::Values x[4][2];
+                row_group_values<V>(acc, st, fold, mi, h, grp, i, j_lane, x);
+                store_half_row_group<0>(fold, x, prev, i, j_tile, grp, t, p, carry);
+            }
+        }
+    }
+}
+
 // Epilogue of one finished column tile on the warpgroup layout: acc[mi][r] is element
 // (i_lane + 64 mi + 8 ((r >> 1) & 1), j_lane + 8 (r >> 2) + (r & 1)) with
 // i_lane = row block origin + 128 wg + 16 w + g and j_lane = tile column origin + 2 t.
@@ -1228,6 +1426,15 @@ __device__ __forceinline__ void wgmma_epilogue(float (&acc)[2][64],
                                                long long i_lane, long long j_lane, long long m,
                                                long long n, unsigned col_label)
 {
+    if constexpr (Fold::kStoresOnly && kEdge == kInside) {
+        if (fold.wide_rows()) {
+            if constexpr (Fold::kHalfStores)
+                wgmma_store_half_rows<V>(acc, st, fold, i_lane, j_lane);
+            else
+                wgmma_store_rows<V>(acc, st, fold, i_lane, j_lane);
+            return;
+        }
+    }
 #pragma unroll
     for (int q = 0; q < 16; ++q) {
 #pragma unroll

@@ -36,7 +36,7 @@ use super::super::param_decl;
 use super::{combine, fold, identity, Parts};
 use crate::emit::ContractionVariant;
 use crate::params::{params, CType, Param};
-use kernel_ir::{Expr, KernelSpec, ReduceKind, Reduction};
+use kernel_ir::{Expr, Half, KernelSpec, ReduceKind, Reduction};
 
 /// The fixed device code of every pipelined contraction kernel.
 const PIPELINE: &str = include_str!("pipeline.cu");
@@ -255,13 +255,18 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         s.push_str("        x.unused = 0u;\n");
     }
     s.push_str("        return x;\n    }\n");
+    // fold<kWrite>(): the stores only where kWrite (the template's row-segment path writes
+    // them itself, through store_value and store8).
     s.push_str(
-        "    __device__ __forceinline__ void fold(State& s, const Values& x, const long long i, \
+        "    template <bool kWrite = true>\n    \
+         __device__ __forceinline__ void fold(State& s, const Values& x, const long long i, \
          const long long j) const {\n",
     );
     for k in 0..stores.len() {
         let value = narrowed(spec, k, &format!("x.s{k}"));
-        s.push_str(&format!("        out{k}[i * cols + j] = {value};\n"));
+        s.push_str(&format!(
+            "        if constexpr (kWrite) out{k}[i * cols + j] = {value};\n"
+        ));
     }
     for (k, r) in reductions.iter().enumerate() {
         let v = format!("x.v{k}");
@@ -278,6 +283,12 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         }
     }
     s.push_str("    }\n");
+
+    s.push_str(&row_segment_stores(
+        spec,
+        stores.len(),
+        reductions.is_empty(),
+    ));
 
     // merge()
     s.push_str("    __device__ __forceinline__ static void merge(State& s, const State& o) {\n");
@@ -389,4 +400,104 @@ fn flush_line(k: usize, out: usize, t: &str) -> String {
     format!(
         "if ((long long)s.r{k}_c < width) {{ atomicAdd(&out{out}[i * width + s.r{k}_c], s.r{k}); }} s.r{k} = ({t})0;"
     )
+}
+
+/// The fold's members for writing stored values eight columns at a time: `kStoresOnly`
+/// (stores and no reductions: the template may then write each row segment itself),
+/// `kStores`, `kHalfStores` (every store 16-bit), `store_value<K>(x)` (store `K`'s value
+/// before narrowing), `wide_rows()` (uniform over the launch: every output 16-byte aligned,
+/// and, unless every store is 16-bit, `cols` a multiple of 8 so that rows start on 16 bytes),
+/// `row_offset(i)` (values from the last 16-byte boundary to row `i`'s start), `store8<K>(i, j,
+/// v)`, which writes `v[0..8]` to columns `j..j+8` of row `i` of store `K` (`j` a multiple of
+/// 8, rows on 16 bytes) in one 16-byte store per 16-bit output, two per f32 one, and for
+/// 16-bit stores `pack2<K>(lo, hi)` (two values narrowed into one word), `store16<K>(i, j, w)`
+/// (eight packed values from column `j`, which lies on 16 bytes) and `store_half<K>(i, j, h)`.
+fn row_segment_stores(spec: &KernelSpec, n_stores: usize, no_reductions: bool) -> String {
+    let half = |k: usize| spec.narrow.output(k);
+    let all_half = n_stores > 0 && (0..n_stores).all(|k| half(k).is_some());
+    let mut s = format!(
+        "    static constexpr int kStores = {n_stores};\n    \
+         static constexpr bool kStoresOnly = {};\n    \
+         static constexpr bool kHalfStores = {all_half};\n",
+        n_stores > 0 && no_reductions
+    );
+    s.push_str(
+        "    template <int K>\n    \
+         __device__ __forceinline__ static float store_value(const Values& x) {\n",
+    );
+    for k in 0..n_stores {
+        s.push_str(&format!(
+            "        if constexpr (K == {k}) return (float)x.s{k};\n"
+        ));
+    }
+    s.push_str("        return 0.0f;\n    }\n");
+    let aligned: String = (0..n_stores)
+        .map(|k| format!(" && ((unsigned long long)out{k} & 15ull) == 0"))
+        .collect();
+    let rows_on_16 = if all_half { "true" } else { "(cols & 7) == 0" };
+    s.push_str(&format!(
+        "    __device__ __forceinline__ bool wide_rows() const {{ return {rows_on_16}{aligned}; }}\n    \
+         __device__ __forceinline__ int row_offset(const long long i) const {{ \
+         return (int)((i * cols) & 7); }}\n"
+    ));
+    s.push_str(
+        "    template <int K>\n    \
+         __device__ __forceinline__ static unsigned pack2(const float lo, const float hi) {\n",
+    );
+    for k in 0..n_stores {
+        if let Some(h) = half(k) {
+            let f = match h {
+                Half::Bf16 => "pk::pack_bf16x2",
+                Half::F16 => "pk::pack_f16x2",
+            };
+            s.push_str(&format!(
+                "        if constexpr (K == {k}) return {f}(lo, hi);\n"
+            ));
+        }
+    }
+    s.push_str("        return 0u;\n    }\n");
+    s.push_str(
+        "    template <int K>\n    \
+         __device__ __forceinline__ void store16(const long long i, const long long j, \
+         const unsigned (&w)[4]) const {\n",
+    );
+    for k in (0..n_stores).filter(|&k| half(k).is_some()) {
+        s.push_str(&format!(
+            "        if constexpr (K == {k}) *reinterpret_cast<pk::Words16*>(out{k} + i * cols + j) = \
+             pk::Words16{{w[0], w[1], w[2], w[3]}};\n"
+        ));
+    }
+    s.push_str("    }\n");
+    s.push_str(
+        "    template <int K>\n    \
+         __device__ __forceinline__ void store_half(const long long i, const long long j, \
+         const unsigned short h) const {\n",
+    );
+    for k in (0..n_stores).filter(|&k| half(k).is_some()) {
+        s.push_str(&format!(
+            "        if constexpr (K == {k}) out{k}[i * cols + j] = h;\n"
+        ));
+    }
+    s.push_str("    }\n");
+    s.push_str(
+        "    template <int K>\n    \
+         __device__ __forceinline__ void store8(const long long i, const long long j, \
+         const float (&v)[8]) const {\n",
+    );
+    for k in 0..n_stores {
+        match half(k) {
+            Some(_) => s.push_str(&format!(
+                "        if constexpr (K == {k}) store16<K>(i, j, {{pack2<K>(v[0], v[1]), \
+                 pack2<K>(v[2], v[3]), pack2<K>(v[4], v[5]), pack2<K>(v[6], v[7])}});\n"
+            )),
+            None => s.push_str(&format!(
+                "        if constexpr (K == {k}) {{\n            \
+                 pk::Floats16* p = reinterpret_cast<pk::Floats16*>(out{k} + i * cols + j);\n            \
+                 p[0] = pk::Floats16{{v[0], v[1], v[2], v[3]}};\n            \
+                 p[1] = pk::Floats16{{v[4], v[5], v[6], v[7]}};\n        }}\n"
+            )),
+        }
+    }
+    s.push_str("    }\n");
+    s
 }
