@@ -187,6 +187,10 @@ pub struct ContractionTarget {
     /// top of its product's time.
     #[serde(default = "default_store_bytes_per_s")]
     pub store_bytes_per_s: f64,
+    /// The same for TF32 contractions whose stores are all 16-bit (a kernel matrix held in
+    /// bf16 or fp16): where the backend writes them in whole 16-byte pieces of rows.
+    #[serde(default = "default_store_bytes_per_s")]
+    pub half_store_bytes_per_s: f64,
 }
 
 /// Store rate of a target description that does not state it.
@@ -272,6 +276,7 @@ impl Target {
                 by_label_elements_per_s: 3.8e8 * threads as f64,
                 // The CPU's contraction writes whole rows of its blocks: a copy's rate.
                 store_bytes_per_s: 15e9 * threads as f64,
+                half_store_bytes_per_s: 15e9 * threads as f64,
             }),
             // The row-by-row sparse product scatters into a dense row held in cache: an
             // estimate of 1e9 flop/s per thread for its multiply-adds (writing the result is
@@ -326,10 +331,12 @@ impl Target {
                 // product (BENCHMARKS.md, run 38): 1.8e12 at n = 78823, 2.8e12 at 10^6
                 // (d = 50, k = 100, TF32); the slower.
                 by_label_elements_per_s: 1.8e12,
-                // A kernel matrix written by the contraction kernel (TF32, bf16, n = 78823,
-                // d = 50): 12.4 GB in 51.3 ms, 82% of its sectors excess (BENCHMARKS.md,
-                // run 40).
+                // A kernel matrix written by the contraction kernel (TF32, n = 78823, d = 50):
+                // in f32 fragments a few bytes per row and lane, 12.4 GB of bf16 in 51.3 ms
+                // (BENCHMARKS.md, run 40); in 16-byte pieces of rows, 12.4 GB in 21.2 ms
+                // (run 41).
                 store_bytes_per_s: 2.4e11,
+                half_store_bytes_per_s: 5.8e11,
             }),
             // No sparse x sparse kernel on the GPU yet: a sparse Gram matrix is cuSPARSE's SpMM
             // against the transpose written dense. Its rate is an estimate for CSR rows of a

@@ -73,10 +73,20 @@ impl Plan {
                                 }
                                 _ => 0.0,
                             };
-                            // Stored elements leave the kernel as the accumulators hold them
-                            // (a few bytes per row and lane), after the product's tiles.
+                            // Stored elements leave the kernel after the product's tiles: as
+                            // the accumulators hold them (a few bytes per row and lane), or,
+                            // 16-bit ones of a TF32 product, in 16-byte pieces of rows.
+                            let all_half =
+                                (0..stores.len()).all(|k| f.spec.narrow.output(k).is_some());
                             let stored = match self.target.contractions {
-                                Some(t) if !stores.is_empty() => step.bytes / t.store_bytes_per_s,
+                                Some(t) if !stores.is_empty() => {
+                                    let rate = if tf32 && all_half {
+                                        t.half_store_bytes_per_s
+                                    } else {
+                                        t.store_bytes_per_s
+                                    };
+                                    step.bytes / rate
+                                }
                                 _ => 0.0,
                             };
                             (product / (product_rate(tf32) * efficiency.max(1e-3))
