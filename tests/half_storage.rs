@@ -70,17 +70,22 @@ fn round(half: Half, v: &[f64]) -> Vec<f64> {
 }
 
 /// `K` of `src` on `ctx` for `n x d` points, as f64.
-fn kernel_matrix(ctx: &Context, src: &str, n: usize, d: usize, seed: u64) -> (Tensor, Vec<f64>) {
-    let x = ctx.dense(n, d, &points(n, d, seed)).expect("X");
-    let args = match src {
+/// The arguments of `src`'s kernel program on the points `x` (gamma 0.5, coef0 1, degree 2).
+fn kernel_args<'a>(src: &str, x: &'a Tensor) -> Args<'a> {
+    match src {
         KERNEL => Args::new()
-            .tensor("X", &x)
+            .tensor("X", x)
             .scalar("gamma", 0.5)
             .scalar("coef0", 1.0)
             .scalar("degree", 2.0),
-        GAUSSIAN => Args::new().tensor("X", &x).scalar("gamma", 0.5),
-        _ => Args::new().tensor("X", &x),
-    };
+        GAUSSIAN => Args::new().tensor("X", x).scalar("gamma", 0.5),
+        _ => Args::new().tensor("X", x),
+    }
+}
+
+fn kernel_matrix(ctx: &Context, src: &str, n: usize, d: usize, seed: u64) -> (Tensor, Vec<f64>) {
+    let x = ctx.dense(n, d, &points(n, d, seed)).expect("X");
+    let args = kernel_args(src, &x);
     let k = ctx
         .run(&program(src), &args)
         .expect("kernel matrix")
@@ -102,15 +107,7 @@ fn kernel_matrix_poisoned(
     half: Half,
 ) -> Vec<f64> {
     let x = ctx.dense(n, d, &points(n, d, seed)).expect("X");
-    let args = match src {
-        KERNEL => Args::new()
-            .tensor("X", &x)
-            .scalar("gamma", 0.5)
-            .scalar("coef0", 1.0)
-            .scalar("degree", 2.0),
-        GAUSSIAN => Args::new().tensor("X", &x).scalar("gamma", 0.5),
-        _ => Args::new().tensor("X", &x),
-    };
+    let args = kernel_args(src, &x);
     let k = ctx.dense_half(n, n, &vec![0.0; n * n], half).expect("K");
     ctx.fill(&k, f64::NAN).expect("poison K");
     let mut out = Outputs::default();

@@ -1268,16 +1268,24 @@ __device__ __forceinline__ void row_group_values(float (&acc)[2][64], typename F
     }
 }
 
+// Store K's values of a row group, quad-transposed: a[s][c] is column 8 t + 2 s + c of it.
 template <int K, class Fold>
-__device__ __forceinline__ void store_row_groups(const Fold& fold, const typename Fold::Values (&x)[4][2],
-                                                 long long i, long long j_group, int t)
+__device__ __forceinline__ void lane_block(const typename Fold::Values (&x)[4][2], int t,
+                                           float (&a)[4][2])
 {
-    float a[4][2];
 #pragma unroll
     for (int s = 0; s < 4; ++s)
 #pragma unroll
         for (int c = 0; c < 2; ++c) a[s][c] = Fold::template store_value<K>(x[s][c]);
     quad_transpose(a, t);
+}
+
+template <int K, class Fold>
+__device__ __forceinline__ void store_row_groups(const Fold& fold, const typename Fold::Values (&x)[4][2],
+                                                 long long i, long long j_group, int t)
+{
+    float a[4][2];
+    lane_block<K, Fold>(x, t, a);
     const float v[8] = {a[0][0], a[0][1], a[1][0], a[1][1], a[2][0], a[2][1], a[3][0], a[3][1]};
     fold.template store8<K>(i, j_group + 8 * t, v);
     if constexpr (K + 1 < Fold::kStores) store_row_groups<K + 1>(fold, x, i, j_group, t);
@@ -1356,11 +1364,7 @@ __device__ __forceinline__ void store_half_row_group(const Fold& fold,
                                                      bool carry)
 {
     float a[4][2];
-#pragma unroll
-    for (int s = 0; s < 4; ++s)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) a[s][c] = Fold::template store_value<K>(x[s][c]);
-    quad_transpose(a, t);
+    lane_block<K, Fold>(x, t, a);
     unsigned w[4], next[4], lo[4], piece[4];
     const int next_lane = (threadIdx.x & 28) | ((t + 1) & 3);
 #pragma unroll
