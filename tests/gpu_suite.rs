@@ -518,6 +518,8 @@ fn inputs_for(
         let h = match prm.ty.storage {
             popcorn::dsl::Storage::Scalar => Host::Scalar(match name {
                 "degree" => 2.0,
+                // A uniform exponent outside 1 to 4: the contraction's general pow.
+                "e" => 2.5,
                 "gamma" => 0.5,
                 "a" => 0.85,
                 _ => 1.0,
@@ -763,6 +765,10 @@ fn picked(X: Dense[n, d], C: Dense[k, d], labels: Index[n]) -> (p: Col[n], D: De
     D = tanh(X * C^T);
     p = gather(-2 * X * C^T, labels);
     mx = max_rows(D);
+}
+fn fractional_power(X: Dense[n, d], C: Dense[k, d], e: Scalar) -> (P: Dense[n, k], mx: Col[n]) {
+    P = pow(abs(X * C^T) + 1, e);
+    mx = max_rows(P);
 }
 ";
 

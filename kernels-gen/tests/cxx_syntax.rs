@@ -19,6 +19,7 @@ static pk_uint3 threadIdx, blockIdx, blockDim, gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __noinline__
 #define __restrict__ __restrict
 #define __shared__
 #define __align__(n) __attribute__((aligned(n)))

@@ -57,6 +57,12 @@ pub(crate) fn prelude(dtype: ScalarType) -> String {
          \x20   if (y == {one}) {{\n        return x;\n    }}\n\
          \x20   return {general}(x, y);\n\
          }}\n\
+         // The general function out of line: a contraction's tile unrolls its element code\n\
+         // for every exponent class, and the general one inlined was three quarters of the\n\
+         // kernel's machine code and of its compile time.\n\
+         __device__ __noinline__ {t} {pow}_general({t} x, {t} y) {{\n\
+         \x20   return {general}(x, y);\n\
+         }}\n\
          // The same pow for a known exponent class V (see {pow}_variant): 1 to 4 multiply, 0\n\
          // is the general function. For a uniform exponent the class is chosen once per tile,\n\
          // so that unrolled element code has no branch.\n\
@@ -66,7 +72,7 @@ pub(crate) fn prelude(dtype: ScalarType) -> String {
          \x20   }} else if constexpr (V == 2) {{\n        return x * x;\n\
          \x20   }} else if constexpr (V == 3) {{\n        return (x * x) * x;\n\
          \x20   }} else if constexpr (V == 4) {{\n        const {t} s = x * x;\n        return s * s;\n\
-         \x20   }} else {{\n        return {pow}(x, y);\n    }}\n\
+         \x20   }} else {{\n        return {pow}_general(x, y);\n    }}\n\
          }}\n\
          // The class of exponent y for {pow}_v: y itself for 1 to 4, else 0.\n\
          __device__ __forceinline__ int {pow}_variant({t} y) {{\n\
