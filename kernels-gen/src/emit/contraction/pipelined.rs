@@ -421,16 +421,12 @@ fn row_segment_stores(spec: &KernelSpec, n_stores: usize, no_reductions: bool) -
          static constexpr bool kHalfStores = {all_half};\n",
         n_stores > 0 && no_reductions
     );
-    s.push_str(
-        "    template <int K>\n    \
-         __device__ __forceinline__ static float store_value(const Values& x) {\n",
+    per_store_member(
+        &mut s,
+        "static float store_value(const Values& x)",
+        "return 0.0f;",
+        (0..n_stores).map(|k| (k, format!("return (float)x.s{k};"))),
     );
-    for k in 0..n_stores {
-        s.push_str(&format!(
-            "        if constexpr (K == {k}) return (float)x.s{k};\n"
-        ));
-    }
-    s.push_str("        return 0.0f;\n    }\n");
     let aligned: String = (0..n_stores)
         .map(|k| format!(" && ((unsigned long long)out{k} & 15ull) == 0"))
         .collect();
@@ -440,64 +436,77 @@ fn row_segment_stores(spec: &KernelSpec, n_stores: usize, no_reductions: bool) -
          __device__ __forceinline__ int row_offset(const long long i) const {{ \
          return (int)((i * cols) & 7); }}\n"
     ));
-    s.push_str(
-        "    template <int K>\n    \
-         __device__ __forceinline__ static unsigned pack2(const float lo, const float hi) {\n",
-    );
-    for k in 0..n_stores {
-        if let Some(h) = half(k) {
+    let halves = || (0..n_stores).filter_map(|k| half(k).map(|h| (k, h)));
+    per_store_member(
+        &mut s,
+        "static unsigned pack2(const float lo, const float hi)",
+        "return 0u;",
+        halves().map(|(k, h)| {
             let f = match h {
                 Half::Bf16 => "pk::pack_bf16x2",
                 Half::F16 => "pk::pack_f16x2",
             };
-            s.push_str(&format!(
-                "        if constexpr (K == {k}) return {f}(lo, hi);\n"
-            ));
-        }
-    }
-    s.push_str("        return 0u;\n    }\n");
-    s.push_str(
-        "    template <int K>\n    \
-         __device__ __forceinline__ void store16(const long long i, const long long j, \
-         const unsigned (&w)[4]) const {\n",
+            (k, format!("return {f}(lo, hi);"))
+        }),
     );
-    for k in (0..n_stores).filter(|&k| half(k).is_some()) {
-        s.push_str(&format!(
-            "        if constexpr (K == {k}) *reinterpret_cast<pk::Words16*>(out{k} + i * cols + j) = \
-             pk::Words16{{w[0], w[1], w[2], w[3]}};\n"
-        ));
-    }
-    s.push_str("    }\n");
-    s.push_str(
-        "    template <int K>\n    \
-         __device__ __forceinline__ void store_half(const long long i, const long long j, \
-         const unsigned short h) const {\n",
+    per_store_member(
+        &mut s,
+        "void store16(const long long i, const long long j, const unsigned (&w)[4]) const",
+        "",
+        halves().map(|(k, _)| {
+            (
+                k,
+                format!(
+                    "*reinterpret_cast<pk::Words16*>(out{k} + i * cols + j) = \
+                     pk::Words16{{w[0], w[1], w[2], w[3]}};"
+                ),
+            )
+        }),
     );
-    for k in (0..n_stores).filter(|&k| half(k).is_some()) {
-        s.push_str(&format!(
-            "        if constexpr (K == {k}) out{k}[i * cols + j] = h;\n"
-        ));
-    }
-    s.push_str("    }\n");
-    s.push_str(
-        "    template <int K>\n    \
-         __device__ __forceinline__ void store8(const long long i, const long long j, \
-         const float (&v)[8]) const {\n",
+    per_store_member(
+        &mut s,
+        "void store_half(const long long i, const long long j, const unsigned short h) const",
+        "",
+        halves().map(|(k, _)| (k, format!("out{k}[i * cols + j] = h;"))),
     );
-    for k in 0..n_stores {
-        match half(k) {
-            Some(_) => s.push_str(&format!(
-                "        if constexpr (K == {k}) store16<K>(i, j, {{pack2<K>(v[0], v[1]), \
-                 pack2<K>(v[2], v[3]), pack2<K>(v[4], v[5]), pack2<K>(v[6], v[7])}});\n"
-            )),
-            None => s.push_str(&format!(
-                "        if constexpr (K == {k}) {{\n            \
-                 pk::Floats16* p = reinterpret_cast<pk::Floats16*>(out{k} + i * cols + j);\n            \
-                 p[0] = pk::Floats16{{v[0], v[1], v[2], v[3]}};\n            \
-                 p[1] = pk::Floats16{{v[4], v[5], v[6], v[7]}};\n        }}\n"
-            )),
-        }
-    }
-    s.push_str("    }\n");
+    per_store_member(
+        &mut s,
+        "void store8(const long long i, const long long j, const float (&v)[8]) const",
+        "",
+        (0..n_stores).map(|k| {
+            let body = match half(k) {
+                Some(_) => "store16<K>(i, j, {pack2<K>(v[0], v[1]), pack2<K>(v[2], v[3]), \
+                            pack2<K>(v[4], v[5]), pack2<K>(v[6], v[7])});"
+                    .to_string(),
+                None => format!(
+                    "{{\n            \
+                     pk::Floats16* p = reinterpret_cast<pk::Floats16*>(out{k} + i * cols + j);\n            \
+                     p[0] = pk::Floats16{{v[0], v[1], v[2], v[3]}};\n            \
+                     p[1] = pk::Floats16{{v[4], v[5], v[6], v[7]}};\n        }}"
+                ),
+            };
+            (k, body)
+        }),
+    );
     s
+}
+
+/// Appends `template <int K> __device__ __forceinline__ {signature} { ... }`: for each
+/// `(k, statement)`, `if constexpr (K == k) statement`, then `fallback`.
+fn per_store_member(
+    s: &mut String,
+    signature: &str,
+    fallback: &str,
+    cases: impl Iterator<Item = (usize, String)>,
+) {
+    s.push_str(&format!(
+        "    template <int K>\n    __device__ __forceinline__ {signature} {{\n"
+    ));
+    for (k, statement) in cases {
+        s.push_str(&format!("        if constexpr (K == {k}) {statement}\n"));
+    }
+    if !fallback.is_empty() {
+        s.push_str(&format!("        {fallback}\n"));
+    }
+    s.push_str("    }\n");
 }
