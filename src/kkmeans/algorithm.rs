@@ -240,7 +240,11 @@ pub(crate) fn choose(
         .saturating_add(extra);
     let free = ctx.memory_info().map(|(free, _)| free as u64);
     let fits_plain = free.is_none_or(|f| needed <= f);
-    let fused_workspace = if fits_plain || config.half_storage.is_empty() {
+    // Where the library's build does not fit, the contraction kernel's may. Where that is
+    // already the build (estimated faster), `needed` counted its workspace: it does not fit
+    // either.
+    let faster_build = contraction_build.is_some();
+    let fused_workspace = if fits_plain || faster_build || config.half_storage.is_empty() {
         None
     } else {
         let config = fused_build_config(config);
@@ -249,15 +253,11 @@ pub(crate) fn choose(
                 as u64,
         )
     };
-    let faster_build = contraction_build.is_some();
-    let fused_build = faster_build
-        || (!fits_plain
-            && fused_workspace.is_some_and(|w| {
-                free.is_none_or(|f| {
-                    kernel_matrix_bytes.saturating_add(w).saturating_add(extra) <= f
-                })
-            }));
-    let fits = fits_plain || fused_build;
+    let fits_fused = fused_workspace.is_some_and(|w| {
+        free.is_none_or(|f| kernel_matrix_bytes.saturating_add(w).saturating_add(extra) <= f)
+    });
+    let fused_build = faster_build || fits_fused;
+    let fits = fits_plain || fits_fused;
     let memory = if ctx.is_gpu() {
         "GPU memory"
     } else {
