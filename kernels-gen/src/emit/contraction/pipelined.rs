@@ -255,8 +255,8 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         s.push_str("        x.unused = 0u;\n");
     }
     s.push_str("        return x;\n    }\n");
-    // fold<kWrite>(): the stores only where kWrite (the template's row-segment path writes
-    // them itself, through store_value and store8).
+    // fold<kWrite>(): the stores only where kWrite (the template's row-segment paths write
+    // them themselves, through the members of row_segment_stores).
     s.push_str(
         "    template <bool kWrite = true>\n    \
          __device__ __forceinline__ void fold(State& s, const Values& x, const long long i, \
