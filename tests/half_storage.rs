@@ -540,7 +540,10 @@ fn gpu_sixteen_bit_kernel_matrices_and_iterations_match_the_cpu() {
         let gamma = 0.5;
         for src in [KERNEL, GAUSSIAN] {
             // Interior tiles (n >= 256) write 16-byte pieces of their rows: rows on 16 bytes
-            // (1024), rows starting at every offset from a boundary (517, 1283, 1031).
+            // (1024), rows starting at every offset from a boundary (517, 1283, 1031). From 256
+            // deep (777 x 300, 1100 x 256) the wgmma body computes the polynomial kernel's
+            // triangle of tiles and writes the mirror images of those off the diagonal block
+            // (PIPELINE_MIRROR_MIN_DEPTH); shallower, every tile.
             for &(n, d) in &[
                 (1, 1),
                 (130, 9),
@@ -548,6 +551,8 @@ fn gpu_sixteen_bit_kernel_matrices_and_iterations_match_the_cpu() {
                 (1024, 26),
                 (1031, 3),
                 (1283, 50),
+                (777, 300),
+                (1100, 256),
             ] {
                 let x = points(n, d, 5);
                 let got = kernel_matrix_poisoned(&g_tf32, src, n, d, 5, half);

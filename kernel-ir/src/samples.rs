@@ -119,6 +119,7 @@ pub fn symmetric_kernel_sums(dtype: ScalarType, precision: Precision) -> KernelS
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Half;
 
     #[test]
     fn the_symmetric_kernel_sums_are_valid() {
@@ -138,5 +139,51 @@ mod tests {
                 assert!(spec.validate().is_ok(), "{:?}", spec.problems());
             }
         }
+    }
+
+    /// A kernel matrix stored in 16 bits from the product and scalars alone may be mirrored;
+    /// not in 32 bits, nor beside a reduction, nor where its value reads a row of points.
+    #[test]
+    fn only_one_sixteen_bit_store_of_the_product_and_scalars_is_mirrorable() {
+        let kernel_matrix = |narrow: bool, extra_reduction: bool, reads_a_row: bool| {
+            let mut spec = symmetric_kernel_sums(ScalarType::F32, Precision::Tf32);
+            let Form::Contraction {
+                symmetric,
+                stores,
+                reductions,
+                ..
+            } = &mut spec.form
+            else {
+                unreachable!("a contraction sample")
+            };
+            *symmetric = false;
+            let mut value = reductions.remove(0).expr;
+            if reads_a_row {
+                spec.inputs.push(Input {
+                    name: "w".into(),
+                    access: Access::Row,
+                });
+                value = Expr::binary(BinaryOp::Mul, value, Expr::Input(4));
+            }
+            if extra_reduction {
+                reductions.push(Reduction {
+                    kind: ReduceKind::Sum,
+                    expr: Expr::Product,
+                });
+            }
+            stores.push(value);
+            if narrow {
+                spec.narrow.outputs.push((0, Half::Bf16));
+            }
+            assert!(spec.validate().is_ok(), "{:?}", spec.problems());
+            spec.stores_a_mirrorable_value()
+        };
+        assert!(kernel_matrix(true, false, false));
+        assert!(!kernel_matrix(false, false, false));
+        assert!(!kernel_matrix(true, true, false));
+        assert!(!kernel_matrix(true, false, true));
+        assert!(
+            !symmetric_kernel_sums(ScalarType::F32, Precision::Tf32).stores_a_mirrorable_value()
+        );
     }
 }

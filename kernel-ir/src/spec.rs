@@ -429,4 +429,28 @@ impl KernelSpec {
                 .iter()
                 .any(|input| input.access == Access::LowerSymmetric)
     }
+
+    /// Whether a contraction's only output is one 16-bit store whose value reads nothing but
+    /// the product and scalars (no reductions): wherever the product is symmetric (`A` and `B`
+    /// the same matrix, a square output) so is what it stores, and a backend may compute one
+    /// triangle of tiles and write each tile's mirror image too.
+    pub fn stores_a_mirrorable_value(&self) -> bool {
+        let Form::Contraction {
+            stores, reductions, ..
+        } = &self.form
+        else {
+            return false;
+        };
+        if !reductions.is_empty() || stores.len() != 1 || self.narrow.output(0).is_none() {
+            return false;
+        }
+        let mut only_scalars = true;
+        stores[0].for_each_input(&mut |k| {
+            only_scalars &= self
+                .inputs
+                .get(k)
+                .is_some_and(|i| matches!(i.access, Access::Scalar));
+        });
+        only_scalars
+    }
 }

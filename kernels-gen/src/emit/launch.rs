@@ -47,6 +47,12 @@ pub const PIPELINE_A_CHUNK_BYTES: u32 = PIPELINE_BLOCK_ROWS * PIPELINE_DEPTH_CHU
 pub const PIPELINE_B_CHUNK_BYTES: u32 = PIPELINE_COLUMN_TILE * PIPELINE_DEPTH_CHUNK * 4;
 /// Columns per tile of [`LaunchShape::Pipelined`] kernels (two column warps of 64).
 pub const PIPELINE_COLUMN_TILE: u32 = 128;
+/// Least depth at which a pipelined kernel whose one output is a mirrorable 16-bit value
+/// ([`kernel_ir::KernelSpec::stores_a_mirrorable_value`]) of a matrix with itself, square,
+/// computes only the tiles on and above the diagonal and writes each one's mirror image (the
+/// kernel's `MIRROR_MIN_DEPTH`, on its `wgmma` body): shallower products are bound by their
+/// stores, which the mirror's transposed stage slows (BENCHMARKS.md, run 42).
+pub const PIPELINE_MIRROR_MIN_DEPTH: u32 = 256;
 /// Threads per block of warp-specialised [`LaunchShape::Pipelined`] kernels: two consumer
 /// warpgroups and a producer warpgroup.
 pub const PIPELINE_WS_THREADS: u32 = 384;

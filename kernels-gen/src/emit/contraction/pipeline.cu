@@ -659,7 +659,12 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 //                      product A A^T. Where A and B are then the same matrix (checked at run
 //                      time), the kernel walks one triangle of tiles (Staging) and adds
 //                      the mirror image of each tile above the diagonal block to the
-//                      columns' rows (tile_column_sums, add_to(j, c, v)).
+//                      columns' rows (tile_column_sums, add_to(j, c, v));
+//   kMirrorStores      whether the only output is one 16-bit store of the product and
+//                      scalars (KernelSpec::stores_a_mirrorable_value): where A and B are
+//                      the same matrix, the output square and the product MIRROR_MIN_DEPTH
+//                      deep or more, the wgmma body walks one triangle of tiles and writes
+//                      each tile's mirror image too (write_mirror).
 // ------------------------------------------------------------------------------------
 
 // How an epilogue treats the edges of the matrix: a tile wholly inside needs no check; a
@@ -1248,13 +1253,64 @@ __device__ __forceinline__ void quad_transpose(float (&a)[4][2], int t)
     }
 }
 
+// Mirror-image stores (Fold::kMirrorStores: one 16-bit store of a value symmetric in i and j,
+// from A A^T): the triangle of tiles is computed, and a tile strictly above the diagonal block
+// stands for its mirror image too, whose rows are this tile's columns. As the epilogue
+// evaluates its elements each warpgroup stages them, 16-bit, transposed in shared memory
+// (rows of MIRROR_STRIDE values: with the padding the lanes of one store hit distinct banks);
+// then each quad of lanes writes four of the mirror's rows, eight columns a lane, in the
+// 16-byte pieces of rows of any alignment (store_half_pieces). Named barrier 5 + wg brackets
+// the stage.
+constexpr int MIRROR_STRIDE = 136;
+// The triangle only for products at least this deep: shallower ones are bound by their
+// stores, which the stage slows, and compute and write every tile (the host's
+// PIPELINE_MIRROR_MIN_DEPTH).
+constexpr long long MIRROR_MIN_DEPTH = 256;
+constexpr unsigned long long MIRROR_BYTES = 2ull * 128 * MIRROR_STRIDE * 2;  // both warpgroups
+
+__device__ __forceinline__ void warpgroup_barrier(int id)
+{
+    asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
+}
+
+// The warpgroup's part of the stage (null: no mirror for this tile).
+__device__ __forceinline__ unsigned short* warpgroup_stage(unsigned short* stage)
+{
+    return stage ? stage + ((threadIdx.x >> 7) & 1) * 128 * MIRROR_STRIDE : nullptr;
+}
+
+// Stages element (row 16 w + g + row_base, column 2 t + col_base) of the warpgroup's tile
+// (the accumulator layout's lane-dependent parts added here).
+template <class Fold>
+__device__ __forceinline__ void stage_for_mirror(const Fold& fold, unsigned short* stage,
+                                                 const typename Fold::Values& x, int row_base,
+                                                 int col_base)
+{
+    if constexpr (Fold::kMirrorStores) {
+        if (stage) {
+            const int lane = threadIdx.x & 31;
+            const int r = row_base + 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2);
+            const int col = col_base + 2 * (lane & 3);
+            const unsigned short h =
+                (unsigned short)Fold::template pack2<0>(Fold::template store_value<0>(x), 0.0f);
+            const unsigned addr =
+                (unsigned)__cvta_generic_to_shared(stage) + 2u * (unsigned)(col * MIRROR_STRIDE + r);
+            // Ordered against the stage's barriers and reads (all volatile asm) without a
+            // memory clobber, so the tile's global stores may move around it.
+            asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "h"(h));
+        }
+    }
+}
+
 // The values of one row group (columns 32 grp .. 32 grp + 31 of the tile) of row i = i_lane
-// + 64 mi + 8 h: x[s][c] is column 8 (4 grp + s) + 2 t + c, folded as it is evaluated.
+// + 64 mi + 8 h: x[s][c] is column 8 (4 grp + s) + 2 t + c, folded as it is evaluated, and
+// staged for the tile's mirror image where `stage` is given (see wgmma_store_mirror).
 template <int V, class Fold>
 __device__ __forceinline__ void row_group_values(float (&acc)[2][64], typename Fold::State (&st)[2][2],
                                                  const Fold& fold, int mi, int h, int grp,
                                                  long long i, long long j_lane,
-                                                 typename Fold::Values (&x)[4][2])
+                                                 typename Fold::Values (&x)[4][2],
+                                                 unsigned short* stage = nullptr)
 {
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
@@ -1264,6 +1320,7 @@ __device__ __forceinline__ void row_group_values(float (&acc)[2][64], typename F
             const long long j = j_lane + 8 * q + c;
             x[s][c] = fold.template eval<V>(acc[mi][4 * q + 2 * h + c], i, j);
             fold.template fold<false>(st[mi][h], x[s][c], i, j);
+            stage_for_mirror(fold, stage, x[s][c], 64 * mi + 8 * h, 8 * q + c);
         }
     }
 }
@@ -1349,6 +1406,42 @@ __device__ __forceinline__ void window8(const unsigned (&lo)[4], const unsigned 
     for (int k = 0; k < 4; ++k) out[k] = __byte_perm(g[k], g[k + 1], sel);
 }
 
+// Lane t's eight packed values w (columns j_tile + 32 grp + 8 t ...) of row i of store K,
+// written in the row's 16-byte pieces (see store_half_row_group); `live` false writes nothing
+// (the shuffle still runs, so that every lane of the warp takes part).
+template <int K, class Fold>
+__device__ __forceinline__ void store_half_pieces(const Fold& fold, const unsigned (&w)[4],
+                                                  unsigned (&prev)[4], long long i,
+                                                  long long j_tile, int grp, int t, int p,
+                                                  bool carry, bool live)
+{
+    unsigned next[4], lo[4], piece[4];
+    const int next_lane = (threadIdx.x & 28) | ((t + 1) & 3);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        next[s] = __shfl_sync(0xffffffffu, w[s], next_lane);
+        lo[s] = carry ? prev[s] : w[s];
+    }
+    window8(lo, next, p, piece);
+    const long long j_group = j_tile + 32 * grp;
+    if (live) {
+        if (!carry || grp > 0) {
+            fold.template store16<K>(i, j_group + (carry ? -8 : 8 * t) + p, piece);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 7; ++e)
+                if (e < p) fold.template store_half<K>(i, j_tile + e, half_of(next, e));
+        }
+        if (carry && grp == 3) {
+#pragma unroll
+            for (int e = 1; e < 8; ++e)
+                if (e >= p) fold.template store_half<K>(i, j_group + 24 + e, half_of(w, e));
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s) prev[s] = w[s];
+}
+
 // One row group (32 columns, lane t's eight after the quad transpose) of every 16-bit store,
 // for rows of any alignment: a row whose start lies `off` values past 16 bytes (p = 8 - off
 // values before the next boundary) is written in the 16-byte pieces that lie on boundaries.
@@ -1365,30 +1458,10 @@ __device__ __forceinline__ void store_half_row_group(const Fold& fold,
 {
     float a[4][2];
     lane_block<K, Fold>(x, t, a);
-    unsigned w[4], next[4], lo[4], piece[4];
-    const int next_lane = (threadIdx.x & 28) | ((t + 1) & 3);
+    unsigned w[4];
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-        w[s] = Fold::template pack2<K>(a[s][0], a[s][1]);
-        next[s] = __shfl_sync(0xffffffffu, w[s], next_lane);
-        lo[s] = carry ? prev[K][s] : w[s];
-    }
-    window8(lo, next, p, piece);
-    const long long j_group = j_tile + 32 * grp;
-    if (!carry || grp > 0) {
-        fold.template store16<K>(i, j_group + (carry ? -8 : 8 * t) + p, piece);
-    } else {
-#pragma unroll
-        for (int e = 0; e < 7; ++e)
-            if (e < p) fold.template store_half<K>(i, j_tile + e, half_of(next, e));
-    }
-    if (carry && grp == 3) {
-#pragma unroll
-        for (int e = 1; e < 8; ++e)
-            if (e >= p) fold.template store_half<K>(i, j_group + 24 + e, half_of(w, e));
-    }
-#pragma unroll
-    for (int s = 0; s < 4; ++s) prev[K][s] = w[s];
+    for (int s = 0; s < 4; ++s) w[s] = Fold::template pack2<K>(a[s][0], a[s][1]);
+    store_half_pieces<K>(fold, w, prev[K], i, j_tile, grp, t, p, carry, true);
     if constexpr (K + 1 < Fold::kStores)
         store_half_row_group<K + 1>(fold, x, prev, i, j_tile, grp, t, p, carry);
 }
@@ -1397,7 +1470,7 @@ template <int V, class Fold>
 __device__ __forceinline__ void wgmma_store_half_rows(float (&acc)[2][64],
                                                       typename Fold::State (&st)[2][2],
                                                       const Fold& fold, long long i_lane,
-                                                      long long j_lane)
+                                                      long long j_lane, unsigned short* stage)
 {
     const int t = threadIdx.x & 3;
     const long long j_tile = j_lane - 2 * t;
@@ -1413,9 +1486,47 @@ __device__ __forceinline__ void wgmma_store_half_rows(float (&acc)[2][64],
 #pragma unroll
             for (int grp = 0; grp < 4; ++grp) {
                 typename Fold::Values x[4][2];
-                row_group_values<V>(acc, st, fold, mi, h, grp, i, j_lane, x);
+                row_group_values<V>(acc, st, fold, mi, h, grp, i, j_lane, x, stage);
                 store_half_row_group<0>(fold, x, prev, i, j_tile, grp, t, p, carry);
             }
+        }
+    }
+}
+
+// Bytes of the row exchange of a fold: its partials', or the mirror's stage.
+template <class Fold>
+__device__ __forceinline__ constexpr unsigned long long fold_exchange_bytes()
+{
+    const unsigned long long partials = exchange_bytes<typename Fold::State>();
+    return Fold::kMirrorStores && MIRROR_BYTES > partials ? MIRROR_BYTES : partials;
+}
+
+// The mirror image of the staged tile: rows j_tile + 0..127 (those below n), columns i_tile +
+// 0..127 (the warpgroup's rows).
+template <class Fold>
+__device__ __forceinline__ void write_mirror(const Fold& fold, const unsigned short* stage,
+                                             long long i_tile, long long j_tile, long long n)
+{
+    const int lane = threadIdx.x & 31;
+    const int t = lane & 3;
+    const int quad = 8 * ((threadIdx.x >> 5) & 3) + (lane >> 2);
+#pragma unroll 1
+    for (int rr = 0; rr < 4; ++rr) {
+        const int col = quad + 32 * rr;
+        const long long row = j_tile + col;  // the mirror's row
+        const int off = fold.row_offset(row);
+        const int p = (8 - off) & 7;
+        const bool carry = t == 3 && off != 0;
+        unsigned prev[4] = {};
+#pragma unroll
+        for (int grp = 0; grp < 4; ++grp) {
+            unsigned words[4];
+            const unsigned addr = (unsigned)__cvta_generic_to_shared(stage) +
+                                  2u * (unsigned)(col * MIRROR_STRIDE + 32 * grp + 8 * t);
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
+                         : "r"(addr));
+            store_half_pieces<0>(fold, words, prev, row, i_tile, grp, t, p, carry, row < n);
         }
     }
 }
@@ -1428,12 +1539,13 @@ template <int kEdge, int V, class Fold>
 __device__ __forceinline__ void wgmma_epilogue(float (&acc)[2][64],
                                                typename Fold::State (&st)[2][2], const Fold& fold,
                                                long long i_lane, long long j_lane, long long m,
-                                               long long n, unsigned col_label)
+                                               long long n, unsigned col_label,
+                                               unsigned short* stage = nullptr)
 {
     if constexpr (Fold::kStoresOnly && kEdge == kInside) {
         if (fold.wide_rows()) {
             if constexpr (Fold::kHalfStores)
-                wgmma_store_half_rows<V>(acc, st, fold, i_lane, j_lane);
+                wgmma_store_half_rows<V>(acc, st, fold, i_lane, j_lane, stage);
             else
                 wgmma_store_rows<V>(acc, st, fold, i_lane, j_lane);
             return;
@@ -1455,6 +1567,7 @@ __device__ __forceinline__ void wgmma_epilogue(float (&acc)[2][64],
                     const typename Fold::Values x = fold.template eval<V>(acc[mi][4 * q + 2 * h + c], ic, jc);
                     if (kEdge != kAll || (i < m && j < n)) fold.fold(st[mi][h], x, i, j);
                     if constexpr (Fold::kByLabel) acc[mi][4 * q + 2 * h + c] = fold.by_label_value(x);
+                    stage_for_mirror(fold, stage, x, 64 * mi + 8 * h, 8 * q + c);
                 }
             }
         }
@@ -1476,10 +1589,24 @@ struct WgmmaTile {
     const Fold& fold;
     long long i_lane, j_lane, m, n;
     unsigned col_label;  // the label of all the tile's columns, or kNoLabel
+    unsigned short* mirror_stage = nullptr;  // where the tile's mirror image is also written
     template <int kEdge, int V>
     __device__ __forceinline__ void run() const
     {
-        wgmma_epilogue<kEdge, V>(acc, st, fold, i_lane, j_lane, m, n, col_label);
+        unsigned short* stage = warpgroup_stage(mirror_stage);
+        const int wg = (threadIdx.x >> 7) & 1;
+        if constexpr (Fold::kMirrorStores) {
+            if (stage) warpgroup_barrier(5 + wg);  // the previous mirror's reads are done
+        }
+        wgmma_epilogue<kEdge, V>(acc, st, fold, i_lane, j_lane, m, n, col_label, stage);
+        if constexpr (Fold::kMirrorStores) {
+            if (stage) {
+                warpgroup_barrier(5 + wg);  // the stage is complete
+                const int lane = threadIdx.x & 31;
+                write_mirror(fold, stage, i_lane - 16 * ((threadIdx.x >> 5) & 3) - (lane >> 2),
+                             j_lane - 2 * (lane & 3), n);
+            }
+        }
     }
 };
 
@@ -1515,8 +1642,9 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
 {
     using State = typename Fold::State;
     Staging sg;
-    if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>(), Fold::kSplitColumns,
-                 Fold::kSymmetric))
+    if (!sg.init(A, lda, B, ldb, m, n, d, fold_exchange_bytes<Fold>(), Fold::kSplitColumns,
+                 Fold::kSymmetric ||
+                     (Fold::kMirrorStores && m == n && d >= MIRROR_MIN_DEPTH)))
         return;
 
     const int lane = sg.tid & 31;
@@ -1575,8 +1703,12 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
             const long long j_lane = (long long)cons.jt * BN + 2 * t;
             unsigned col_label = kNoLabel;
             if constexpr (Fold::kByLabel) col_label = tile_column_label(fold, (long long)cons.jt * BN, n, lane);
+            unsigned short* mirror = nullptr;
+            if constexpr (Fold::kMirrorStores) {
+                if (sg.mirrors(cons)) mirror = static_cast<unsigned short*>(sg.exchange());
+            }
             for_tile(fold, edge_of(i0, (long long)cons.jt * BN, m, n),
-                     WgmmaTile<Fold>{acc, st, fold, i_lane, j_lane, m, n, col_label});
+                     WgmmaTile<Fold>{acc, st, fold, i_lane, j_lane, m, n, col_label, mirror});
             if constexpr (Fold::kSymmetric) {
                 // Above the diagonal block: the mirror image's sums too (acc now holds the
                 // by-label values).

@@ -19,7 +19,13 @@
 //! - `kSymmetric` and `add_to(i, c, v)`: a symmetric spec whose only reduction is the sum by
 //!   label ([`kernel_ir::Form::Contraction`]'s `symmetric`); where its operands are one
 //!   matrix the template then walks one triangle of tiles and adds each tile's mirror image to the bins
-//!   of its columns' rows with `add_to`.
+//!   of its columns' rows with `add_to`;
+//! - `kMirrorStores`: the only output one 16-bit store of the product and scalars
+//!   ([`KernelSpec::stores_a_mirrorable_value`]); where its operands are one matrix, the
+//!   output square and the product at least
+//!   [`PIPELINE_MIRROR_MIN_DEPTH`](crate::emit::PIPELINE_MIRROR_MIN_DEPTH) deep, the `wgmma`
+//!   body walks one triangle of tiles and writes each tile's mirror image as well, from a
+//!   transposed stage in the row exchange.
 //!
 //! The entry point is one call, `pk::contraction<TF32, ROUNDED>(A, lda, B, ldb, rows, cols,
 //! depth, fold)`, launched with `__launch_bounds__(256, 1)` on a persistent grid (see
@@ -71,11 +77,19 @@ pub(crate) fn launch(spec: &KernelSpec) -> LaunchShape {
         stages: PIPELINE_STAGES,
         a_chunk_bytes: PIPELINE_A_CHUNK_BYTES,
         b_chunk_bytes: PIPELINE_B_CHUNK_BYTES,
-        exchange_bytes: PIPELINE_BLOCK_ROWS * (PIPELINE_COLUMN_WARPS - 1) * state_bytes(reductions),
+        exchange_bytes: if spec.stores_a_mirrorable_value() {
+            PIPELINE_MIRROR_BYTES
+        } else {
+            PIPELINE_BLOCK_ROWS * (PIPELINE_COLUMN_WARPS - 1) * state_bytes(reductions)
+        },
         split_columns: split_columns(reductions),
         warp_specialised: false,
     }
 }
+
+/// Shared bytes of the mirror images' stage (the kernel's `MIRROR_BYTES`: two warpgroups'
+/// 128 x 128 tiles of 16-bit values, rows padded to 136).
+const PIPELINE_MIRROR_BYTES: u32 = 2 * 128 * 136 * 2;
 
 /// The template text: the fixed device code and the fold struct, then the entry point's call.
 pub(crate) fn parts(
@@ -375,9 +389,11 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         && by_label.is_some();
     s.push_str(&format!(
         "    static constexpr bool kByLabel = {};\n    static constexpr bool kSplitColumns = {};\n    \
-         static constexpr bool kSymmetric = {symmetric};\n",
+         static constexpr bool kSymmetric = {symmetric};\n    \
+         static constexpr bool kMirrorStores = {};\n",
         by_label.is_some(),
-        split_columns(reductions)
+        split_columns(reductions),
+        spec.stores_a_mirrorable_value()
     ));
     if let Some((k, labels, out)) = by_label {
         s.push_str(&format!(
@@ -509,4 +525,22 @@ fn per_store_member(
         s.push_str(&format!("        {fallback}\n"));
     }
     s.push_str("    }\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emit::PIPELINE_MIRROR_MIN_DEPTH;
+
+    /// The kernel's mirror constants are the host's: the least depth (which the planner's
+    /// estimate reads through the device's target) and the stage's size (which the launch
+    /// gives as the row exchange).
+    #[test]
+    fn the_kernels_mirror_constants_are_the_hosts() {
+        let depth = format!("constexpr long long MIRROR_MIN_DEPTH = {PIPELINE_MIRROR_MIN_DEPTH};");
+        assert!(PIPELINE.contains(&depth), "{depth}");
+        assert!(PIPELINE.contains("constexpr int MIRROR_STRIDE = 136;"));
+        assert!(PIPELINE.contains("MIRROR_BYTES = 2ull * 128 * MIRROR_STRIDE * 2;"));
+        assert_eq!(PIPELINE_MIRROR_BYTES, 2 * 128 * 136 * 2);
+    }
 }
