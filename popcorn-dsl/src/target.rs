@@ -191,6 +191,21 @@ pub struct ContractionTarget {
     /// bf16 or fp16): where the backend writes them in whole 16-byte pieces of rows.
     #[serde(default = "default_store_bytes_per_s")]
     pub half_store_bytes_per_s: f64,
+    /// TF32 rate of a contraction that only stores (a kernel matrix written from the product's
+    /// tiles), against the library's TF32 GEMM: its epilogue writes every element.
+    #[serde(default = "default_tf32_efficiency")]
+    pub stores_only_tf32_efficiency: f64,
+    /// Where set, the least depth at which a TF32 contraction of a matrix with itself into a
+    /// square output whose one output is a mirrorable 16-bit value
+    /// ([`KernelSpec::stores_a_mirrorable_value`](kernel_ir::KernelSpec::stores_a_mirrorable_value))
+    /// computes only the tiles on and above the diagonal and writes each one's mirror image
+    /// too: half the product, its stores at `mirror_store_bytes_per_s`. `None`: every tile.
+    #[serde(default)]
+    pub mirror_min_depth: Option<usize>,
+    /// Bytes per second such a mirroring contraction writes its values and their mirror
+    /// images (both counted).
+    #[serde(default = "default_store_bytes_per_s")]
+    pub mirror_store_bytes_per_s: f64,
 }
 
 /// Store rate of a target description that does not state it.
@@ -277,6 +292,10 @@ impl Target {
                 // The CPU's contraction writes whole rows of its blocks: a copy's rate.
                 store_bytes_per_s: 15e9 * threads as f64,
                 half_store_bytes_per_s: 15e9 * threads as f64,
+                stores_only_tf32_efficiency: 0.8,
+                // The CPU's contraction computes every tile.
+                mirror_min_depth: None,
+                mirror_store_bytes_per_s: 15e9 * threads as f64,
             }),
             // The row-by-row sparse product scatters into a dense row held in cache: an
             // estimate of 1e9 flop/s per thread for its multiply-adds (writing the result is
@@ -337,6 +356,16 @@ impl Target {
                 // (run 41).
                 store_bytes_per_s: 2.4e11,
                 half_store_bytes_per_s: 5.8e11,
+                // Kernel matrices written by the contraction kernel at depths 780 and 3072
+                // (BENCHMARKS.md, run 42): the products at 0.45-0.48 of the TF32 rate with the
+                // stores above counted apart.
+                stores_only_tf32_efficiency: 0.47,
+                // One triangle of tiles and the mirror images from 256 deep, where the product
+                // outweighs the mirror's slower stores (run 42: at d = 50 and 26 the mirror
+                // was slower); its rate fitted at depths 780 and 3072, where the stores
+                // overlap the products.
+                mirror_min_depth: Some(256),
+                mirror_store_bytes_per_s: 8.6e11,
             }),
             // No sparse x sparse kernel on the GPU yet: a sparse Gram matrix is cuSPARSE's SpMM
             // against the transpose written dense. Its rate is an estimate for CSR rows of a

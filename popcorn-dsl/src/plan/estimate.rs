@@ -44,6 +44,8 @@ impl Plan {
                     StepOp::Syrk { tf32, .. } => step.flops / product_rate(*tf32),
                     StepOp::Fused(f) => match &f.spec.form {
                         Form::Contraction {
+                            a,
+                            b,
                             precision,
                             stores,
                             reductions,
@@ -51,6 +53,20 @@ impl Plan {
                         } => {
                             let tf32 = *precision == Precision::Tf32;
                             let product = 2.0 * f.rows as f64 * f.cols as f64 * f.depth as f64;
+                            // A kernel matrix of one matrix with itself, mirrored: one
+                            // triangle of the product (and the diagonal's tiles).
+                            let mirrored = self.target.contractions.is_some_and(|t| {
+                                t.mirror_min_depth.is_some_and(|least| f.depth >= least)
+                            }) && tf32
+                                && f.share.is_none()
+                                && f.rows == f.cols
+                                && step.inputs.get(*a) == step.inputs.get(*b)
+                                && f.spec.stores_a_mirrorable_value();
+                            let computed = if mirrored {
+                                (0.5 + 128.0 / f.rows.max(1) as f64).min(1.0)
+                            } else {
+                                1.0
+                            };
                             let by_label_sums = reductions
                                 .iter()
                                 .filter(|r| matches!(r.kind, ReduceKind::ByLabel { .. }))
@@ -65,7 +81,11 @@ impl Plan {
                                                 | Access::Right { transposed: false }
                                         )
                                     });
-                                t.efficiency_of(common, tf32)
+                                if tf32 && reductions.is_empty() && !stores.is_empty() {
+                                    t.stores_only_tf32_efficiency
+                                } else {
+                                    t.efficiency_of(common, tf32)
+                                }
                             });
                             let by_label = match self.target.contractions {
                                 Some(t) if f.width > 0 => {
@@ -80,7 +100,9 @@ impl Plan {
                                 (0..stores.len()).all(|k| f.spec.narrow.output(k).is_some());
                             let stored = match self.target.contractions {
                                 Some(t) if !stores.is_empty() => {
-                                    let rate = if tf32 && all_half {
+                                    let rate = if mirrored {
+                                        t.mirror_store_bytes_per_s
+                                    } else if tf32 && all_half {
                                         t.half_store_bytes_per_s
                                     } else {
                                         t.store_bytes_per_s
@@ -89,8 +111,8 @@ impl Plan {
                                 }
                                 _ => 0.0,
                             };
-                            (product / (product_rate(tf32) * efficiency.max(1e-3))
-                                + (step.flops - product).max(0.0) / map_rate
+                            (computed * product / (product_rate(tf32) * efficiency.max(1e-3))
+                                + computed * (step.flops - product).max(0.0) / map_rate
                                 + stored)
                                 .max(by_label)
                         }
@@ -102,5 +124,68 @@ impl Plan {
             })
             .sum();
         steps + self.steps.len() as f64 * per_step_seconds(self.target.kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{plan, ContractionPolicy, PlannerConfig, Program, Target};
+    use kernel_ir::Half;
+
+    /// Seconds of a kernel matrix `K = (A B^T + 1)^2` held in bf16, written by one TF32
+    /// contraction kernel, on the reference GPU with or without mirrored stores.
+    fn build_seconds(same_points: bool, n: usize, d: usize, mirrors: bool) -> f64 {
+        let source = if same_points {
+            "fn k(X: Dense[n, d]) -> (K: Dense[n, n]) { K = pow(X * X^T + 1, 2); }"
+        } else {
+            "fn k(X: Dense[n, d], Y: Dense[n, d]) -> (K: Dense[n, n]) { K = pow(X * Y^T + 1, 2); }"
+        };
+        let program = Program::parse(source).expect("parses");
+        let mut config = PlannerConfig {
+            tf32: true,
+            contractions: ContractionPolicy::Always,
+            ..PlannerConfig::default()
+        };
+        config.half_storage.insert("K".into(), Half::Bf16);
+        let mut target = Target::reference_gpu();
+        if !mirrors {
+            if let Some(c) = target.contractions.as_mut() {
+                c.mirror_min_depth = None;
+            }
+        }
+        let dims = [("n".to_string(), n), ("d".to_string(), d)]
+            .into_iter()
+            .collect();
+        plan(&program, &dims, &config, &target, &Default::default())
+            .expect("plans")
+            .estimated_seconds()
+    }
+
+    /// A kernel matrix of points with themselves, deep enough, costs half the product and the
+    /// mirror's stores; shallower, or of two matrices, every tile.
+    #[test]
+    fn mirrored_kernel_matrices_count_one_triangle_of_the_product() {
+        let (mirrored, every_tile) = (
+            build_seconds(true, 60000, 780, true),
+            build_seconds(true, 60000, 780, false),
+        );
+        assert!(
+            mirrored < 0.75 * every_tile,
+            "{mirrored} against {every_tile}"
+        );
+        let least = Target::reference_gpu()
+            .contractions
+            .and_then(|c| c.mirror_min_depth)
+            .expect("the reference GPU mirrors");
+        // (The depth of a TF32 contraction's rounded operands is a multiple of 16.)
+        assert_eq!(
+            build_seconds(true, 60000, least - 16, true),
+            build_seconds(true, 60000, least - 16, false)
+        );
+        assert!(build_seconds(true, 60000, least, true) < build_seconds(true, 60000, least, false));
+        assert_eq!(
+            build_seconds(false, 60000, 780, true),
+            build_seconds(false, 60000, 780, false)
+        );
     }
 }

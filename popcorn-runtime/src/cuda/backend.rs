@@ -304,6 +304,11 @@ fn device_target(name: &str, capability: (i32, i32), sms: u32, memory: usize) ->
     if let Some(b) = t.syrk_blocking.as_mut() {
         b.leaf_rows = crate::cuda::syrk_blocks::SYRK_LEAF_ROWS;
     }
+    if let Some(c) = t.contractions.as_mut() {
+        // Only the `wgmma` body (sm_90a) mirrors.
+        c.mirror_min_depth =
+            (capability == (9, 0)).then_some(kernels_gen::emit::PIPELINE_MIRROR_MIN_DEPTH as usize);
+    }
     t
 }
 
@@ -688,5 +693,10 @@ mod tests {
         assert_eq!(other.parallelism, 84);
         assert_eq!(other.device, "Other GPU (sm_86)");
         assert_eq!(other.band_rows_multiple, reference.band_rows_multiple);
+        assert_eq!(
+            other.contractions.and_then(|c| c.mirror_min_depth),
+            None,
+            "no wgmma body, no mirrored stores"
+        );
     }
 }
