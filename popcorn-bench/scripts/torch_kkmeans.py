@@ -107,9 +107,11 @@ def popcorn_run(exe, n, d, k, iters, extra, algorithm="stored", warm=True, env=N
         # Fills the kernel cache (the same kernels at a smaller n), so that the timed run does
         # not compile: as planned at that n, and with the products all through the library
         # and all fused, since the K build's plan may change with n (a 16-bit K is written by
-        # the contraction kernel where that is estimated faster).
-        for contractions in ("auto", "never", "always"):
-            popcorn_run(exe, min(n, 2048), d, min(k, 2048), 2, extra, algorithm, warm=False,
+        # the contraction kernel where that is estimated faster). All fused at up to 32768
+        # points, where a shallow product of 2^30 entries or more takes the warp-specialised
+        # variant of the contraction kernel, another kernel.
+        for contractions, most in (("auto", 2048), ("never", 2048), ("always", 32768)):
+            popcorn_run(exe, min(n, most), d, min(k, 2048), 2, extra, algorithm, warm=False,
                         env={**os.environ, "POPCORN_CONTRACTIONS": contractions})
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "p.json")
