@@ -178,6 +178,10 @@ pub enum LaunchShape {
         b_chunk_bytes: u32,
         /// Bytes of the row exchange.
         exchange_bytes: u32,
+        /// Bytes of the mirror images' stage, which takes the row exchange's place where it is
+        /// larger in launches at least [`PIPELINE_MIRROR_MIN_DEPTH`] deep (0: the kernel
+        /// writes no mirror images).
+        mirror_stage_bytes: u32,
         /// Whether a row's columns may be split over blocks (the only reductions are sums by
         /// label, which the launcher zeroes first: see [`crate::zeroed_outputs`]).
         split_columns: bool,
@@ -264,12 +268,12 @@ impl LaunchShape {
                 ..
             } => {
                 // Without the device's figures: one block per block of rows, the streaming
-                // shared-memory plan (always valid; the kernel grid-strides).
+                // shared-memory plan at any depth (always valid; the kernel grid-strides).
                 let grid = blocks_for(rows, u64::from(block_rows));
                 (
                     (grid, 1, 1),
                     (threads, 1, 1),
-                    self.pipelined_shared_bytes(0, false),
+                    self.pipelined_shared_bytes(u64::MAX, false),
                 )
             }
         }
@@ -277,7 +281,8 @@ impl LaunchShape {
 
     /// Dynamic shared bytes of a [`LaunchShape::Pipelined`] launch over `depth`: with the left
     /// operand resident (`max(ceil(depth / depth_chunk), stages)` chunks of it) or streamed
-    /// (`stages` chunks). Zero for other shapes.
+    /// (`stages` chunks), and the row exchange or, from [`PIPELINE_MIRROR_MIN_DEPTH`] deep,
+    /// the mirror images' stage. Zero for other shapes.
     pub fn pipelined_shared_bytes(&self, depth: u64, resident: bool) -> u32 {
         let LaunchShape::Pipelined {
             depth_chunk,
@@ -285,11 +290,17 @@ impl LaunchShape {
             a_chunk_bytes,
             b_chunk_bytes,
             exchange_bytes,
+            mirror_stage_bytes,
             warp_specialised,
             ..
         } = *self
         else {
             return 0;
+        };
+        let exchange_bytes = if depth >= u64::from(PIPELINE_MIRROR_MIN_DEPTH) {
+            exchange_bytes.max(mirror_stage_bytes)
+        } else {
+            exchange_bytes
         };
         if warp_specialised {
             // The left operand always resident, the ring, scratch and barriers.
@@ -507,6 +518,7 @@ impl LaunchShape {
                 a_chunk_bytes,
                 b_chunk_bytes,
                 exchange_bytes,
+                mirror_stage_bytes,
                 split_columns,
                 warp_specialised,
             } => {
@@ -533,7 +545,15 @@ impl LaunchShape {
                          work units); dynamic shared memory: {stages} x {b_chunk_bytes} bytes of \
                          right operand, {a_chunk_bytes} bytes per {depth_chunk}-deep chunk of left \
                          operand (all chunks of the depth when they fit, else {stages}), \
-                         {exchange_bytes} bytes of row exchange"
+                         {exchange_bytes} bytes of row exchange{}",
+                        if mirror_stage_bytes > 0 {
+                            format!(
+                                " ({mirror_stage_bytes} bytes, the mirror images' stage, from \
+                                 {PIPELINE_MIRROR_MIN_DEPTH} deep)"
+                            )
+                        } else {
+                            String::new()
+                        }
                     )
                 }
             }

@@ -1304,7 +1304,7 @@ __device__ __forceinline__ void stage_for_mirror(const Fold& fold, unsigned shor
 
 // The values of one row group (columns 32 grp .. 32 grp + 31 of the tile) of row i = i_lane
 // + 64 mi + 8 h: x[s][c] is column 8 (4 grp + s) + 2 t + c, folded as it is evaluated, and
-// staged for the tile's mirror image where `stage` is given (see wgmma_store_mirror).
+// staged for the tile's mirror image where `stage` is given (see write_mirror).
 template <int V, class Fold>
 __device__ __forceinline__ void row_group_values(float (&acc)[2][64], typename Fold::State (&st)[2][2],
                                                  const Fold& fold, int mi, int h, int grp,
@@ -1493,12 +1493,14 @@ __device__ __forceinline__ void wgmma_store_half_rows(float (&acc)[2][64],
     }
 }
 
-// Bytes of the row exchange of a fold: its partials', or the mirror's stage.
+// Bytes of the row exchange of a fold over depth d: its partials', or from MIRROR_MIN_DEPTH
+// deep the mirror's stage (the host's LaunchShape::pipelined_shared_bytes gives the same).
 template <class Fold>
-__device__ __forceinline__ constexpr unsigned long long fold_exchange_bytes()
+__device__ __forceinline__ unsigned long long fold_exchange_bytes(long long d)
 {
     const unsigned long long partials = exchange_bytes<typename Fold::State>();
-    return Fold::kMirrorStores && MIRROR_BYTES > partials ? MIRROR_BYTES : partials;
+    return Fold::kMirrorStores && d >= MIRROR_MIN_DEPTH && MIRROR_BYTES > partials ? MIRROR_BYTES
+                                                                                   : partials;
 }
 
 // The mirror image of the staged tile: rows j_tile + 0..127 (those below n), columns i_tile +
@@ -1642,7 +1644,7 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
 {
     using State = typename Fold::State;
     Staging sg;
-    if (!sg.init(A, lda, B, ldb, m, n, d, fold_exchange_bytes<Fold>(), Fold::kSplitColumns,
+    if (!sg.init(A, lda, B, ldb, m, n, d, fold_exchange_bytes<Fold>(d), Fold::kSplitColumns,
                  Fold::kSymmetric ||
                      (Fold::kMirrorStores && m == n && d >= MIRROR_MIN_DEPTH)))
         return;

@@ -77,10 +77,11 @@ pub(crate) fn launch(spec: &KernelSpec) -> LaunchShape {
         stages: PIPELINE_STAGES,
         a_chunk_bytes: PIPELINE_A_CHUNK_BYTES,
         b_chunk_bytes: PIPELINE_B_CHUNK_BYTES,
-        exchange_bytes: if spec.stores_a_mirrorable_value() {
+        exchange_bytes: PIPELINE_BLOCK_ROWS * (PIPELINE_COLUMN_WARPS - 1) * state_bytes(reductions),
+        mirror_stage_bytes: if spec.stores_a_mirrorable_value() {
             PIPELINE_MIRROR_BYTES
         } else {
-            PIPELINE_BLOCK_ROWS * (PIPELINE_COLUMN_WARPS - 1) * state_bytes(reductions)
+            0
         },
         split_columns: split_columns(reductions),
         warp_specialised: false,
@@ -542,5 +543,46 @@ mod tests {
         assert!(PIPELINE.contains("constexpr int MIRROR_STRIDE = 136;"));
         assert!(PIPELINE.contains("MIRROR_BYTES = 2ull * 128 * MIRROR_STRIDE * 2;"));
         assert_eq!(PIPELINE_MIRROR_BYTES, 2 * 128 * 136 * 2);
+    }
+
+    /// The mirror images' stage takes shared memory only in launches deep enough to mirror:
+    /// shallower ones keep the whole of the left operand resident where it fits.
+    #[test]
+    fn only_launches_deep_enough_to_mirror_hold_the_stage() {
+        use kernel_ir::samples::symmetric_kernel_sums;
+        use kernel_ir::{Form, Half, Precision, ScalarType};
+        let mut spec = symmetric_kernel_sums(ScalarType::F32, Precision::Tf32);
+        if let Form::Contraction {
+            symmetric,
+            stores,
+            reductions,
+            ..
+        } = &mut spec.form
+        {
+            *symmetric = false;
+            stores.push(reductions.remove(0).expr);
+        }
+        spec.narrow.outputs.push((0, Half::Bf16));
+        assert!(spec.stores_a_mirrorable_value());
+        let shape = launch(&spec);
+        let least = u64::from(PIPELINE_MIRROR_MIN_DEPTH);
+        let stage = u64::from(PIPELINE_MIRROR_BYTES);
+        let streaming = |depth| u64::from(shape.pipelined_shared_bytes(depth, false));
+        let LaunchShape::Pipelined { exchange_bytes, .. } = shape else {
+            unreachable!("a pipelined contraction")
+        };
+        // The stage takes the row exchange's place.
+        assert_eq!(
+            streaming(least) - streaming(least - 1),
+            stage - u64::from(exchange_bytes)
+        );
+        // 128 deep (four chunks): the left operand resident, as without the stage.
+        let ((_, _, _), _, shared) = shape
+            .pipelined_grid_block((60_000, 60_000, 128), 132, 227 * 1024)
+            .expect("fits");
+        assert_eq!(shared, shape.pipelined_shared_bytes(128, true));
+        // Without the device's figures, the streaming plan of any depth.
+        let (_, _, any) = shape.grid_block(60_000, 60_000);
+        assert_eq!(u64::from(any), streaming(least));
     }
 }
