@@ -108,6 +108,12 @@ __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsign
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
+// cp.async of 16 bytes (L2 only), all of them read.
+__device__ __forceinline__ void cp_async16_whole(unsigned dst, const void* src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(dst), "l"(src) : "memory");
+}
+
 // cp.async of 4 bytes (.cg only allows 16); src_bytes is 4 or 0 (zero fill).
 __device__ __forceinline__ void cp_async4(unsigned dst, const void* src, unsigned src_bytes)
 {
@@ -183,6 +189,16 @@ __device__ __forceinline__ void stage_chunk(unsigned slot, const float* X, long 
     const unsigned dst = slot + 4u * (unsigned)seg_offset(r, c);
     constexpr unsigned DST_STEP = (unsigned)(ROWS_PER_PASS * ROW_BYTES);
     const long long gk = k0 + 4 * c;
+    // A chunk wholly inside the matrix (every step but those of a last row block or a last
+    // depth chunk; the same for the whole CTA): whole 16-byte copies, no tests.
+    if (vec16 && row0 + (long long)SEGS_PER_THREAD * ROWS_PER_PASS <= rows && k0 + BK <= depth) {
+        const float* src = X + (row0 + r) * ldx + gk;
+        const long long src_step = (long long)ROWS_PER_PASS * ldx;
+#pragma unroll
+        for (int i = 0; i < SEGS_PER_THREAD; ++i)
+            cp_async16_whole(dst + (unsigned)i * DST_STEP, src + i * src_step);
+        return;
+    }
     const long long left_ll = depth - gk;  // floats of each row from gk on
     const int left = left_ll >= 4 ? 4 : (left_ll > 0 ? (int)left_ll : 0);
     // Rows of the matrix at or after this thread's first row (at most every pass's).
@@ -1633,10 +1649,12 @@ __device__ __forceinline__ void wgmma_finish_rows(typename Fold::State (&st)[2][
 
 // The TF32 kernel body on Hopper: the same tiles, ring and step sequence as contraction(),
 // with each warpgroup (warps 0-3 and 4-7) computing 128 rows x 128 columns as two
-// m64n128k8 products per 8-deep step, straight from the staged chunks. The products of a
-// step are waited for before the next step's barrier (so the slot the next issue refills
-// is free), which lets them overlap that step's copy wait and TF32 rounding. Each row's
-// 128 columns of a tile lie in one quad of lanes: its partials merge by two shuffles.
+// m64n128k8 products per 8-deep step, straight from the staged chunks. A step issues its
+// products and then the copies of the step STAGES - 1 ahead, which run beside them; the
+// products are waited for before the next step's barrier (so the slots the next copies
+// refill are free), which lets them overlap that step's copy wait and TF32 rounding too.
+// Each row's 128 columns of a tile lie in one quad of lanes: its partials merge by two
+// shuffles.
 template <int kRounded, class Fold>
 __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda, const float* B,
                                                   long long ldb, long long m, long long n,
@@ -1677,8 +1695,6 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
         fence_proxy_async();
         wgmma_wait_all();  // the previous step's products are done: its slots may be refilled
         __syncthreads();
-        sg.issue(prod);
-        sg.advance(prod);
 
         const unsigned a_rows =
             sg.a_smem + (unsigned)(sg.a_slot(cons) * A_SLOT_BYTES) + (unsigned)(wg * 128 * ROW_BYTES);
@@ -1698,6 +1714,10 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
             }
         }
         wgmma_commit();
+        // The copies of the step STAGES - 1 ahead go out while the products run (they refill
+        // the previous step's slots, whose products every warp waited for before the barrier).
+        sg.issue(prod);
+        sg.advance(prod);
 
         if (cons.kt == sg.KT - 1) {  // the column tile is complete: epilogue and reductions
             wgmma_wait_all();
