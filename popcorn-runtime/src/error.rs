@@ -131,3 +131,16 @@ pub enum RuntimeError {
         numbered_source: String,
     },
 }
+
+impl RuntimeError {
+    /// Whether this is a CUDA graph capture broken off by a call of another thread (one that
+    /// synchronizes the device, as opening or dropping a CUDA context does): the same
+    /// recording may succeed on a later run.
+    pub(crate) fn is_interrupted_capture(&self) -> bool {
+        matches!(
+            self,
+            RuntimeError::Driver { source, .. }
+                if source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+        )
+    }
+}

@@ -16,8 +16,9 @@
 //! `POPCORN_SYNC` or `POPCORN_LOG=time` (which need every step queued on its own). A recording
 //! that fails (something in the run cannot be recorded) makes the plan run as usual from then
 //! on, unless memory it used moved meanwhile ([`Backend::recording_epoch`]: scratch memory
-//! grown by another run, perhaps on another thread), where a later run records again;
-//! `POPCORN_LOG=graphs` says why.
+//! grown by another run, perhaps on another thread) or another thread's call broke the
+//! capture off (a few times at most), where a later run records again; `POPCORN_LOG=graphs`
+//! says why.
 
 use crate::backend::{Arg, Backend, BufferInfo};
 use crate::error::RuntimeError;
@@ -172,6 +173,24 @@ impl<B: Backend> Recorded<B> {
                 log(
                     plan,
                     &format!("step by step this time: memory moved while recording ({e})"),
+                );
+                return plain();
+            }
+            Err(e) if e.is_interrupted_capture() => {
+                // Another thread's call broke the capture off (a CUDA context opened or
+                // dropped meanwhile synchronizes the device): this run goes step by step, a
+                // later one records again, unless that keeps happening.
+                let again = state.interrupted(e.to_string());
+                log(
+                    plan,
+                    &format!(
+                        "step by step this time: the recording was broken off ({e}){}",
+                        if again {
+                            ""
+                        } else {
+                            "; from now on step by step"
+                        }
+                    ),
                 );
                 return plain();
             }

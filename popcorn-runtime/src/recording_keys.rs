@@ -97,6 +97,7 @@ impl<K, R> Default for PlanRecordings<K, R> {
         PlanRecordings {
             state: Mutex::new(RecordingState {
                 refused: None,
+                interruptions: 0,
                 runs: KeptRecordings::default(),
             }),
             replays: AtomicU64::new(0),
@@ -128,6 +129,8 @@ pub(crate) struct RecordingState<K, R> {
     /// Whether the plan's runs may be recorded, once asked: `Some(None)` yes, `Some(Some(why))`
     /// no.
     refused: Option<Option<String>>,
+    /// Recordings that another thread's call broke off, so far.
+    interruptions: u32,
     /// The keys seen and the recordings kept.
     pub runs: KeptRecordings<K, R>,
 }
@@ -144,11 +147,43 @@ impl<K, R> RecordingState<K, R> {
     pub(crate) fn refuse(&mut self, why: String) {
         self.refused = Some(Some(why));
     }
+
+    /// Counts a recording broken off by another thread's call (`why`); whether a later run
+    /// may record again: yes until [`MAX_INTERRUPTED_RECORDINGS`], then the plan is refused
+    /// as by [`RecordingState::refuse`] (a break that keeps coming is no accident).
+    pub(crate) fn interrupted(&mut self, why: String) -> bool {
+        self.interruptions += 1;
+        if self.interruptions >= MAX_INTERRUPTED_RECORDINGS {
+            self.refuse(format!(
+                "{} recordings broken off, the last: {why}",
+                self.interruptions
+            ));
+            return false;
+        }
+        true
+    }
 }
+
+/// How many recordings of one plan may be broken off by other threads before its runs go step
+/// by step for good.
+pub(crate) const MAX_INTERRUPTED_RECORDINGS: u32 = 4;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_records_again_after_a_few_broken_recordings_and_then_no_more() {
+        let p: PlanRecordings<u32, &str> = PlanRecordings::default();
+        let mut state = p.lock().unwrap();
+        assert!(state.allowed(|| None));
+        for _ in 1..MAX_INTERRUPTED_RECORDINGS {
+            assert!(state.interrupted("broken".into()));
+            assert!(state.allowed(|| Some("not asked again".into())));
+        }
+        assert!(!state.interrupted("broken".into()));
+        assert!(!state.allowed(|| None), "refused for good");
+    }
 
     #[test]
     fn the_first_run_of_a_key_runs_the_second_records_and_later_ones_replay() {

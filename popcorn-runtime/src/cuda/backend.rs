@@ -164,6 +164,11 @@ impl CudaBackend {
     fn setup(ordinal: usize, config: CudaConfig) -> Result<CudaBackend, RuntimeError> {
         let ctx =
             CudaContext::new(ordinal).map_err(|e| driver_error("cuDevicePrimaryCtxRetain", e))?;
+        // SAFETY: cudarc's event tracking guards only its own `CudaSlice`s, and popcorn makes
+        // none: its buffers are raw allocations ordered by its own lanes' joins. Left on, the
+        // context's first stream would synchronize the whole (primary) context, which fails
+        // while another thread of this process records a graph on the same device.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx
             .new_stream()
             .map_err(|e| driver_error("cuStreamCreate", e))?;

@@ -2769,3 +2769,60 @@ fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
         "no warp-specialised kernel among the dumped sources: {names:?}"
     );
 }
+
+#[test]
+fn a_backend_opens_and_drops_while_another_thread_records() {
+    // Opening a context must not synchronize the device: that is refused while a stream of
+    // the same context captures (here the recording thread's graph). Dropping one frees
+    // library handles, which synchronizes the device and may break the capture off: the
+    // recording then fails as an interrupted capture (a later run records again), never as
+    // anything else, and a recording that succeeds replays what it captured.
+    let Some(b) = gpu() else {
+        return;
+    };
+    let buf = b.alloc(ElemType::F32, 1000).expect("alloc");
+    for (phase, value) in [("open", 3.0), ("drop", 5.0)] {
+        b.fill(&buf, -1.0).expect("fill");
+        b.synchronize().expect("synchronize");
+        let mut beside = if phase == "drop" {
+            Some(CudaBackend::with_config(0, test_config("beside")).expect("a second backend"))
+        } else {
+            None
+        };
+        let recorded = b.record(&mut || {
+            beside = std::thread::scope(|s| {
+                let beside = beside.take();
+                s.spawn(move || match beside {
+                    None => Some(
+                        CudaBackend::with_config(0, test_config("beside"))
+                            .expect("a backend opens during another thread's recording"),
+                    ),
+                    Some(other) => {
+                        drop(other);
+                        None
+                    }
+                })
+                .join()
+                .expect("the other thread does not panic")
+            });
+            b.fill(&buf, value)
+        });
+        match recorded {
+            Ok(recording) => {
+                let recording = recording.expect("a GPU records");
+                assert!(b.replay(&recording).expect("replay"), "{phase}: replays");
+                b.synchronize().expect("synchronize");
+                assert!(
+                    download(b, &buf).iter().all(|&x| x == value),
+                    "{phase}: the replay fills the buffer"
+                );
+                eprintln!("{phase} beside a recording: recorded");
+            }
+            Err(e) => {
+                assert!(e.is_interrupted_capture(), "{phase}: {e}");
+                eprintln!("{phase} beside a recording: broken off ({e})");
+            }
+        }
+        drop(beside);
+    }
+}
