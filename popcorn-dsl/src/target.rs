@@ -357,15 +357,15 @@ impl Target {
                 store_bytes_per_s: 2.4e11,
                 half_store_bytes_per_s: 5.8e11,
                 // Kernel matrices written by the contraction kernel at depths 780 and 3072
-                // (BENCHMARKS.md, run 42): the products at 0.45-0.48 of the TF32 rate with the
-                // stores above counted apart.
-                stores_only_tf32_efficiency: 0.47,
+                // (BENCHMARKS.md, run 43: 60000 x 780 in 20.6-21.1 ms, 50000 x 3072 in
+                // 37.5-39.1 ms, both one triangle of tiles): this efficiency and the mirror's
+                // store rate below are the two that fit both.
+                stores_only_tf32_efficiency: 0.59,
                 // One triangle of tiles and the mirror images from 256 deep, where the product
                 // outweighs the mirror's slower stores (run 42: at d = 50 and 26 the mirror
-                // was slower); its rate fitted at depths 780 and 3072, where the stores
-                // overlap the products.
+                // was slower).
                 mirror_min_depth: Some(256),
-                mirror_store_bytes_per_s: 8.6e11,
+                mirror_store_bytes_per_s: 8.0e11,
             }),
             // No sparse x sparse kernel on the GPU yet: a sparse Gram matrix is cuSPARSE's SpMM
             // against the transpose written dense. Its rate is an estimate for CSR rows of a

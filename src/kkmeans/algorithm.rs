@@ -494,7 +494,7 @@ mod tests {
     /// library's product is all first-use cost (letter's shape: 3.6 ms against 27-127 ms
     /// measured), where writing K dominates a shallow product (acoustic's: 25.7 ms against
     /// 58-60 ms, BENCHMARKS.md run 41) and where it computes one triangle of a product deep
-    /// enough (mnist's: 22-24 ms against 32-39 ms, run 42); the library keeps the builds whose
+    /// enough (mnist's: 21 ms against 32-39 ms, run 43); the library keeps the builds whose
     /// products it computes faster (cifar10's, ledgar's, scotus's); never without a 16-bit K,
     /// nor on the CPU.
     #[test]
