@@ -3,7 +3,7 @@
 //!
 //! `cargo run -p kernels-gen --example cluster_sums_dump -- <folder>`
 
-use kernel_ir::ScalarType;
+use kernel_ir::{Half, ScalarType};
 use kernels_gen::cluster_sums::{cluster_sums, ClusterSumsVariant};
 use std::path::PathBuf;
 
@@ -14,16 +14,26 @@ fn main() -> std::io::Result<()> {
             .unwrap_or_else(|| "cluster_sums".into()),
     );
     std::fs::create_dir_all(&dir)?;
-    for dtype in [ScalarType::F32, ScalarType::F64] {
+    // f32 and f64 matrices, and f32 sums of a matrix held in bf16 (the bins kernel and the
+    // tensor-core kernel with 2 and 8 tiles of 8 clusters).
+    let kinds = [
+        (ScalarType::F32, None, 0),
+        (ScalarType::F64, None, 0),
+        (ScalarType::F32, Some(Half::Bf16), 0),
+        (ScalarType::F32, Some(Half::Bf16), 2),
+        (ScalarType::F32, Some(Half::Bf16), 8),
+    ];
+    for (dtype, held, tiles) in kinds {
+        let esz = held.map_or(dtype.size_bytes() as u32, |_| 2);
         for vectorized in [true, false] {
             for row_bytes in [64u32, 128, 256, 512] {
                 for stages in 2..=4 {
-                    let cols = row_bytes / dtype.size_bytes() as u32;
-                    let Ok(v) = ClusterSumsVariant::new(dtype, None, cols, stages, vectorized)
+                    let Ok(v) =
+                        ClusterSumsVariant::new(dtype, held, row_bytes / esz, stages, vectorized)
                     else {
                         continue;
                     };
-                    let k = cluster_sums(&v);
+                    let k = cluster_sums(&v.with_tensor_core_tiles(tiles));
                     std::fs::write(dir.join(format!("{}.cu", k.name)), &k.source)?;
                 }
             }

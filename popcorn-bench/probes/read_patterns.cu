@@ -13,6 +13,8 @@
 //                   reads 16 bytes of each row of the tile, every load of a tile in flight
 //                   together); a persistent grid of W warps per SM, each worker a contiguous
 //                   range of tiles (row group after row group);
+//   groups TB wW L2+A  the same, each lane first asking the L2 cache (a bulk prefetch, which
+//                   holds none of the SM's resources) for its row of the tile A tiles on;
 //   shared TB wW cC C workers of a block share each row group, worker c taking the column
 //                   tiles c, c + C, ...: at any moment they read C adjacent tiles of the same
 //                   rows, C x TB contiguous bytes of each.
@@ -72,8 +74,15 @@ __device__ __forceinline__ float read_tile(const float* m, long long ld, long lo
     return s;
 }
 
+// Asks the L2 cache to fetch `bytes` (a multiple of 16) from the 16-byte aligned `p`; a hint
+// that holds nothing of the SM's.
+__device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes)
+{
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+
 template <int TB>
-__global__ void groups(const float* __restrict__ m, long long n, float* out)
+__global__ void groups(const float* __restrict__ m, long long n, float* out, int ahead)
 {
     const int lane = threadIdx.x & 31;
     const long long worker = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -84,6 +93,11 @@ __global__ void groups(const float* __restrict__ m, long long n, float* out)
     const long long begin = total * worker / workers, end = total * (worker + 1) / workers;
     float s = 0.f;
     for (long long t = begin; t < end; ++t) {
+        if (ahead > 0 && t + ahead < end) {
+            // Lane r: row r of the tile `ahead` tiles on.
+            const long long pg = (t + ahead) / tiles_per_group, pc = (t + ahead) % tiles_per_group;
+            prefetch_l2(m + (32 * pg + lane) * n + pc * cols_per_tile, TB);
+        }
         const long long g = t / tiles_per_group, c = t % tiles_per_group;
         s += read_tile<TB>(m, n, 32 * g, c * cols_per_tile, lane);
     }
@@ -159,9 +173,17 @@ int main(int argc, char** argv)
     for (int w : {4, 8, 16}) {
         char name[64];
         std::snprintf(name, sizeof name, "groups 512 w%d", w);
-        report(name, median_ms([&] { groups<512><<<sms * w / 4, 128>>>(m, n, out); }, reps));
+        report(name, median_ms([&] { groups<512><<<sms * w / 4, 128>>>(m, n, out, 0); }, reps));
         std::snprintf(name, sizeof name, "groups 1024 w%d", w);
-        report(name, median_ms([&] { groups<1024><<<sms * w / 4, 128>>>(m, n, out); }, reps));
+        report(name, median_ms([&] { groups<1024><<<sms * w / 4, 128>>>(m, n, out, 0); }, reps));
+    }
+    // The same with each lane asking L2 for its row of the tile `ahead` tiles on.
+    for (int w : {4, 8}) {
+        for (int ahead : {1, 2, 4}) {
+            char name[64];
+            std::snprintf(name, sizeof name, "groups 512 w%d L2+%d", w, ahead);
+            report(name, median_ms([&] { groups<512><<<sms * w / 4, 128>>>(m, n, out, ahead); }, reps));
+        }
     }
     for (int blocks_per_sm : {2, 4}) {
         char name[64];

@@ -7,12 +7,16 @@
 //! ```text
 //! cargo run --release -p popcorn-bench --bin bench_cluster_sums -- --n 50000,60000 --k 10,50,100
 //! cargo run --release -p popcorn-bench --bin bench_cluster_sums -- --tiles 64x3,64x2 --periods 2,32 --workers 396,528 --ld-pad 32
+//! cargo run --release -p popcorn-bench --bin bench_cluster_sums -- --n 60000 --held bf16 --tiles 256x3,128x4 --warps-per-sm 4,12
 //! ```
+//!
+//! With `--held bf16|fp16` the kernel rows read K held in 16 bits (their floor half of f32's);
+//! the plans' rows still read the f32 K. Each plan is timed on its own context's stream.
 //!
 //! Without a usable GPU it says so and exits with status 0.
 
 use clap::Parser;
-use kernel_ir::ScalarType;
+use kernel_ir::{Half, ScalarType};
 use popcorn::{Args, Context, DeviceSpec, PlannerConfig, Program, RuntimeError, Tensor};
 use popcorn_runtime::cuda::raw::{
     ClusterSumsArgs, ClusterSumsTuning, KernelArg, RawCuda, RawKernel,
@@ -28,6 +32,27 @@ extern "C" __global__ void pk_bench_fill_random(const long long len, float* __re
         unsigned long long x = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;
         x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
         out[i] = (float)((x >> 40) * (1.0 / 16777216.0));
+    }
+}
+"#;
+
+/// Fills a 16-bit array (bf16, or fp16 with `half16 = 1`) with values uniform in [0, 1) from the
+/// same hash.
+const FILL_RANDOM_16: &str = r#"
+extern "C" __global__ void pk_bench_fill_random16(const long long len, unsigned short* __restrict__ out, const unsigned long long seed, const unsigned fp16)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += stride) {
+        unsigned long long x = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;
+        x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+        const float v = (float)((x >> 40) * (1.0 / 16777216.0));
+        unsigned short h;
+        if (fp16) {
+            asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        } else {
+            asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        }
+        out[i] = h;
     }
 }
 "#;
@@ -82,6 +107,14 @@ struct Cli {
     /// columns), to time strided rows at an even n.
     #[arg(long, default_value_t = 0)]
     offset: usize,
+    /// The kernel rows (automatic, forced tiles, warps per SM) also with this many streaming
+    /// workers per multiprocessor, beside the variant's own number.
+    #[arg(long, value_delimiter = ',')]
+    warps_per_sm: Vec<u32>,
+    /// The kernel rows read a copy of K held in 16 bits (`bf16` or `fp16`, written over K's
+    /// first half after the plans are timed); their floor is then half of f32's.
+    #[arg(long)]
+    held: Option<String>,
     /// Timed repetitions (the median is reported).
     #[arg(long, default_value_t = 20)]
     reps: usize,
@@ -106,6 +139,22 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// The distance step the plans compute: `E = -2 K selection(labels, k)^T` (the selection's
+/// rows are the clusters' indicators over their sizes).
+fn distance_program() -> Result<Program, RuntimeError> {
+    Ok(Program::parse(
+        "fn f(K: Dense[n, n], labels: Index[n]) -> (E: Dense[n, k]) { E = -2 * K * selection(labels, k)^T; }",
+    )?)
+}
+
+/// The arguments of [`distance_program`]: `k` is not determined by the inputs.
+fn distance_args<'a>(kmat: &'a Tensor, labels: &'a Tensor, k: usize) -> Args<'a> {
+    Args::new()
+        .tensor("K", kmat)
+        .tensor("labels", labels)
+        .dim("k", k)
 }
 
 /// Median milliseconds of `reps` runs of `f` after two warm-ups, timed with CUDA events.
@@ -178,15 +227,24 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
             Some((a.parse().ok()?, c.parse().ok()?))
         })
         .collect();
-    let program = Program::parse(
-        "fn f(K: Dense[n, n], labels: Index[n]) -> (E: Dense[n, k]) { E = -2 * K * selection(labels, k)^T; }",
-    )?;
+    let held = match cli.held.as_deref() {
+        None => None,
+        Some("bf16") => Some(Half::Bf16),
+        Some("fp16") => Some(Half::F16),
+        Some(other) => {
+            return Err(RuntimeError::InvalidData(format!(
+                "--held {other}: use bf16 or fp16"
+            )))
+        }
+    };
+    let program = distance_program()?;
     let cusparse = Context::new(DeviceSpec::Cuda(0))?.with_config(PlannerConfig {
         cluster_sums_max_k: Some(0),
         ..PlannerConfig::default()
     });
     let fill_kernel = raw.kernel("pk_bench_fill_random", || FILL_RANDOM.to_string())?;
     let read_kernel = raw.kernel("pk_bench_read_all", || READ_ALL.to_string())?;
+    let fill16_kernel = raw.kernel("pk_bench_fill_random16", || FILL_RANDOM_16.to_string())?;
     let mut table = String::new();
     let mut printed = 0;
     let _ = writeln!(table, "device: {}", ctx.describe());
@@ -264,10 +322,10 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                 })
                 .collect();
             let l = ctx.index(&labels)?;
-            let args = Args::new().tensor("K", &kmat).tensor("labels", &l);
+            let args = distance_args(&kmat, &l, k);
             let mut out_sparse = popcorn::Outputs::default();
             let mut out_sums = popcorn::Outputs::default();
-            let sparse_ms = time_ms(&ctx, cli.reps, || {
+            let sparse_ms = time_ms(&cusparse, cli.reps, || {
                 cusparse.run_into(&program, &args, &mut out_sparse)
             })?;
             let sums_ms = time_ms(&ctx, cli.reps, || {
@@ -279,10 +337,30 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
             );
             let s = ctx.dense_f32(n, k, &vec![0.0; n * k])?;
             let offset = cli.offset.min(n - 1);
+            // The kernel rows of a 16-bit K read n x n 16-bit values over K's first half
+            // (rewritten for every k, after that k's plans read the f32 K; refilled below).
+            if let Some(h) = held {
+                let mut a = [
+                    KernelArg::size(n * n)?,
+                    KernelArg::Ptr(src),
+                    KernelArg::I64(12345),
+                    KernelArg::U32(u32::from(h == Half::F16)),
+                ];
+                let grid = kernels_gen::builtins::linear_grid_block((n * n) as u64);
+                // SAFETY: the kernel takes (len, u16*, seed, fp16) and writes `n * n` 16-bit
+                // values from `src`, inside K's 4 n^2 bytes.
+                unsafe { raw.launch(&fill16_kernel, grid, &mut a) }?;
+            }
+            let esz = if held.is_some() { 2 } else { 4 };
+            let (kernel_bytes, kernel_floor) = if held.is_some() {
+                (bytes / 2, floor / 2.0)
+            } else {
+                (bytes, floor)
+            };
             let cs = ClusterSumsArgs {
-                held: None,
+                held,
                 dtype: ScalarType::F32,
-                m: src + 4 * offset as u64,
+                m: src + (esz * offset) as u64,
                 rows: n,
                 cols: n - offset,
                 ld: n,
@@ -291,11 +369,16 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                 s: address(&s)?,
             };
             let row = |table: &mut String, what: &str, ms: f64| {
+                let (b, f) = if what.starts_with("kernel") {
+                    (kernel_bytes, kernel_floor)
+                } else {
+                    (bytes, floor)
+                };
                 let _ = writeln!(
                     table,
                     "{n:>6} {k:>5} {what:<22} {ms:>9.3} {:>8.0} {:>7.3} {:>9.3}",
-                    bytes as f64 / ms / 1e6,
-                    ms / floor,
+                    b as f64 / ms / 1e6,
+                    ms / f,
                     ms / sparse_ms
                 );
             };
@@ -307,9 +390,15 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                 .iter()
                 .filter(|_| k <= cli.tile_max_k)
                 .map(|t| Some(*t));
-            for tile in std::iter::once(None).chain(forced) {
+            let per_sm = std::iter::once(None).chain(cli.warps_per_sm.iter().map(|w| Some(*w)));
+            let forced: Vec<_> = std::iter::once(None).chain(forced).collect();
+            for (tile, warps_per_sm) in forced
+                .iter()
+                .flat_map(|t| per_sm.clone().map(move |w| (*t, w)))
+            {
                 let tuning = ClusterSumsTuning {
                     tile,
+                    warps_per_sm,
                     ..ClusterSumsTuning::default()
                 };
                 let mut report = None;
@@ -320,7 +409,12 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                 })?;
                 let what = match report {
                     Some(r) => format!(
-                        "kernel {}{}x{}{} w{} {}p",
+                        "kernel {}{}{}x{}{} w{} {}p",
+                        if r.launch.variant.tensor_core_tiles > 0 {
+                            "mma "
+                        } else {
+                            ""
+                        },
                         if tile.is_none() { "auto " } else { "" },
                         r.launch.variant.tile_cols,
                         r.launch.variant.stages,
@@ -384,4 +478,35 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
     }
     print!("{}", &table[printed..]);
     Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The program and arguments the benchmark times run (here on the CPU, with and without
+    /// the cluster-sums pattern) and give `-2` times each row's means by label.
+    #[test]
+    fn the_timed_program_runs_with_its_arguments() {
+        let k_values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+        let labels = [0u32, 1, 0];
+        for max_k in [None, Some(0)] {
+            let ctx = Context::new(DeviceSpec::Cpu)
+                .expect("the CPU context opens")
+                .with_config(PlannerConfig {
+                    cluster_sums_max_k: max_k,
+                    ..PlannerConfig::default()
+                });
+            let kmat = ctx.dense_f32(3, 3, &k_values).unwrap();
+            let l = ctx.index(&labels).unwrap();
+            let out = ctx
+                .run(&distance_program().unwrap(), &distance_args(&kmat, &l, 2))
+                .unwrap();
+            let e = ctx.to_f64(out.tensor("E").unwrap()).unwrap();
+            // The selection's rows are each cluster's indicator over its size: row i's mean
+            // over columns 0 and 2 (label 0) and its column 1 (label 1), times -2.
+            let want = [-4.0, -4.0, -10.0, -10.0, -16.0, -16.0];
+            assert_eq!(e, want, "cluster_sums_max_k {max_k:?}");
+        }
+    }
 }
