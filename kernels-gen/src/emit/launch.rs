@@ -268,12 +268,13 @@ impl LaunchShape {
                 ..
             } => {
                 // Without the device's figures: one block per block of rows, the streaming
-                // shared-memory plan at any depth (always valid; the kernel grid-strides).
+                // shared-memory plan of any depth (the same from the mirror's least depth on;
+                // always valid for the lock-step bodies, which grid-stride).
                 let grid = blocks_for(rows, u64::from(block_rows));
                 (
                     (grid, 1, 1),
                     (threads, 1, 1),
-                    self.pipelined_shared_bytes(u64::MAX, false),
+                    self.pipelined_shared_bytes(u64::from(PIPELINE_MIRROR_MIN_DEPTH), false),
                 )
             }
         }
@@ -370,6 +371,19 @@ impl LaunchShape {
         };
         let grid = blocks_for(units, 1).min(multiprocessors.max(1));
         Ok(((grid, 1, 1), (threads, 1, 1), shared))
+    }
+
+    /// This shape without the mirror images' stage (for a device whose kernels do not run the
+    /// `wgmma` body, the only one that writes mirror images); other shapes unchanged.
+    pub fn without_mirror_stage(self) -> LaunchShape {
+        let mut shape = self;
+        if let LaunchShape::Pipelined {
+            mirror_stage_bytes, ..
+        } = &mut shape
+        {
+            *mirror_stage_bytes = 0;
+        }
+        shape
     }
 
     /// The warp-specialised variant of a [`LaunchShape::Pipelined`] shape

@@ -213,6 +213,7 @@ impl CudaBackend {
             warp_specialised_contractions: config.warp_specialised_contractions
                 && capability == (9, 0),
             tensor_core_sums: config.tensor_core_sums && capability >= (8, 0),
+            wgmma: capability == (9, 0),
             limits: device_limits(&ctx)?,
             capture_streams: [
                 ctx.new_stream()

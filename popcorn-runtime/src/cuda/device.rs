@@ -52,6 +52,9 @@ pub(crate) struct Device {
     /// Cluster sums over a matrix held in 16 bits on tensor cores
     /// ([`super::CudaConfig::tensor_core_sums`], on a device of compute capability 8.0 and up).
     pub(crate) tensor_core_sums: bool,
+    /// Kernels compile for `sm_90a` (compute capability 9.0): TF32 contractions run on the
+    /// `wgmma` body, the only one that writes a kernel matrix's mirror images.
+    pub(crate) wgmma: bool,
     pub(crate) limits: DeviceLimits,
 }
 

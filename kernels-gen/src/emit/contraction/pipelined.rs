@@ -78,7 +78,15 @@ pub(crate) fn launch(spec: &KernelSpec) -> LaunchShape {
         a_chunk_bytes: PIPELINE_A_CHUNK_BYTES,
         b_chunk_bytes: PIPELINE_B_CHUNK_BYTES,
         exchange_bytes: PIPELINE_BLOCK_ROWS * (PIPELINE_COLUMN_WARPS - 1) * state_bytes(reductions),
-        mirror_stage_bytes: if spec.stores_a_mirrorable_value() {
+        // The stage of the wgmma body's mirror images (TF32 only).
+        mirror_stage_bytes: if spec.stores_a_mirrorable_value()
+            && matches!(
+                spec.form,
+                kernel_ir::Form::Contraction {
+                    precision: kernel_ir::Precision::Tf32,
+                    ..
+                }
+            ) {
             PIPELINE_MIRROR_BYTES
         } else {
             0
@@ -584,5 +592,25 @@ mod tests {
         // Without the device's figures, the streaming plan of any depth.
         let (_, _, any) = shape.grid_block(60_000, 60_000);
         assert_eq!(u64::from(any), streaming(least));
+        // Only the wgmma body mirrors: on a device without it (an A100, 163 KB a block) the
+        // stage goes, and a deep launch fits.
+        let a100 = 163 * 1024;
+        assert!(shape
+            .pipelined_grid_block((60_000, 60_000, 780), 108, a100)
+            .is_err());
+        let plain = shape.without_mirror_stage();
+        assert!(plain
+            .pipelined_grid_block((60_000, 60_000, 780), 108, a100)
+            .is_ok());
+        assert_eq!(
+            plain.pipelined_shared_bytes(780, false),
+            shape.pipelined_shared_bytes(least - 1, false)
+        );
+        // Strict products never run the wgmma body: no stage.
+        if let Form::Contraction { precision, .. } = &mut spec.form {
+            *precision = Precision::Strict;
+        }
+        assert!(spec.stores_a_mirrorable_value());
+        assert_eq!(launch(&spec), plain);
     }
 }

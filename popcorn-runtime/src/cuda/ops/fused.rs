@@ -51,6 +51,13 @@ pub(crate) fn run(
     } else {
         shape
     };
+    // Only the wgmma body (sm_90a) writes mirror images: elsewhere their stage would take
+    // shared memory for nothing (past what an A100 block may have, 163 KB, from 256 deep).
+    let shape = if cx.device.wgmma {
+        shape
+    } else {
+        shape.without_mirror_stage()
+    };
     let name = kernels_gen::variant_entry(&f.name, &f.spec, variant);
     if copies.rounded != kernels_gen::RoundedOperands::NONE {
         let Form::Contraction { a, b, .. } = &f.spec.form else {
