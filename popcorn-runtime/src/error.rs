@@ -136,11 +136,44 @@ impl RuntimeError {
     /// Whether this is a CUDA graph capture broken off by a call of another thread (one that
     /// synchronizes the device, as opening or dropping a CUDA context does): the same
     /// recording may succeed on a later run.
+    /// The error may come wrapped as a failed step's cause (a launch queued after the break).
     pub(crate) fn is_interrupted_capture(&self) -> bool {
-        matches!(
-            self,
-            RuntimeError::Driver { source, .. }
-                if source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
-        )
+        match self {
+            RuntimeError::Driver { source, .. } => {
+                source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+            }
+            RuntimeError::Step { source, .. } => source.is_interrupted_capture(),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudarc::driver::sys::CUresult;
+
+    fn driver(code: CUresult) -> RuntimeError {
+        RuntimeError::Driver {
+            call: "cuLaunchKernel".into(),
+            source: DriverError(code),
+        }
+    }
+
+    #[test]
+    fn an_interrupted_capture_is_recognised_bare_or_as_a_steps_cause() {
+        let broken = || driver(CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        assert!(broken().is_interrupted_capture());
+        let step = |source| RuntimeError::Step {
+            step: 2,
+            op: "cluster sums".into(),
+            what: "E".into(),
+            source: Box::new(source),
+        };
+        assert!(step(broken()).is_interrupted_capture());
+        assert!(step(step(broken())).is_interrupted_capture());
+        assert!(!driver(CUresult::CUDA_ERROR_OUT_OF_MEMORY).is_interrupted_capture());
+        assert!(!step(driver(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS)).is_interrupted_capture());
+        assert!(!RuntimeError::InvalidData("x".into()).is_interrupted_capture());
     }
 }

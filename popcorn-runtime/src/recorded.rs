@@ -17,7 +17,7 @@
 //! that fails (something in the run cannot be recorded) makes the plan run as usual from then
 //! on, unless memory it used moved meanwhile ([`Backend::recording_epoch`]: scratch memory
 //! grown by another run, perhaps on another thread) or another thread's call broke the
-//! capture off (a few times at most), where a later run records again; `POPCORN_LOG=graphs`
+//! capture off (a few times in a row at most), where a later run records again; `POPCORN_LOG=graphs`
 //! says why.
 
 use crate::backend::{Arg, Backend, BufferInfo};
@@ -215,6 +215,7 @@ impl<B: Backend> Recorded<B> {
                 plan.steps.len()
             ),
         );
+        state.recorded();
         state.runs.keep(
             key,
             Kept {

@@ -129,7 +129,7 @@ pub(crate) struct RecordingState<K, R> {
     /// Whether the plan's runs may be recorded, once asked: `Some(None)` yes, `Some(Some(why))`
     /// no.
     refused: Option<Option<String>>,
-    /// Recordings that another thread's call broke off, so far.
+    /// Recordings that another thread's call broke off in a row (since the last one made).
     interruptions: u32,
     /// The keys seen and the recordings kept.
     pub runs: KeptRecordings<K, R>,
@@ -149,8 +149,14 @@ impl<K, R> RecordingState<K, R> {
     }
 
     /// Counts a recording broken off by another thread's call (`why`); whether a later run
-    /// may record again: yes until [`MAX_INTERRUPTED_RECORDINGS`], then the plan is refused
-    /// as by [`RecordingState::refuse`] (a break that keeps coming is no accident).
+    /// may record again: yes until [`MAX_INTERRUPTED_RECORDINGS`] in a row, then the plan is
+    /// refused as by [`RecordingState::refuse`] (a break that keeps coming is no accident).
+    /// A recording was made: the count of broken-off ones starts again.
+    pub(crate) fn recorded(&mut self) {
+        self.interruptions = 0;
+    }
+
+    /// See [`RecordingState::recorded`].
     pub(crate) fn interrupted(&mut self, why: String) -> bool {
         self.interruptions += 1;
         if self.interruptions >= MAX_INTERRUPTED_RECORDINGS {
@@ -164,8 +170,8 @@ impl<K, R> RecordingState<K, R> {
     }
 }
 
-/// How many recordings of one plan may be broken off by other threads before its runs go step
-/// by step for good.
+/// How many recordings of one plan in a row may be broken off by other threads before its runs
+/// go step by step for good.
 pub(crate) const MAX_INTERRUPTED_RECORDINGS: u32 = 4;
 
 #[cfg(test)]
@@ -180,6 +186,11 @@ mod tests {
         for _ in 1..MAX_INTERRUPTED_RECORDINGS {
             assert!(state.interrupted("broken".into()));
             assert!(state.allowed(|| Some("not asked again".into())));
+        }
+        // A recording made in between: the count starts again.
+        state.recorded();
+        for _ in 1..MAX_INTERRUPTED_RECORDINGS {
+            assert!(state.interrupted("broken".into()));
         }
         assert!(!state.interrupted("broken".into()));
         assert!(!state.allowed(|| None), "refused for good");

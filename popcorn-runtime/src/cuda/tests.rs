@@ -2776,7 +2776,8 @@ fn a_backend_opens_and_drops_while_another_thread_records() {
     // the same context captures (here the recording thread's graph). Dropping one frees
     // library handles, which synchronizes the device and may break the capture off: the
     // recording then fails as an interrupted capture (a later run records again), never as
-    // anything else, and a recording that succeeds replays what it captured.
+    // anything else, leaving no stream capturing, and a recording that succeeds replays what
+    // it captured.
     let Some(b) = gpu() else {
         return;
     };
@@ -2790,6 +2791,8 @@ fn a_backend_opens_and_drops_while_another_thread_records() {
             None
         };
         let recorded = b.record(&mut || {
+            // The side lane joins the capture too (as a plan's steps beside the sums do).
+            b.order_lanes(0, 1)?;
             beside = std::thread::scope(|s| {
                 let beside = beside.take();
                 s.spawn(move || match beside {
@@ -2805,8 +2808,17 @@ fn a_backend_opens_and_drops_while_another_thread_records() {
                 .join()
                 .expect("the other thread does not panic")
             });
-            b.fill(&buf, value)
+            b.fill(&buf, value)?;
+            b.join_lanes()
         });
+        // However the recording ended, neither capture stream is left capturing.
+        for (lane, stream) in b.device().capture_streams.iter().enumerate() {
+            assert_eq!(
+                stream.capture_status().expect("cuStreamIsCapturing"),
+                cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
+                "{phase}: capture stream {lane}"
+            );
+        }
         match recorded {
             Ok(recording) => {
                 let recording = recording.expect("a GPU records");
