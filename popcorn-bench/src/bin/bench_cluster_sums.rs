@@ -112,7 +112,8 @@ struct Cli {
     #[arg(long, value_delimiter = ',')]
     warps_per_sm: Vec<u32>,
     /// The kernel rows read a copy of K held in 16 bits (`bf16` or `fp16`, written over K's
-    /// first half after the plans are timed); their floor is then half of f32's.
+    /// first half after the plans are timed); their floor is then half of f32's. No padded
+    /// row (`--ld-pad`) then.
     #[arg(long)]
     held: Option<String>,
     /// Timed repetitions (the median is reported).
@@ -322,6 +323,8 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                 })
                 .collect();
             let l = ctx.index(&labels)?;
+            // The cuSPARSE plan reads K and the labels from another context's stream.
+            ctx.synchronize()?;
             let args = distance_args(&kmat, &l, k);
             let mut out_sparse = popcorn::Outputs::default();
             let mut out_sums = popcorn::Outputs::default();
@@ -337,8 +340,8 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
             );
             let s = ctx.dense_f32(n, k, &vec![0.0; n * k])?;
             let offset = cli.offset.min(n - 1);
-            // The kernel rows of a 16-bit K read n x n 16-bit values over K's first half
-            // (rewritten for every k, after that k's plans read the f32 K; refilled below).
+            // The kernel rows of a 16-bit K read n x n 16-bit values over K's first half,
+            // written after this k's plans read the f32 K; K is filled again after the rows.
             if let Some(h) = held {
                 let mut a = [
                     KernelArg::size(n * n)?,
@@ -451,7 +454,7 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                 })?;
                 row(&mut table, &format!("kernel rows {p} apart"), ms);
             }
-            if let Some((ldp, padded)) = &padded {
+            if let (Some((ldp, padded)), None) = (&padded, held) {
                 let padded_args = ClusterSumsArgs {
                     m: address(padded)?,
                     cols: n,
@@ -467,6 +470,10 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                 })?;
                 let mode = report.map_or("-", |r| if r.launch.variant.aligned { "a" } else { "r" });
                 row(&mut table, &format!("kernel ld {ldp} ({mode})"), ms);
+            }
+            if held.is_some() {
+                // The next k's plans read the f32 K again.
+                fill(&raw, &fill_kernel, src, n * n)?;
             }
             let _ = writeln!(
                 table,
