@@ -103,16 +103,32 @@ __device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes)
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
 
+// A worker's contiguous range [begin, end) of the n x n matrix's 32-row x TB-byte tiles, row
+// group after row group (tile t: row group t / tiles_per_group, column tile t % tiles_per_group).
+template <int TB>
+struct WorkerTiles {
+    static constexpr long long cols_per_tile = TB / 4;
+    long long tiles_per_group, begin, end;
+    __device__ WorkerTiles(long long n, long long worker, long long workers)
+    {
+        tiles_per_group = n / cols_per_tile;
+        const long long total = (n / 32) * tiles_per_group;
+        begin = total * worker / workers;
+        end = total * (worker + 1) / workers;
+    }
+};
+
+// Worker and worker count of this thread's warp (every warp of the grid a worker).
+__device__ __forceinline__ long long warp_worker() { return ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; }
+__device__ __forceinline__ long long warp_workers() { return ((long long)gridDim.x * blockDim.x) >> 5; }
+
 template <int TB>
 __global__ void groups(const float* __restrict__ m, long long n, float* out, int ahead)
 {
     const int lane = threadIdx.x & 31;
-    const long long worker = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const long long workers = ((long long)gridDim.x * blockDim.x) >> 5;
-    const long long cols_per_tile = TB / 4;
-    const long long tiles_per_group = n / cols_per_tile;
-    const long long total = (n / 32) * tiles_per_group;
-    const long long begin = total * worker / workers, end = total * (worker + 1) / workers;
+    const WorkerTiles<TB> w(n, warp_worker(), warp_workers());
+    const long long tiles_per_group = w.tiles_per_group, cols_per_tile = w.cols_per_tile;
+    const long long begin = w.begin, end = w.end;
     float s = 0.f;
     for (long long t = begin; t < end; ++t) {
         if (ahead > 0 && t + ahead < end) {
@@ -128,19 +144,16 @@ __global__ void groups(const float* __restrict__ m, long long n, float* out, int
 
 // The bins kernel's layout without staging: lane r reads row r of the tile itself, its TB / 16
 // pieces in order (each load instruction touches 32 rows; the rest of each line is read by the
-// lane's next loads, from L1 when it keeps them), all in flight before they are summed.
-// `shared` bytes of dynamic shared memory per block stand for the bins (touched once).
+// lane's next loads, from L1 when it keeps them). The block's dynamic shared memory (at least
+// 128 bytes) stands for the bins (touched once).
 template <int TB>
 __global__ void lane_rows(const float* __restrict__ m, long long n, float* out)
 {
     extern __shared__ float bins_stand_in[];
     const int lane = threadIdx.x & 31;
-    const long long worker = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const long long workers = ((long long)gridDim.x * blockDim.x) >> 5;
-    const long long cols_per_tile = TB / 4;
-    const long long tiles_per_group = n / cols_per_tile;
-    const long long total = (n / 32) * tiles_per_group;
-    const long long begin = total * worker / workers, end = total * (worker + 1) / workers;
+    const WorkerTiles<TB> w(n, warp_worker(), warp_workers());
+    const long long tiles_per_group = w.tiles_per_group, cols_per_tile = w.cols_per_tile;
+    const long long begin = w.begin, end = w.end;
     constexpr int PIECES = TB / 16;
     float s = 0.f;
     for (long long t = begin; t < end; ++t) {
@@ -173,10 +186,9 @@ __global__ void staged(const float* __restrict__ m, long long n, float* out)
     constexpr int PER_ROW = TB / 16 / 32;  // pieces a lane copies of each row
     constexpr int TILE = 32 * TB;
     const int lane = threadIdx.x & 31;
-    const long long cols_per_tile = TB / 4;
-    const long long tiles_per_group = n / cols_per_tile;
-    const long long total = (n / 32) * tiles_per_group;
-    const long long begin = total * blockIdx.x / gridDim.x, end = total * (blockIdx.x + 1) / gridDim.x;
+    const WorkerTiles<TB> w(n, warp_worker(), warp_workers());  // one warp a block
+    const long long tiles_per_group = w.tiles_per_group, cols_per_tile = w.cols_per_tile;
+    const long long begin = w.begin, end = w.end;
     const unsigned base = (unsigned)__cvta_generic_to_shared(ring);
     auto queue = [&](long long t, int slot) {
         if (t < end) {
