@@ -135,8 +135,7 @@ pub enum RuntimeError {
 impl RuntimeError {
     /// Whether this is a CUDA graph capture broken off by a call of another thread (one that
     /// synchronizes the device, as opening or dropping a CUDA context does): the same
-    /// recording may succeed on a later run.
-    /// The error may come wrapped as a failed step's cause (a launch queued after the break).
+    /// recording may succeed on a later run. The error may come wrapped as a failed step's cause (a launch queued after the break).
     pub(crate) fn is_interrupted_capture(&self) -> bool {
         match self {
             RuntimeError::Driver { source, .. } => {

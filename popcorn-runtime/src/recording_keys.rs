@@ -148,15 +148,14 @@ impl<K, R> RecordingState<K, R> {
         self.refused = Some(Some(why));
     }
 
-    /// Counts a recording broken off by another thread's call (`why`); whether a later run
-    /// may record again: yes until [`MAX_INTERRUPTED_RECORDINGS`] in a row, then the plan is
-    /// refused as by [`RecordingState::refuse`] (a break that keeps coming is no accident).
     /// A recording was made: the count of broken-off ones starts again.
     pub(crate) fn recorded(&mut self) {
         self.interruptions = 0;
     }
 
-    /// See [`RecordingState::recorded`].
+    /// Counts a recording broken off by another thread's call (`why`); whether a later run
+    /// may record again: yes until [`MAX_INTERRUPTED_RECORDINGS`] in a row, then the plan is
+    /// refused as by [`RecordingState::refuse`] (a break that keeps coming is no accident).
     pub(crate) fn interrupted(&mut self, why: String) -> bool {
         self.interruptions += 1;
         if self.interruptions >= MAX_INTERRUPTED_RECORDINGS {

@@ -181,6 +181,8 @@ impl CudaBackend {
         let capability = ctx
             .compute_capability()
             .map_err(|e| driver_error("cuDeviceGetAttribute", e))?;
+        // Kernels compile for sm_90a there: the wgmma and warp-specialised TF32 bodies.
+        let wgmma = capability == (9, 0);
         let total_memory = ctx
             .total_mem()
             .map_err(|e| driver_error("cuDeviceTotalMem", e))?;
@@ -210,10 +212,9 @@ impl CudaBackend {
             launch_shapes: Mutex::new(HashMap::new()),
             allow_tf32: config.allow_tf32,
             round_tf32_operands: config.round_tf32_operands,
-            warp_specialised_contractions: config.warp_specialised_contractions
-                && capability == (9, 0),
+            warp_specialised_contractions: config.warp_specialised_contractions && wgmma,
             tensor_core_sums: config.tensor_core_sums && capability >= (8, 0),
-            wgmma: capability == (9, 0),
+            wgmma,
             limits: device_limits(&ctx)?,
             capture_streams: [
                 ctx.new_stream()

@@ -51,13 +51,6 @@ pub(crate) fn run(
     } else {
         shape
     };
-    // Only the wgmma body (sm_90a) writes mirror images: elsewhere their stage would take
-    // shared memory for nothing (past what an A100 block may have, 163 KB, from 256 deep).
-    let shape = if cx.device.wgmma {
-        shape
-    } else {
-        shape.without_mirror_stage()
-    };
     let name = kernels_gen::variant_entry(&f.name, &f.spec, variant);
     if copies.rounded != kernels_gen::RoundedOperands::NONE {
         let Form::Contraction { a, b, .. } = &f.spec.form else {
@@ -420,8 +413,8 @@ fn column_scratch(cx: &StepCx<'_>, f: &FusedStep, shape: LaunchShape) -> Result<
 /// Dynamic shared memory a kernel may use without opting in.
 const STATIC_SHARED_LIMIT: u32 = 48 * 1024;
 
-/// The launch shape of a fused kernel, from kernels-gen (cached by kernel name; a name that
-/// is not its spec's is an error, checked once).
+/// The launch shape of a fused kernel on this device, from kernels-gen (cached by kernel name;
+/// a name that is not its spec's is an error, checked once).
 fn launch_shape(cx: &StepCx<'_>, f: &FusedStep) -> Result<LaunchShape, RuntimeError> {
     let mut shapes = cx.device.launch_shapes.lock().map_err(|_| poisoned())?;
     if let Some(s) = shapes.get(&f.name) {
@@ -436,6 +429,13 @@ fn launch_shape(cx: &StepCx<'_>, f: &FusedStep) -> Result<LaunchShape, RuntimeEr
         )));
     }
     let shape = kernels_gen::launch_shape(&f.spec);
+    // Only the wgmma body (sm_90a) writes mirror images: elsewhere their stage would take
+    // shared memory for nothing (past what an A100 block may have, 163 KB, from 256 deep).
+    let shape = if cx.device.wgmma {
+        shape
+    } else {
+        shape.without_mirror_stage()
+    };
     shapes.insert(f.name.clone(), shape);
     Ok(shape)
 }
