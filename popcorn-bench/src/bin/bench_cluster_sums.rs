@@ -23,29 +23,30 @@ use popcorn_runtime::cuda::raw::{
 };
 use std::fmt::Write as _;
 
-/// Fills a float array with values uniform in [0, 1) from a hash of the index.
+/// Fills an array with values uniform in [0, 1) from a hash of the index: as floats
+/// (`pk_bench_fill_random`), or held in 16 bits (`pk_bench_fill_random16`: bf16, or fp16 with
+/// `fp16 = 1`).
 const FILL_RANDOM: &str = r#"
+__device__ __forceinline__ float pk_bench_unit(const long long i, const unsigned long long seed)
+{
+    unsigned long long x = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+    return (float)((x >> 40) * (1.0 / 16777216.0));
+}
+
 extern "C" __global__ void pk_bench_fill_random(const long long len, float* __restrict__ out, const unsigned long long seed)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += stride) {
-        unsigned long long x = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;
-        x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
-        out[i] = (float)((x >> 40) * (1.0 / 16777216.0));
+        out[i] = pk_bench_unit(i, seed);
     }
 }
-"#;
 
-/// Fills a 16-bit array (bf16, or fp16 with `half16 = 1`) with values uniform in [0, 1) from the
-/// same hash.
-const FILL_RANDOM_16: &str = r#"
 extern "C" __global__ void pk_bench_fill_random16(const long long len, unsigned short* __restrict__ out, const unsigned long long seed, const unsigned fp16)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += stride) {
-        unsigned long long x = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;
-        x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
-        const float v = (float)((x >> 40) * (1.0 / 16777216.0));
+        const float v = pk_bench_unit(i, seed);
         unsigned short h;
         if (fp16) {
             asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
@@ -245,7 +246,7 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
     });
     let fill_kernel = raw.kernel("pk_bench_fill_random", || FILL_RANDOM.to_string())?;
     let read_kernel = raw.kernel("pk_bench_read_all", || READ_ALL.to_string())?;
-    let fill16_kernel = raw.kernel("pk_bench_fill_random16", || FILL_RANDOM_16.to_string())?;
+    let fill16_kernel = raw.kernel("pk_bench_fill_random16", || FILL_RANDOM.to_string())?;
     let mut table = String::new();
     let mut printed = 0;
     let _ = writeln!(table, "device: {}", ctx.describe());
