@@ -44,7 +44,9 @@
 //! - **Bins.** Each lane's running sums live in shared memory, `bins[c * 33 + lane]` (stride 33
 //!   so both the per-column updates and the transposed write-out are conflict-free), plus one
 //!   spare "dump" row that absorbs labels outside the current cluster range (labels `>= k` are
-//!   skipped this way: they never touch `S`). A run of equal consecutive labels is summed in a
+//!   skipped this way: they never touch `S`). Once a tile is staged, the warp turns its labels
+//!   in place into their bins' byte offsets (each lane a share of the columns), so that summing
+//!   an element costs no label arithmetic. A run of equal consecutive labels is summed in a
 //!   register; the bin of a new label is loaded *before* the previous run is stored (the two
 //!   differ), so the shared-memory read-modify-write chain overlaps two columns deep.
 //! - **Balance.** The `row_groups x column_tiles` tiles ([`ClusterSumsVariant::row_groups`],
@@ -659,11 +661,29 @@ __device__ __forceinline__ void push(real v, real* p, real*& cur, real& base, re
     cur = p;
 }
 
-// Sums one staged tile into the lane's bins. FULL: all TW columns are inside the matrix;
-// otherwise columns >= jn go to the dump row. `row` is the lane's row in the stage.
-template <bool FULL>
-__device__ __forceinline__ void consume(const mval* row, const unsigned int* lab, int jn,
-    unsigned c_lo, unsigned kb, unsigned char* bins_lane, real*& cur, real& base, real& acc)
+// Turns the staged tile's labels, in place, into the byte offsets of their bins past the
+// lane's own (bin c at c * BIN_BYTES; the dump row kb for labels outside [c_lo, c_lo + kb) and
+// for columns >= jn), each lane a share of the columns: done once for the warp, instead of by
+// every lane for every element. The warp syncs before the tile is summed.
+__device__ __forceinline__ void label_offsets(unsigned int* lab, int jn, unsigned c_lo,
+    unsigned kb, unsigned lane)
+{
+#pragma unroll
+    for (int j0 = 0; j0 < TW; j0 += 32) {
+        const int j = j0 + (int)lane;
+        if (j < TW) {
+            unsigned c = lab[j] - c_lo;
+            c = c < kb ? c : kb;
+            lab[j] = (j < jn ? c : kb) * BIN_BYTES;
+        }
+    }
+    __syncwarp();
+}
+
+// Sums one staged tile into the lane's bins: `row` is the lane's row in the stage, `lab` the
+// tile's bin offsets (label_offsets).
+__device__ __forceinline__ void consume(const mval* row, const unsigned int* lab,
+    unsigned char* bins_lane, real*& cur, real& base, real& acc)
 {
     vec v = load_vec(row);
     lvec l = *reinterpret_cast<const lvec*>(lab);
@@ -723,7 +743,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     for (unsigned long long t = t0; t < t1; ++t) {
 {QUEUE_NEXT_TILE}        const unsigned char* st = pk_smem + stage * STAGE_BYTES;
         const mval* row = reinterpret_cast<const mval*>(st) + row_off;
-        const unsigned int* lab = reinterpret_cast<const unsigned int*>(st + TILE_BYTES);
+        unsigned int* lab = reinterpret_cast<unsigned int*>(pk_smem + stage * STAGE_BYTES + TILE_BYTES);
         {CONSUME}
         const bool last_tile = ct == cts - 1;
         if (last_tile || t + 1 == t1) {
@@ -962,11 +982,8 @@ const ALIGNED_PARTS: [(&str, &str); 5] = [
     (
         "{CONSUME}",
         "const long long left = cols - ct * TW;
-        if (left >= TW) {
-            consume<true>(row, lab, TW, uclo, ukb, bins_lane, cur, base, acc);
-        } else {
-            consume<false>(row, lab, (int)left, uclo, ukb, bins_lane, cur, base, acc);
-        }",
+        label_offsets(lab, left >= TW ? TW : (int)left, uclo, ukb, lane);
+        consume(row, lab, bins_lane, cur, base, acc);",
     ),
 ];
 
@@ -1123,12 +1140,13 @@ const STRIDED_PARTS: [(&str, &str); 5] = [
     (
         "{CONSUME}",
         "// Columns outside the matrix carry the label OUTSIDE: every tile is summed unmasked.
-        consume<true>(row, lab, TW, uclo, ukb, bins_lane, cur, base, acc);",
+        label_offsets(lab, TW, uclo, ukb, lane);
+        consume(row, lab, bins_lane, cur, base, acc);",
     ),
 ];
 
-/// The elements of one 16-byte vector of `M` as `(value, label)` C expressions: the vector `v`
-/// and its labels `l` (16-bit elements are widened; two 16-bit elements share a 32-bit field,
+/// The elements of one 16-byte vector of `M` as `(value, bin offset)` C expressions: the
+/// vector `v` and its columns' bin offsets `l` (the staged labels after `label_offsets`) (16-bit elements are widened; two 16-bit elements share a 32-bit field,
 /// the lower address in the low half).
 fn elements(variant: &ClusterSumsVariant) -> Vec<(String, String)> {
     let fields = ["x", "y", "z", "w"];
@@ -1165,9 +1183,9 @@ fn elements(variant: &ClusterSumsVariant) -> Vec<(String, String)> {
 /// The per-element statements of [`TEMPLATE`]'s `consume` for one 16-byte vector.
 fn pushes(variant: &ClusterSumsVariant) -> String {
     let mut out = String::new();
-    for (e, (value, label)) in elements(variant).iter().enumerate() {
+    for (value, offset) in elements(variant) {
         out.push_str(&format!(
-            "        {{\n            unsigned c = {label} - c_lo;\n            c = c < kb ? c : kb;\n            if (!FULL && q * VE + {e} >= jn) {{\n                c = kb;\n            }}\n            push({value}, reinterpret_cast<real*>(bins_lane + c * BIN_BYTES), cur, base, acc);\n        }}\n"
+            "        push({value}, reinterpret_cast<real*>(bins_lane + {offset}), cur, base, acc);\n"
         ));
     }
     out
@@ -1338,7 +1356,10 @@ mod tests {
         assert!(k
             .source
             .contains("const long long cts = (cols + TW - 1) / TW;"));
-        assert!(k.source.contains("consume<false>(row, lab, (int)left,"));
+        // Column bounds in the labels' offsets: past the matrix, the dump row.
+        assert!(k
+            .source
+            .contains("label_offsets(lab, left >= TW ? TW : (int)left, uclo, ukb, lane);"));
         assert!(k.source.contains(
             "flush(bins, s, rows, k, c_lo, ukb, g * 32, whole_start && last_tile, lane);"
         ));
@@ -1395,8 +1416,7 @@ mod tests {
         // Every tile is summed unmasked; columns outside the matrix get the label OUTSIDE.
         assert!(k
             .source
-            .contains("consume<true>(row, lab, TW, uclo, ukb, bins_lane, cur, base, acc);"));
-        assert!(!k.source.contains("consume<false>("));
+            .contains("label_offsets(lab, TW, uclo, ukb, lane);"));
         assert!(k.source.contains("if (col >= 0 && col < cols) {"));
         assert!(k.source.contains("\"r\"(OUTSIDE)"));
         // The shifted mode's row permutation and scalar shared loads are gone.
@@ -1435,7 +1455,9 @@ mod tests {
             assert!(k
                 .source
                 .contains(&format!("push({widen}((unsigned short)(v.x & 0xffffu))")));
-            assert!(k.source.contains("unsigned c = l.b.w - c_lo;"));
+            assert!(k.source.contains(&format!(
+                "push({widen}((unsigned short)(v.w >> 16)), reinterpret_cast<real*>(bins_lane + l.b.w)"
+            )));
             assert!(k.source.contains("#define PK_HALF_CONVERSIONS"));
             let s = ClusterSumsVariant::preferred(ScalarType::F32, Some(half), false);
             assert_eq!(s.row_alignment(), 64, "tiles start on 128-byte boundaries");
