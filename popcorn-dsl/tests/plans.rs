@@ -865,3 +865,84 @@ fn a_weighted_product_with_an_output_keeps_the_sparse_product() {
     assert!(names.iter().any(|n| n == "weighted selection"), "{p}");
     assert_eq!(by_label_contractions(&p), 0, "{p}");
 }
+
+/// The fused column-reduction steps of `p`, each with its reductions' count.
+fn column_kernels(p: &Plan) -> Vec<(usize, usize)> {
+    p.steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match &s.op {
+            StepOp::Fused(f) => match &f.spec.form {
+                Form::Cols { reductions } => Some((i, reductions.len())),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_iterations_objective_and_changed_labels_are_summed_by_one_kernel() {
+    for (name, dims) in [
+        ("kkmeans_iteration", ITER_DIMS),
+        (
+            "kkmeans_recompute_linear",
+            &[("n", 60000), ("k", 10), ("d", 16)][..],
+        ),
+    ] {
+        let p = plan_of(name, dims, &PlannerConfig::default());
+        let cols = column_kernels(&p);
+        assert_eq!(cols.len(), 1, "{name}: {cols:?}\n{p}");
+        assert_eq!(cols[0].1, 2, "{name}\n{p}");
+        let outputs = &p.steps[cols[0].0].outputs;
+        assert_eq!(outputs.len(), 2, "{p}");
+    }
+}
+
+#[test]
+fn only_reductions_nothing_else_reads_share_a_kernel() {
+    // t and u are the program's last reductions over the same points: one kernel. s feeds t,
+    // so it runs first, alone; w sums over another space.
+    let src = "fn f(x: Col[n], y: Col[n], z: Col[m]) -> (t: Scalar, u: Scalar, w: Scalar) {
+        s = sum(x);
+        t = sum(y * s);
+        u = sum(x .* y);
+        w = sum(z);
+    }";
+    let p = plan_fused(src, &[("n", 1000), ("m", 700)]);
+    let mut counts: Vec<usize> = column_kernels(&p).iter().map(|c| c.1).collect();
+    counts.sort_unstable();
+    assert_eq!(counts, vec![1, 1, 2], "{p}");
+    let joined = column_kernels(&p)
+        .into_iter()
+        .find(|c| c.1 == 2)
+        .map(|c| &p.steps[c.0])
+        .unwrap_or_else(|| panic!("{p}"));
+    let mut names: Vec<&str> = p
+        .outputs
+        .iter()
+        .filter(|(_, v)| joined.outputs.contains(v))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["t", "u"], "{p}");
+    // Without fusion every reduction is its own kernel.
+    let prog = Program::parse(src).unwrap_or_else(|e| panic!("{e}"));
+    let dims = [("n", 1000), ("m", 700)]
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    let config = PlannerConfig {
+        fusion: false,
+        ..PlannerConfig::default()
+    };
+    let apart = plan(
+        &prog,
+        &dims,
+        &config,
+        &Target::reference_gpu(),
+        &BTreeMap::new(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(column_kernels(&apart).len(), 4, "{apart}");
+}

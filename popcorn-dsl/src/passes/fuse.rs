@@ -6,6 +6,8 @@
 //! node outside it), row and column reductions do not mix, and no transpose reads a value of
 //! its own group. Inside a group, a node is *stored* (materialised) when it is an output of the
 //! program or something outside the group uses it; everything else is recomputed in registers.
+//! Groups of the program's last reductions (nothing else reads them) over the same space then
+//! join into one kernel: an iteration's objective and its count of changed labels are one launch.
 //! The result is a [`Fusion`]: groups of nodes, each turned into a [`KernelSpec`] by
 //! [`Fusion::spec`].
 
@@ -195,6 +197,12 @@ pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
             }
         }
     }
+    // A plan partitioned over ranks keeps them apart: there a sum of indicators (the changed
+    // labels) is a rank's own count added over the ranks, while a sum joined to it would
+    // gather its operands to every rank.
+    if cx.config.fusion && cx.config.partition.is_none() {
+        merge_last_reductions(g, cx, &order, &mut members, log);
+    }
     // Column reductions cannot store element-wise values: split them off such groups.
     // Products with a vector and sums by label left outside a contraction are ordinary steps.
     let mut groups: Vec<BTreeSet<NodeId>> = Vec::new();
@@ -241,6 +249,93 @@ pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
         .flat_map(|(i, v)| v.iter().map(move |n| (*n, i)))
         .collect();
     Ok(Fusion { groups, group_of })
+}
+
+/// Whether `set` is a group of the program's last reductions: maps and reductions of one
+/// orientation whose results nothing outside the group reads (only the program's outputs are
+/// stored, and those are reductions), so that running it later costs no other step its start.
+fn is_last_reduction_group(g: &Graph, set: &BTreeSet<NodeId>) -> bool {
+    let mut reductions = 0;
+    for &n in set {
+        match classify(g, n) {
+            Class::RowReduce | Class::ColReduce => reductions += 1,
+            Class::Elementwise => {
+                if is_stored(g, n, set) {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+        if g.users(n).iter().any(|u| !set.contains(u)) {
+            return false;
+        }
+    }
+    reductions > 0
+}
+
+/// Joins groups of the program's last reductions that share an iteration space into one kernel
+/// (an iteration's objective and its count of changed labels, both column sums over the
+/// points): one launch instead of several on the path every iteration waits for. Only groups
+/// that nothing else reads join, so no step starts later than before but for the joined
+/// reductions themselves, which wait for the later of their inputs.
+fn merge_last_reductions(
+    g: &Graph,
+    cx: &PassContext<'_>,
+    order: &[NodeId],
+    members: &mut HashMap<NodeId, BTreeSet<NodeId>>,
+    log: bool,
+) {
+    let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let first = |set: &BTreeSet<NodeId>| set.iter().map(|n| pos[n]).min().unwrap_or(usize::MAX);
+    loop {
+        // The candidates in program order, so that the result does not depend on hashing.
+        let mut roots: Vec<NodeId> = members
+            .iter()
+            .filter(|(_, set)| is_last_reduction_group(g, set))
+            .map(|(r, _)| *r)
+            .collect();
+        roots.sort_by_key(|r| first(&members[r]));
+        let mut pair = None;
+        'search: for (i, a) in roots.iter().enumerate() {
+            let space_a = members[a].iter().next().and_then(|n| space(g, *n, cx));
+            for b in &roots[i + 1..] {
+                let space_b = members[b].iter().next().and_then(|n| space(g, *n, cx));
+                if space_a.is_none() || space_a != space_b {
+                    continue;
+                }
+                let merged: BTreeSet<NodeId> = members[a].union(&members[b]).copied().collect();
+                let others: Vec<&BTreeSet<NodeId>> = members
+                    .iter()
+                    .filter(|(r, _)| *r != a && *r != b)
+                    .map(|(_, m)| m)
+                    .collect();
+                match can_form_group(g, &merged, &others) {
+                    Ok(()) => {
+                        pair = Some((*a, *b, merged));
+                        break 'search;
+                    }
+                    Err(why) if log => eprintln!(
+                        "[popcorn fusion] last reductions {} and {} stay apart: {why}",
+                        g.describe(*members[a].iter().next().unwrap_or(a)),
+                        g.describe(*members[b].iter().next().unwrap_or(b)),
+                    ),
+                    Err(_) => {}
+                }
+            }
+        }
+        let Some((a, b, merged)) = pair else {
+            return;
+        };
+        if log {
+            eprintln!(
+                "[popcorn fusion] last reductions {} and {} share a kernel",
+                g.describe(a),
+                g.describe(b)
+            );
+        }
+        members.remove(&b);
+        members.insert(a, merged);
+    }
 }
 
 /// Whether `n` must be written to memory: an output, a reduction, or used outside `group`.
