@@ -965,6 +965,135 @@ pub fn selection_scatter(dtype: ScalarType) -> BuiltinKernel {
     typed("selection_scatter", dtype, &template)
 }
 
+const SELECTION_ONE_BLOCK: &str = r#"// popcorn builtin kernel {NAME}: the whole selection matrix in one block, for few points.
+// The chunked builder's steps (clamp, chunk counts, chunk offsets, scan, scatter) in one launch
+// of 32 warps. Warp w owns points [w * chunk, min((w + 1) * chunk, n)), chunk = ceil(n / 32)
+// rounded up to 32, and row w of 32 rows of k1 = k + 1 counters in shared memory (labels >= k
+// count as cluster k, the points outside, listed after the clusters). 1. Each warp counts its
+// points' labels (for each label among 32 points, the highest lane holding it adds their
+// number). 2. Thread c turns column c of the rows into each warp's start within cluster c, in
+// warp order, and cluster c's size; a block scan of the sizes of clusters 0..k-1 gives
+// row_ptr, whose entry k (the points in clusters) is where cluster k starts. 3. Each warp
+// writes its points 32 at a time at its cluster's start + its running position + the lower
+// lanes with the same label. Ascending within each cluster, as the chunked builder; no atomics.
+extern "C" __global__ void __launch_bounds__(1024) {NAME}(
+    const long long n,
+    const long long k,
+    const unsigned int* __restrict__ labels,
+    int* __restrict__ row_ptr,
+    int* __restrict__ col_idx,
+    {T}* __restrict__ values)
+{
+    extern __shared__ int pk_rows[];
+    __shared__ int warp_sums[32];
+    __shared__ int carry;
+    const long long k1 = k + 1;
+    int* const starts = pk_rows + 32 * k1;
+    int* const sizes = starts + k1;
+    const int tid = (int)threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const unsigned int lower_lanes = (1u << lane) - 1u;
+    for (long long i = tid; i < 32 * k1; i += 1024) {
+        pk_rows[i] = 0;
+    }
+    if (tid == 0) {
+        carry = 0;
+    }
+    __syncthreads();
+    const long long chunk = ((n + 31) / 32 + 31) / 32 * 32;
+    const long long start = (long long)warp * chunk;
+    const long long end = (start + chunk < n) ? start + chunk : n;
+    int* const row = pk_rows + (long long)warp * k1;
+    for (long long base = start; base < end; base += 32) {
+        const long long p = base + lane;
+        const bool valid = p < end;
+        const unsigned int raw = valid ? labels[p] : 0u;
+        const unsigned int label = ((long long)raw < k) ? raw : (unsigned int)k;
+        const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu);
+        if (valid && (group >> lane) == 1u) {
+            row[label] += __popc(group);
+        }
+        __syncwarp();
+    }
+    __syncthreads();
+    for (long long c = tid; c < k1; c += 1024) {
+        int running = 0;
+        for (int w = 0; w < 32; ++w) {
+            const int v = pk_rows[w * k1 + c];
+            pk_rows[w * k1 + c] = running;
+            running += v;
+        }
+        sizes[c] = running;
+    }
+    __syncthreads();
+    for (long long base = 0; base < k1; base += 1024) {
+        const long long c = base + tid;
+        const int before = pk_block_exclusive_scan<32>((c < k) ? sizes[c] : 0, warp_sums, &carry);
+        if (c < k1) {
+            starts[c] = before;
+            row_ptr[c] = before;
+        }
+    }
+    __syncthreads();
+    for (long long base = start; base < end; base += 32) {
+        const long long p = base + lane;
+        const bool valid = p < end;
+        const unsigned int raw = valid ? labels[p] : 0u;
+        const unsigned int label = ((long long)raw < k) ? raw : (unsigned int)k;
+        const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu);
+        const int first = valid ? row[label] : 0;
+        __syncwarp();
+        if (valid) {
+            const int pos = starts[label] + first + __popc(group & lower_lanes);
+            col_idx[pos] = (int)p;
+            values[pos] = ({T})1 / ({T})sizes[label];
+            if ((group >> lane) == 1u) {
+                row[label] = first + __popc(group);
+            }
+        }
+        __syncwarp();
+    }
+}
+"#;
+
+/// Most points the one-block selection builder takes: 32 warps of one
+/// [`SELECTION_MIN_CHUNK`] each, where the chunked builder would launch its four kernels over
+/// at most 32 chunks (and a kernel to clamp the labels) for the same work.
+pub const SELECTION_ONE_BLOCK_MAX_POINTS: u64 = 32 * SELECTION_MIN_CHUNK;
+
+/// Most clusters (the points outside them included, `k + 1`) the one-block builder takes: its
+/// 34 rows of counters within the 48 KiB a block gets without opting in.
+pub const SELECTION_ONE_BLOCK_MAX_CLUSTERS: u64 = 352;
+
+/// Whether [`selection_one_block`] builds the selection of `n` points with labels below `k`
+/// (and the points outside, `k + 1` clusters in all).
+pub fn selection_in_one_block(n: u64, k: u64) -> bool {
+    n <= SELECTION_ONE_BLOCK_MAX_POINTS && k.saturating_add(1) <= SELECTION_ONE_BLOCK_MAX_CLUSTERS
+}
+
+/// The whole selection matrix in one launch, for few points ([`selection_in_one_block`]): the
+/// output of the chunked builder run the runtime's way (labels clamped to `k`, `k + 1`
+/// clusters, `row_ptr` over the first `k`; see [`selection_scatter`]), bit for bit: `row_ptr`
+/// (`k + 1` entries), `col_idx` (`n`: the clusters' points ascending, then those with labels
+/// `>= k`, ascending) and `values` (`1 /` the size of the point's cluster, or of the points
+/// outside). Deterministic (no atomics); needs no workspace.
+///
+/// Parameters: `(const long long n, const long long k, const unsigned int* labels,
+/// int* row_ptr, int* col_idx, T* values)`; entry point `pk_selection_one_block_{f32|f64}`.
+/// Launch: [`selection_one_block_grid_block`]`(k)`.
+pub fn selection_one_block(dtype: ScalarType) -> BuiltinKernel {
+    let template = format!("{BLOCK_SCAN_FN}{SELECTION_GROUP_FN}{SELECTION_ONE_BLOCK}");
+    typed("selection_one_block", dtype, &template)
+}
+
+/// Launch dimensions of [`selection_one_block`] for labels below `k`: one block of 1024
+/// threads with `34 (k + 1)` ints of dynamic shared memory.
+pub fn selection_one_block_grid_block(k: u64) -> LaunchDims {
+    let shared = u32::try_from(34 * 4 * k.saturating_add(1)).unwrap_or(u32::MAX);
+    ((1, 1, 1), (1024, 1, 1), shared)
+}
+
 const SELECTION_WEIGH: &str = r#"// popcorn builtin kernel {NAME}: weighted selection values.
 // Warp w takes rows w, w + warps, ... of the k rows: its lanes add the weights of the row's
 // points (lane l the entries l, l + 32, ... in double), the warp adds the 32 partial sums in a
@@ -1076,6 +1205,7 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
         selection_chunk_counts(),
         selection_chunk_offsets(),
         selection_scatter(dtype),
+        selection_one_block(dtype),
         selection_weigh(dtype),
         csr_scatter(dtype),
         csr_row_norms(dtype),
@@ -1091,6 +1221,24 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
 mod tests {
     use super::*;
     use crate::emit::MAX_GRID_BLOCKS;
+
+    #[test]
+    fn the_one_block_selection_takes_what_one_block_of_chunks_holds() {
+        assert!(selection_in_one_block(0, 0));
+        assert!(selection_in_one_block(10_500, 26));
+        assert!(selection_in_one_block(32 * 1024, 351));
+        assert!(!selection_in_one_block(32 * 1024 + 1, 26));
+        assert!(!selection_in_one_block(1000, 352));
+        assert!(!selection_in_one_block(1000, u64::MAX));
+        // Its rows fit the 48 KiB a block gets without opting in.
+        let (_, block, shared) = selection_one_block_grid_block(351);
+        assert_eq!(block, (1024, 1, 1));
+        assert!(shared <= 48 * 1024, "{shared}");
+        let src = selection_one_block(ScalarType::F64).source;
+        assert!(src.contains("pk_selection_one_block_f64("));
+        assert!(src.contains("double* __restrict__ values"));
+        assert!(src.contains("pk_block_exclusive_scan<32>"));
+    }
 
     #[test]
     fn typed_names_carry_the_dtype_suffix() {

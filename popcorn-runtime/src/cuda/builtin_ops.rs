@@ -52,6 +52,7 @@ enum Kind {
     SelectionChunkCounts,
     SelectionChunkOffsets,
     SelectionScatter,
+    SelectionOneBlock,
     SelectionWeigh,
     LabelSums,
     SmallCounts,
@@ -64,7 +65,7 @@ enum Kind {
 
 impl Kind {
     #[cfg(test)]
-    const ALL: [Kind; 16] = [
+    const ALL: [Kind; 17] = [
         Kind::Fill,
         Kind::Symmetrize,
         Kind::Diag,
@@ -73,6 +74,7 @@ impl Kind {
         Kind::SelectionChunkCounts,
         Kind::SelectionChunkOffsets,
         Kind::SelectionScatter,
+        Kind::SelectionOneBlock,
         Kind::SelectionWeigh,
         Kind::LabelSums,
         Kind::SmallCounts,
@@ -121,6 +123,13 @@ impl Kind {
                     "pk_selection_scatter_f32"
                 } else {
                     "pk_selection_scatter_f64"
+                }
+            }
+            Kind::SelectionOneBlock => {
+                if f32 {
+                    "pk_selection_one_block_f32"
+                } else {
+                    "pk_selection_one_block_f64"
                 }
             }
             Kind::SelectionWeigh => {
@@ -175,6 +184,7 @@ impl Kind {
             Kind::SelectionChunkCounts => builtins::selection_chunk_counts(),
             Kind::SelectionChunkOffsets => builtins::selection_chunk_offsets(),
             Kind::SelectionScatter => builtins::selection_scatter(dtype),
+            Kind::SelectionOneBlock => builtins::selection_one_block(dtype),
             Kind::SelectionWeigh => builtins::selection_weigh(dtype),
             Kind::LabelSums => builtins::label_sums(dtype),
             Kind::SmallCounts => builtins::small_counts(dtype),
@@ -648,11 +658,12 @@ impl Builtins<'_> {
     /// follow in `col_idx[row_ptr[k]..n]`, ascending (values there `1 /` their number), so
     /// `col_idx[..n]` is a permutation of `0..n`.
     ///
-    /// The labels are clamped to `min(label, k)` into scratch, and the four steps of
-    /// [`builtins::selection_scatter`] run with `k + 1` clusters (the last one the points
-    /// outside), except the scan of row offsets, which runs over the first `k` sizes: it
-    /// writes `row_ptr`'s `k + 1` entries, the last being both `nnz` and where the extra
-    /// cluster starts.
+    /// Few points ([`builtins::selection_in_one_block`]) take one launch,
+    /// [`builtins::selection_one_block`]. Otherwise the labels are clamped to `min(label, k)`
+    /// into scratch, and the four steps of [`builtins::selection_scatter`] run with `k + 1`
+    /// clusters (the last one the points outside), except the scan of row offsets, which runs
+    /// over the first `k` sizes: it writes `row_ptr`'s `k + 1` entries, the last being both
+    /// `nnz` and where the extra cluster starts. Both give the same matrix, bit for bit.
     ///
     /// # Safety
     /// Every address is device memory of the current context usable on this stream, holding
@@ -698,6 +709,26 @@ impl Builtins<'_> {
             // SAFETY: `counts` holds `k + 1` words.
             unsafe { self.memset32(counts, 0, k)? };
             return scan(counts);
+        }
+        if builtins::selection_in_one_block(n as u64, k as u64) {
+            let mut args = [
+                KernelArg::size(n)?,
+                KernelArg::size(k)?,
+                KernelArg::Ptr(labels),
+                KernelArg::Ptr(row_ptr),
+                KernelArg::Ptr(col_idx),
+                KernelArg::Ptr(values),
+            ];
+            // SAFETY: `labels` holds `n` labels, `row_ptr` `k + 1` entries, `col_idx` and
+            // `values` `n` each (this function's contract); the kernel writes within those.
+            return unsafe {
+                self.run(
+                    Kind::SelectionOneBlock,
+                    dtype,
+                    builtins::selection_one_block_grid_block(k as u64),
+                    &mut args,
+                )
+            };
         }
         let label_bytes = n
             .checked_mul(4)

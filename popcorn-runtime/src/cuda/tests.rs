@@ -1130,7 +1130,14 @@ fn gpu_selection_matches_host_with_an_empty_cluster() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(9);
     for dtype in DTYPES {
-        for (n, k, empty) in [(1, 1, 9), (7, 3, 1), (3000, 7, 3), (2049, 40, 0)] {
+        for (n, k, empty) in [
+            (1, 1, 9),
+            (7, 3, 1),
+            (3000, 7, 3),
+            (2049, 40, 0),
+            (32768, 351, 7),
+            (70001, 100, 5),
+        ] {
             let labels = labels_with_empty_cluster(&mut rng, n, k, empty);
             let (row_ptr, cols, vals) = host_selection(&labels, k);
             let (rp, ci, vb) = gpu_selection(b, dtype, &labels, k);
@@ -1299,6 +1306,13 @@ fn gpu_selection_lists_points_past_k_after_the_clusters() {
             (2049, 40),
             (5000, 1535),
             (5000, 1536),
+            // One block up to 32 * 1024 points and 351 clusters (the points outside make
+            // 352), the chunked kernels beyond.
+            (3000, 350),
+            (3000, 351),
+            (32768, 26),
+            (32769, 26),
+            (40000, 100),
         ] {
             let mut labels = labels_past_k(&mut rng, n, k);
             if n == 1 && k == 1 {
