@@ -976,6 +976,22 @@ const SELECTION_ONE_BLOCK: &str = r#"// popcorn builtin kernel {NAME}: the whole
 // row_ptr, whose entry k (the points in clusters) is where cluster k starts. 3. Each warp
 // writes its points 32 at a time at its cluster's start + its running position + the lower
 // lanes with the same label. Ascending within each cluster, as the chunked builder; no atomics.
+// Each lane loads its labels of PK_BATCH rounds of 32 points at once, so that a warp waits for
+// memory once per batch rather than once per 32 points.
+#ifndef PK_SELECTION_LOAD_BATCH
+#define PK_SELECTION_LOAD_BATCH
+#define PK_BATCH 4
+static __device__ __forceinline__ void pk_selection_load_batch(
+    const unsigned int* __restrict__ labels, const long long base, const long long end,
+    const int lane, unsigned int (&raw)[PK_BATCH])
+{
+#pragma unroll
+    for (int b = 0; b < PK_BATCH; ++b) {
+        const long long p = base + 32 * b + lane;
+        raw[b] = (p < end) ? labels[p] : 0u;
+    }
+}
+#endif
 extern "C" __global__ void __launch_bounds__(1024) {NAME}(
     const long long n,
     const long long k,
@@ -1005,16 +1021,19 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
     const long long start = (long long)warp * chunk;
     const long long end = (start + chunk < n) ? start + chunk : n;
     int* const row = pk_rows + (long long)warp * k1;
-    for (long long base = start; base < end; base += 32) {
-        const long long p = base + lane;
-        const bool valid = p < end;
-        const unsigned int raw = valid ? labels[p] : 0u;
-        const unsigned int label = ((long long)raw < k) ? raw : (unsigned int)k;
-        const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu);
-        if (valid && (group >> lane) == 1u) {
-            row[label] += __popc(group);
+    for (long long base = start; base < end; base += 32 * PK_BATCH) {
+        unsigned int raw[PK_BATCH];
+        pk_selection_load_batch(labels, base, end, lane, raw);
+#pragma unroll
+        for (int b = 0; b < PK_BATCH; ++b) {
+            const bool valid = base + 32 * b + lane < end;
+            const unsigned int label = ((long long)raw[b] < k) ? raw[b] : (unsigned int)k;
+            const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu);
+            if (valid && (group >> lane) == 1u) {
+                row[label] += __popc(group);
+            }
+            __syncwarp();
         }
-        __syncwarp();
     }
     __syncthreads();
     for (long long c = tid; c < k1; c += 1024) {
@@ -1036,23 +1055,27 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
         }
     }
     __syncthreads();
-    for (long long base = start; base < end; base += 32) {
-        const long long p = base + lane;
-        const bool valid = p < end;
-        const unsigned int raw = valid ? labels[p] : 0u;
-        const unsigned int label = ((long long)raw < k) ? raw : (unsigned int)k;
-        const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu);
-        const int first = valid ? row[label] : 0;
-        __syncwarp();
-        if (valid) {
-            const int pos = starts[label] + first + __popc(group & lower_lanes);
-            col_idx[pos] = (int)p;
-            values[pos] = ({T})1 / ({T})sizes[label];
-            if ((group >> lane) == 1u) {
-                row[label] = first + __popc(group);
+    for (long long base = start; base < end; base += 32 * PK_BATCH) {
+        unsigned int raw[PK_BATCH];
+        pk_selection_load_batch(labels, base, end, lane, raw);
+#pragma unroll
+        for (int b = 0; b < PK_BATCH; ++b) {
+            const long long p = base + 32 * b + lane;
+            const bool valid = p < end;
+            const unsigned int label = ((long long)raw[b] < k) ? raw[b] : (unsigned int)k;
+            const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu);
+            const int first = valid ? row[label] : 0;
+            __syncwarp();
+            if (valid) {
+                const int pos = starts[label] + first + __popc(group & lower_lanes);
+                col_idx[pos] = (int)p;
+                values[pos] = ({T})1 / ({T})sizes[label];
+                if ((group >> lane) == 1u) {
+                    row[label] = first + __popc(group);
+                }
             }
+            __syncwarp();
         }
-        __syncwarp();
     }
 }
 "#;
