@@ -719,24 +719,30 @@ pub fn selection_scan_grid_block() -> LaunchDims {
     ((1, 1, 1), (1024, 1, 1), 0)
 }
 
-/// Shared device code of the chunk kernels: `group` = the lanes of this warp holding the same
-/// key: one `__match_any_sync` from compute capability 7.0, else 32 broadcasts.
+/// Shared device code of the selection kernels: `group` = the lanes of this warp holding the
+/// same key, for keys below `2^bits` (`0xffffffff`: no key; such lanes are in no other lane's
+/// group). One ballot per bit of the key, each lane keeping the lanes that agree with it on
+/// every bit: `bits` + 1 ballots whatever the labels, where `__match_any_sync` takes about one
+/// step per distinct key among the 32 (nearly 32 for the unsorted labels of an iteration).
 /// Guarded, so sources may be concatenated into one module.
 const SELECTION_GROUP_FN: &str = r#"#ifndef PK_SELECTION_SAME_KEY
 #define PK_SELECTION_SAME_KEY
-static __device__ __forceinline__ unsigned int pk_selection_same_key(const unsigned int key)
+static __device__ __forceinline__ unsigned int pk_selection_same_key(const unsigned int key, const int bits)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    return __match_any_sync(0xffffffffu, key);
-#else
-    unsigned int group = 0u;
-    for (int l = 0; l < 32; ++l) {
-        if (__shfl_sync(0xffffffffu, key, l) == key) {
-            group |= 1u << l;
-        }
+    const bool valid = key != 0xffffffffu;
+    const unsigned int valid_lanes = __ballot_sync(0xffffffffu, valid);
+    unsigned int group = valid ? valid_lanes : ~valid_lanes;
+    for (int b = 0; b < bits; ++b) {
+        const bool set = ((key >> b) & 1u) != 0u;
+        const unsigned int ones = __ballot_sync(0xffffffffu, set);
+        group &= set ? ones : ~ones;
     }
     return group;
-#endif
+}
+// The bits that tell apart keys below k: those of k - 1.
+static __device__ __forceinline__ int pk_selection_key_bits(const long long k)
+{
+    return (k > 1) ? 64 - __clzll((unsigned long long)(k - 1)) : 0;
 }
 #endif
 "#;
@@ -761,6 +767,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const int lane = (int)(threadIdx.x & 31u);
     const long long warps = (long long)(blockDim.x >> 5);
     const long long chunks = (n + chunk - 1) / chunk;
+    const int key_bits = pk_selection_key_bits(k);
     for (long long w = (long long)blockIdx.x * warps + (long long)(threadIdx.x >> 5); w < chunks;
          w += (long long)gridDim.x * warps) {
         int* const out = workspace + w * k;
@@ -776,7 +783,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
             const unsigned int label = (p < end) ? labels[p] : 0xffffffffu;
             const bool valid = p < end && (long long)label < k;
             const unsigned int key = valid ? label : 0xffffffffu;
-            const unsigned int group = pk_selection_same_key(key);
+            const unsigned int group = pk_selection_same_key(key, key_bits);
             if (valid && (group >> lane) == 1u) {
                 row[label] += __popc(group);
             }
@@ -900,6 +907,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const unsigned int lower_lanes = (1u << lane) - 1u;
     const long long warps = (long long)(blockDim.x >> 5);
     const long long chunks = (n + chunk - 1) / chunk;
+    const int key_bits = pk_selection_key_bits(k);
     for (long long w = (long long)blockIdx.x * warps + (long long)(threadIdx.x >> 5); w < chunks;
          w += (long long)gridDim.x * warps) {
         int* row = workspace + w * k;
@@ -918,7 +926,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
             const unsigned int label = (p < end) ? labels[p] : 0xffffffffu;
             const bool valid = p < end && (long long)label < k;
             const unsigned int key = valid ? label : 0xffffffffu;
-            const unsigned int group = pk_selection_same_key(key);
+            const unsigned int group = pk_selection_same_key(key, key_bits);
             const int first = valid ? row[label] : 0;
             __syncwarp();
             if (valid) {
@@ -1004,6 +1012,7 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
     __shared__ int warp_sums[32];
     __shared__ int carry;
     const long long k1 = k + 1;
+    const int key_bits = pk_selection_key_bits(k1);
     int* const starts = pk_rows + 32 * k1;
     int* const sizes = starts + k1;
     const int tid = (int)threadIdx.x;
@@ -1028,7 +1037,7 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
         for (int b = 0; b < PK_BATCH; ++b) {
             const bool valid = base + 32 * b + lane < end;
             const unsigned int label = ((long long)raw[b] < k) ? raw[b] : (unsigned int)k;
-            const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu);
+            const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu, key_bits);
             if (valid && (group >> lane) == 1u) {
                 row[label] += __popc(group);
             }
@@ -1063,7 +1072,7 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
             const long long p = base + 32 * b + lane;
             const bool valid = p < end;
             const unsigned int label = ((long long)raw[b] < k) ? raw[b] : (unsigned int)k;
-            const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu);
+            const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu, key_bits);
             const int first = valid ? row[label] : 0;
             __syncwarp();
             if (valid) {

@@ -38,6 +38,8 @@ inline int __popc(unsigned int x) { return __builtin_popcount(x); }
 inline unsigned int __activemask() { return 0xffffffffu; }
 inline unsigned int __match_any_sync(unsigned int mask, unsigned int) { return mask; }
 inline int __all_sync(unsigned int, int p) { return p; }
+inline unsigned int __ballot_sync(unsigned int mask, int p) { return p ? mask : 0u; }
+inline int __clzll(unsigned long long x) { return x ? __builtin_clzll(x) : 64; }
 inline int __ffs(unsigned int x) { return __builtin_ffs((int)x); }
 inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
     const unsigned long long v = ((unsigned long long)y << 32) | x; unsigned int r = 0;
