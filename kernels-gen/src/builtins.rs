@@ -979,23 +979,25 @@ const SELECTION_ONE_BLOCK: &str = r#"// popcorn builtin kernel {NAME}: the whole
 // rounded up to 32, and row w of 32 rows of k1 = k + 1 counters in shared memory (labels >= k
 // count as cluster k, the points outside, listed after the clusters). 1. Each warp counts its
 // points' labels (for each label among 32 points, the highest lane holding it adds their
-// number). 2. Thread c turns column c of the rows into each warp's start within cluster c, in
-// warp order, and cluster c's size; a block scan of the sizes of clusters 0..k-1 gives
-// row_ptr, whose entry k (the points in clusters) is where cluster k starts. 3. Each warp
-// writes its points 32 at a time at its cluster's start + its running position + the lower
-// lanes with the same label. Ascending within each cluster, as the chunked builder; no atomics.
+// number). 2. A warp per cluster c scans column c of the rows (lane w holds warp w's count)
+// into each warp's start within cluster c, in warp order, and cluster c's size and its
+// reciprocal; a block scan of the sizes of clusters 0..k-1 gives row_ptr, whose entry k (the
+// points in clusters) is where cluster k starts. 3. Each warp writes its points 32 at a time
+// at its cluster's start + its running position + the lower lanes with the same label.
+// Ascending within each cluster, as the chunked builder; no atomics. Indices are 32-bit (the
+// launcher's limit on n keeps them far below 2^31).
 // Each lane loads its labels of PK_BATCH rounds of 32 points at once, so that a warp waits for
 // memory once per batch rather than once per 32 points.
 #ifndef PK_SELECTION_LOAD_BATCH
 #define PK_SELECTION_LOAD_BATCH
 #define PK_BATCH 4
 static __device__ __forceinline__ void pk_selection_load_batch(
-    const unsigned int* __restrict__ labels, const long long base, const long long end,
+    const unsigned int* __restrict__ labels, const int base, const int end,
     const int lane, unsigned int (&raw)[PK_BATCH])
 {
 #pragma unroll
     for (int b = 0; b < PK_BATCH; ++b) {
-        const long long p = base + 32 * b + lane;
+        const int p = base + 32 * b + lane;
         raw[b] = (p < end) ? labels[p] : 0u;
     }
 }
@@ -1008,35 +1010,38 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
     int* __restrict__ col_idx,
     {T}* __restrict__ values)
 {
-    extern __shared__ int pk_rows[];
+    extern __shared__ __align__(8) int pk_rows[];
     __shared__ int warp_sums[32];
     __shared__ int carry;
-    const long long k1 = k + 1;
+    const int k1 = (int)k + 1;
     const int key_bits = pk_selection_key_bits(k1);
     int* const starts = pk_rows + 32 * k1;
     int* const sizes = starts + k1;
+    // 34 k1 ints are 136 k1 bytes, a multiple of 8.
+    {T}* const inverse = ({T}*)(pk_rows + 34 * k1);
     const int tid = (int)threadIdx.x;
     const int lane = tid & 31;
     const int warp = tid >> 5;
     const unsigned int lower_lanes = (1u << lane) - 1u;
-    for (long long i = tid; i < 32 * k1; i += 1024) {
+    for (int i = tid; i < 32 * k1; i += 1024) {
         pk_rows[i] = 0;
     }
     if (tid == 0) {
         carry = 0;
     }
     __syncthreads();
-    const long long chunk = ((n + 31) / 32 + 31) / 32 * 32;
-    const long long start = (long long)warp * chunk;
-    const long long end = (start + chunk < n) ? start + chunk : n;
-    int* const row = pk_rows + (long long)warp * k1;
-    for (long long base = start; base < end; base += 32 * PK_BATCH) {
+    const int points = (int)n;
+    const int chunk = ((points + 31) / 32 + 31) / 32 * 32;
+    const int start = warp * chunk;
+    const int end = (start + chunk < points) ? start + chunk : points;
+    int* const row = pk_rows + warp * k1;
+    for (int base = start; base < end; base += 32 * PK_BATCH) {
         unsigned int raw[PK_BATCH];
         pk_selection_load_batch(labels, base, end, lane, raw);
 #pragma unroll
         for (int b = 0; b < PK_BATCH; ++b) {
             const bool valid = base + 32 * b + lane < end;
-            const unsigned int label = ((long long)raw[b] < k) ? raw[b] : (unsigned int)k;
+            const unsigned int label = (raw[b] < (unsigned int)k) ? raw[b] : (unsigned int)k;
             const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu, key_bits);
             if (valid && (group >> lane) == 1u) {
                 row[label] += __popc(group);
@@ -1045,18 +1050,24 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
         }
     }
     __syncthreads();
-    for (long long c = tid; c < k1; c += 1024) {
-        int running = 0;
-        for (int w = 0; w < 32; ++w) {
-            const int v = pk_rows[w * k1 + c];
-            pk_rows[w * k1 + c] = running;
-            running += v;
+    for (int c = warp; c < k1; c += 32) {
+        const int v = pk_rows[lane * k1 + c];
+        int x = v;
+        for (int off = 1; off < 32; off <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, x, off);
+            if (lane >= off) {
+                x += y;
+            }
         }
-        sizes[c] = running;
+        pk_rows[lane * k1 + c] = x - v;
+        if (lane == 31) {
+            sizes[c] = x;
+            inverse[c] = ({T})1 / ({T})x;
+        }
     }
     __syncthreads();
-    for (long long base = 0; base < k1; base += 1024) {
-        const long long c = base + tid;
+    for (int base = 0; base < k1; base += 1024) {
+        const int c = base + tid;
         const int before = pk_block_exclusive_scan<32>((c < k) ? sizes[c] : 0, warp_sums, &carry);
         if (c < k1) {
             starts[c] = before;
@@ -1064,21 +1075,21 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
         }
     }
     __syncthreads();
-    for (long long base = start; base < end; base += 32 * PK_BATCH) {
+    for (int base = start; base < end; base += 32 * PK_BATCH) {
         unsigned int raw[PK_BATCH];
         pk_selection_load_batch(labels, base, end, lane, raw);
 #pragma unroll
         for (int b = 0; b < PK_BATCH; ++b) {
-            const long long p = base + 32 * b + lane;
+            const int p = base + 32 * b + lane;
             const bool valid = p < end;
-            const unsigned int label = ((long long)raw[b] < k) ? raw[b] : (unsigned int)k;
+            const unsigned int label = (raw[b] < (unsigned int)k) ? raw[b] : (unsigned int)k;
             const unsigned int group = pk_selection_same_key(valid ? label : 0xffffffffu, key_bits);
             const int first = valid ? row[label] : 0;
             __syncwarp();
             if (valid) {
                 const int pos = starts[label] + first + __popc(group & lower_lanes);
-                col_idx[pos] = (int)p;
-                values[pos] = ({T})1 / ({T})sizes[label];
+                col_idx[pos] = p;
+                values[pos] = inverse[label];
                 if ((group >> lane) == 1u) {
                     row[label] = first + __popc(group);
                 }
@@ -1095,8 +1106,9 @@ extern "C" __global__ void __launch_bounds__(1024) {NAME}(
 pub const SELECTION_ONE_BLOCK_MAX_POINTS: u64 = 32 * SELECTION_MIN_CHUNK;
 
 /// Most clusters (the points outside them included, `k + 1`) the one-block builder takes: its
-/// 34 rows of counters within the 48 KiB a block gets without opting in.
-pub const SELECTION_ONE_BLOCK_MAX_CLUSTERS: u64 = 352;
+/// 34 rows of counters and a row of reciprocals within the 48 KiB a block gets without opting
+/// in.
+pub const SELECTION_ONE_BLOCK_MAX_CLUSTERS: u64 = 320;
 
 /// Whether [`selection_one_block`] builds the selection of `n` points with labels below `k`
 /// (and the points outside, `k + 1` clusters in all).
@@ -1120,9 +1132,10 @@ pub fn selection_one_block(dtype: ScalarType) -> BuiltinKernel {
 }
 
 /// Launch dimensions of [`selection_one_block`] for labels below `k`: one block of 1024
-/// threads with `34 (k + 1)` ints of dynamic shared memory.
+/// threads with dynamic shared memory for `34 (k + 1)` ints and `k + 1` reciprocals (8 bytes
+/// each, whatever the type).
 pub fn selection_one_block_grid_block(k: u64) -> LaunchDims {
-    let shared = u32::try_from(34 * 4 * k.saturating_add(1)).unwrap_or(u32::MAX);
+    let shared = u32::try_from((34 * 4 + 8) * k.saturating_add(1)).unwrap_or(u32::MAX);
     ((1, 1, 1), (1024, 1, 1), shared)
 }
 
@@ -1258,12 +1271,12 @@ mod tests {
     fn the_one_block_selection_takes_what_one_block_of_chunks_holds() {
         assert!(selection_in_one_block(0, 0));
         assert!(selection_in_one_block(10_500, 26));
-        assert!(selection_in_one_block(32 * 1024, 351));
+        assert!(selection_in_one_block(32 * 1024, 319));
         assert!(!selection_in_one_block(32 * 1024 + 1, 26));
-        assert!(!selection_in_one_block(1000, 352));
+        assert!(!selection_in_one_block(1000, 320));
         assert!(!selection_in_one_block(1000, u64::MAX));
         // Its rows fit the 48 KiB a block gets without opting in.
-        let (_, block, shared) = selection_one_block_grid_block(351);
+        let (_, block, shared) = selection_one_block_grid_block(319);
         assert_eq!(block, (1024, 1, 1));
         assert!(shared <= 48 * 1024, "{shared}");
         let src = selection_one_block(ScalarType::F64).source;

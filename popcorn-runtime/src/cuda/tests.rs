@@ -1135,7 +1135,7 @@ fn gpu_selection_matches_host_with_an_empty_cluster() {
             (7, 3, 1),
             (3000, 7, 3),
             (2049, 40, 0),
-            (32768, 351, 7),
+            (32768, 319, 7),
             (70001, 100, 5),
         ] {
             let labels = labels_with_empty_cluster(&mut rng, n, k, empty);
@@ -1306,10 +1306,10 @@ fn gpu_selection_lists_points_past_k_after_the_clusters() {
             (2049, 40),
             (5000, 1535),
             (5000, 1536),
-            // One block up to 32 * 1024 points and 351 clusters (the points outside make
-            // 352), the chunked kernels beyond.
-            (3000, 350),
-            (3000, 351),
+            // One block up to 32 * 1024 points and 319 clusters (the points outside make
+            // 320), the chunked kernels beyond.
+            (3000, 319),
+            (3000, 320),
             (32768, 26),
             (32769, 26),
             (40000, 100),
