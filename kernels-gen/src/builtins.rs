@@ -739,10 +739,11 @@ static __device__ __forceinline__ unsigned int pk_selection_same_key(const unsig
     }
     return group;
 }
-// The bits that tell apart keys below k: those of k - 1.
+// The bits that tell apart keys below k: those of k - 1 (at most the key's 32).
 static __device__ __forceinline__ int pk_selection_key_bits(const long long k)
 {
-    return (k > 1) ? 64 - __clzll((unsigned long long)(k - 1)) : 0;
+    const int bits = (k > 1) ? 64 - __clzll((unsigned long long)(k - 1)) : 0;
+    return (bits < 32) ? bits : 32;
 }
 #endif
 "#;
@@ -1135,7 +1136,7 @@ pub fn selection_one_block(dtype: ScalarType) -> BuiltinKernel {
 /// threads with dynamic shared memory for `34 (k + 1)` ints and `k + 1` reciprocals (8 bytes
 /// each, whatever the type).
 pub fn selection_one_block_grid_block(k: u64) -> LaunchDims {
-    let shared = u32::try_from((34 * 4 + 8) * k.saturating_add(1)).unwrap_or(u32::MAX);
+    let shared = u32::try_from(k.saturating_add(1).saturating_mul(34 * 4 + 8)).unwrap_or(u32::MAX);
     ((1, 1, 1), (1024, 1, 1), shared)
 }
 
@@ -1275,10 +1276,12 @@ mod tests {
         assert!(!selection_in_one_block(32 * 1024 + 1, 26));
         assert!(!selection_in_one_block(1000, 320));
         assert!(!selection_in_one_block(1000, u64::MAX));
-        // Its rows fit the 48 KiB a block gets without opting in.
+        // Its rows, with the kernel's static shared memory (33 ints, padded), fit the 48 KiB a
+        // block gets without opting in.
         let (_, block, shared) = selection_one_block_grid_block(319);
         assert_eq!(block, (1024, 1, 1));
-        assert!(shared <= 48 * 1024, "{shared}");
+        assert!(shared + 256 <= 48 * 1024, "{shared}");
+        assert_eq!(selection_one_block_grid_block(u64::MAX).2, u32::MAX);
         let src = selection_one_block(ScalarType::F64).source;
         assert!(src.contains("pk_selection_one_block_f64("));
         assert!(src.contains("double* __restrict__ values"));

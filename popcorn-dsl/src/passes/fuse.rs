@@ -276,8 +276,9 @@ fn is_last_reduction_group(g: &Graph, set: &BTreeSet<NodeId>) -> bool {
 /// Joins groups of the program's last reductions that share an iteration space into one kernel
 /// (an iteration's objective and its count of changed labels, both column sums over the
 /// points): one launch instead of several on the path every iteration waits for. Only groups
-/// that nothing else reads join, so no step starts later than before but for the joined
-/// reductions themselves, which wait for the later of their inputs.
+/// that nothing else reads join, so no step waits for their results; the joined kernel waits
+/// for the later of their inputs, and the scheduler may queue it ahead of a step that used to
+/// run between them (the order on the stream, never a result, changes).
 fn merge_last_reductions(
     g: &Graph,
     cx: &PassContext<'_>,
