@@ -681,6 +681,69 @@ impl Builtins<'_> {
         col_idx: u64,
         values: u64,
     ) -> Result<(), RuntimeError> {
+        if n > 0 && builtins::selection_in_one_block(n as u64, k as u64) {
+            // SAFETY: this function's contract.
+            unsafe { self.selection_one_block(dtype, labels, n, k, row_ptr, col_idx, values) }
+        } else {
+            // SAFETY: this function's contract.
+            unsafe {
+                self.selection_chunked(dtype, scratch, labels, n, k, row_ptr, col_idx, values)
+            }
+        }
+    }
+
+    /// [`Self::selection`] by [`builtins::selection_one_block`], whatever `n` and `k` (the
+    /// caller checks [`builtins::selection_in_one_block`]).
+    ///
+    /// # Safety
+    /// As [`Self::selection`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn selection_one_block(
+        &self,
+        dtype: ScalarType,
+        labels: u64,
+        n: usize,
+        k: usize,
+        row_ptr: u64,
+        col_idx: u64,
+        values: u64,
+    ) -> Result<(), RuntimeError> {
+        let mut args = [
+            KernelArg::size(n)?,
+            KernelArg::size(k)?,
+            KernelArg::Ptr(labels),
+            KernelArg::Ptr(row_ptr),
+            KernelArg::Ptr(col_idx),
+            KernelArg::Ptr(values),
+        ];
+        // SAFETY: `labels` holds `n` labels, `row_ptr` `k + 1` entries, `col_idx` and `values`
+        // `n` each (this function's contract); the kernel writes within those.
+        unsafe {
+            self.run(
+                Kind::SelectionOneBlock,
+                dtype,
+                builtins::selection_one_block_grid_block(k as u64),
+                &mut args,
+            )
+        }
+    }
+
+    /// [`Self::selection`] by the chunked kernels, whatever `n` and `k`.
+    ///
+    /// # Safety
+    /// As [`Self::selection`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn selection_chunked(
+        &self,
+        dtype: ScalarType,
+        scratch: &mut CountScratch,
+        labels: u64,
+        n: usize,
+        k: usize,
+        row_ptr: u64,
+        col_idx: u64,
+        values: u64,
+    ) -> Result<(), RuntimeError> {
         let too_many = || RuntimeError::InvalidData(format!("{k} clusters are too many"));
         // Clusters of the builder: the k clusters and the points outside them.
         let k1 = k.checked_add(1).ok_or_else(too_many)?;
@@ -709,26 +772,6 @@ impl Builtins<'_> {
             // SAFETY: `counts` holds `k + 1` words.
             unsafe { self.memset32(counts, 0, k)? };
             return scan(counts);
-        }
-        if builtins::selection_in_one_block(n as u64, k as u64) {
-            let mut args = [
-                KernelArg::size(n)?,
-                KernelArg::size(k)?,
-                KernelArg::Ptr(labels),
-                KernelArg::Ptr(row_ptr),
-                KernelArg::Ptr(col_idx),
-                KernelArg::Ptr(values),
-            ];
-            // SAFETY: `labels` holds `n` labels, `row_ptr` `k + 1` entries, `col_idx` and
-            // `values` `n` each (this function's contract); the kernel writes within those.
-            return unsafe {
-                self.run(
-                    Kind::SelectionOneBlock,
-                    dtype,
-                    builtins::selection_one_block_grid_block(k as u64),
-                    &mut args,
-                )
-            };
         }
         let label_bytes = n
             .checked_mul(4)

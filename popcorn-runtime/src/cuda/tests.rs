@@ -1291,6 +1291,65 @@ fn gpu_weighted_selection_divides_weights_by_their_cluster_total() {
     }
 }
 
+/// The one-block selection and the chunked kernels write the same matrix, bit for bit (row
+/// offsets, columns, values), on sizes the launcher gives the one block.
+#[test]
+fn gpu_selection_in_one_block_equals_the_chunked_kernels_bit_for_bit() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(47);
+    for dtype in DTYPES {
+        for (n, k) in [
+            (1, 0),
+            (1, 1),
+            (33, 2),
+            (3001, 7),
+            (10_500, 26),
+            (32_768, 319),
+        ] {
+            let labels = labels_past_k(&mut rng, n, k);
+            let lb = upload_u32(b, &labels);
+            let build = |one_block: bool| {
+                let rp = poisoned(b, ElemType::I32, k + 1);
+                let ci = poisoned(b, ElemType::I32, n);
+                let vb = poisoned(b, ElemType::float(dtype), n);
+                let device = b.device();
+                device.bind().expect("bind");
+                let mut scratch = device.scratch.lock().expect("selection scratch");
+                let builtins = device.builtins(device.main());
+                let (labels, row_ptr, col_idx, values) = (
+                    lb.device_ptr(),
+                    rp.device_ptr(),
+                    ci.device_ptr(),
+                    vb.device_ptr(),
+                );
+                let scalar = dtype.scalar_type();
+                // SAFETY: `lb` holds `n` labels, `rp` `k + 1` entries, `ci` and `vb` `n` each,
+                // all of this backend's context, used on its main stream.
+                unsafe {
+                    if one_block {
+                        builtins.selection_one_block(scalar, labels, n, k, row_ptr, col_idx, values)
+                    } else {
+                        builtins.selection_chunked(
+                            scalar,
+                            &mut scratch,
+                            labels,
+                            n,
+                            k,
+                            row_ptr,
+                            col_idx,
+                            values,
+                        )
+                    }
+                }
+                .expect("selection");
+                drop(scratch);
+                [rp, ci, vb].map(|x| b.download(&x).expect("download"))
+            };
+            assert_eq!(build(true), build(false), "selection {dtype:?} n={n} k={k}");
+        }
+    }
+}
+
 #[test]
 fn gpu_selection_lists_points_past_k_after_the_clusters() {
     let Some(b) = gpu() else { return };
