@@ -1146,8 +1146,9 @@ const STRIDED_PARTS: [(&str, &str); 5] = [
 ];
 
 /// The elements of one 16-byte vector of `M` as `(value, bin offset)` C expressions: the
-/// vector `v` and its columns' bin offsets `l` (the staged labels after `label_offsets`) (16-bit elements are widened; two 16-bit elements share a 32-bit field,
-/// the lower address in the low half).
+/// vector `v` and its columns' bin offsets `l`, the staged labels after `label_offsets`.
+/// 16-bit elements are widened; two of them share a 32-bit field, the lower address in the
+/// low half.
 fn elements(variant: &ClusterSumsVariant) -> Vec<(String, String)> {
     let fields = ["x", "y", "z", "w"];
     match (variant.held, variant.dtype) {

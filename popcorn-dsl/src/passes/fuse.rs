@@ -257,17 +257,12 @@ pub fn fuse(g: &Graph, cx: &PassContext<'_>) -> Result<Fusion, PlanError> {
 fn is_last_reduction_group(g: &Graph, set: &BTreeSet<NodeId>) -> bool {
     let mut reductions = 0;
     for &n in set {
+        let read_outside = g.users(n).iter().any(|u| !set.contains(u));
         match classify(g, n) {
-            Class::RowReduce | Class::ColReduce => reductions += 1,
-            Class::Elementwise => {
-                if is_stored(g, n, set) {
-                    return false;
-                }
-            }
+            Class::RowReduce | Class::ColReduce if !read_outside => reductions += 1,
+            // Stored: an output, or read outside the group.
+            Class::Elementwise if !is_stored(g, n, set) => {}
             _ => return false,
-        }
-        if g.users(n).iter().any(|u| !set.contains(u)) {
-            return false;
         }
     }
     reductions > 0
@@ -317,8 +312,8 @@ fn merge_last_reductions(
                     }
                     Err(why) if log => eprintln!(
                         "[popcorn fusion] last reductions {} and {} stay apart: {why}",
-                        g.describe(*members[a].iter().next().unwrap_or(a)),
-                        g.describe(*members[b].iter().next().unwrap_or(b)),
+                        g.describe(*a),
+                        g.describe(*b),
                     ),
                     Err(_) => {}
                 }
