@@ -2032,3 +2032,124 @@ fn weighted_fits_on_the_gpu_match_the_cpu() {
         }
     }
 }
+
+/// The features algorithm (polynomial kernels of degree 1 or 2 as the linear kernel on their
+/// explicit features) gives the stored kernel matrix's fit in f64: labels, iterations, best run,
+/// objective and predictions, for every initialisation, several runs, weighted points and
+/// standardised ones, shapes with one cluster, odd sizes and more features than points; on the
+/// CPU and, where there is one, on the GPU.
+#[test]
+fn features_give_the_fit_of_the_stored_kernel_matrix() {
+    use popcorn::kkmeans::Algorithm;
+    let (blob_x, _) = blobs(37, &[&[0.0, 0.0], &[3.0, 0.5], &[1.0, 4.0]], 21, 0.9);
+    let wide = uniform_points(9, 13, 7);
+    let mut devices = vec![DeviceSpec::Cpu];
+    if common::gpu_or_skip(DType::F64).is_some() {
+        devices.push(DeviceSpec::Cuda(0));
+    }
+    let kernels = [
+        Kernel::POLYNOMIAL_DEFAULT,
+        Kernel::Polynomial {
+            gamma: 0.5,
+            coef0: 0.0,
+            degree: 2.0,
+        },
+        Kernel::Polynomial {
+            gamma: -0.8,
+            coef0: -0.3,
+            degree: 2.0,
+        },
+        Kernel::Polynomial {
+            gamma: 0.3,
+            coef0: 2.0,
+            degree: 1.0,
+        },
+    ];
+    let cases: [(&[f64], usize, usize); 3] = [(&blob_x, 2, 4), (&wide, 7, 3), (&blob_x, 2, 1)];
+    for device in devices {
+        for kernel in kernels {
+            for (x, d, k) in cases {
+                let n = x.len() / d;
+                let weights: Vec<f64> = (0..n).map(|i| 0.5 + (i % 5) as f64 * 0.25).collect();
+                for (init, weighted, zscore) in [
+                    (Init::Mod, false, false),
+                    (Init::Random { seed: 3 }, true, false),
+                    (Init::KMeansPlusPlus { seed: 11 }, false, true),
+                ] {
+                    let mut builder = cpu64(k)
+                        .device(device)
+                        .kernel(kernel)
+                        .init(init.clone())
+                        .zscore(zscore)
+                        .n_init(2);
+                    if weighted {
+                        builder = builder.sample_weight(&weights);
+                    }
+                    let what = format!("{device:?}, {kernel:?}, n = {n}, d = {d}, k = {k}, {init:?}, weighted {weighted}, zscore {zscore}");
+                    let stored = fit(&builder.clone().algorithm(Algorithm::Stored), x, d);
+                    let features = fit(&builder.clone().algorithm(Algorithm::Features), x, d);
+                    assert_eq!(features.algorithm.algorithm, Algorithm::Features, "{what}");
+                    assert!(features.algorithm.feature_dim > 0, "{what}");
+                    assert_eq!(features.labels, stored.labels, "{what}");
+                    assert_eq!(features.iterations, stored.iterations, "{what}");
+                    assert_eq!(features.best_run, stored.best_run, "{what}");
+                    let scale = stored.objective.abs().max(1.0);
+                    assert_rel_close(&what, features.objective, stored.objective, 1e-9, scale);
+                    let new_points = uniform_points(5, 11, d);
+                    let points = Points::new(11, d, &new_points).unwrap();
+                    assert_eq!(
+                        features.predict(points).expect("predict"),
+                        stored.predict(points).expect("predict"),
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `Auto` takes the features where the cost model finds them faster (many points, few
+/// features, a polynomial kernel of degree 2) and says why; never for a kernel without them.
+/// Asking for them where the kernel has none is an error naming the kernel and what to use.
+#[test]
+fn auto_takes_the_features_where_they_pay_and_others_are_refused() {
+    use popcorn::kkmeans::Algorithm;
+    let poly = cpu64(10).kernel(Kernel::POLYNOMIAL_DEFAULT);
+    let choice = poly.choose_algorithm(200_000, 10).expect("a choice");
+    assert_eq!(choice.algorithm, Algorithm::Features, "{}", choice.reason);
+    assert_eq!(choice.feature_dim, 66);
+    assert!(choice.reason.contains("features"), "{}", choice.reason);
+    assert!(choice.features_s < choice.stored_s.min(choice.recompute_s));
+    // Few points and many features: the features cost more than K.
+    let wide = poly.choose_algorithm(300, 500).expect("a choice");
+    assert_ne!(wide.algorithm, Algorithm::Features, "{}", wide.reason);
+    let gaussian = cpu64(10).kernel(Kernel::Gaussian { gamma: None });
+    let choice = gaussian.choose_algorithm(200_000, 10).expect("a choice");
+    assert_ne!(choice.algorithm, Algorithm::Features);
+    assert_eq!(choice.feature_dim, 0);
+    let err = gaussian
+        .algorithm(Algorithm::Features)
+        .choose_algorithm(1000, 3)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("gaussian") && err.contains("--algorithm stored or"),
+        "{err}"
+    );
+    let cubic = cpu64(3)
+        .kernel(Kernel::Polynomial {
+            gamma: 1.0,
+            coef0: 1.0,
+            degree: 3.0,
+        })
+        .algorithm(Algorithm::Features);
+    let err = cubic.choose_algorithm(1000, 3).unwrap_err().to_string();
+    assert!(err.contains("degree 1 or 2"), "{err}");
+    let x = uniform_points(1, 30, 3);
+    let err = cubic
+        .fit(Points::new(30, 3, &x).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("degree 1 or 2"), "{err}");
+    assert_eq!("features".parse::<Algorithm>(), Ok(Algorithm::Features));
+}

@@ -161,7 +161,9 @@ pub struct Cli {
     pub kernel_storage: KernelStorage,
 
     /// Kernel matrix: stored (built once, n^2 values), recompute (its tiles recomputed from the
-    /// points every iteration, never stored), or auto (the faster that fits in memory)
+    /// points every iteration, never stored), features (polynomial kernels of degree 1 or 2:
+    /// the linear kernel on the kernel's explicit features, (d+1)(d+2)/2 at most, no n x n
+    /// value), or auto (the fastest that fits in memory)
     #[arg(long, value_name = "ALGORITHM", default_value = "auto", value_parser = parse_algorithm)]
     pub algorithm: Algorithm,
 

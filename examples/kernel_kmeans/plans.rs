@@ -10,17 +10,19 @@ use std::io::Write;
 /// The programs a fit runs. Stored K: the kernel matrix (unless precomputed), the k-means++
 /// columns, the iteration, and the centroid norms kept for predicting (unless precomputed).
 /// Recomputed K: the iteration from the points (it gives the centroid norms too) and, for
-/// k-means++, the cross kernel of the points against one center.
+/// k-means++, the cross kernel of the points against one center. Features: the linear
+/// kernel's recompute programs (on the kernel's features).
 pub fn programs_of(spec: &FitSpec, algorithm: Algorithm) -> Vec<String> {
     let p = &spec.params;
     // Programs are named after the kernel (`kernel_gaussian`); a precomputed K has none.
-    let kernel = match p.kernel {
-        Kernel::Precomputed => "",
-        other => other.name(),
+    let kernel = match (p.kernel, algorithm) {
+        (Kernel::Precomputed, _) => "",
+        (_, Algorithm::Features) => "linear",
+        (other, _) => other.name(),
     };
     let kmeanspp = matches!(p.init, Init::KMeansPlusPlus { .. });
     let mut names = Vec::new();
-    if algorithm == Algorithm::Recompute {
+    if matches!(algorithm, Algorithm::Recompute | Algorithm::Features) {
         if kmeanspp {
             names.push(format!("cross_{kernel}"));
         }
@@ -72,7 +74,17 @@ pub fn print_plans(
             }
             let program = programs::program(&name);
             seen.push(name.clone());
-            let sizes = [("n", n), ("d", d), ("k", spec.params.k)];
+            // The features algorithm's programs run on the kernel's features.
+            let d = match choice.algorithm {
+                Algorithm::Features => choice.feature_dim,
+                _ => d,
+            };
+            // k-means++'s cross kernel: every point (m of them) against one center.
+            let sizes = if name.starts_with("cross_") {
+                [("m", n), ("n", 1), ("d", d)]
+            } else {
+                [("n", n), ("d", d), ("k", spec.params.k)]
+            };
             let dims: DimBindings = program
                 .dims()
                 .into_iter()

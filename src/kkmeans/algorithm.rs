@@ -24,15 +24,22 @@ pub enum Algorithm {
     /// K's tiles recomputed from the points every iteration, never stored: memory linear in
     /// `n`, work `2 n^2 d` flops per iteration.
     Recompute,
+    /// The kernel's explicit features (polynomial kernels of degree 1 or 2): the points mapped
+    /// to `phi(x)` with `phi(x) . phi(y) = kappa(x, y)`, `D <= (d + 1) (d + 2) / 2` of them,
+    /// and the linear kernel's recompute iterations on them (Lloyd's algorithm in feature
+    /// space): `O(n D k)` work per iteration, memory `n D` values, no `n x n` value; the same
+    /// labels and objective as the other two, up to rounding.
+    Features,
 }
 
 impl Algorithm {
-    /// The name used by the CLI (`auto`, `stored`, `recompute`).
+    /// The name used by the CLI (`auto`, `stored`, `recompute`, `features`).
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::Auto => "auto",
             Algorithm::Stored => "stored",
             Algorithm::Recompute => "recompute",
+            Algorithm::Features => "features",
         }
     }
 }
@@ -50,8 +57,9 @@ impl std::str::FromStr for Algorithm {
             "auto" => Ok(Algorithm::Auto),
             "stored" => Ok(Algorithm::Stored),
             "recompute" => Ok(Algorithm::Recompute),
+            "features" => Ok(Algorithm::Features),
             other => Err(format!(
-                "unknown algorithm `{other}`; use auto, stored or recompute"
+                "unknown algorithm `{other}`; use auto, stored, recompute or features"
             )),
         }
     }
@@ -64,7 +72,7 @@ pub const EXPECTED_ITERATIONS: usize = 20;
 /// What a fit runs, and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AlgorithmChoice {
-    /// [`Algorithm::Stored`] or [`Algorithm::Recompute`].
+    /// [`Algorithm::Stored`], [`Algorithm::Recompute`] or [`Algorithm::Features`].
     pub algorithm: Algorithm,
     /// Why, in words.
     pub reason: String,
@@ -85,6 +93,13 @@ pub struct AlgorithmChoice {
     /// The power of two a stored K held in 16 bits was multiplied by to fit the format's
     /// range (1 unless fp16 needed it); objectives and centroid norms are reported unscaled.
     pub kernel_scale: f64,
+    /// Estimated seconds of the features algorithm over the same iterations (infinite where
+    /// the kernel has no small feature map or it was not estimated).
+    #[serde(default)]
+    pub features_s: f64,
+    /// Features per point of the features algorithm (0 where the kernel has none).
+    #[serde(default)]
+    pub feature_dim: usize,
 }
 
 impl AlgorithmChoice {
@@ -102,6 +117,8 @@ impl AlgorithmChoice {
             iterations: 0,
             fused_build: false,
             kernel_scale: 1.0,
+            features_s: f64::INFINITY,
+            feature_dim: 0,
         }
     }
 }
@@ -118,7 +135,7 @@ pub(crate) fn recompute_config(config: &PlannerConfig) -> PlannerConfig {
 }
 
 /// The plan of `program` at `dims` on the context's target with `config` (not allocated).
-fn plan_of(
+pub(super) fn plan_of(
     ctx: &Context,
     config: &PlannerConfig,
     program: &str,
@@ -156,6 +173,12 @@ pub(crate) fn choose(
     max_iter: usize,
     weighted: bool,
 ) -> Result<AlgorithmChoice, FitError> {
+    // The features algorithm is weighed against these by features::choose; here it stands
+    // for the choice between the other two.
+    let requested = match requested {
+        Algorithm::Features => Algorithm::Auto,
+        other => other,
+    };
     let size = ctx.dtype().size_bytes() as u64;
     let config = ctx.config();
     let iterations = EXPECTED_ITERATIONS.min(max_iter).max(1);
@@ -265,6 +288,8 @@ pub(crate) fn choose(
     };
     let (algorithm, reason) = match requested {
         Algorithm::Stored => (Algorithm::Stored, "asked for".to_string()),
+        // Never reached: taken for Auto above.
+        Algorithm::Features => (Algorithm::Stored, "asked for".to_string()),
         Algorithm::Recompute | Algorithm::Auto if !recomputes => {
             let why = if let Err(e) = &recompute {
                 format!("the recompute algorithm cannot be planned here ({e})")
@@ -369,6 +394,8 @@ pub(crate) fn choose(
         iterations,
         fused_build,
         kernel_scale: 1.0,
+        features_s: f64::INFINITY,
+        feature_dim: 0,
     })
 }
 

@@ -21,6 +21,7 @@
 mod algorithm;
 mod csr_upload;
 pub(crate) mod error;
+mod features;
 mod init;
 mod model;
 pub mod programs;
@@ -677,10 +678,10 @@ impl KernelKMeans {
             return Ok(AlgorithmChoice::given(n, self.dtype));
         }
         self.validate(n)?;
-        algorithm::choose(
+        features::choose(
             self.algorithm,
             &self.context()?,
-            &KernelPrograms::new(&self.kernel, d),
+            &self.kernel,
             (n, d, self.k),
             self.max_iter,
             self.sample_weight.is_some(),
@@ -763,19 +764,40 @@ impl KernelKMeans {
         let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
         let upload_s = start.elapsed().as_secs_f64();
-        let kernel_programs = KernelPrograms::new(&self.kernel, points.d);
-        let choice = algorithm::choose(
+        let choice = features::choose(
             self.algorithm,
             &ctx,
-            &kernel_programs,
+            &self.kernel,
             (points.n, points.d, self.k),
             self.max_iter,
             w.is_some(),
         )?;
+        // The features algorithm: the linear kernel's iterations on the kernel's features
+        // (their build counted as the kernel matrix's time); the model keeps the points and
+        // the kernel, whose cross kernel gives the same predictions.
+        let feature_map = match choice.algorithm {
+            Algorithm::Features => Some(
+                features::FeatureMap::of(&self.kernel, points.d).map_err(FitError::Parameter)?,
+            ),
+            _ => None,
+        };
+        let features_start = Instant::now();
+        let phi_host = feature_map.map(|m| m.apply(&x_host, points.n));
+        let (x, d_iter, iteration_kernel) = match (&feature_map, &phi_host) {
+            (Some(m), Some(phi)) => {
+                drop(x);
+                (ctx.dense(points.n, m.dim(), phi)?, m.dim(), Kernel::Linear)
+            }
+            _ => (x, points.d, self.kernel),
+        };
+        let features_s = phi_host
+            .as_ref()
+            .map_or(0.0, |_| features_start.elapsed().as_secs_f64());
+        let kernel_programs = KernelPrograms::new(&iteration_kernel, d_iter);
         // The recompute plans fuse every kernel product (prediction's cross kernel included:
         // the model keeps this context).
         let mut ctx = match choice.algorithm {
-            Algorithm::Recompute => {
+            Algorithm::Recompute | Algorithm::Features => {
                 let config = algorithm::recompute_config(ctx.config());
                 ctx.with_config(config)
             }
@@ -784,7 +806,7 @@ impl KernelKMeans {
         let mut kernel_matrix_s = 0.0;
         let mut prepare_s = 0.0;
         let kmat = match choice.algorithm {
-            Algorithm::Recompute => None,
+            Algorithm::Recompute | Algorithm::Features => None,
             _ => {
                 // The product library's one-time setup, counted with the context's (upload)
                 // rather than in K's time; neither a recomputed K nor one that a contraction
@@ -821,8 +843,8 @@ impl KernelKMeans {
             Some(kmat) => Source::Stored(kmat),
             None => Source::Points {
                 x: &x,
-                host: &x_host,
-                d: points.d,
+                host: phi_host.as_deref().unwrap_or(&x_host),
+                d: d_iter,
                 programs: &kernel_programs,
             },
         };
@@ -842,10 +864,12 @@ impl KernelKMeans {
                 ))
             }
         };
-        // The model keeps the points, not K: its memory goes back now.
+        // The model keeps the points, not K: its memory goes back now (the features' too).
         drop(kmat);
+        drop(x);
+        drop(phi_host);
         result.timings.upload_s = upload_s + prepare_s;
-        result.timings.kernel_matrix_s = kernel_matrix_s;
+        result.timings.kernel_matrix_s = kernel_matrix_s + features_s;
         result.timings.total_s = start.elapsed().as_secs_f64();
         result.model = Some(Model::new(
             ctx,

@@ -1,0 +1,345 @@
+//! Kernel K-means in the kernel's feature space, where it has a small one: a polynomial kernel
+//! of degree 1 or 2 is an inner product of explicit features, `kappa(x, y) = phi(x) . phi(y)`,
+//! with `D = (d + 1) (d + 2) / 2` features at most for degree 2. Every quantity of an iteration
+//! (the sums of K's rows by cluster, the centroids' norms, the objective) is then the linear
+//! kernel's on the features, so the fit runs the linear kernel's recompute plan on `phi(X)`:
+//! the sums by cluster reassociated as `phi(X) (phi(X)^T V^T)` (the planner's chain pass),
+//! `O(n D k)` work per iteration instead of `O(n^2 d)`, and no `n x n` value. This is
+//! [`Algorithm::Features`](super::Algorithm::Features).
+//!
+//! For `kappa(x, y) = (g x . y + c)^2 = g^2 (x . y)^2 + 2 g c (x . y) + c^2`:
+//! `phi(x) = [g x_a^2 (a < d), sqrt(2) g x_a x_b (a < b), sqrt(2 g c) x_a (a < d), c]`,
+//! the middle block needing `g c >= 0` (real features), and blocks of zeros left out; for
+//! degree 1, `g x . y + c` with `g, c >= 0`: `phi(x) = [sqrt(g) x, sqrt(c)]`.
+
+use super::algorithm::{self, plan_of, recompute_config, EXPECTED_ITERATIONS};
+use super::model::{weighted_name, KernelPrograms};
+use super::{Algorithm, AlgorithmChoice, FitError, Kernel};
+use crate::Context;
+use rayon::prelude::*;
+
+/// The explicit feature map of a kernel (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct FeatureMap {
+    /// Scale of the dot product.
+    gamma: f64,
+    /// Offset.
+    coef0: f64,
+    /// 1 or 2.
+    degree: u8,
+    /// Features of a point.
+    d: usize,
+}
+
+impl FeatureMap {
+    /// The map of `kernel` on points of `d` features, or why there is none.
+    pub(crate) fn of(kernel: &Kernel, d: usize) -> Result<FeatureMap, String> {
+        let Kernel::Polynomial {
+            gamma,
+            coef0,
+            degree,
+        } = *kernel
+        else {
+            return Err(format!(
+                "the {} kernel has no small explicit feature map (only polynomial kernels of \
+                 degree 1 or 2 do)",
+                kernel.name()
+            ));
+        };
+        let map = |degree| FeatureMap {
+            gamma,
+            coef0,
+            degree,
+            d,
+        };
+        if degree == 2.0 {
+            if gamma * coef0 < 0.0 {
+                return Err(format!(
+                    "the polynomial kernel's features need gamma * coef0 >= 0 (gamma = \
+                     {gamma}, coef0 = {coef0}): its middle term 2 gamma coef0 (x . y) would \
+                     need imaginary features"
+                ));
+            }
+            Ok(map(2))
+        } else if degree == 1.0 {
+            if gamma < 0.0 || coef0 < 0.0 {
+                return Err(format!(
+                    "the degree-1 polynomial kernel's features need gamma >= 0 and coef0 >= 0 \
+                     (gamma = {gamma}, coef0 = {coef0})"
+                ));
+            }
+            Ok(map(1))
+        } else {
+            Err(format!(
+                "only polynomial kernels of degree 1 or 2 have a small explicit feature map \
+                 (degree = {degree})"
+            ))
+        }
+    }
+
+    /// Whether the middle block (`sqrt(2 g c) x`, or for degree 1 the whole `sqrt(g) x`) is
+    /// there, and whether the constant is.
+    fn blocks(&self) -> (bool, bool) {
+        match self.degree {
+            1 => (self.gamma != 0.0, self.coef0 != 0.0),
+            _ => (self.gamma * self.coef0 != 0.0, self.coef0 != 0.0),
+        }
+    }
+
+    /// Features of a point.
+    pub(crate) fn dim(&self) -> usize {
+        let d = self.d;
+        let (linear, constant) = self.blocks();
+        let quadratic = if self.degree == 2 && self.gamma != 0.0 {
+            d * (d + 1) / 2
+        } else {
+            0
+        };
+        quadratic + if linear { d } else { 0 } + usize::from(constant)
+    }
+
+    /// The features of one point `x` (`d` values) into `out` (`dim()` values).
+    fn point(&self, x: &[f64], out: &mut [f64]) {
+        let (linear, constant) = self.blocks();
+        let mut o = 0;
+        if self.degree == 2 && self.gamma != 0.0 {
+            let g = self.gamma;
+            let g2 = std::f64::consts::SQRT_2 * g;
+            for a in 0..self.d {
+                out[o] = g * x[a] * x[a];
+                o += 1;
+                for b in a + 1..self.d {
+                    out[o] = g2 * x[a] * x[b];
+                    o += 1;
+                }
+            }
+        }
+        if linear {
+            let s = if self.degree == 2 {
+                (2.0 * self.gamma * self.coef0).sqrt()
+            } else {
+                self.gamma.sqrt()
+            };
+            for &v in x {
+                out[o] = s * v;
+                o += 1;
+            }
+        }
+        if constant {
+            out[o] = if self.degree == 2 {
+                self.coef0
+            } else {
+                self.coef0.sqrt()
+            };
+        }
+    }
+
+    /// The features of `n` points (`n x d` row-major) as `n x dim()` row-major.
+    pub(crate) fn apply(&self, x: &[f64], n: usize) -> Vec<f64> {
+        let dim = self.dim();
+        let mut out = vec![0.0; n * dim];
+        if dim == 0 {
+            return out;
+        }
+        out.par_chunks_mut(dim)
+            .zip(x.par_chunks(self.d.max(1)))
+            .for_each(|(o, p)| self.point(p, o));
+        out
+    }
+
+    /// Bytes of `n` points' features in elements of `elem_bytes`.
+    pub(crate) fn bytes(&self, n: usize, elem_bytes: usize) -> u64 {
+        (n as u64)
+            .saturating_mul(self.dim() as u64)
+            .saturating_mul(elem_bytes as u64)
+    }
+}
+
+/// What a fit of `n x d` points runs for `requested` (see [`algorithm::choose`]), the features
+/// algorithm included: asked for, where the kernel has features; under `Auto`, where its
+/// estimate (the linear kernel's recompute plan on the features, by the target's cost model)
+/// beats the other two's and the features fit in the memory free now.
+pub(crate) fn choose(
+    requested: Algorithm,
+    ctx: &Context,
+    kernel: &Kernel,
+    (n, d, k): (usize, usize, usize),
+    max_iter: usize,
+    weighted: bool,
+) -> Result<AlgorithmChoice, FitError> {
+    let programs = KernelPrograms::new(kernel, d);
+    let others =
+        |requested| algorithm::choose(requested, ctx, &programs, (n, d, k), max_iter, weighted);
+    if !matches!(requested, Algorithm::Auto | Algorithm::Features) {
+        return others(requested);
+    }
+    let map = FeatureMap::of(kernel, d);
+    let map = match (requested, map) {
+        (Algorithm::Features, Err(why)) => {
+            return Err(FitError::Parameter(format!(
+                "{why}; use the stored or recomputed kernel matrix (--algorithm stored or \
+                 recompute)"
+            )))
+        }
+        (_, Err(_)) => return others(requested),
+        (_, Ok(map)) => map,
+    };
+    let dim = map.dim();
+    let linear = KernelPrograms::new(&Kernel::Linear, dim);
+    let plan = plan_of(
+        ctx,
+        &recompute_config(ctx.config()),
+        &weighted_name(&linear.name("kkmeans_recompute"), weighted),
+        &[("n", n), ("d", dim), ("k", k)],
+    );
+    let iterations = EXPECTED_ITERATIONS.min(max_iter).max(1);
+    let per_iteration = plan
+        .as_ref()
+        .map_or(f64::INFINITY, |p| p.estimated_seconds());
+    let features_s = iterations as f64 * per_iteration;
+    let size = ctx.dtype().size_bytes();
+    // The features, and the iteration's n x max(k, D) values beside them.
+    let needed = map
+        .bytes(n, size)
+        .saturating_add(3 * (n * k.max(dim)) as u64 * size as u64);
+    let free = ctx.memory_info().map(|(free, _)| free as u64);
+    let fits = free.is_none_or(|f| needed <= f);
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let base = others(Algorithm::Auto);
+    let chosen = |mut choice: AlgorithmChoice, reason: String, summary: String| {
+        choice.algorithm = Algorithm::Features;
+        choice.reason = reason;
+        choice.summary = summary;
+        choice.features_s = features_s;
+        choice.feature_dim = dim;
+        choice
+    };
+    if requested == Algorithm::Features {
+        if let Err(e) = plan {
+            return Err(e);
+        }
+        let base = base.unwrap_or_else(|_| AlgorithmChoice {
+            stored_s: f64::INFINITY,
+            recompute_s: f64::INFINITY,
+            iterations,
+            ..AlgorithmChoice::given(n, ctx.dtype())
+        });
+        let reason = format!(
+            "asked for: the polynomial kernel's {dim} explicit features per point and the \
+             linear kernel's iterations on them"
+        );
+        let summary = format!("features ({dim} per point, asked for)");
+        return Ok(chosen(base, reason, summary));
+    }
+    let mut base = base?;
+    base.features_s = features_s;
+    base.feature_dim = dim;
+    let best_other = base.stored_s.min(base.recompute_s);
+    if plan.is_err() || !fits || features_s >= best_other {
+        if !fits {
+            base.reason.push_str(&format!(
+                "; the kernel's {dim} features per point would take {:.1} GiB",
+                gib(map.bytes(n, size))
+            ));
+        }
+        return Ok(base);
+    }
+    let reason = format!(
+        "estimated faster over {iterations} iterations: features {features_s:.3} s ({dim} \
+         per point, {:.3} ms per iteration, {:.2} GiB of them), stored {:.3} s, recompute \
+         {:.3} s",
+        per_iteration * 1e3,
+        gib(map.bytes(n, size)),
+        base.stored_s,
+        base.recompute_s
+    );
+    let summary = format!("features (estimated {features_s:.3} s against {best_other:.3} s)");
+    Ok(chosen(base, reason, summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kappa(kernel: &Kernel, x: &[f64], y: &[f64]) -> f64 {
+        let dot: f64 = x.iter().zip(y).map(|(a, b)| a * b).sum();
+        match *kernel {
+            Kernel::Polynomial {
+                gamma,
+                coef0,
+                degree,
+            } => (gamma * dot + coef0).powf(degree),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn inner_products_of_features_are_the_kernel() {
+        let x = [0.3, -1.2, 2.0, 0.7, 0.0, -0.4, 1.1, 0.9, -2.5];
+        for (gamma, coef0, degree) in [
+            (1.0, 1.0, 2.0),
+            (0.5, 0.0, 2.0),
+            (-0.7, -1.5, 2.0),
+            (2.0, 0.0, 1.0),
+            (0.25, 3.0, 1.0),
+            (0.0, 2.0, 2.0),
+        ] {
+            let kernel = Kernel::Polynomial {
+                gamma,
+                coef0,
+                degree,
+            };
+            let map = FeatureMap::of(&kernel, 3).unwrap();
+            let phi = map.apply(&x, 3);
+            let dim = map.dim();
+            assert_eq!(phi.len(), 3 * dim);
+            for i in 0..3 {
+                for j in 0..3 {
+                    let got: f64 = (0..dim).map(|f| phi[i * dim + f] * phi[j * dim + f]).sum();
+                    let want = kappa(&kernel, &x[3 * i..3 * i + 3], &x[3 * j..3 * j + 3]);
+                    assert!(
+                        (got - want).abs() <= 1e-12 * (1.0 + want.abs()),
+                        "({gamma}, {coef0}, {degree}) points {i}, {j}: {got} against {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dimensions_leave_out_zero_blocks() {
+        let poly = |gamma, coef0, degree| Kernel::Polynomial {
+            gamma,
+            coef0,
+            degree,
+        };
+        assert_eq!(
+            FeatureMap::of(&poly(1.0, 1.0, 2.0), 50).unwrap().dim(),
+            1326
+        );
+        assert_eq!(
+            FeatureMap::of(&poly(1.0, 0.0, 2.0), 50).unwrap().dim(),
+            1275
+        );
+        assert_eq!(FeatureMap::of(&poly(1.0, 1.0, 1.0), 26).unwrap().dim(), 27);
+        assert_eq!(FeatureMap::of(&poly(0.0, 1.0, 2.0), 5).unwrap().dim(), 1);
+    }
+
+    #[test]
+    fn kernels_without_real_features_are_refused_with_the_reason() {
+        let err = |k: Kernel| FeatureMap::of(&k, 4).unwrap_err();
+        assert!(err(Kernel::Gaussian { gamma: None }).contains("gaussian"));
+        assert!(err(Kernel::Polynomial {
+            gamma: 1.0,
+            coef0: 1.0,
+            degree: 3.0
+        })
+        .contains("degree 1 or 2"));
+        assert!(err(Kernel::Polynomial {
+            gamma: 1.0,
+            coef0: -1.0,
+            degree: 2.0
+        })
+        .contains("gamma * coef0 >= 0"));
+    }
+}
