@@ -16,7 +16,6 @@ use super::algorithm::{self, plan_of, recompute_config, EXPECTED_ITERATIONS};
 use super::model::{weighted_name, KernelPrograms};
 use super::{Algorithm, AlgorithmChoice, FitError, Kernel};
 use crate::Context;
-use rayon::prelude::*;
 
 /// The explicit feature map of a kernel (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -98,6 +97,18 @@ impl FeatureMap {
         quadratic + if linear { d } else { 0 } + usize::from(constant)
     }
 
+    /// Features of a point before the map (`d`).
+    pub(crate) fn input_dim(&self) -> usize {
+        self.d
+    }
+
+    /// The features of one point `x` (`d` values).
+    pub(crate) fn row(&self, x: &[f64]) -> Vec<f64> {
+        let mut out = vec![0.0; self.dim()];
+        self.point(x, &mut out);
+        out
+    }
+
     /// The features of one point `x` (`d` values) into `out` (`dim()` values).
     fn point(&self, x: &[f64], out: &mut [f64]) {
         let (linear, constant) = self.blocks();
@@ -134,17 +145,100 @@ impl FeatureMap {
         }
     }
 
-    /// The features of `n` points (`n x d` row-major) as `n x dim()` row-major.
+    /// The features of `n` points (`n x d` row-major) as `n x dim()` row-major, on the host
+    /// (the reference of the tests; fits compute them with [`FeatureMap::upload`]).
+    #[cfg(test)]
     pub(crate) fn apply(&self, x: &[f64], n: usize) -> Vec<f64> {
         let dim = self.dim();
         let mut out = vec![0.0; n * dim];
         if dim == 0 {
             return out;
         }
-        out.par_chunks_mut(dim)
-            .zip(x.par_chunks(self.d.max(1)))
-            .for_each(|(o, p)| self.point(p, o));
+        for (o, p) in out.chunks_mut(dim).zip(x.chunks(self.d.max(1))) {
+            self.point(p, o);
+        }
         out
+    }
+
+    /// The map as one-hot column selections of the points with a column of ones appended
+    /// (`e = d + 1` rows): feature `f` is `c[f] xe[a[f]] xe[b[f]]`, `a` and `b` given as
+    /// `e x dim()` matrices with one 1 a column (row-major), and `c` (see the module
+    /// documentation).
+    fn selections(&self) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let (d, dim) = (self.d, self.dim());
+        let e = d + 1;
+        let (mut a, mut b) = (vec![0.0; e * dim], vec![0.0; e * dim]);
+        let mut c = Vec::with_capacity(dim);
+        let mut pick = |ia: usize, ib: usize, coef: f64| {
+            let f = c.len();
+            a[ia * dim + f] = 1.0;
+            b[ib * dim + f] = 1.0;
+            c.push(coef);
+        };
+        let (linear, constant) = self.blocks();
+        if self.degree == 2 && self.gamma != 0.0 {
+            for i in 0..d {
+                pick(i, i, self.gamma);
+                for j in i + 1..d {
+                    pick(i, j, std::f64::consts::SQRT_2 * self.gamma);
+                }
+            }
+        }
+        if linear {
+            let s = if self.degree == 2 {
+                (2.0 * self.gamma * self.coef0).sqrt()
+            } else {
+                self.gamma.sqrt()
+            };
+            for i in 0..d {
+                pick(i, d, s);
+            }
+        }
+        if constant {
+            let s = if self.degree == 2 {
+                self.coef0
+            } else {
+                self.coef0.sqrt()
+            };
+            pick(d, d, s);
+        }
+        (a, b, c)
+    }
+
+    /// The features of `n` points (`n x d` row-major, on the host) computed on `ctx` by the
+    /// `poly_features` program, in strict arithmetic (each of its products picks a column
+    /// exactly), and left there: `n x dim()`.
+    pub(crate) fn upload(
+        &self,
+        ctx: &mut Context,
+        x: &[f64],
+        n: usize,
+    ) -> Result<crate::Tensor, FitError> {
+        let (d, e) = (self.d, self.d + 1);
+        let mut xe = vec![1.0; n * e];
+        for (row, p) in xe.chunks_mut(e).zip(x.chunks(d.max(1))) {
+            row[..d].copy_from_slice(&p[..d]);
+        }
+        let (a, b, c) = self.selections();
+        let dim = self.dim();
+        let xe = ctx.dense(n, e, &xe)?;
+        let (a, b) = (ctx.dense(e, dim, &a)?, ctx.dense(e, dim, &b)?);
+        let c = ctx.col(&c)?;
+        let saved = ctx.config().clone();
+        ctx.set_config(crate::PlannerConfig {
+            tf32: false,
+            ..saved.clone()
+        });
+        let out = ctx.run(
+            super::programs::program("poly_features"),
+            &crate::Args::new()
+                .tensor("Xe", &xe)
+                .tensor("A", &a)
+                .tensor("B", &b)
+                .tensor("c", &c),
+        );
+        ctx.set_config(saved);
+        Ok(out?.take("Phi")?)
     }
 
     /// Bytes of `n` points' features in elements of `elem_bytes`.
@@ -192,15 +286,30 @@ pub(crate) fn choose(
         &weighted_name(&linear.name("kkmeans_recompute"), weighted),
         &[("n", n), ("d", dim), ("k", k)],
     );
+    // Building the features: the poly_features program, in strict arithmetic.
+    let build = plan_of(
+        ctx,
+        &crate::PlannerConfig {
+            tf32: false,
+            ..ctx.config().clone()
+        },
+        "poly_features",
+        &[("n", n), ("e", d + 1), ("f", dim)],
+    );
+    let (build_s, build_workspace) = build.as_ref().map_or((f64::INFINITY, 0), |p| {
+        (p.estimated_seconds(), p.workspace_bytes() as u64)
+    });
     let iterations = EXPECTED_ITERATIONS.min(max_iter).max(1);
     let per_iteration = plan
         .as_ref()
         .map_or(f64::INFINITY, |p| p.estimated_seconds());
-    let features_s = iterations as f64 * per_iteration;
+    let features_s = build_s + iterations as f64 * per_iteration;
     let size = ctx.dtype().size_bytes();
-    // The features, and the iteration's n x max(k, D) values beside them.
+    // The features, what building them takes besides, and the iteration's n x max(k, D)
+    // values.
     let needed = map
         .bytes(n, size)
+        .saturating_add(build_workspace)
         .saturating_add(3 * (n * k.max(dim)) as u64 * size as u64);
     let free = ctx.memory_info().map(|(free, _)| free as u64);
     let fits = free.is_none_or(|f| needed <= f);
@@ -215,9 +324,8 @@ pub(crate) fn choose(
         choice
     };
     if requested == Algorithm::Features {
-        if let Err(e) = plan {
-            return Err(e);
-        }
+        plan?;
+        build?;
         let base = base.unwrap_or_else(|_| AlgorithmChoice {
             stored_s: f64::INFINITY,
             recompute_s: f64::INFINITY,
@@ -235,7 +343,7 @@ pub(crate) fn choose(
     base.features_s = features_s;
     base.feature_dim = dim;
     let best_other = base.stored_s.min(base.recompute_s);
-    if plan.is_err() || !fits || features_s >= best_other {
+    if plan.is_err() || build.is_err() || !fits || features_s >= best_other {
         if !fits {
             base.reason.push_str(&format!(
                 "; the kernel's {dim} features per point would take {:.1} GiB",
@@ -246,8 +354,9 @@ pub(crate) fn choose(
     }
     let reason = format!(
         "estimated faster over {iterations} iterations: features {features_s:.3} s ({dim} \
-         per point, {:.3} ms per iteration, {:.2} GiB of them), stored {:.3} s, recompute \
-         {:.3} s",
+         per point built in {:.3} s, {:.3} ms per iteration, {:.2} GiB of them), stored \
+         {:.3} s, recompute {:.3} s",
+        build_s,
         per_iteration * 1e3,
         gib(map.bytes(n, size)),
         base.stored_s,
@@ -300,6 +409,33 @@ mod tests {
                     assert!(
                         (got - want).abs() <= 1e-12 * (1.0 + want.abs()),
                         "({gamma}, {coef0}, {degree}) points {i}, {j}: {got} against {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn selections_pick_the_features() {
+        let x = [0.3, -1.2, 2.0, 0.7, 0.0, -0.4];
+        for (gamma, coef0, degree) in [(1.0, 1.0, 2.0), (0.5, 0.0, 2.0), (0.25, 3.0, 1.0)] {
+            let kernel = Kernel::Polynomial {
+                gamma,
+                coef0,
+                degree,
+            };
+            let map = FeatureMap::of(&kernel, 3).unwrap();
+            let (a, b, c) = map.selections();
+            let dim = map.dim();
+            let want = map.apply(&x, 2);
+            for i in 0..2 {
+                let xe = [x[3 * i], x[3 * i + 1], x[3 * i + 2], 1.0];
+                for f in 0..dim {
+                    let pick = |m: &[f64]| (0..4).map(|r| xe[r] * m[r * dim + f]).sum::<f64>();
+                    let got = pick(&a) * pick(&b) * c[f];
+                    assert!(
+                        (got - want[i * dim + f]).abs() < 1e-12,
+                        "({gamma}, {coef0}, {degree}) {i} {f}"
                     );
                 }
             }

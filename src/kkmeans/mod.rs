@@ -782,17 +782,17 @@ impl KernelKMeans {
             _ => None,
         };
         let features_start = Instant::now();
-        let phi_host = feature_map.map(|m| m.apply(&x_host, points.n));
-        let (x, d_iter, iteration_kernel) = match (&feature_map, &phi_host) {
-            (Some(m), Some(phi)) => {
+        let mut ctx = ctx;
+        let (x, d_iter, iteration_kernel) = match &feature_map {
+            Some(m) => {
                 drop(x);
-                (ctx.dense(points.n, m.dim(), phi)?, m.dim(), Kernel::Linear)
+                let phi = m.upload(&mut ctx, &x_host, points.n)?;
+                ctx.synchronize()?;
+                (phi, m.dim(), Kernel::Linear)
             }
-            _ => (x, points.d, self.kernel),
+            None => (x, points.d, self.kernel),
         };
-        let features_s = phi_host
-            .as_ref()
-            .map_or(0.0, |_| features_start.elapsed().as_secs_f64());
+        let features_s = feature_map.map_or(0.0, |_| features_start.elapsed().as_secs_f64());
         let kernel_programs = KernelPrograms::new(&iteration_kernel, d_iter);
         // The recompute plans fuse every kernel product (prediction's cross kernel included:
         // the model keeps this context).
@@ -843,9 +843,10 @@ impl KernelKMeans {
             Some(kmat) => Source::Stored(kmat),
             None => Source::Points {
                 x: &x,
-                host: phi_host.as_deref().unwrap_or(&x_host),
+                host: &x_host,
                 d: d_iter,
                 programs: &kernel_programs,
+                features: feature_map,
             },
         };
         // Only a stored K is scaled.
@@ -867,7 +868,6 @@ impl KernelKMeans {
         // The model keeps the points, not K: its memory goes back now (the features' too).
         drop(kmat);
         drop(x);
-        drop(phi_host);
         result.timings.upload_s = upload_s + prepare_s;
         result.timings.kernel_matrix_s = kernel_matrix_s + features_s;
         result.timings.total_s = start.elapsed().as_secs_f64();

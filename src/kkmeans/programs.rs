@@ -58,6 +58,7 @@ mod tests {
             "cross_polynomial_sparse",
             "cross_gaussian_sparse",
             "cross_sigmoid_sparse",
+            "poly_features",
         ] {
             assert_eq!(super::program(name).name, name);
         }

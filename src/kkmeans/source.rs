@@ -2,7 +2,7 @@
 //! which every iteration recomputes K's tiles ([`Algorithm::Recompute`](super::Algorithm)).
 //! Both give the same iteration outputs, K's diagonal and its columns (for k-means++).
 
-use super::{model::KernelPrograms, programs::program, FitError};
+use super::{features::FeatureMap, model::KernelPrograms, programs::program, FitError};
 use crate::{Args, Context, Outputs, Tensor};
 use popcorn_dsl::Program;
 
@@ -11,16 +11,19 @@ pub(crate) enum Source<'a> {
     /// K itself, `n x n`.
     Stored(&'a Tensor),
     /// The (scaled) points, `n x d`, uploaded (`x`) and on the host (`host`), and the kernel's
-    /// programs.
+    /// programs; or, for the features algorithm, the points' features uploaded (`x`, `n x d`)
+    /// and the points on the host, whose rows `features` maps.
     Points {
-        /// The points on the device.
+        /// The points (or their features) on the device.
         x: &'a Tensor,
-        /// The same points, row-major.
+        /// The points, row-major.
         host: &'a [f64],
-        /// Features.
+        /// Columns of `x`.
         d: usize,
         /// The kernel function's programs and scalar arguments.
         programs: &'a KernelPrograms,
+        /// The feature map from `host`'s rows to `x`'s, for the features algorithm.
+        features: Option<FeatureMap>,
     },
 }
 
@@ -107,13 +110,20 @@ impl Source<'_> {
             host,
             d,
             programs,
+            features,
         } = self
         else {
             return Err(FitError::Parameter(
                 "the cross kernel needs the points (a bug in popcorn)".into(),
             ));
         };
-        let center = ctx.dense(1, *d, &host[i * d..(i + 1) * d])?;
+        let center = match features {
+            Some(map) => {
+                let p = map.input_dim();
+                ctx.dense(1, *d, &map.row(&host[i * p..(i + 1) * p]))?
+            }
+            None => ctx.dense(1, *d, &host[i * d..(i + 1) * d])?,
+        };
         let args = programs.bind(Args::new().tensor("Y", x).tensor("X", &center));
         Ok(ctx.run(programs.program("cross"), &args)?)
     }
