@@ -2,7 +2,9 @@
 //! it every iteration, or recomputes its tiles from the points every iteration inside the
 //! contraction that sums them by cluster (`kkmeans_recompute_*`), never holding K. `Auto` asks
 //! the planner's cost model ([`Plan::estimated_seconds`](crate::Plan::estimated_seconds)) which
-//! is faster for the expected number of iterations, among the choices that fit in memory.
+//! is faster for the expected number of iterations, among the choices that fit in memory. A
+//! third, the kernel's explicit features (polynomial kernels of degree 1 or 2), is weighed
+//! with these by `features::choose`.
 
 use super::model::{weighted_name, KernelPrograms};
 use super::{programs, FitError};

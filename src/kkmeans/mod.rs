@@ -234,7 +234,8 @@ pub struct Timings {
     /// Creating the context and uploading the points (and, where K is stored, the product
     /// library's one-time setup: cuBLAS's, 0.1-0.2 s on an H100, at its first product).
     pub upload_s: f64,
-    /// Computing the kernel matrix (0 when it is recomputed every iteration instead).
+    /// Computing the kernel matrix (0 when it is recomputed every iteration instead; for
+    /// [`Algorithm::Features`], computing the kernel's features).
     pub kernel_matrix_s: f64,
     /// Initial labels (all runs).
     pub init_s: f64,
@@ -423,8 +424,26 @@ impl KernelKMeans {
         self
     }
 
-    /// Sets how the kernel matrix is had: stored once, recomputed every iteration, or the
-    /// faster that fits ([`Algorithm::Auto`], the default).
+    /// Sets how the kernel matrix is had: stored once, recomputed every iteration, through the
+    /// kernel's explicit features (polynomial kernels of degree 1 or 2), or the fastest that
+    /// fits ([`Algorithm::Auto`], the default).
+    ///
+    /// ```
+    /// use popcorn::kkmeans::{Algorithm, Kernel, KernelKMeans, Points};
+    /// use popcorn::{DType, DeviceSpec};
+    ///
+    /// let x = [0.0, 0.3, 0.1, 0.2, 2.0, 2.2, 2.1, 1.9, 4.0, 4.1, 3.9, 4.3];
+    /// let km = KernelKMeans::new(2)
+    ///     .kernel(Kernel::POLYNOMIAL_DEFAULT)
+    ///     .device(DeviceSpec::Cpu)
+    ///     .dtype(DType::F64);
+    /// let points = Points::new(6, 2, &x).unwrap();
+    /// let stored = km.clone().algorithm(Algorithm::Stored).fit(points).unwrap();
+    /// let features = km.algorithm(Algorithm::Features).fit(points).unwrap();
+    /// assert_eq!(features.algorithm.feature_dim, 6); // x1^2, x1 x2, x2^2, x1, x2, 1
+    /// assert_eq!(features.labels, stored.labels);
+    /// assert!((features.objective - stored.objective).abs() < 1e-9 * stored.objective.abs());
+    /// ```
     pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
         self.algorithm = algorithm;
         self
