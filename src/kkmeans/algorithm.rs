@@ -290,7 +290,8 @@ pub(crate) fn choose(
     };
     let (algorithm, reason) = match requested {
         Algorithm::Stored => (Algorithm::Stored, "asked for".to_string()),
-        // Never reached: taken for Auto above.
+        // Not reached: `requested` stands for Auto above (features::choose weighs the
+        // features algorithm itself).
         Algorithm::Features => (Algorithm::Stored, "asked for".to_string()),
         Algorithm::Recompute | Algorithm::Auto if !recomputes => {
             let why = if let Err(e) = &recompute {

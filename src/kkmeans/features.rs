@@ -267,7 +267,16 @@ pub(crate) fn choose(
     if !matches!(requested, Algorithm::Auto | Algorithm::Features) {
         return others(requested);
     }
-    let map = FeatureMap::of(kernel, d);
+    // Not yet over several ranks (GPUs or processes): the features' build is not planned
+    // for a partition.
+    let ranks = ctx.config().partition.as_ref().map_or(1, |p| p.ranks);
+    let map = if ranks > 1 {
+        Err(format!(
+            "the features algorithm runs on one rank, this context has {ranks}"
+        ))
+    } else {
+        FeatureMap::of(kernel, d)
+    };
     let map = match (requested, map) {
         (Algorithm::Features, Err(why)) => {
             return Err(FitError::Parameter(format!(
