@@ -587,8 +587,22 @@ fn every_example_program() {
     // e and f: poly_features' columns of [X, 1] and features.
     for sizes in [
         [("n", 1), ("k", 1), ("d", 1), ("m", 1), ("e", 1), ("f", 1)],
-        [("n", 257), ("k", 7), ("d", 33), ("m", 31), ("e", 34), ("f", 595)],
-        [("n", 1025), ("k", 100), ("d", 3), ("m", 5), ("e", 4), ("f", 10)],
+        [
+            ("n", 257),
+            ("k", 7),
+            ("d", 33),
+            ("m", 31),
+            ("e", 34),
+            ("f", 595),
+        ],
+        [
+            ("n", 1025),
+            ("k", 100),
+            ("d", 3),
+            ("m", 5),
+            ("e", 4),
+            ("f", 10),
+        ],
     ] {
         let dims: BTreeMap<&str, usize> = sizes.into_iter().collect();
         for (name, p) in common::example_programs() {
