@@ -2152,4 +2152,25 @@ fn auto_takes_the_features_where_they_pay_and_others_are_refused() {
         .to_string();
     assert!(err.contains("degree 1 or 2"), "{err}");
     assert_eq!("features".parse::<Algorithm>(), Ok(Algorithm::Features));
+    // A kernel that is 0 everywhere has no features; sparse points take the stored K.
+    let zero = cpu64(2)
+        .kernel(Kernel::Polynomial {
+            gamma: 0.0,
+            coef0: 0.0,
+            degree: 2.0,
+        })
+        .algorithm(Algorithm::Features);
+    let err = zero.choose_algorithm(100, 3).unwrap_err().to_string();
+    assert!(err.contains("0 everywhere"), "{err}");
+    let sparse = popcorn::io::CsrMatrix::from_dense(30, 3, &x).unwrap();
+    let err = cpu64(2)
+        .kernel(Kernel::POLYNOMIAL_DEFAULT)
+        .algorithm(Algorithm::Features)
+        .fit_sparse(&sparse)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("features algorithm needs dense points"),
+        "{err}"
+    );
 }

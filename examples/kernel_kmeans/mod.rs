@@ -153,6 +153,10 @@ fn execute(
                 cli.algorithm == Algorithm::Recompute,
                 "--algorithm recompute (sparse points take the stored kernel matrix)",
             ),
+            (
+                cli.algorithm == Algorithm::Features,
+                "--algorithm features (sparse points take the stored kernel matrix)",
+            ),
         ];
         if let Some((_, flag)) = dense_only.iter().find(|(on, _)| *on) {
             return Err(CliError::Usage(format!(

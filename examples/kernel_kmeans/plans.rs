@@ -22,6 +22,9 @@ pub fn programs_of(spec: &FitSpec, algorithm: Algorithm) -> Vec<String> {
     };
     let kmeanspp = matches!(p.init, Init::KMeansPlusPlus { .. });
     let mut names = Vec::new();
+    if algorithm == Algorithm::Features {
+        names.push("poly_features".into());
+    }
     if matches!(algorithm, Algorithm::Recompute | Algorithm::Features) {
         if kmeanspp {
             names.push(format!("cross_{kernel}"));
@@ -75,13 +78,17 @@ pub fn print_plans(
             let program = programs::program(&name);
             seen.push(name.clone());
             // The features algorithm's programs run on the kernel's features.
+            let points_d = d;
             let d = match choice.algorithm {
                 Algorithm::Features => choice.feature_dim,
                 _ => d,
             };
-            // k-means++'s cross kernel: every point (m of them) against one center.
+            // k-means++'s cross kernel: every point (m of them) against one center; the
+            // features' build: [X, 1] (e columns) into f features.
             let sizes = if name.starts_with("cross_") {
                 [("m", n), ("n", 1), ("d", d)]
+            } else if name == "poly_features" {
+                [("n", n), ("e", points_d + 1), ("f", d)]
             } else {
                 [("n", n), ("d", d), ("k", spec.params.k)]
             };

@@ -17,6 +17,9 @@ use super::model::{weighted_name, KernelPrograms};
 use super::{Algorithm, AlgorithmChoice, FitError, Kernel};
 use crate::Context;
 
+/// Most values the selection matrices of a map may hold (2^28: 2 GiB each in f64).
+const MAX_SELECTION_VALUES: u128 = 1 << 28;
+
 /// The explicit feature map of a kernel (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct FeatureMap {
@@ -51,7 +54,7 @@ impl FeatureMap {
             degree,
             d,
         };
-        if degree == 2.0 {
+        let map = if degree == 2.0 {
             if gamma * coef0 < 0.0 {
                 return Err(format!(
                     "the polynomial kernel's features need gamma * coef0 >= 0 (gamma = \
@@ -59,7 +62,7 @@ impl FeatureMap {
                      need imaginary features"
                 ));
             }
-            Ok(map(2))
+            map(2)
         } else if degree == 1.0 {
             if gamma < 0.0 || coef0 < 0.0 {
                 return Err(format!(
@@ -67,34 +70,74 @@ impl FeatureMap {
                      (gamma = {gamma}, coef0 = {coef0})"
                 ));
             }
-            Ok(map(1))
+            map(1)
         } else {
-            Err(format!(
+            return Err(format!(
                 "only polynomial kernels of degree 1 or 2 have a small explicit feature map \
                  (degree = {degree})"
-            ))
+            ));
+        };
+        // The selection matrices hold (d + 1) x dim values: a bound that keeps them (and
+        // every size below) far from overflowing.
+        let dim = map.dim();
+        if dim == 0 {
+            return Err(
+                "the kernel is 0 everywhere (gamma = coef0 = 0): it has no features".to_string(),
+            );
         }
+        if (d as u128 + 1) * dim as u128 > MAX_SELECTION_VALUES {
+            return Err(format!(
+                "{d} features per point make {dim} kernel features, too many to build \
+                 (their selection matrices would hold {} values)",
+                (d as u128 + 1) * dim as u128
+            ));
+        }
+        Ok(map)
     }
 
-    /// Whether the middle block (`sqrt(2 g c) x`, or for degree 1 the whole `sqrt(g) x`) is
-    /// there, and whether the constant is.
-    fn blocks(&self) -> (bool, bool) {
+    /// The features as terms `(a, b, coef)`: feature `f` of a point `x` is `coef xe[a] xe[b]`
+    /// with `xe = [x, 1]` (see the module documentation); blocks of zeros left out.
+    fn terms(&self) -> Vec<(usize, usize, f64)> {
+        let (d, g, c) = (self.d, self.gamma, self.coef0);
+        let mut t = Vec::new();
         match self.degree {
-            1 => (self.gamma != 0.0, self.coef0 != 0.0),
-            _ => (self.gamma * self.coef0 != 0.0, self.coef0 != 0.0),
+            2 => {
+                if g != 0.0 {
+                    for a in 0..d {
+                        t.push((a, a, g));
+                        for b in a + 1..d {
+                            t.push((a, b, std::f64::consts::SQRT_2 * g));
+                        }
+                    }
+                }
+                if g * c != 0.0 {
+                    t.extend((0..d).map(|a| (a, d, (2.0 * g * c).sqrt())));
+                }
+                if c != 0.0 {
+                    t.push((d, d, c));
+                }
+            }
+            _ => {
+                if g != 0.0 {
+                    t.extend((0..d).map(|a| (a, d, g.sqrt())));
+                }
+                if c != 0.0 {
+                    t.push((d, d, c.sqrt()));
+                }
+            }
         }
+        t
     }
 
     /// Features of a point.
     pub(crate) fn dim(&self) -> usize {
-        let d = self.d;
-        let (linear, constant) = self.blocks();
-        let quadratic = if self.degree == 2 && self.gamma != 0.0 {
-            d * (d + 1) / 2
-        } else {
-            0
+        let d = self.d as u128;
+        let (g, c) = (self.gamma != 0.0, self.coef0 != 0.0);
+        let n = match self.degree {
+            2 => u128::from(g) * d * (d + 1) / 2 + u128::from(g && c) * d + u128::from(c),
+            _ => u128::from(g) * d + u128::from(c),
         };
-        quadratic + if linear { d } else { 0 } + usize::from(constant)
+        usize::try_from(n).unwrap_or(usize::MAX)
     }
 
     /// Features of a point before the map (`d`).
@@ -102,107 +145,45 @@ impl FeatureMap {
         self.d
     }
 
-    /// The features of one point `x` (`d` values).
+    /// The features of one point `x` (`d` values), computed on the host in f64 (the device's
+    /// f32 features of the same point may differ from them in the last bit).
     pub(crate) fn row(&self, x: &[f64]) -> Vec<f64> {
-        let mut out = vec![0.0; self.dim()];
-        self.point(x, &mut out);
-        out
-    }
-
-    /// The features of one point `x` (`d` values) into `out` (`dim()` values).
-    fn point(&self, x: &[f64], out: &mut [f64]) {
-        let (linear, constant) = self.blocks();
-        let mut o = 0;
-        if self.degree == 2 && self.gamma != 0.0 {
-            let g = self.gamma;
-            let g2 = std::f64::consts::SQRT_2 * g;
-            for a in 0..self.d {
-                out[o] = g * x[a] * x[a];
-                o += 1;
-                for b in a + 1..self.d {
-                    out[o] = g2 * x[a] * x[b];
-                    o += 1;
-                }
-            }
-        }
-        if linear {
-            let s = if self.degree == 2 {
-                (2.0 * self.gamma * self.coef0).sqrt()
-            } else {
-                self.gamma.sqrt()
-            };
-            for &v in x {
-                out[o] = s * v;
-                o += 1;
-            }
-        }
-        if constant {
-            out[o] = if self.degree == 2 {
-                self.coef0
-            } else {
-                self.coef0.sqrt()
-            };
-        }
+        let xe = |i: usize| if i < self.d { x[i] } else { 1.0 };
+        self.terms()
+            .into_iter()
+            .map(|(a, b, coef)| coef * xe(a) * xe(b))
+            .collect()
     }
 
     /// The features of `n` points (`n x d` row-major) as `n x dim()` row-major, on the host
     /// (the reference of the tests; fits compute them with [`FeatureMap::upload`]).
     #[cfg(test)]
     pub(crate) fn apply(&self, x: &[f64], n: usize) -> Vec<f64> {
-        let dim = self.dim();
-        let mut out = vec![0.0; n * dim];
-        if dim == 0 {
-            return out;
-        }
-        for (o, p) in out.chunks_mut(dim).zip(x.chunks(self.d.max(1))) {
-            self.point(p, o);
-        }
-        out
+        (0..n)
+            .flat_map(|i| self.row(&x[i * self.d..(i + 1) * self.d]))
+            .collect()
     }
 
     /// The map as one-hot column selections of the points with a column of ones appended
     /// (`e = d + 1` rows): feature `f` is `c[f] xe[a[f]] xe[b[f]]`, `a` and `b` given as
-    /// `e x dim()` matrices with one 1 a column (row-major), and `c` (see the module
-    /// documentation).
+    /// `e x dim()` matrices with one 1 a column (row-major), and `c` (see [`Self::terms`]).
     fn selections(&self) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-        let (d, dim) = (self.d, self.dim());
-        let e = d + 1;
+        let terms = self.terms();
+        let (e, dim) = (self.d + 1, terms.len());
         let (mut a, mut b) = (vec![0.0; e * dim], vec![0.0; e * dim]);
-        let mut c = Vec::with_capacity(dim);
-        let mut pick = |ia: usize, ib: usize, coef: f64| {
-            let f = c.len();
+        for (f, (ia, ib, _)) in terms.iter().enumerate() {
             a[ia * dim + f] = 1.0;
             b[ib * dim + f] = 1.0;
-            c.push(coef);
-        };
-        let (linear, constant) = self.blocks();
-        if self.degree == 2 && self.gamma != 0.0 {
-            for i in 0..d {
-                pick(i, i, self.gamma);
-                for j in i + 1..d {
-                    pick(i, j, std::f64::consts::SQRT_2 * self.gamma);
-                }
-            }
         }
-        if linear {
-            let s = if self.degree == 2 {
-                (2.0 * self.gamma * self.coef0).sqrt()
-            } else {
-                self.gamma.sqrt()
-            };
-            for i in 0..d {
-                pick(i, d, s);
-            }
-        }
-        if constant {
-            let s = if self.degree == 2 {
-                self.coef0
-            } else {
-                self.coef0.sqrt()
-            };
-            pick(d, d, s);
-        }
-        (a, b, c)
+        (a, b, terms.into_iter().map(|(_, _, c)| c).collect())
+    }
+
+    /// Bytes the build takes besides the features, in elements of `size`: `[X, 1]` and the
+    /// two selection matrices on the device (and, in f64, on the host).
+    pub(crate) fn build_bytes(&self, n: usize, size: usize) -> u64 {
+        let e = self.d as u64 + 1;
+        let selections = 2 * e * self.dim() as u64;
+        (n as u64 * e + selections).saturating_mul(size as u64)
     }
 
     /// The features of `n` points (`n x d` row-major, on the host) computed on `ctx` by the
@@ -314,15 +295,30 @@ pub(crate) fn choose(
         .map_or(f64::INFINITY, |p| p.estimated_seconds());
     let features_s = build_s + iterations as f64 * per_iteration;
     let size = ctx.dtype().size_bytes();
-    // The features, what building them takes besides, and the iteration's n x max(k, D)
-    // values.
-    let needed = map
-        .bytes(n, size)
-        .saturating_add(build_workspace)
-        .saturating_add(3 * (n * k.max(dim)) as u64 * size as u64);
+    // The features, and at the same time either what building them takes besides (its
+    // products are in the build plan's workspace) or what the iterations take besides.
+    let iteration_workspace = plan.as_ref().map_or(0, |p| p.workspace_bytes() as u64);
+    let needed = map.bytes(n, size).saturating_add(
+        map.build_bytes(n, size)
+            .saturating_add(build_workspace)
+            .max(iteration_workspace.saturating_add(3 * (n as u64) * (k as u64) * size as u64)),
+    );
     let free = ctx.memory_info().map(|(free, _)| free as u64);
     let fits = free.is_none_or(|f| needed <= f);
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let memory = if ctx.is_gpu() {
+        "GPU memory"
+    } else {
+        "host memory"
+    };
+    let too_big = || {
+        format!(
+            "the kernel's {dim} features per point need {:.1} GiB with their build, and {:.1} \
+             GiB of {memory} are free",
+            gib(needed),
+            gib(free.unwrap_or(0))
+        )
+    };
     let base = others(Algorithm::Auto);
     let chosen = |mut choice: AlgorithmChoice, reason: String, summary: String| {
         choice.algorithm = Algorithm::Features;
@@ -330,34 +326,54 @@ pub(crate) fn choose(
         choice.summary = summary;
         choice.features_s = features_s;
         choice.feature_dim = dim;
+        choice.fused_build = false;
+        choice.kernel_scale = 1.0;
         choice
+    };
+    let unknown = || AlgorithmChoice {
+        stored_s: f64::INFINITY,
+        recompute_s: f64::INFINITY,
+        iterations,
+        ..AlgorithmChoice::given(n, ctx.dtype())
     };
     if requested == Algorithm::Features {
         plan?;
         build?;
-        let base = base.unwrap_or_else(|_| AlgorithmChoice {
-            stored_s: f64::INFINITY,
-            recompute_s: f64::INFINITY,
-            iterations,
-            ..AlgorithmChoice::given(n, ctx.dtype())
-        });
+        if !fits {
+            return Err(FitError::Parameter(format!(
+                "{}; use the recomputed kernel matrix (--algorithm recompute), whose memory is \
+                 linear in n and d",
+                too_big()
+            )));
+        }
         let reason = format!(
             "asked for: the polynomial kernel's {dim} explicit features per point and the \
              linear kernel's iterations on them"
         );
         let summary = format!("features ({dim} per point, asked for)");
-        return Ok(chosen(base, reason, summary));
+        return Ok(chosen(base.unwrap_or_else(|_| unknown()), reason, summary));
     }
-    let mut base = base?;
+    let usable = plan.is_ok() && build.is_ok() && fits;
+    // Where neither of the other two can run, the features may.
+    let mut base = match base {
+        Ok(base) => base,
+        Err(e) if !usable => return Err(e),
+        Err(e) => {
+            let reason = format!("the other algorithms cannot run here ({e})");
+            let summary = format!("features ({dim} per point; the others cannot run)");
+            return Ok(chosen(unknown(), reason, summary));
+        }
+    };
     base.features_s = features_s;
     base.feature_dim = dim;
-    let best_other = base.stored_s.min(base.recompute_s);
-    if plan.is_err() || build.is_err() || !fits || features_s >= best_other {
+    // Against the estimate of what Auto would run otherwise (which fits).
+    let best_other = match base.algorithm {
+        Algorithm::Stored => base.stored_s,
+        _ => base.recompute_s,
+    };
+    if !usable || features_s >= best_other {
         if !fits {
-            base.reason.push_str(&format!(
-                "; the kernel's {dim} features per point would take {:.1} GiB",
-                gib(map.bytes(n, size))
-            ));
+            base.reason.push_str(&format!("; {}", too_big()));
         }
         return Ok(base);
     }

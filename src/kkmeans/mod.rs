@@ -251,7 +251,8 @@ pub struct Timings {
 /// What happened during a fit, for progress displays.
 #[derive(Clone, Debug)]
 pub enum Progress {
-    /// A phase started (`upload`, `kernel matrix` (stored K only), `init`, `iterations`).
+    /// A phase started (`upload`, `kernel matrix` (stored K only), `features` (the features
+    /// algorithm), `init`, `iterations`).
     Phase(&'static str),
     /// An iteration finished.
     Iteration {
@@ -462,7 +463,8 @@ impl KernelKMeans {
     /// of two, which changes no label, and the objectives and centroid norms are divided back;
     /// [`AlgorithmChoice::kernel_scale`] says by how much).
     /// Building K still takes an f32 product first (`4 n^2` bytes) where the kernel function
-    /// follows it. f32 fits only; the recompute algorithm never stores K and ignores it.
+    /// follows it. f32 fits only; the recompute and features algorithms never store K and
+    /// ignore it.
     ///
     /// ```
     /// use popcorn::kernel_ir::Half;
@@ -800,6 +802,9 @@ impl KernelKMeans {
             ),
             _ => None,
         };
+        if feature_map.is_some() {
+            report(control, &Progress::Phase("features"))?;
+        }
         let features_start = Instant::now();
         let mut ctx = ctx;
         let (x, d_iter, iteration_kernel) = match &feature_map {

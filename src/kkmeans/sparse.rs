@@ -29,7 +29,8 @@ impl KernelKMeans {
     /// Clusters sparse points (`n x d` CSR, e.g. from [`crate::io::load_libsvm_sparse`]); the
     /// kernel matrix is built without densifying them where the planner finds that cheaper
     /// (the plan of `kernel_*_sparse` says how), then stored. `zscore` (which would make the
-    /// points dense) and [`Algorithm::Recompute`] are errors; `Auto` takes the stored kernel.
+    /// points dense), [`Algorithm::Recompute`] and [`Algorithm::Features`] are errors; `Auto`
+    /// takes the stored kernel.
     pub fn fit_sparse(&self, x: &CsrMatrix) -> Result<FitResult, FitError> {
         self.fit_sparse_with_control(x, &mut |_| ControlFlow::Continue(()))
     }
@@ -59,12 +60,12 @@ impl KernelKMeans {
                     .into(),
             ));
         }
-        if self.algorithm == Algorithm::Recompute {
-            return Err(FitError::Parameter(
-                "the recompute algorithm needs dense points; sparse points use the stored kernel \
-                 matrix (Algorithm::Stored, or Auto)"
-                    .into(),
-            ));
+        if matches!(self.algorithm, Algorithm::Recompute | Algorithm::Features) {
+            return Err(FitError::Parameter(format!(
+                "the {} algorithm needs dense points; sparse points use the stored kernel \
+                 matrix (Algorithm::Stored, or Auto)",
+                self.algorithm
+            )));
         }
         self.validate(n)?;
         let max_norm2 = (0..n)
