@@ -2136,12 +2136,13 @@ fn auto_takes_the_features_where_they_pay_and_others_are_refused() {
         err.contains("gaussian") && err.contains("--algorithm stored or"),
         "{err}"
     );
+    let poly = |gamma, coef0, degree| Kernel::Polynomial {
+        gamma,
+        coef0,
+        degree,
+    };
     let cubic = cpu64(3)
-        .kernel(Kernel::Polynomial {
-            gamma: 1.0,
-            coef0: 1.0,
-            degree: 3.0,
-        })
+        .kernel(poly(1.0, 1.0, 3.0))
         .algorithm(Algorithm::Features);
     let err = cubic.choose_algorithm(1000, 3).unwrap_err().to_string();
     assert!(err.contains("degree 1 or 2"), "{err}");
@@ -2154,11 +2155,7 @@ fn auto_takes_the_features_where_they_pay_and_others_are_refused() {
     assert_eq!("features".parse::<Algorithm>(), Ok(Algorithm::Features));
     // A kernel that is 0 everywhere has no features; sparse points take the stored K.
     let zero = cpu64(2)
-        .kernel(Kernel::Polynomial {
-            gamma: 0.0,
-            coef0: 0.0,
-            degree: 2.0,
-        })
+        .kernel(poly(0.0, 0.0, 2.0))
         .algorithm(Algorithm::Features);
     let err = zero.choose_algorithm(100, 3).unwrap_err().to_string();
     assert!(err.contains("0 everywhere"), "{err}");
