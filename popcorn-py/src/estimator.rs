@@ -13,7 +13,7 @@ use crate::interrupt::SignalCheck;
 use numpy::{PyArray1, PyUntypedArrayMethods};
 use popcorn::kernel_ir::Half;
 use popcorn::kkmeans::{
-    FitError, FitResult, Init, Kernel, KernelKMeans, Model, ModelParts, Points, Scaling,
+    Algorithm, FitError, FitResult, Init, Kernel, KernelKMeans, Model, ModelParts, Points, Scaling,
 };
 use popcorn::{Context, DType};
 use pyo3::exceptions::PyRuntimeError;
@@ -44,6 +44,21 @@ pub struct FitOptions<'py> {
     /// `"bfloat16"` / `"bf16"`, `"float16"` / `"fp16"`.
     #[pyo3(default)]
     kernel_storage: Option<String>,
+    /// `"auto"`, `"stored"`, `"recompute"` or `"features"`.
+    #[pyo3(default)]
+    algorithm: Option<String>,
+}
+
+/// The algorithm `name` names (`None`: auto).
+fn algorithm_from(name: Option<&str>) -> PyResult<Algorithm> {
+    match name {
+        None => Ok(Algorithm::Auto),
+        Some(n) => n.parse::<Algorithm>().map_err(|_| {
+            value_error(format!(
+                "algorithm = {n:?}; use \"auto\", \"stored\", \"recompute\" or \"features\""
+            ))
+        }),
+    }
 }
 
 /// The 16-bit format `name` names for the kernel matrix, or `None` for the fit's type.
@@ -136,7 +151,8 @@ fn builder(o: &FitOptions<'_>, d: usize) -> PyResult<KernelKMeans> {
         .zscore(o.zscore)
         .device(device_spec(&o.device)?)
         .dtype(dtype_named(&o.dtype)?)
-        .kernel_storage(kernel_storage_from(o.kernel_storage.as_deref())?);
+        .kernel_storage(kernel_storage_from(o.kernel_storage.as_deref())?)
+        .algorithm(algorithm_from(o.algorithm.as_deref())?);
     Ok(km)
 }
 

@@ -256,3 +256,26 @@ def test_processes_of_one_rank_each_fit_as_one_process(tmp_path):
         got = json.load(open(tmp_path / f"rank{r}.json"))
         assert got["labels"] == want["labels"], f"rank {r}"
         assert got["inertia"] == want["inertia"], f"rank {r}"
+
+
+def test_the_features_algorithm_gives_the_stored_fit_and_refuses_other_kernels(device):
+    # A polynomial kernel of degree 2 through its explicit features: the stored kernel
+    # matrix's labels, inertia and predictions (float64).
+    X = uniform(3, 200, 4)
+    fits = {
+        algorithm: KernelKMeans(
+            5, kernel="poly", degree=2, tol=0.0, dtype="float64", device=device,
+            algorithm=algorithm,
+        ).fit(X)
+        for algorithm in ["stored", "features"]
+    }
+    assert fits["features"].algorithm_ == "features"
+    assert fits["features"].get_params()["algorithm"] == "features"
+    np.testing.assert_array_equal(fits["features"].labels_, fits["stored"].labels_)
+    assert fits["features"].inertia_ == pytest.approx(fits["stored"].inertia_, rel=1e-9)
+    Y = uniform(4, 30, 4)
+    np.testing.assert_array_equal(fits["features"].predict(Y), fits["stored"].predict(Y))
+    with pytest.raises(ValueError, match="rbf|gaussian"):
+        KernelKMeans(3, kernel="rbf", algorithm="features", device="cpu").fit(X)
+    with pytest.raises(ValueError, match="algorithm"):
+        KernelKMeans(3, algorithm="fastest", device="cpu").fit(X)

@@ -100,6 +100,12 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         fits only). ``"bfloat16"`` keeps float32's range with 8 significant bits;
         ``"float16"`` keeps 11 bits up to 65504: where the kernel's values could pass half of
         that, K is held times a power of two (no label changes; ``inertia_`` is unscaled).
+    algorithm : {"auto", "stored", "recompute", "features"}, default="auto"
+        How the kernel matrix is had: ``"stored"`` (built once, ``n^2`` values),
+        ``"recompute"`` (its tiles recomputed every iteration, never stored), ``"features"``
+        (polynomial kernels of degree 1 or 2: the linear kernel on the kernel's explicit
+        features, ``(d + 1) (d + 2) / 2`` at most, no ``n x n`` value), or ``"auto"`` (the
+        fastest the cost model finds that fits in memory).
     random_state : int, RandomState instance or None, default=None
         Seeds the random inits.
 
@@ -131,7 +137,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
     device_ : str
         The device the fit ran on, in words.
     algorithm_ : str
-        ``"stored"`` or ``"recompute"``: how the kernel matrix was had.
+        ``"stored"``, ``"recompute"`` or ``"features"``: how the kernel matrix was had.
     """
 
     def __init__(
@@ -150,6 +156,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         device="auto",
         dtype="float32",
         kernel_storage=None,
+        algorithm="auto",
         random_state=None,
     ):
         self.n_clusters = n_clusters
@@ -165,6 +172,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         self.device = device
         self.dtype = dtype
         self.kernel_storage = kernel_storage
+        self.algorithm = algorithm
         self.random_state = random_state
 
     def _check_input(self, X, reset):
@@ -231,6 +239,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
             "device": self.device,
             "dtype": _dtype_name(self.dtype),
             "kernel_storage": self.kernel_storage,
+            "algorithm": self.algorithm,
         }
         if sp.issparse(X):
             result, model = _native.fit_sparse(*_csr_arrays(X), options, sample_weight)
