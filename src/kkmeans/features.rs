@@ -206,10 +206,7 @@ impl FeatureMap {
         let (a, b) = (ctx.dense(e, dim, &a)?, ctx.dense(e, dim, &b)?);
         let c = ctx.col(&c)?;
         let saved = ctx.config().clone();
-        ctx.set_config(crate::PlannerConfig {
-            tf32: false,
-            ..saved.clone()
-        });
+        ctx.set_config(build_config(&saved));
         let out = ctx.run(
             super::programs::program("poly_features"),
             &crate::Args::new()
@@ -230,10 +227,20 @@ impl FeatureMap {
     }
 }
 
+/// The configuration the features are built in: `config` in strict arithmetic (TF32 would
+/// round the points its products pick).
+fn build_config(config: &crate::PlannerConfig) -> crate::PlannerConfig {
+    crate::PlannerConfig {
+        tf32: false,
+        ..config.clone()
+    }
+}
+
 /// What a fit of `n x d` points runs for `requested` (see [`algorithm::choose`]), the features
 /// algorithm included: asked for, where the kernel has features; under `Auto`, where its
 /// estimate (the linear kernel's recompute plan on the features, by the target's cost model)
-/// beats the other two's and the features fit in the memory free now.
+/// beats the other two's and the features fit in the memory free now. With the feature map
+/// where the choice is the features.
 pub(crate) fn choose(
     requested: Algorithm,
     ctx: &Context,
@@ -241,12 +248,12 @@ pub(crate) fn choose(
     (n, d, k): (usize, usize, usize),
     max_iter: usize,
     weighted: bool,
-) -> Result<AlgorithmChoice, FitError> {
+) -> Result<(AlgorithmChoice, Option<FeatureMap>), FitError> {
     let programs = KernelPrograms::new(kernel, d);
     let others =
         |requested| algorithm::choose(requested, ctx, &programs, (n, d, k), max_iter, weighted);
     if !matches!(requested, Algorithm::Auto | Algorithm::Features) {
-        return others(requested);
+        return others(requested).map(|c| (c, None));
     }
     // Not yet over several ranks (GPUs or processes): the features' build is not planned
     // for a partition.
@@ -265,7 +272,7 @@ pub(crate) fn choose(
                  recompute)"
             )))
         }
-        (_, Err(_)) => return others(requested),
+        (_, Err(_)) => return others(requested).map(|c| (c, None)),
         (_, Ok(map)) => map,
     };
     let dim = map.dim();
@@ -279,10 +286,7 @@ pub(crate) fn choose(
     // Building the features: the poly_features program, in strict arithmetic.
     let build = plan_of(
         ctx,
-        &crate::PlannerConfig {
-            tf32: false,
-            ..ctx.config().clone()
-        },
+        &build_config(ctx.config()),
         "poly_features",
         &[("n", n), ("e", d + 1), ("f", dim)],
     );
@@ -351,7 +355,10 @@ pub(crate) fn choose(
              linear kernel's iterations on them"
         );
         let summary = format!("features ({dim} per point, asked for)");
-        return Ok(chosen(base.unwrap_or_else(|_| unknown()), reason, summary));
+        return Ok((
+            chosen(base.unwrap_or_else(|_| unknown()), reason, summary),
+            Some(map),
+        ));
     }
     let usable = plan.is_ok() && build.is_ok() && fits;
     // Where neither of the other two can run, the features may.
@@ -361,7 +368,7 @@ pub(crate) fn choose(
         Err(e) => {
             let reason = format!("the other algorithms cannot run here ({e})");
             let summary = format!("features ({dim} per point; the others cannot run)");
-            return Ok(chosen(unknown(), reason, summary));
+            return Ok((chosen(unknown(), reason, summary), Some(map)));
         }
     };
     base.features_s = features_s;
@@ -375,7 +382,7 @@ pub(crate) fn choose(
         if !fits {
             base.reason.push_str(&format!("; {}", too_big()));
         }
-        return Ok(base);
+        return Ok((base, None));
     }
     let reason = format!(
         "estimated faster over {iterations} iterations: features {features_s:.3} s ({dim} \
@@ -388,7 +395,7 @@ pub(crate) fn choose(
         base.recompute_s
     );
     let summary = format!("features (estimated {features_s:.3} s against {best_other:.3} s)");
-    Ok(chosen(base, reason, summary))
+    Ok((chosen(base, reason, summary), Some(map)))
 }
 
 #[cfg(test)]

@@ -707,6 +707,7 @@ impl KernelKMeans {
             self.max_iter,
             self.sample_weight.is_some(),
         )
+        .map(|(choice, _)| choice)
     }
 
     /// Clusters `points`.
@@ -781,11 +782,10 @@ impl KernelKMeans {
         };
         let bound = self.kernel.bound(&x_host, points.d);
         let scale = self.kernel_scale(bound)?;
-        let x = ctx.dense(points.n, points.d, &x_host)?;
         let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
-        let upload_s = start.elapsed().as_secs_f64();
-        let choice = features::choose(
+        let mut upload_s = start.elapsed().as_secs_f64();
+        let (choice, feature_map) = features::choose(
             self.algorithm,
             &ctx,
             &self.kernel,
@@ -793,30 +793,36 @@ impl KernelKMeans {
             self.max_iter,
             w.is_some(),
         )?;
-        // The features algorithm: the linear kernel's iterations on the kernel's features
-        // (their build counted as the kernel matrix's time); the model keeps the points and
-        // the kernel, whose cross kernel gives the same predictions.
-        let feature_map = match choice.algorithm {
-            Algorithm::Features => Some(
-                features::FeatureMap::of(&self.kernel, points.d).map_err(FitError::Parameter)?,
-            ),
-            _ => None,
-        };
+        // The iterations' points: the points themselves, or for the features algorithm the
+        // kernel's features, on which the linear kernel's iterations run (their build counted
+        // as the kernel matrix's time); the model keeps the points and the kernel, whose cross
+        // kernel gives the same predictions.
         if feature_map.is_some() {
             report(control, &Progress::Phase("features"))?;
         }
-        let features_start = Instant::now();
+        let points_start = Instant::now();
         let mut ctx = ctx;
         let (x, d_iter, iteration_kernel) = match &feature_map {
-            Some(m) => {
-                drop(x);
-                let phi = m.upload(&mut ctx, &x_host, points.n)?;
-                ctx.synchronize()?;
-                (phi, m.dim(), Kernel::Linear)
-            }
-            None => (x, points.d, self.kernel),
+            Some(m) => (
+                m.upload(&mut ctx, &x_host, points.n)?,
+                m.dim(),
+                Kernel::Linear,
+            ),
+            None => (
+                ctx.dense(points.n, points.d, &x_host)?,
+                points.d,
+                self.kernel,
+            ),
         };
-        let features_s = feature_map.map_or(0.0, |_| features_start.elapsed().as_secs_f64());
+        ctx.synchronize()?;
+        let points_s = points_start.elapsed().as_secs_f64();
+        let features_s = match feature_map {
+            Some(_) => points_s,
+            None => {
+                upload_s += points_s;
+                0.0
+            }
+        };
         let kernel_programs = KernelPrograms::new(&iteration_kernel, d_iter);
         // The recompute plans fuse every kernel product (prediction's cross kernel included:
         // the model keeps this context).
