@@ -584,25 +584,11 @@ fn every_example_program() {
         return;
     }
     let mut rng = SplitMix64::new(seed());
-    // e and f: poly_features' columns of [X, 1] and features.
+    // f: poly_features' features (of d columns; features_step's m rows).
     for sizes in [
-        [("n", 1), ("k", 1), ("d", 1), ("m", 1), ("e", 1), ("f", 1)],
-        [
-            ("n", 257),
-            ("k", 7),
-            ("d", 33),
-            ("m", 31),
-            ("e", 34),
-            ("f", 595),
-        ],
-        [
-            ("n", 1025),
-            ("k", 100),
-            ("d", 3),
-            ("m", 5),
-            ("e", 4),
-            ("f", 10),
-        ],
+        [("n", 1), ("k", 1), ("d", 1), ("m", 1), ("f", 1)],
+        [("n", 257), ("k", 7), ("d", 33), ("m", 31), ("f", 595)],
+        [("n", 1025), ("k", 100), ("d", 3), ("m", 5), ("f", 10)],
     ] {
         let dims: BTreeMap<&str, usize> = sizes.into_iter().collect();
         for (name, p) in common::example_programs() {

@@ -2033,11 +2033,29 @@ fn weighted_fits_on_the_gpu_match_the_cpu() {
     }
 }
 
+/// A memory limit under which the features algorithm builds its features in blocks of rows
+/// (at least two), found by asking the chooser under ever smaller limits.
+fn limit_for_blocks(km: &KernelKMeans, n: usize, d: usize) -> u64 {
+    let mut limit: u64 = 1 << 30;
+    loop {
+        let choice = km
+            .clone()
+            .memory_limit(Some(limit))
+            .choose_algorithm(n, d)
+            .unwrap_or_else(|e| panic!("no limit gives blocks (at {limit} bytes: {e})"));
+        if (1..n).contains(&choice.feature_block_rows) {
+            return limit;
+        }
+        limit = limit * 7 / 8;
+    }
+}
+
 /// The features algorithm (polynomial kernels of degree 1 or 2 as the linear kernel on their
 /// explicit features) gives the stored kernel matrix's fit in f64: labels, iterations, best run,
 /// objective and predictions, for every initialisation, several runs, weighted points and
 /// standardised ones, shapes with one cluster, odd sizes and more features than points; on the
-/// CPU and, where there is one, on the GPU.
+/// CPU and, where there is one, on the GPU. So do the features built in blocks of rows every
+/// iteration, under a memory limit that leaves no room for them whole.
 #[test]
 fn features_give_the_fit_of_the_stored_kernel_matrix() {
     use popcorn::kkmeans::Algorithm;
@@ -2102,6 +2120,21 @@ fn features_give_the_fit_of_the_stored_kernel_matrix() {
                         stored.predict(points).expect("predict"),
                         "{what}"
                     );
+                    let asked = builder.clone().algorithm(Algorithm::Features);
+                    let limit = limit_for_blocks(&asked, n, d);
+                    let blocks = fit(&asked.memory_limit(Some(limit)), x, d);
+                    let rows = blocks.algorithm.feature_block_rows;
+                    let what = format!("{what}, blocks of {rows} rows");
+                    assert!((1..n).contains(&rows), "{what}");
+                    assert_eq!(blocks.labels, stored.labels, "{what}");
+                    assert_eq!(blocks.iterations, stored.iterations, "{what}");
+                    assert_eq!(blocks.best_run, stored.best_run, "{what}");
+                    assert_rel_close(&what, blocks.objective, stored.objective, 1e-9, scale);
+                    assert_eq!(
+                        blocks.predict(points).expect("predict"),
+                        stored.predict(points).expect("predict"),
+                        "{what}"
+                    );
                 }
             }
         }
@@ -2120,6 +2153,30 @@ fn auto_takes_the_features_where_they_pay_and_others_are_refused() {
     assert_eq!(choice.feature_dim, 66);
     assert!(choice.reason.contains("features"), "{}", choice.reason);
     assert!(choice.features_s < choice.stored_s.min(choice.recompute_s));
+    assert_eq!(choice.feature_block_rows, 0, "{}", choice.reason);
+    // Under a memory limit without room for them whole (105 MB in f64), the features are
+    // built in blocks of rows every iteration, still the fastest here; a limit without room
+    // for one row is refused, naming the memory and what to use instead.
+    let limited = poly.clone().memory_limit(Some(64 << 20));
+    let choice = limited.choose_algorithm(200_000, 10).expect("a choice");
+    assert_eq!(choice.algorithm, Algorithm::Features, "{}", choice.reason);
+    assert!(
+        (1..200_000).contains(&choice.feature_block_rows),
+        "{}",
+        choice.reason
+    );
+    assert!(choice.reason.contains("in blocks of"), "{}", choice.reason);
+    let err = poly
+        .clone()
+        .algorithm(Algorithm::Features)
+        .memory_limit(Some(1000))
+        .choose_algorithm(200_000, 10)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("even a row at a time") && err.contains("--algorithm recompute"),
+        "{err}"
+    );
     // Few points and many features: the features cost more than K.
     let wide = poly.choose_algorithm(300, 500).expect("a choice");
     assert_ne!(wide.algorithm, Algorithm::Features, "{}", wide.reason);

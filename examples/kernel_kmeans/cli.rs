@@ -167,6 +167,12 @@ pub struct Cli {
     #[arg(long, value_name = "ALGORITHM", default_value = "auto", value_parser = parse_algorithm)]
     pub algorithm: Algorithm,
 
+    /// The most memory (GPU, or host on the CPU) the fit plans to take: bytes, or a number
+    /// with K, M, G or T (powers of 1024), e.g. 1536M. Auto's choice and the features' blocks
+    /// of rows stay within it (the context's own memory comes on top)
+    #[arg(long, value_name = "BYTES", value_parser = parse_memory)]
+    pub memory_limit: Option<u64>,
+
     /// Device: cpu, cuda, cuda:N, cuda:0,1 (several GPUs), cuda:all or auto (default: $POPCORN_DEVICE, else the first GPU, else
     /// the CPU)
     #[arg(long, value_name = "DEVICE", value_parser = parse_device)]
@@ -318,6 +324,12 @@ fn parse_storage(s: &str) -> Result<KernelStorage, String> {
             .map(|h| KernelStorage(Some(h)))
             .map_err(|e| format!("{e}, or f32")),
     }
+}
+
+fn parse_memory(s: &str) -> Result<u64, String> {
+    popcorn::dsl::settings::parse_bytes(s).ok_or_else(|| {
+        format!("`{s}` is not a size; give bytes, or a whole number with K, M, G or T (1536M)")
+    })
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {

@@ -3,7 +3,7 @@
 use super::error::CliError;
 use super::setup::FitSpec;
 use popcorn::dsl::{DimBindings, PlannerConfig};
-use popcorn::kkmeans::{programs, Algorithm, Init, Kernel};
+use popcorn::kkmeans::{programs, Algorithm, AlgorithmChoice, Init, Kernel};
 use std::collections::BTreeMap;
 use std::io::Write;
 
@@ -12,15 +12,31 @@ use std::io::Write;
 /// Recomputed K: the iteration from the points (it gives the centroid norms too) and, for
 /// k-means++, the cross kernel of the points against one center. Features: the linear
 /// kernel's recompute programs (on the kernel's features).
-pub fn programs_of(spec: &FitSpec, algorithm: Algorithm) -> Vec<String> {
-    let p = &spec.params;
+pub fn programs_of(spec: &FitSpec, choice: &AlgorithmChoice) -> Vec<String> {
+    let (p, algorithm) = (&spec.params, choice.algorithm);
+    let kmeanspp = matches!(p.init, Init::KMeansPlusPlus { .. });
+    // The features in blocks: built and stepped block by block; the kernel's own cross
+    // kernel gives k-means++ its columns.
+    if algorithm == Algorithm::Features && choice.feature_block_rows > 0 {
+        let weighted = if p.sample_weight.is_some() {
+            "_weighted"
+        } else {
+            ""
+        };
+        let mut names = vec!["poly_features".to_string()];
+        if kmeanspp {
+            names.push(format!("cross_{}", p.kernel.name()));
+        }
+        names.push(format!("features_sums{weighted}"));
+        names.push(format!("features_step{weighted}"));
+        return names;
+    }
     // Programs are named after the kernel (`kernel_gaussian`); a precomputed K has none.
     let kernel = match (p.kernel, algorithm) {
         (Kernel::Precomputed, _) => "",
         (_, Algorithm::Features) => "linear",
         (other, _) => other.name(),
     };
-    let kmeanspp = matches!(p.init, Init::KMeansPlusPlus { .. });
     let mut names = Vec::new();
     if algorithm == Algorithm::Features {
         names.push("poly_features".into());
@@ -68,7 +84,7 @@ pub fn print_plans(
             "kernel matrix for {}: {} ({})\n",
             spec.name, choice.algorithm, choice.reason
         )?;
-        for mut name in programs_of(spec, choice.algorithm) {
+        for mut name in programs_of(spec, &choice) {
             if sparse_nnz.is_some() && name.starts_with("kernel_") && name != "kernel_column" {
                 name.push_str("_sparse");
             }
@@ -77,18 +93,24 @@ pub fn print_plans(
             }
             let program = programs::program(&name);
             seen.push(name.clone());
-            // The features algorithm's programs run on the kernel's features.
+            // The features algorithm's programs run on the kernel's features (in blocks of
+            // rows where they do not fit whole).
             let points_d = d;
+            let blocks = choice.feature_block_rows;
+            let on_points = name.starts_with("cross_") && blocks > 0;
             let d = match choice.algorithm {
-                Algorithm::Features => choice.feature_dim,
+                Algorithm::Features if !on_points => choice.feature_dim,
                 _ => d,
             };
+            let n = if blocks > 0 && !on_points { blocks } else { n };
             // k-means++'s cross kernel: every point (m of them) against one center; the
-            // features' build: [X, 1] (e columns) into f features.
+            // features' build: points of points_d columns into f features.
             let sizes = if name.starts_with("cross_") {
                 [("m", n), ("n", 1), ("d", d)]
             } else if name == "poly_features" {
-                [("n", n), ("e", points_d + 1), ("f", d)]
+                [("n", n), ("d", points_d), ("f", d)]
+            } else if name.starts_with("features_") {
+                [("m", n), ("f", d), ("k", spec.params.k)]
             } else {
                 [("n", n), ("d", d), ("k", spec.params.k)]
             };

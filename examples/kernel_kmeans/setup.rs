@@ -149,6 +149,7 @@ pub fn builder(cli: &Cli, kernel: Kernel, k: usize, device: DeviceSpec) -> Kerne
         .tf32(cli.tf32)
         .kernel_storage(cli.kernel_storage.0)
         .algorithm(cli.algorithm)
+        .memory_limit(cli.memory_limit)
         .device(device)
         .dtype(cli.dtype)
 }

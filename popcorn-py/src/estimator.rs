@@ -47,6 +47,22 @@ pub struct FitOptions<'py> {
     /// `"auto"`, `"stored"`, `"recompute"` or `"features"`.
     #[pyo3(default)]
     algorithm: Option<String>,
+    /// The most memory the fit plans to take: bytes, or a number with K, M, G or T (the
+    /// Python side passes integers as their digits).
+    #[pyo3(default)]
+    memory_limit: Option<String>,
+}
+
+/// The memory limit `text` gives (`None`: none).
+fn memory_limit_from(text: Option<&str>) -> PyResult<Option<u64>> {
+    let Some(text) = text else { return Ok(None) };
+    match popcorn::dsl::settings::parse_bytes(text) {
+        Some(bytes) if bytes > 0 => Ok(Some(bytes)),
+        _ => Err(value_error(format!(
+            "memory_limit = {text:?}; give None, a positive number of bytes, or a string such \
+             as \"2G\" or \"1536M\" (K, M, G, T: powers of 1024)"
+        ))),
+    }
 }
 
 /// The algorithm `name` names (`None`: auto).
@@ -152,7 +168,8 @@ fn builder(o: &FitOptions<'_>, d: usize) -> PyResult<KernelKMeans> {
         .device(device_spec(&o.device)?)
         .dtype(dtype_named(&o.dtype)?)
         .kernel_storage(kernel_storage_from(o.kernel_storage.as_deref())?)
-        .algorithm(algorithm_from(o.algorithm.as_deref())?);
+        .algorithm(algorithm_from(o.algorithm.as_deref())?)
+        .memory_limit(memory_limit_from(o.memory_limit.as_deref())?);
     Ok(km)
 }
 
@@ -286,6 +303,7 @@ fn results(py: Python<'_>, mut r: FitResult) -> PyResult<(Bound<'_, PyDict>, Nat
     out.set_item("dtype", dtype_name(r.dtype))?;
     out.set_item("algorithm", r.algorithm.algorithm.name())?;
     out.set_item("algorithm_reason", &r.algorithm.reason)?;
+    out.set_item("feature_block_rows", r.algorithm.feature_block_rows)?;
     out.set_item("weighted", r.weights.is_some())?;
     let t = &r.timings;
     let timings = PyDict::new(py);

@@ -275,6 +275,20 @@ def test_the_features_algorithm_gives_the_stored_fit_and_refuses_other_kernels(d
     assert fits["features"].inertia_ == pytest.approx(fits["stored"].inertia_, rel=1e-9)
     Y = uniform(4, 30, 4)
     np.testing.assert_array_equal(fits["features"].predict(Y), fits["stored"].predict(Y))
+    # Under a memory limit that leaves no room for them whole, the features are built in
+    # blocks of rows every iteration: the same fit.
+    blocks = KernelKMeans(
+        5, kernel="poly", degree=2, tol=0.0, dtype="float64", device=device,
+        algorithm="features", memory_limit=30_000,
+    ).fit(X)
+    assert 0 < blocks.feature_block_rows_ < 200
+    assert fits["features"].feature_block_rows_ == 0
+    np.testing.assert_array_equal(blocks.labels_, fits["stored"].labels_)
+    assert blocks.inertia_ == pytest.approx(fits["stored"].inertia_, rel=1e-9)
+    np.testing.assert_array_equal(blocks.predict(Y), fits["stored"].predict(Y))
+    for bad in [0, -5, True, "lots", 2.5]:
+        with pytest.raises(ValueError, match="memory_limit"):
+            KernelKMeans(3, memory_limit=bad, device="cpu").fit(X)
     with pytest.raises(ValueError, match="rbf|gaussian"):
         KernelKMeans(3, kernel="rbf", algorithm="features", device="cpu").fit(X)
     with pytest.raises(ValueError, match="algorithm"):

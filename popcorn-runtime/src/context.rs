@@ -254,6 +254,8 @@ pub struct Context {
     target: Option<popcorn_dsl::Target>,
     /// Runs may be recorded and replayed as CUDA graphs ([`Context::with_graphs`]).
     graphs: bool,
+    /// The most memory [`Context::memory_info`] reports free ([`Context::with_memory_budget`]).
+    memory_budget: Option<u64>,
 }
 
 fn dense_arg<'a, B>(bufs: &'a [B], shape: TensorShape) -> Arg<'a, B> {
@@ -307,6 +309,7 @@ impl Context {
             config,
             target: None,
             graphs: !popcorn_dsl::settings::settings().no_graphs,
+            memory_budget: None,
         })
     }
 
@@ -344,6 +347,7 @@ impl Context {
             config,
             target: None,
             graphs: !popcorn_dsl::settings::settings().no_graphs,
+            memory_budget: None,
         })
     }
 
@@ -405,6 +409,7 @@ impl Context {
             config,
             target: None,
             graphs: false,
+            memory_budget: None,
         })
     }
 
@@ -424,6 +429,7 @@ impl Context {
             config,
             target: None,
             graphs: false,
+            memory_budget: None,
         }
     }
 
@@ -436,6 +442,7 @@ impl Context {
             config: cpu_config(),
             target: None,
             graphs: false,
+            memory_budget: None,
         }
     }
 
@@ -569,9 +576,34 @@ impl Context {
         })
     }
 
-    /// Free and total device memory in bytes (GPU only).
+    /// Free and total memory in bytes: the GPU's, or on the CPU the host memory its buffers
+    /// may still take (`None` where unknown); free at most the context's memory budget
+    /// ([`Context::with_memory_budget`]).
     pub fn memory_info(&self) -> Option<(usize, usize)> {
-        with_engine!(self, e => e.backend.memory_info())
+        let info = with_engine!(self, e => e.backend.memory_info());
+        let Some(budget) = self.memory_budget else {
+            return info;
+        };
+        let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+        Some(match info {
+            Some((free, total)) => (free.min(budget), total),
+            None => (budget, budget),
+        })
+    }
+
+    /// The same context counting at most `bytes` as free in [`Context::memory_info`] (`None`:
+    /// what the device has): the choices made from it (Kernel K-means' algorithm and block
+    /// sizes) stay within the budget. It is a budget for planning; a GPU's allocations are
+    /// not capped by it (`POPCORN_MEMORY_LIMIT` caps a CPU context's buffers).
+    ///
+    /// ```
+    /// use popcorn_runtime::{Context, DeviceSpec};
+    /// let ctx = Context::new(DeviceSpec::Cpu).unwrap().with_memory_budget(Some(1 << 20));
+    /// assert!(ctx.memory_info().unwrap().0 <= 1 << 20);
+    /// ```
+    pub fn with_memory_budget(mut self, bytes: Option<u64>) -> Context {
+        self.memory_budget = bytes;
+        self
     }
 
     /// Runs `f` and returns its value with the milliseconds between a mark before and a mark

@@ -30,7 +30,10 @@ pub enum Algorithm {
     /// to `phi(x)` with `phi(x) . phi(y) = kappa(x, y)`, `D <= (d + 1) (d + 2) / 2` of them,
     /// and the linear kernel's recompute iterations on them (Lloyd's algorithm in feature
     /// space): `O(n D k)` work per iteration, memory `n D` values, no `n x n` value; the same
-    /// labels and objective as the other two, up to rounding.
+    /// labels and objective as the other two, up to rounding. Where `n D` values do not fit
+    /// in free memory (or [`KernelKMeans::memory_limit`](super::KernelKMeans::memory_limit)),
+    /// every iteration builds them block of rows by block, never whole
+    /// ([`AlgorithmChoice::feature_block_rows`]): memory linear in `n`, `d` values a point.
     Features,
 }
 
@@ -102,6 +105,11 @@ pub struct AlgorithmChoice {
     /// Features per point of the features algorithm (0 where the kernel has none).
     #[serde(default)]
     pub feature_dim: usize,
+    /// Rows of the blocks the features algorithm builds its features in every iteration,
+    /// never holding them whole, where they do not fit in memory whole; 0 where it holds them
+    /// whole (or runs another algorithm).
+    #[serde(default)]
+    pub feature_block_rows: usize,
 }
 
 impl AlgorithmChoice {
@@ -121,6 +129,7 @@ impl AlgorithmChoice {
             kernel_scale: 1.0,
             features_s: f64::INFINITY,
             feature_dim: 0,
+            feature_block_rows: 0,
         }
     }
 }
@@ -399,6 +408,7 @@ pub(crate) fn choose(
         kernel_scale: 1.0,
         features_s: f64::INFINITY,
         feature_dim: 0,
+        feature_block_rows: 0,
     })
 }
 

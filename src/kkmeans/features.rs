@@ -5,7 +5,8 @@
 //! kernel's on the features, so the fit runs the linear kernel's recompute plan on `phi(X)`:
 //! the sums by cluster reassociated as `phi(X) (phi(X)^T V^T)` (the planner's chain pass),
 //! `O(n D k)` work per iteration instead of `O(n^2 d)`, and no `n x n` value. This is
-//! [`Algorithm::Features`](super::Algorithm::Features).
+//! [`Algorithm::Features`](super::Algorithm::Features). Where `n x D` features do not fit in
+//! memory, the iterations build them in blocks of rows instead (`feature_blocks`).
 //!
 //! For `kappa(x, y) = (g x . y + c)^2 = g^2 (x . y)^2 + 2 g c (x . y) + c^2`:
 //! `phi(x) = [g x_a^2 (a < d), sqrt(2) g x_a x_b (a < b), sqrt(2 g c) x_a (a < d), c]`,
@@ -164,59 +165,63 @@ impl FeatureMap {
             .collect()
     }
 
-    /// The map as one-hot column selections of the points with a column of ones appended
-    /// (`e = d + 1` rows): feature `f` is `c[f] xe[a[f]] xe[b[f]]`, `a` and `b` given as
-    /// `e x dim()` matrices with one 1 a column (row-major), and `c` (see [`Self::terms`]).
-    fn selections(&self) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    /// The map as one-hot column selections: feature `f` is `c[f] xe[ia] xe[ib]` with
+    /// `xe = [x, 1]`, the columns of `x` picked by the `d x dim()` matrices `a` and `b` (one 1
+    /// in a column, row-major, or none where the factor is the 1) and the 1 by the vectors
+    /// `a1` and `b1`: `(a, a1, b, b1, c)` (see [`Self::terms`]).
+    fn selections(&self) -> Selections {
         let terms = self.terms();
-        let (e, dim) = (self.d + 1, terms.len());
-        let (mut a, mut b) = (vec![0.0; e * dim], vec![0.0; e * dim]);
-        for (f, (ia, ib, _)) in terms.iter().enumerate() {
-            a[ia * dim + f] = 1.0;
-            b[ib * dim + f] = 1.0;
+        let (d, dim) = (self.d, terms.len());
+        let mut sel = Selections {
+            a: vec![0.0; d * dim],
+            a1: vec![0.0; dim],
+            b: vec![0.0; d * dim],
+            b1: vec![0.0; dim],
+            c: Vec::with_capacity(dim),
+        };
+        for (f, (ia, ib, coef)) in terms.into_iter().enumerate() {
+            let pick = |m: &mut Vec<f64>, ones: &mut Vec<f64>, i: usize| match i < d {
+                true => m[i * dim + f] = 1.0,
+                false => ones[f] = 1.0,
+            };
+            pick(&mut sel.a, &mut sel.a1, ia);
+            pick(&mut sel.b, &mut sel.b1, ib);
+            sel.c.push(coef);
         }
-        (a, b, terms.into_iter().map(|(_, _, c)| c).collect())
+        sel
     }
 
-    /// Bytes the build takes besides the features, in elements of `size`: `[X, 1]` and the
-    /// two selection matrices on the device (and, in f64, on the host).
-    pub(crate) fn build_bytes(&self, n: usize, size: usize) -> u64 {
-        let e = self.d as u64 + 1;
-        let selections = 2 * e * self.dim() as u64;
-        (n as u64 * e + selections).saturating_mul(size as u64)
+    /// Bytes the build takes besides the points and the features, in elements of `size`:
+    /// the selection matrices on the device (and, in f64, on the host).
+    pub(crate) fn build_bytes(&self, size: usize) -> u64 {
+        let selections = (2 * self.d as u64 + 3) * self.dim() as u64;
+        selections.saturating_mul(size as u64)
     }
 
-    /// The features of `n` points (`n x d` row-major, on the host) computed on `ctx` by the
-    /// `poly_features` program, in strict arithmetic (each of its products picks a column
-    /// exactly), and left there: `n x dim()`.
+    /// The map's selections on `ctx`, to build features with.
+    pub(crate) fn builder(&self, ctx: &Context) -> Result<FeatureBuilder, FitError> {
+        let sel = self.selections();
+        let (d, dim) = (self.d, self.dim());
+        Ok(FeatureBuilder {
+            a: ctx.dense(d, dim, &sel.a)?,
+            a1: ctx.col(&sel.a1)?,
+            b: ctx.dense(d, dim, &sel.b)?,
+            b1: ctx.col(&sel.b1)?,
+            c: ctx.col(&sel.c)?,
+            config: build_config(ctx.config()),
+        })
+    }
+
+    /// The features of `n` points (`n x d` row-major, on the host) computed on `ctx` (see
+    /// [`FeatureBuilder::build`]) and left there: `n x dim()`.
     pub(crate) fn upload(
         &self,
         ctx: &mut Context,
         x: &[f64],
         n: usize,
     ) -> Result<crate::Tensor, FitError> {
-        let (d, e) = (self.d, self.d + 1);
-        let mut xe = vec![1.0; n * e];
-        for (row, p) in xe.chunks_mut(e).zip(x.chunks(d.max(1))) {
-            row[..d].copy_from_slice(&p[..d]);
-        }
-        let (a, b, c) = self.selections();
-        let dim = self.dim();
-        let xe = ctx.dense(n, e, &xe)?;
-        let (a, b) = (ctx.dense(e, dim, &a)?, ctx.dense(e, dim, &b)?);
-        let c = ctx.col(&c)?;
-        let saved = ctx.config().clone();
-        ctx.set_config(build_config(&saved));
-        let out = ctx.run(
-            super::programs::program("poly_features"),
-            &crate::Args::new()
-                .tensor("Xe", &xe)
-                .tensor("A", &a)
-                .tensor("B", &b)
-                .tensor("c", &c),
-        );
-        ctx.set_config(saved);
-        Ok(out?.take("Phi")?)
+        let points = ctx.dense(n, self.d, x)?;
+        self.builder(ctx)?.build(ctx, &points)
     }
 
     /// Bytes of `n` points' features in elements of `elem_bytes`.
@@ -227,9 +232,68 @@ impl FeatureMap {
     }
 }
 
+/// A map's selections on the host (see [`FeatureMap::selections`]).
+struct Selections {
+    a: Vec<f64>,
+    a1: Vec<f64>,
+    b: Vec<f64>,
+    b1: Vec<f64>,
+    c: Vec<f64>,
+}
+
+/// A feature map's selections on a device, and the configuration the features are built in:
+/// builds the features of points already there.
+pub(crate) struct FeatureBuilder {
+    a: crate::Tensor,
+    a1: crate::Tensor,
+    b: crate::Tensor,
+    b1: crate::Tensor,
+    c: crate::Tensor,
+    config: crate::PlannerConfig,
+}
+
+impl FeatureBuilder {
+    /// The features of the points `x` (`m x d`, on `ctx`), computed by the `poly_features`
+    /// program in strict arithmetic (each of its products picks a column exactly), into
+    /// `out`'s `Phi` (`m x dim`; reused where its shape fits).
+    pub(crate) fn build_into(
+        &self,
+        ctx: &mut Context,
+        x: &crate::Tensor,
+        out: &mut crate::Outputs,
+    ) -> Result<(), FitError> {
+        let saved = ctx.config().clone();
+        ctx.set_config(self.config.clone());
+        let run = ctx.run_into(
+            super::programs::program("poly_features"),
+            &crate::Args::new()
+                .tensor("X", x)
+                .tensor("A", &self.a)
+                .tensor("a", &self.a1)
+                .tensor("B", &self.b)
+                .tensor("b", &self.b1)
+                .tensor("c", &self.c),
+            out,
+        );
+        ctx.set_config(saved);
+        Ok(run?)
+    }
+
+    /// The features of the points `x` (`m x d`, on `ctx`), left there: `m x dim`.
+    pub(crate) fn build(
+        &self,
+        ctx: &mut Context,
+        x: &crate::Tensor,
+    ) -> Result<crate::Tensor, FitError> {
+        let mut out = crate::Outputs::default();
+        self.build_into(ctx, x, &mut out)?;
+        Ok(out.take("Phi")?)
+    }
+}
+
 /// The configuration the features are built in: `config` in strict arithmetic (TF32 would
 /// round the points its products pick).
-fn build_config(config: &crate::PlannerConfig) -> crate::PlannerConfig {
+pub(crate) fn build_config(config: &crate::PlannerConfig) -> crate::PlannerConfig {
     crate::PlannerConfig {
         tf32: false,
         ..config.clone()
@@ -288,7 +352,7 @@ pub(crate) fn choose(
         ctx,
         &build_config(ctx.config()),
         "poly_features",
-        &[("n", n), ("e", d + 1), ("f", dim)],
+        &[("n", n), ("d", d), ("f", dim)],
     );
     let (build_s, build_workspace) = build.as_ref().map_or((f64::INFINITY, 0), |p| {
         (p.estimated_seconds(), p.workspace_bytes() as u64)
@@ -297,31 +361,56 @@ pub(crate) fn choose(
     let per_iteration = plan
         .as_ref()
         .map_or(f64::INFINITY, |p| p.estimated_seconds());
-    let features_s = build_s + iterations as f64 * per_iteration;
+    let whole_s = build_s + iterations as f64 * per_iteration;
     let size = ctx.dtype().size_bytes();
-    // The features, and at the same time either what building them takes besides (its
-    // products are in the build plan's workspace) or what the iterations take besides.
+    // The features, and at the same time either what building them takes besides (the
+    // points, the selections, the build plan's workspace) or what the iterations take
+    // besides.
     let iteration_workspace = plan.as_ref().map_or(0, |p| p.workspace_bytes() as u64);
+    let points = n as u64 * d as u64 * size as u64;
     let needed = map.bytes(n, size).saturating_add(
-        map.build_bytes(n, size)
+        (points + map.build_bytes(size))
             .saturating_add(build_workspace)
             .max(iteration_workspace.saturating_add(3 * (n as u64) * (k as u64) * size as u64)),
     );
     let free = ctx.memory_info().map(|(free, _)| free as u64);
     let fits = free.is_none_or(|f| needed <= f);
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let memory = if ctx.is_gpu() {
         "GPU memory"
     } else {
         "host memory"
     };
-    let too_big = || {
-        format!(
-            "the kernel's {dim} features per point need {:.1} GiB with their build, and {:.1} \
-             GiB of {memory} are free",
-            gib(needed),
-            gib(free.unwrap_or(0))
-        )
+    let text = super::feature_blocks::bytes_text;
+    let too_big = format!(
+        "the kernel's {dim} features per point need {} whole with their build, and {} of \
+         {memory} are free",
+        text(needed),
+        text(free.unwrap_or(0))
+    );
+    // Whole where they fit; else built block of rows by block every iteration (a first
+    // pass sums the initial clusters' features).
+    let (features_s, block_rows, how) = if fits {
+        let how = format!(
+            "{dim} per point built in {build_s:.3} s, {:.3} ms per iteration, {} of them",
+            per_iteration * 1e3,
+            text(map.bytes(n, size))
+        );
+        (whole_s, 0, Ok(how))
+    } else {
+        match super::feature_blocks::layout(ctx, &map, (n, k), weighted, free) {
+            Ok(layout) => {
+                let how = format!(
+                    "{dim} per point built in blocks of {} rows every iteration, never whole \
+                     ({too_big}): {:.3} ms per iteration, {} in all",
+                    layout.rows,
+                    layout.per_iteration_s * 1e3,
+                    text(layout.bytes)
+                );
+                let seconds = (iterations + 1) as f64 * layout.per_iteration_s;
+                (seconds, layout.rows, Ok(how))
+            }
+            Err(why) => (f64::INFINITY, 0, Err(format!("{too_big}; {why}"))),
+        }
     };
     let base = others(Algorithm::Auto);
     let chosen = |mut choice: AlgorithmChoice, reason: String, summary: String| {
@@ -330,6 +419,7 @@ pub(crate) fn choose(
         choice.summary = summary;
         choice.features_s = features_s;
         choice.feature_dim = dim;
+        choice.feature_block_rows = block_rows;
         choice.fused_build = false;
         choice.kernel_scale = 1.0;
         choice
@@ -340,34 +430,42 @@ pub(crate) fn choose(
         iterations,
         ..AlgorithmChoice::given(n, ctx.dtype())
     };
+    let blocks = if block_rows > 0 { ", in blocks" } else { "" };
     if requested == Algorithm::Features {
-        plan?;
-        build?;
-        if !fits {
-            return Err(FitError::Parameter(format!(
-                "{}; use the recomputed kernel matrix (--algorithm recompute), whose memory is \
-                 linear in n and d",
-                too_big()
-            )));
+        if fits {
+            plan?;
+            build?;
         }
+        let how = how.map_err(|why| {
+            FitError::Parameter(format!(
+                "{why}; use the recomputed kernel matrix (--algorithm recompute), whose memory \
+                 is linear in n and d"
+            ))
+        })?;
         let reason = format!(
-            "asked for: the polynomial kernel's {dim} explicit features per point and the \
-             linear kernel's iterations on them"
+            "asked for: the polynomial kernel's explicit features and the linear kernel's \
+             iterations on them ({how})"
         );
-        let summary = format!("features ({dim} per point, asked for)");
+        let summary = format!("features ({dim} per point{blocks}, asked for)");
         return Ok((
             chosen(base.unwrap_or_else(|_| unknown()), reason, summary),
             Some(map),
         ));
     }
-    let usable = plan.is_ok() && build.is_ok() && fits;
+    let usable = match fits {
+        true => plan.is_ok() && build.is_ok(),
+        false => how.is_ok(),
+    };
     // Where neither of the other two can run, the features may.
     let mut base = match base {
         Ok(base) => base,
         Err(e) if !usable => return Err(e),
         Err(e) => {
-            let reason = format!("the other algorithms cannot run here ({e})");
-            let summary = format!("features ({dim} per point; the others cannot run)");
+            let reason = format!(
+                "the other algorithms cannot run here ({e}); features: {}",
+                how.unwrap_or_default()
+            );
+            let summary = format!("features ({dim} per point{blocks}; the others cannot run)");
             return Ok((chosen(unknown(), reason, summary), Some(map)));
         }
     };
@@ -379,22 +477,20 @@ pub(crate) fn choose(
         _ => base.recompute_s,
     };
     if !usable || features_s >= best_other {
-        if !fits {
-            base.reason.push_str(&format!("; {}", too_big()));
+        if let Err(why) = &how {
+            base.reason.push_str(&format!("; features: {why}"));
         }
         return Ok((base, None));
     }
     let reason = format!(
-        "estimated faster over {iterations} iterations: features {features_s:.3} s ({dim} \
-         per point built in {:.3} s, {:.3} ms per iteration, {:.2} GiB of them), stored \
-         {:.3} s, recompute {:.3} s",
-        build_s,
-        per_iteration * 1e3,
-        gib(map.bytes(n, size)),
+        "estimated faster over {iterations} iterations: features {features_s:.3} s ({}), \
+         stored {:.3} s, recompute {:.3} s",
+        how.unwrap_or_default(),
         base.stored_s,
         base.recompute_s
     );
-    let summary = format!("features (estimated {features_s:.3} s against {best_other:.3} s)");
+    let summary =
+        format!("features{blocks} (estimated {features_s:.3} s against {best_other:.3} s)");
     Ok((chosen(base, reason, summary), Some(map)))
 }
 
@@ -457,14 +553,16 @@ mod tests {
                 degree,
             };
             let map = FeatureMap::of(&kernel, 3).unwrap();
-            let (a, b, c) = map.selections();
+            let sel = map.selections();
             let dim = map.dim();
             let want = map.apply(&x, 2);
             for i in 0..2 {
-                let xe = [x[3 * i], x[3 * i + 1], x[3 * i + 2], 1.0];
+                let p = &x[3 * i..3 * i + 3];
                 for f in 0..dim {
-                    let pick = |m: &[f64]| (0..4).map(|r| xe[r] * m[r * dim + f]).sum::<f64>();
-                    let got = pick(&a) * pick(&b) * c[f];
+                    let pick = |m: &[f64], one: &[f64]| {
+                        (0..3).map(|r| p[r] * m[r * dim + f]).sum::<f64>() + one[f]
+                    };
+                    let got = pick(&sel.a, &sel.a1) * pick(&sel.b, &sel.b1) * sel.c[f];
                     assert!(
                         (got - want[i * dim + f]).abs() < 1e-12,
                         "({gamma}, {coef0}, {degree}) {i} {f}"

@@ -21,6 +21,7 @@
 mod algorithm;
 mod csr_upload;
 pub(crate) mod error;
+mod feature_blocks;
 mod features;
 mod init;
 mod model;
@@ -32,6 +33,7 @@ mod weights;
 pub use algorithm::{Algorithm, AlgorithmChoice, EXPECTED_ITERATIONS};
 pub(crate) use csr_upload::upload;
 pub use error::FitError;
+use feature_blocks::FeatureBlocks;
 pub use init::SplitMix64;
 use model::KernelPrograms;
 pub use model::{Model, ModelParts, Scaling};
@@ -367,6 +369,10 @@ pub struct KernelKMeans {
     pub kernel_storage: Option<Half>,
     /// Stored or recomputed kernel matrix.
     pub algorithm: Algorithm,
+    /// The most memory (GPU, or host on the CPU) the fit plans to take, in bytes; `None`: what
+    /// is free. See [`KernelKMeans::memory_limit`].
+    #[serde(default)]
+    pub memory_limit: Option<u64>,
     /// The points' weights (weighted Kernel K-means), one per point; `None`: every point
     /// weighs 1. Reported as [`FitResult::weights`], not with the parameters.
     #[serde(skip)]
@@ -392,6 +398,7 @@ impl KernelKMeans {
             tf32: false,
             kernel_storage: None,
             algorithm: Algorithm::Auto,
+            memory_limit: None,
             sample_weight: None,
         }
     }
@@ -485,9 +492,43 @@ impl KernelKMeans {
         self
     }
 
-    /// The context the fit runs in: the device, the element type, TF32 and K's storage.
+    /// Plans the fit within `bytes` of memory (GPU memory, or host memory on the CPU) where
+    /// less than that is free: the algorithm's choice counts at most this much as free, a
+    /// stored K that does not fit it is not taken, and the features algorithm builds its
+    /// features block of rows by block, never whole, where they do not fit it (see
+    /// [`Algorithm::Features`]). A fit that cannot be planned within it is an error naming
+    /// the memory it needs. It steers the plans; it does not cap a GPU's allocations (the
+    /// context's own memory, and the library's, come on top).
+    ///
+    /// ```
+    /// use popcorn::kkmeans::{Algorithm, Kernel, KernelKMeans, Points};
+    /// use popcorn::DeviceSpec;
+    ///
+    /// let x: Vec<f64> = (0..400).map(|i| ((i * 37) % 101) as f64 / 50.0).collect();
+    /// let points = Points::new(200, 2, &x).unwrap();
+    /// let km = KernelKMeans::new(3)
+    ///     .kernel(Kernel::Polynomial { gamma: 1.0, coef0: 1.0, degree: 2.0 })
+    ///     .algorithm(Algorithm::Features)
+    ///     .device(DeviceSpec::Cpu)
+    ///     .dtype(popcorn::DType::F64);
+    /// let whole = km.clone().fit(points).unwrap();
+    /// // 20 kB leaves no room for the features (200 x 6 values) whole: they are built in blocks.
+    /// let blocks = km.memory_limit(Some(20_000)).fit(points).unwrap();
+    /// assert_eq!(whole.algorithm.feature_block_rows, 0);
+    /// assert!(blocks.algorithm.feature_block_rows > 0);
+    /// assert_eq!(blocks.labels, whole.labels);
+    /// ```
+    pub fn memory_limit(mut self, bytes: Option<u64>) -> Self {
+        self.memory_limit = bytes;
+        self
+    }
+
+    /// The context the fit runs in: the device, the element type, TF32, K's storage and the
+    /// memory budget.
     fn context(&self) -> Result<Context, FitError> {
-        let ctx = Context::new(self.device)?.with_dtype(self.dtype);
+        let ctx = Context::new(self.device)?
+            .with_dtype(self.dtype)
+            .with_memory_budget(self.memory_limit);
         let mut config = popcorn_dsl::PlannerConfig {
             tf32: self.tf32,
             ..ctx.config().clone()
@@ -797,22 +838,39 @@ impl KernelKMeans {
         // kernel's features, on which the linear kernel's iterations run (their build counted
         // as the kernel matrix's time); the model keeps the points and the kernel, whose cross
         // kernel gives the same predictions.
+        // Where the features do not fit whole, the iterations build them block by block
+        // from the points in blocks (and the kernel's own programs give its columns).
+        let block_rows = choice.feature_block_rows;
         if feature_map.is_some() {
             report(control, &Progress::Phase("features"))?;
         }
         let points_start = Instant::now();
         let mut ctx = ctx;
         let (x, d_iter, iteration_kernel) = match &feature_map {
-            Some(m) => (
-                m.upload(&mut ctx, &x_host, points.n)?,
+            Some(m) if block_rows == 0 => (
+                Some(m.upload(&mut ctx, &x_host, points.n)?),
                 m.dim(),
                 Kernel::Linear,
             ),
+            Some(_) => (None, points.d, self.kernel),
             None => (
-                ctx.dense(points.n, points.d, &x_host)?,
+                Some(ctx.dense(points.n, points.d, &x_host)?),
                 points.d,
                 self.kernel,
             ),
+        };
+        let blocks = match &feature_map {
+            Some(m) if block_rows > 0 => {
+                let weights = self.sample_weight.as_deref().map(|w| {
+                    let s = weights::scale(w);
+                    w.iter().map(|v| v / s).collect()
+                });
+                let size = (points.n, self.k);
+                Some(FeatureBlocks::new(
+                    &ctx, m, &x_host, size, block_rows, weights,
+                )?)
+            }
+            _ => None,
         };
         ctx.synchronize()?;
         let points_s = points_start.elapsed().as_secs_f64();
@@ -859,7 +917,7 @@ impl KernelKMeans {
                 let built = ctx
                     .run(
                         build_programs.program("kernel"),
-                        &build_programs.bind(Args::new().tensor("X", &x)),
+                        &build_programs.bind(Args::new().tensor("X", points_on(&x)?)),
                     )
                     .map_err(suggest_recompute);
                 ctx.set_config(iteration_config);
@@ -869,10 +927,16 @@ impl KernelKMeans {
                 Some(kmat)
             }
         };
-        let source = match &kmat {
-            Some(kmat) => Source::Stored(kmat),
-            None => Source::Points {
-                x: &x,
+        let source = match (&kmat, &blocks) {
+            (Some(kmat), _) => Source::Stored(kmat),
+            (None, Some(blocks)) => Source::Blocks {
+                blocks,
+                host: &x_host,
+                d: points.d,
+                programs: &kernel_programs,
+            },
+            (None, None) => Source::Points {
+                x: points_on(&x)?,
                 host: &x_host,
                 d: d_iter,
                 programs: &kernel_programs,
@@ -885,7 +949,7 @@ impl KernelKMeans {
             None => choice,
         };
         let (mut result, norms) =
-            self.iterate(&ctx, &source, w.as_ref(), points.n, choice, control)?;
+            self.iterate(&mut ctx, &source, w.as_ref(), points.n, choice, control)?;
         let norms = match (norms, &kmat) {
             (Some(norms), _) => norms,
             (None, Some(kmat)) => self.stored_centroid_norms(&ctx, kmat, &result, w.as_ref())?,
@@ -898,6 +962,7 @@ impl KernelKMeans {
         // The model keeps the points, not K: its memory goes back now (the features' too).
         drop(kmat);
         drop(x);
+        drop(blocks);
         result.timings.upload_s = upload_s + prepare_s;
         result.timings.kernel_matrix_s = kernel_matrix_s + features_s;
         result.timings.total_s = start.elapsed().as_secs_f64();
@@ -1015,7 +1080,7 @@ impl KernelKMeans {
     /// `ctx` (held times `scale`; `largest` bounds its entries).
     fn fit_stored_kernel(
         &self,
-        ctx: Context,
+        mut ctx: Context,
         kmat: Tensor,
         n: usize,
         (scale, largest): (f64, f64),
@@ -1027,7 +1092,7 @@ impl KernelKMeans {
         let upload_s = start.elapsed().as_secs_f64();
         let choice = self.scaled_choice(AlgorithmChoice::given(n, ctx.dtype()), scale, largest);
         let source = Source::Stored(&kmat);
-        let (mut result, _) = self.iterate(&ctx, &source, w.as_ref(), n, choice, control)?;
+        let (mut result, _) = self.iterate(&mut ctx, &source, w.as_ref(), n, choice, control)?;
         let norms = self.stored_centroid_norms(&ctx, &kmat, &result, w.as_ref())?;
         drop(kmat);
         result.timings.upload_s = upload_s;
@@ -1063,7 +1128,7 @@ impl KernelKMeans {
     /// computed them.
     fn iterate(
         &self,
-        ctx: &Context,
+        ctx: &mut Context,
         source: &Source<'_>,
         w: Option<&Tensor>,
         n: usize,
@@ -1141,7 +1206,7 @@ impl KernelKMeans {
     #[allow(clippy::too_many_arguments)]
     fn run_once(
         &self,
-        ctx: &Context,
+        ctx: &mut Context,
         source: &Source<'_>,
         w: Option<&Tensor>,
         labels0: Vec<u32>,
@@ -1157,7 +1222,6 @@ impl KernelKMeans {
         let mut per_iteration_s = Vec::new();
         let mut converged = false;
         let k = self.k;
-        let iteration = source.iteration(w.is_some());
         // The device's weights are divided by this power of two (see `weights_on`): the
         // objective it computes is multiplied back, exactly.
         // A stored K held in 16 bits may be multiplied by a power of two (kernel_scale): the
@@ -1165,8 +1229,7 @@ impl KernelKMeans {
         let weight_scale = self.sample_weight.as_deref().map_or(1.0, weights::scale) / kernel_scale;
         for it in 1..=self.max_iter {
             let t = Instant::now();
-            ctx.run_into(iteration, &source.iteration_args(&labels, w, k), &mut out)?;
-            let objective = out.scalar("objective")?;
+            let (objective, changed) = source.step(ctx, &labels, w, k, &mut out)?;
             if !objective.is_finite() {
                 return Err(FitError::Input(format!(
                     "the objective is {objective} at iteration {it}: the kernel values overflow {}; scale the data (for example with zscore) or compute in f64",
@@ -1175,7 +1238,7 @@ impl KernelKMeans {
             }
             let objective = objective * weight_scale;
             // A sum of 0/1 values is zero exactly when nothing changed, in any precision.
-            let changed = out.scalar("changed")?.round() as usize;
+            let changed = changed.round() as usize;
             per_iteration_s.push(t.elapsed().as_secs_f64());
             history.push(objective);
             report(
@@ -1211,8 +1274,7 @@ impl KernelKMeans {
         let mut objective = *history.last().unwrap_or(&f64::NAN);
         if !converged {
             // Stopped by max_iter: the labels changed after the last objective was measured.
-            ctx.run_into(iteration, &source.iteration_args(&labels, w, k), &mut out)?;
-            objective = out.scalar("objective")? * weight_scale;
+            objective = source.step(ctx, &labels, w, k, &mut out)?.0 * weight_scale;
         }
         // The last iteration ran on the final labels: its centroid norms are theirs.
         let centroid_norms = source.centroid_norms(ctx, &out)?;
@@ -1227,6 +1289,14 @@ impl KernelKMeans {
             per_iteration_s,
         })
     }
+}
+
+/// The points (or their features) on the device, which every algorithm but the features in
+/// blocks uploads whole.
+fn points_on(x: &Option<Tensor>) -> Result<&Tensor, FitError> {
+    x.as_ref().ok_or_else(|| {
+        FitError::Parameter("the points are not on the device (a bug in popcorn)".into())
+    })
 }
 
 /// A stored kernel matrix that does not fit: the error also names the algorithm that needs no

@@ -59,6 +59,10 @@ mod tests {
             "cross_gaussian_sparse",
             "cross_sigmoid_sparse",
             "poly_features",
+            "features_step",
+            "features_step_weighted",
+            "features_sums",
+            "features_sums_weighted",
         ] {
             assert_eq!(super::program(name).name, name);
         }

@@ -1,7 +1,9 @@
-//! Where a fit's iterations read the kernel from: the stored matrix K, or the points, from
-//! which every iteration recomputes K's tiles ([`Algorithm::Recompute`](super::Algorithm)).
-//! Both give the same iteration outputs, K's diagonal and its columns (for k-means++).
+//! Where a fit's iterations read the kernel from: the stored matrix K, the points, from
+//! which every iteration recomputes K's tiles ([`Algorithm::Recompute`](super::Algorithm)),
+//! or the points in blocks whose features every iteration builds. All give the same
+//! iteration outputs, K's diagonal and its columns (for k-means++).
 
+use super::feature_blocks::FeatureBlocks;
 use super::{features::FeatureMap, model::KernelPrograms, programs::program, FitError};
 use crate::{Args, Context, Outputs, Tensor};
 use popcorn_dsl::Program;
@@ -25,36 +27,52 @@ pub(crate) enum Source<'a> {
         /// The feature map from `host`'s rows to `x`'s, for the features algorithm.
         features: Option<FeatureMap>,
     },
+    /// The points in blocks, whose features every iteration builds (the features algorithm
+    /// where they do not fit whole), the points on the host, and the kernel's own programs
+    /// (for its columns).
+    Blocks {
+        /// The blocks and the iterations' state.
+        blocks: &'a FeatureBlocks,
+        /// The points, row-major.
+        host: &'a [f64],
+        /// Features per point.
+        d: usize,
+        /// The kernel function's programs and scalar arguments.
+        programs: &'a KernelPrograms,
+    },
 }
 
 impl Source<'_> {
-    /// The program of one iteration, weighted or not.
-    pub fn iteration(&self, weighted: bool) -> &'static Program {
-        match (self, weighted) {
+    /// One iteration from `labels` (weighted by `w` where given) into `out` (its
+    /// `new_labels`, and whatever else the iteration gives): the objective and the number of
+    /// labels that changed.
+    pub fn step(
+        &self,
+        ctx: &mut Context,
+        labels: &Tensor,
+        w: Option<&Tensor>,
+        k: usize,
+        out: &mut Outputs,
+    ) -> Result<(f64, f64), FitError> {
+        let program = match (self, w.is_some()) {
+            (Source::Blocks { blocks, .. }, _) => return blocks.step(ctx, labels, out),
             (Source::Stored(_), false) => program("kkmeans_iteration"),
             (Source::Stored(_), true) => program("kkmeans_iteration_weighted"),
-            (Source::Points { programs, .. }, _) => {
+            (Source::Points { programs, .. }, weighted) => {
                 programs.program_weighted("kkmeans_recompute", weighted)
             }
-        }
-    }
-
-    /// The arguments of one iteration from `labels`, with the points' weights `w` where the
-    /// fit is weighted.
-    pub fn iteration_args<'b>(
-        &'b self,
-        labels: &'b Tensor,
-        w: Option<&'b Tensor>,
-        k: usize,
-    ) -> Args<'b> {
+        };
         let mut args = Args::new().tensor("labels", labels).dim("k", k);
         if let Some(w) = w {
             args = args.tensor("w", w);
         }
-        match self {
+        let args = match self {
             Source::Stored(kmat) => args.tensor("K", kmat),
             Source::Points { x, programs, .. } => programs.bind(args.tensor("X", x)),
-        }
+            Source::Blocks { .. } => unreachable!("stepped above"),
+        };
+        ctx.run_into(program, &args, out)?;
+        Ok((out.scalar("objective")?, out.scalar("changed")?))
     }
 
     /// The centroid norms of the input labels from an iteration's outputs, where the
@@ -67,6 +85,7 @@ impl Source<'_> {
         match self {
             Source::Stored(_) => Ok(None),
             Source::Points { .. } => Ok(Some(ctx.to_f64(out.tensor("cn")?)?)),
+            Source::Blocks { blocks, .. } => Ok(Some(blocks.centroid_norms())),
         }
     }
 
@@ -78,10 +97,7 @@ impl Source<'_> {
                     .map_err(crate::RuntimeError::from)?;
                 Ok(ctx.to_f64(ctx.run(&p, &Args::new().tensor("K", kmat))?.tensor("g")?)?)
             }
-            Source::Points { .. } => {
-                let out = self.cross(ctx, 0)?;
-                Ok(ctx.to_f64(out.tensor("s")?)?)
-            }
+            Source::Points { .. } | Source::Blocks { .. } => self.cross(ctx, 0, "s"),
         }
     }
 
@@ -98,33 +114,50 @@ impl Source<'_> {
                 )?;
                 Ok(ctx.to_f64(out.tensor("column")?)?)
             }
-            Source::Points { .. } => Ok(ctx.to_f64(self.cross(ctx, i)?.tensor("Kc")?)?),
+            Source::Points { .. } | Source::Blocks { .. } => self.cross(ctx, i, "Kc"),
         }
     }
 
-    /// The cross kernel of every point against point `i` (`Kc`, `n x 1`) and the points' own
-    /// kernel values (`s`), from the points.
-    fn cross(&self, ctx: &Context, i: usize) -> Result<Outputs, FitError> {
-        let Source::Points {
-            x,
-            host,
-            d,
-            programs,
-            features,
-        } = self
-        else {
-            return Err(FitError::Parameter(
-                "the cross kernel needs the points (a bug in popcorn)".into(),
-            ));
-        };
-        let center = match features {
-            Some(map) => {
-                let p = map.input_dim();
-                ctx.dense(1, *d, &map.row(&host[i * p..(i + 1) * p]))?
+    /// The cross kernel of every point against point `i` (`Kc`, `n x 1`) or the points' own
+    /// kernel values (`s`), from the points: output `name` of the cross program.
+    fn cross(&self, ctx: &Context, i: usize, name: &str) -> Result<Vec<f64>, FitError> {
+        match self {
+            Source::Points {
+                x,
+                host,
+                d,
+                programs,
+                features,
+            } => {
+                let center = match features {
+                    Some(map) => {
+                        let p = map.input_dim();
+                        ctx.dense(1, *d, &map.row(&host[i * p..(i + 1) * p]))?
+                    }
+                    None => ctx.dense(1, *d, &host[i * d..(i + 1) * d])?,
+                };
+                let args = programs.bind(Args::new().tensor("Y", x).tensor("X", &center));
+                Ok(ctx.to_f64(ctx.run(programs.program("cross"), &args)?.tensor(name)?)?)
             }
-            None => ctx.dense(1, *d, &host[i * d..(i + 1) * d])?,
-        };
-        let args = programs.bind(Args::new().tensor("Y", x).tensor("X", &center));
-        Ok(ctx.run(programs.program("cross"), &args)?)
+            Source::Blocks {
+                blocks,
+                host,
+                d,
+                programs,
+            } => {
+                // The kernel's own cross program on each block of points.
+                let center = ctx.dense(1, *d, &host[i * d..(i + 1) * d])?;
+                let mut values = Vec::with_capacity(host.len() / d.max(&1));
+                for (_, x) in blocks.points() {
+                    let args = programs.bind(Args::new().tensor("Y", x).tensor("X", &center));
+                    let out = ctx.run(programs.program("cross"), &args)?;
+                    values.extend(ctx.to_f64(out.tensor(name)?)?);
+                }
+                Ok(values)
+            }
+            Source::Stored(_) => Err(FitError::Parameter(
+                "the cross kernel needs the points (a bug in popcorn)".into(),
+            )),
+        }
     }
 }

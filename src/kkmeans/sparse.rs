@@ -76,7 +76,7 @@ impl KernelKMeans {
         let scale = self.kernel_scale(bound)?;
         let start = Instant::now();
         report(control, &Progress::Phase("upload"))?;
-        let ctx = self.context()?;
+        let mut ctx = self.context()?;
         let xt = upload(&ctx, x)?;
         let w = self.weights_on(&ctx)?;
         // The product library's one-time setup, with the context's rather than in K's time.
@@ -96,8 +96,14 @@ impl KernelKMeans {
         ctx.synchronize()?;
         let kernel_matrix_s = t.elapsed().as_secs_f64();
         let choice = self.scaled_choice(AlgorithmChoice::sparse(n, ctx.dtype()), scale, bound);
-        let (mut result, _) =
-            self.iterate(&ctx, &Source::Stored(&kmat), w.as_ref(), n, choice, control)?;
+        let (mut result, _) = self.iterate(
+            &mut ctx,
+            &Source::Stored(&kmat),
+            w.as_ref(),
+            n,
+            choice,
+            control,
+        )?;
         let norms = self.stored_centroid_norms(&ctx, &kmat, &result, w.as_ref())?;
         drop(kmat);
         result.timings.upload_s = upload_s;

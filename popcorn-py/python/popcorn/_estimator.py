@@ -37,6 +37,21 @@ def _dtype_name(dtype):
         raise ValueError(f"dtype={dtype!r} is not a numpy dtype; use 'float32' or 'float64'") from e
 
 
+def _memory_limit_text(limit):
+    """``memory_limit`` as the native side reads it: ``None``, or bytes as text (``"2G"``)."""
+    if limit is None:
+        return None
+    if isinstance(limit, (bool, np.bool_)):
+        raise ValueError(f"memory_limit={limit!r}; give None, bytes, or a string such as '2G'")
+    if isinstance(limit, (int, np.integer)):
+        if limit <= 0:
+            raise ValueError(f"memory_limit={limit!r}; give a positive number of bytes")
+        return str(int(limit))
+    if isinstance(limit, str):
+        return limit
+    raise ValueError(f"memory_limit={limit!r}; give None, bytes, or a string such as '2G'")
+
+
 def _csr_arrays(X):
     """The ``indptr``, ``indices``, ``data`` and ``shape`` of the CSR matrix ``X``, its indices
     sorted and duplicates summed (on a copy: ``X`` is left as it is)."""
@@ -106,6 +121,12 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         (polynomial kernels of degree 1 or 2: the linear kernel on the kernel's explicit
         features, ``(d + 1) (d + 2) / 2`` at most, no ``n x n`` value), or ``"auto"`` (the
         fastest the cost model finds that fits in memory).
+    memory_limit : int, str or None, default=None
+        The most memory (GPU, or host on the CPU) the fit plans to take: bytes, or a string
+        such as ``"2G"`` or ``"1536M"`` (powers of 1024). ``"auto"``'s choice stays within it,
+        and ``"features"`` builds its features block of rows by block every iteration, never
+        whole, where they do not fit it (``feature_block_rows_`` says how many rows). It
+        steers the plans; it does not cap the device's own allocations.
     random_state : int, RandomState instance or None, default=None
         Seeds the random inits.
 
@@ -138,6 +159,9 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         The device the fit ran on, in words.
     algorithm_ : str
         ``"stored"``, ``"recompute"`` or ``"features"``: how the kernel matrix was had.
+    feature_block_rows_ : int
+        With ``"features"``, the rows of the blocks its features were built in every
+        iteration where they did not fit in memory whole (``memory_limit``); else 0.
     """
 
     def __init__(
@@ -157,6 +181,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         dtype="float32",
         kernel_storage=None,
         algorithm="auto",
+        memory_limit=None,
         random_state=None,
     ):
         self.n_clusters = n_clusters
@@ -173,6 +198,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         self.dtype = dtype
         self.kernel_storage = kernel_storage
         self.algorithm = algorithm
+        self.memory_limit = memory_limit
         self.random_state = random_state
 
     def _check_input(self, X, reset):
@@ -240,6 +266,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
             "dtype": _dtype_name(self.dtype),
             "kernel_storage": self.kernel_storage,
             "algorithm": self.algorithm,
+            "memory_limit": _memory_limit_text(self.memory_limit),
         }
         if sp.issparse(X):
             result, model = _native.fit_sparse(*_csr_arrays(X), options, sample_weight)
@@ -255,6 +282,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         self.timings_ = result["timings"]
         self.device_ = result["device"]
         self.algorithm_ = result["algorithm"]
+        self.feature_block_rows_ = result["feature_block_rows"]
         return self
 
     def fit_predict(self, X, y=None, sample_weight=None):

@@ -1,0 +1,326 @@
+//! The features algorithm with its features never held whole: where `n x D` features do not
+//! fit in memory, every iteration builds them block of rows by block (`poly_features`) and
+//! runs `features_step` on each block against the centroids' features, `k x D` values. The
+//! memory is the points, one block's features and the plans' workspaces: linear in `n` with a
+//! small factor (`d` values a point), whatever `D`.
+//!
+//! An iteration is Lloyd's algorithm in feature space: the centroids of the input labels come
+//! from their clusters' feature sums (kept from the iteration before, which summed the
+//! features by its new labels while it had them, or summed in a pass of their own), divided
+//! by the clusters' sizes (weights) on the host in f64; each block then gives its new labels,
+//! its parts of the objective and of the changed count, and its features summed by new label.
+//! The outputs are the other algorithms', up to rounding.
+
+use super::algorithm::{plan_of, recompute_config};
+use super::features::{FeatureBuilder, FeatureMap};
+use super::programs::program;
+use super::FitError;
+use crate::{Args, Context, Outputs, Tensor};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// A size in bytes for people: GiB, MiB or KiB, whichever reads best.
+pub(crate) fn bytes_text(bytes: u64) -> String {
+    let b = bytes as f64;
+    match bytes {
+        b_ if b_ >= 1 << 30 => format!("{:.2} GiB", b / (1u64 << 30) as f64),
+        b_ if b_ >= 1 << 20 => format!("{:.1} MiB", b / (1u64 << 20) as f64),
+        _ => format!("{:.1} KiB", b / 1024.0),
+    }
+}
+
+/// How a fit's features are built block by block: rows a block, and what that costs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct BlockLayout {
+    /// Rows of every block but the last (which may be smaller).
+    pub rows: usize,
+    /// Estimated seconds of one iteration (every block built and stepped, and the host's
+    /// exchanges), by the target's cost model.
+    pub per_iteration_s: f64,
+    /// Bytes the fit's values take on the device at most.
+    pub bytes: u64,
+}
+
+/// The step program, weighted or not.
+fn step_program(weighted: bool) -> &'static str {
+    if weighted {
+        "features_step_weighted"
+    } else {
+        "features_step"
+    }
+}
+
+/// The block layout of a fit of `n` points (`map`'s input dimension each) into `k` clusters
+/// within `free` bytes (`None`: unknown, one block), or why there is none.
+pub(crate) fn layout(
+    ctx: &Context,
+    map: &FeatureMap,
+    (n, k): (usize, usize),
+    weighted: bool,
+    free: Option<u64>,
+) -> Result<BlockLayout, String> {
+    let (d, dim) = (map.input_dim(), map.dim());
+    let size = ctx.dtype().size_bytes() as u64;
+    let build_config = super::features::build_config(ctx.config());
+    let step_config = recompute_config(ctx.config());
+    let plans = |m: usize| -> Result<(crate::Plan, crate::Plan), String> {
+        let build = plan_of(
+            ctx,
+            &build_config,
+            "poly_features",
+            &[("n", m), ("d", d), ("f", dim)],
+        )
+        .map_err(|e| e.to_string())?;
+        let step = plan_of(
+            ctx,
+            &step_config,
+            step_program(weighted),
+            &[("m", m), ("f", dim), ("k", k)],
+        )
+        .map_err(|e| e.to_string())?;
+        Ok((build, step))
+    };
+    // Bytes a block of m rows takes: both plans' workspaces, its features and the step's
+    // outputs (labels, S), and its points' labels and weights.
+    let block_bytes = |m: usize| -> Result<u64, String> {
+        let (build, step) = plans(m)?;
+        let m = m as u64;
+        Ok(build.workspace_bytes() as u64
+            + step.workspace_bytes() as u64
+            + m * dim as u64 * size
+            + k as u64 * dim as u64 * size
+            + m * (8 + size))
+    };
+    // What every block shares: the points (in blocks), the labels (in, out), the weights,
+    // the selections, and the centroids' features and norms.
+    let fixed = n as u64 * (d as u64 * size + 8 + size)
+        + map.build_bytes(size as usize)
+        + (k as u64 * dim as u64 + k as u64) * size;
+    let probe = n.clamp(1, 4096);
+    let per_row = block_bytes(probe)?.div_ceil(probe as u64);
+    // Blocks of two sizes keep two sets of plans (the last block's may be smaller).
+    let rows = match free {
+        None => n,
+        Some(free) => {
+            let usable = (free as f64 * 0.9) as u64;
+            let most = usable.saturating_sub(fixed) / (2 * per_row).max(1);
+            let most = usize::try_from(most).unwrap_or(usize::MAX);
+            if most == 0 {
+                return Err(format!(
+                    "even a row at a time, the features need {} with the points, and {} are \
+                     free",
+                    bytes_text(fixed + 2 * per_row),
+                    bytes_text(free)
+                ));
+            }
+            // As few blocks as fit, of equal sizes.
+            let blocks = n.div_ceil(most.min(n));
+            n.div_ceil(blocks)
+        }
+    };
+    let blocks = n.div_ceil(rows);
+    let last = n - (blocks - 1) * rows;
+    let (build, step) = plans(rows)?;
+    let mut per_iteration_s =
+        (blocks - 1) as f64 * (build.estimated_seconds() + step.estimated_seconds());
+    let (build_last, step_last) = plans(last)?;
+    per_iteration_s += build_last.estimated_seconds() + step_last.estimated_seconds();
+    // The host's exchanges: the labels both ways, every block's sums back, a few read-backs
+    // a block (about 20 us each on a GPU).
+    let host_bytes = 8.0 * n as f64 + (blocks * k * dim) as f64 * size as f64;
+    per_iteration_s += host_bytes / 10e9 + blocks as f64 * 4.0 * 20e-6;
+    let mut bytes = fixed + block_bytes(rows)?;
+    if last != rows {
+        bytes += block_bytes(last)?;
+    }
+    Ok(BlockLayout {
+        rows,
+        per_iteration_s,
+        bytes,
+    })
+}
+
+/// One block of rows: its points on the device and their weights (divided by the fit's
+/// weight scale) where the fit is weighted.
+struct Block {
+    rows: Range<usize>,
+    x: Tensor,
+    w: Option<Tensor>,
+}
+
+/// The iterations' state between steps.
+#[derive(Default)]
+struct State {
+    /// Labels and their clusters' feature sums (`k x D`, row-major), from the last step.
+    sums: Option<(Vec<u32>, Vec<f64>)>,
+    /// The centroid norms of the last step's input labels.
+    centroid_norms: Vec<f64>,
+    /// Each block size's build and step outputs, reused.
+    outputs: HashMap<usize, (Outputs, Outputs)>,
+}
+
+/// A fit's points in blocks on the device, their feature map's selections and the iterations'
+/// state (see the module documentation).
+pub(crate) struct FeatureBlocks {
+    builder: FeatureBuilder,
+    blocks: Vec<Block>,
+    n: usize,
+    dim: usize,
+    k: usize,
+    /// The points' weights divided by the fit's weight scale, where weighted.
+    weights: Option<Vec<f64>>,
+    state: RefCell<State>,
+}
+
+impl FeatureBlocks {
+    /// `n` points (`x`, row-major, `map`'s input dimension each) in blocks of `rows` on `ctx`,
+    /// weighted by `weights` (divided by the fit's weight scale) where given, for `k` clusters.
+    pub(crate) fn new(
+        ctx: &Context,
+        map: &FeatureMap,
+        x: &[f64],
+        (n, k): (usize, usize),
+        rows: usize,
+        weights: Option<Vec<f64>>,
+    ) -> Result<FeatureBlocks, FitError> {
+        let d = map.input_dim();
+        let rows = rows.clamp(1, n.max(1));
+        let blocks = (0..n)
+            .step_by(rows)
+            .map(|start| {
+                let range = start..(start + rows).min(n);
+                let w = match &weights {
+                    Some(w) => Some(ctx.col(&w[range.clone()])?),
+                    None => None,
+                };
+                Ok(Block {
+                    x: ctx.dense(range.len(), d, &x[range.start * d..range.end * d])?,
+                    rows: range,
+                    w,
+                })
+            })
+            .collect::<Result<Vec<_>, FitError>>()?;
+        Ok(FeatureBlocks {
+            builder: map.builder(ctx)?,
+            blocks,
+            n,
+            dim: map.dim(),
+            k,
+            weights,
+            state: RefCell::default(),
+        })
+    }
+
+    /// The points of every block on the device, with their rows.
+    pub(crate) fn points(&self) -> impl Iterator<Item = (Range<usize>, &Tensor)> {
+        self.blocks.iter().map(|b| (b.rows.clone(), &b.x))
+    }
+
+    /// One iteration from `labels` (on `ctx`): the objective and the number of labels that
+    /// changed; the new labels go into `out` as `new_labels`.
+    pub(crate) fn step(
+        &self,
+        ctx: &mut Context,
+        labels: &Tensor,
+        out: &mut Outputs,
+    ) -> Result<(f64, f64), FitError> {
+        let labels = ctx.to_u32(labels)?;
+        let kept = self.state.borrow_mut().sums.take();
+        let sums = match kept {
+            Some((l, sums)) if l == labels => sums,
+            _ => self.sums(ctx, &labels)?,
+        };
+        let (centroids, norms) = self.centroids(&labels, &sums);
+        let c = ctx.dense(self.k, self.dim, &centroids)?;
+        let cn = ctx.col(&norms)?;
+        let mut new_labels = vec![0u32; self.n];
+        let mut next = vec![0.0; self.k * self.dim];
+        let (mut objective, mut changed) = (0.0, 0.0);
+        let mut state = self.state.borrow_mut();
+        for block in &self.blocks {
+            let block_labels = ctx.index(&labels[block.rows.clone()])?;
+            let (features, stepped) = state.outputs.entry(block.rows.len()).or_default();
+            self.builder.build_into(ctx, &block.x, features)?;
+            let mut args = Args::new()
+                .tensor("Phi", features.tensor("Phi")?)
+                .tensor("labels", &block_labels)
+                .tensor("C", &c)
+                .tensor("cn", &cn);
+            if let Some(w) = &block.w {
+                args = args.tensor("w", w);
+            }
+            ctx.run_into(program(step_program(block.w.is_some())), &args, stepped)?;
+            objective += stepped.scalar("objective")?;
+            changed += stepped.scalar("changed")?;
+            new_labels[block.rows.clone()]
+                .copy_from_slice(&ctx.to_u32(stepped.tensor("new_labels")?)?);
+            add(&mut next, &ctx.to_f64(stepped.tensor("S")?)?);
+        }
+        out.insert("new_labels", ctx.index(&new_labels)?);
+        state.sums = Some((new_labels, next));
+        state.centroid_norms = norms;
+        Ok((objective, changed))
+    }
+
+    /// The centroid norms of the last step's input labels.
+    pub(crate) fn centroid_norms(&self) -> Vec<f64> {
+        self.state.borrow().centroid_norms.clone()
+    }
+
+    /// The features summed by `labels`' clusters (weighted), `k x D`, a pass over the blocks.
+    fn sums(&self, ctx: &mut Context, labels: &[u32]) -> Result<Vec<f64>, FitError> {
+        let name = match self.weights {
+            Some(_) => "features_sums_weighted",
+            None => "features_sums",
+        };
+        let mut sums = vec![0.0; self.k * self.dim];
+        let mut state = self.state.borrow_mut();
+        for block in &self.blocks {
+            let block_labels = ctx.index(&labels[block.rows.clone()])?;
+            let (features, _) = state.outputs.entry(block.rows.len()).or_default();
+            self.builder.build_into(ctx, &block.x, features)?;
+            let mut args = Args::new()
+                .tensor("Phi", features.tensor("Phi")?)
+                .tensor("labels", &block_labels)
+                .dim("k", self.k);
+            if let Some(w) = &block.w {
+                args = args.tensor("w", w);
+            }
+            let out = ctx.run(program(name), &args)?;
+            add(&mut sums, &ctx.to_f64(out.tensor("S")?)?);
+        }
+        Ok(sums)
+    }
+
+    /// The centroids' features (the clusters' sums over their sizes or weights) and squared
+    /// norms (`+inf` for an empty cluster, whose features are 0), in f64.
+    fn centroids(&self, labels: &[u32], sums: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let mut sizes = vec![0.0; self.k];
+        for (i, &l) in labels.iter().enumerate() {
+            sizes[l as usize] += self.weights.as_ref().map_or(1.0, |w| w[i]);
+        }
+        let mut centroids = sums.to_vec();
+        let norms = centroids
+            .chunks_mut(self.dim)
+            .zip(&sizes)
+            .map(|(row, &size)| {
+                if size > 0.0 {
+                    row.iter_mut().for_each(|v| *v /= size);
+                    row.iter().map(|v| v * v).sum()
+                } else {
+                    row.fill(0.0);
+                    f64::INFINITY
+                }
+            })
+            .collect();
+        (centroids, norms)
+    }
+}
+
+/// `acc += values`, element by element.
+fn add(acc: &mut [f64], values: &[f64]) {
+    for (a, v) in acc.iter_mut().zip(values) {
+        *a += v;
+    }
+}
