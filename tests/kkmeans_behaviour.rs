@@ -2034,17 +2034,19 @@ fn weighted_fits_on_the_gpu_match_the_cpu() {
 }
 
 /// A memory limit under which the features algorithm builds its features in blocks of rows
-/// (at least two), found by asking the chooser under ever smaller limits.
-fn limit_for_blocks(km: &KernelKMeans, n: usize, d: usize) -> u64 {
+/// (at least two), found by asking the chooser under ever smaller limits; `None` where blocks
+/// never fit in less than the features whole (a few points, whose selections and sums
+/// outweigh their features).
+fn limit_for_blocks(km: &KernelKMeans, n: usize, d: usize) -> Option<u64> {
     let mut limit: u64 = 1 << 30;
     loop {
         let choice = km
             .clone()
             .memory_limit(Some(limit))
             .choose_algorithm(n, d)
-            .unwrap_or_else(|e| panic!("no limit gives blocks (at {limit} bytes: {e})"));
+            .ok()?;
         if (1..n).contains(&choice.feature_block_rows) {
-            return limit;
+            return Some(limit);
         }
         limit = limit * 7 / 8;
     }
@@ -2061,6 +2063,9 @@ fn features_give_the_fit_of_the_stored_kernel_matrix() {
     use popcorn::kkmeans::Algorithm;
     let (blob_x, _) = blobs(37, &[&[0.0, 0.0], &[3.0, 0.5], &[1.0, 4.0]], 21, 0.9);
     let wide = uniform_points(9, 13, 7);
+    // More features (231) than points too, but enough points for blocks of rows to fit in
+    // less memory than the features whole.
+    let wider = uniform_points(4, 150, 20);
     let mut devices = vec![DeviceSpec::Cpu];
     if common::gpu_or_skip(DType::F64).is_some() {
         devices.push(DeviceSpec::Cuda(0));
@@ -2083,7 +2088,13 @@ fn features_give_the_fit_of_the_stored_kernel_matrix() {
             degree: 1.0,
         },
     ];
-    let cases: [(&[f64], usize, usize); 3] = [(&blob_x, 2, 4), (&wide, 7, 3), (&blob_x, 2, 1)];
+    let cases: [(&[f64], usize, usize); 4] = [
+        (&blob_x, 2, 4),
+        (&wide, 7, 3),
+        (&wider, 20, 5),
+        (&blob_x, 2, 1),
+    ];
+    let mut blocks_tested = 0;
     for device in devices {
         for kernel in kernels {
             for (x, d, k) in cases {
@@ -2121,7 +2132,11 @@ fn features_give_the_fit_of_the_stored_kernel_matrix() {
                         "{what}"
                     );
                     let asked = builder.clone().algorithm(Algorithm::Features);
-                    let limit = limit_for_blocks(&asked, n, d);
+                    let Some(limit) = limit_for_blocks(&asked, n, d) else {
+                        assert!(n < 20, "{what}: no memory limit gives blocks");
+                        continue;
+                    };
+                    blocks_tested += 1;
                     let blocks = fit(&asked.memory_limit(Some(limit)), x, d);
                     let rows = blocks.algorithm.feature_block_rows;
                     let what = format!("{what}, blocks of {rows} rows");
@@ -2139,6 +2154,11 @@ fn features_give_the_fit_of_the_stored_kernel_matrix() {
             }
         }
     }
+    // Every case but the 13 points ran in blocks too.
+    assert!(
+        blocks_tested >= 3 * 3 * 4,
+        "{blocks_tested} cases in blocks"
+    );
 }
 
 /// `Auto` takes the features where the cost model finds them faster (many points, few
@@ -2174,7 +2194,8 @@ fn auto_takes_the_features_where_they_pay_and_others_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("even a row at a time") && err.contains("--algorithm recompute"),
+        err.contains("in blocks of rows the features need at least")
+            && err.contains("--algorithm recompute"),
         "{err}"
     );
     // Few points and many features: the features cost more than K.

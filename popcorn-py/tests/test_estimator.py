@@ -279,7 +279,7 @@ def test_the_features_algorithm_gives_the_stored_fit_and_refuses_other_kernels(d
     # blocks of rows every iteration: the same fit.
     blocks = KernelKMeans(
         5, kernel="poly", degree=2, tol=0.0, dtype="float64", device=device,
-        algorithm="features", memory_limit=30_000,
+        algorithm="features", memory_limit=50_000,
     ).fit(X)
     assert 0 < blocks.feature_block_rows_ < 200
     assert fits["features"].feature_block_rows_ == 0

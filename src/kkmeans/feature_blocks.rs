@@ -81,15 +81,16 @@ pub(crate) fn layout(
         .map_err(|e| e.to_string())?;
         Ok((build, step))
     };
-    // Bytes a block of m rows takes: both plans' workspaces, its features and the step's
-    // outputs (labels, S), and its points' labels and weights.
+    // Bytes a block of m rows takes: both plans' workspaces, its features, its points'
+    // labels (both ways) and weights; and every block its own sums (read back after all
+    // blocks are queued).
+    let sums_bytes = k as u64 * dim as u64 * size;
     let block_bytes = |m: usize| -> Result<u64, String> {
         let (build, step) = plans(m)?;
         let m = m as u64;
         Ok(build.workspace_bytes() as u64
             + step.workspace_bytes() as u64
             + m * dim as u64 * size
-            + k as u64 * dim as u64 * size
             + m * (8 + size))
     };
     // What every block shares: the points (in blocks), the labels (in, out), the weights,
@@ -100,23 +101,34 @@ pub(crate) fn layout(
     let probe = n.clamp(1, 4096);
     let per_row = block_bytes(probe)?.div_ceil(probe as u64);
     // Blocks of two sizes keep two sets of plans (the last block's may be smaller).
+    let need =
+        |rows: usize| fixed + 2 * per_row * rows as u64 + n.div_ceil(rows) as u64 * sums_bytes;
+    // The rows a block that need least (more blocks keep more sums, fewer hold more rows).
+    let thriftiest =
+        ((n as f64 * sums_bytes as f64 / (2 * per_row) as f64).sqrt() as usize).clamp(1, n.max(1));
     let rows = match free {
         None => n,
         Some(free) => {
             let usable = (free as f64 * 0.9) as u64;
             let most = usable.saturating_sub(fixed) / (2 * per_row).max(1);
-            let most = usize::try_from(most).unwrap_or(usize::MAX);
-            if most == 0 {
+            let most = usize::try_from(most)
+                .unwrap_or(usize::MAX)
+                .clamp(1, n.max(1));
+            // As few blocks as fit, of equal sizes (each block's sums counted too).
+            let mut blocks = n.div_ceil(most);
+            while need(n.div_ceil(blocks)) > usable && n.div_ceil(blocks) > thriftiest {
+                blocks += 1;
+            }
+            let rows = n.div_ceil(blocks);
+            if need(rows) > usable {
                 return Err(format!(
-                    "even a row at a time, the features need {} with the points, and {} are \
-                     free",
-                    bytes_text(fixed + 2 * per_row),
+                    "in blocks of rows the features need at least {} with the points (blocks \
+                     of {thriftiest} rows), and {} are free",
+                    bytes_text(need(thriftiest)),
                     bytes_text(free)
                 ));
             }
-            // As few blocks as fit, of equal sizes.
-            let blocks = n.div_ceil(most.min(n));
-            n.div_ceil(blocks)
+            rows
         }
     };
     let blocks = n.div_ceil(rows);
@@ -126,11 +138,11 @@ pub(crate) fn layout(
         (blocks - 1) as f64 * (build.estimated_seconds() + step.estimated_seconds());
     let (build_last, step_last) = plans(last)?;
     per_iteration_s += build_last.estimated_seconds() + step_last.estimated_seconds();
-    // The host's exchanges: the labels both ways, every block's sums back, a few read-backs
-    // a block (about 20 us each on a GPU).
+    // The host's exchanges: the labels both ways and every block's sums back, and a
+    // read-back of each block's objective (about 20 us each on a GPU).
     let host_bytes = 8.0 * n as f64 + (blocks * k * dim) as f64 * size as f64;
-    per_iteration_s += host_bytes / 10e9 + blocks as f64 * 4.0 * 20e-6;
-    let mut bytes = fixed + block_bytes(rows)?;
+    per_iteration_s += host_bytes / 10e9 + blocks as f64 * 20e-6;
+    let mut bytes = fixed + block_bytes(rows)? + blocks as u64 * sums_bytes;
     if last != rows {
         bytes += block_bytes(last)?;
     }
@@ -156,8 +168,10 @@ struct State {
     sums: Option<(Vec<u32>, Vec<f64>)>,
     /// The centroid norms of the last step's input labels.
     centroid_norms: Vec<f64>,
-    /// Each block size's build and step outputs, reused.
-    outputs: HashMap<usize, (Outputs, Outputs)>,
+    /// Each block size's features, reused block after block.
+    features: HashMap<usize, Outputs>,
+    /// Each block's step outputs, read back once every block is queued.
+    stepped: Vec<Outputs>,
 }
 
 /// A fit's points in blocks on the device, their feature map's selections and the iterations'
@@ -234,23 +248,32 @@ impl FeatureBlocks {
         let (centroids, norms) = self.centroids(&labels, &sums);
         let c = ctx.dense(self.k, self.dim, &centroids)?;
         let cn = ctx.col(&norms)?;
-        let mut new_labels = vec![0u32; self.n];
-        let mut next = vec![0.0; self.k * self.dim];
-        let (mut objective, mut changed) = (0.0, 0.0);
+        // Every block queued before anything is read back: the labels go up first, and
+        // each block's outputs are its own.
+        let block_labels = self.upload_labels(ctx, &labels)?;
         let mut state = self.state.borrow_mut();
-        for block in &self.blocks {
-            let block_labels = ctx.index(&labels[block.rows.clone()])?;
-            let (features, stepped) = state.outputs.entry(block.rows.len()).or_default();
+        let state = &mut *state;
+        state
+            .stepped
+            .resize_with(self.blocks.len(), Outputs::default);
+        let blocks = self.blocks.iter().zip(&block_labels);
+        for ((block, labels), stepped) in blocks.zip(&mut state.stepped) {
+            let features = state.features.entry(block.rows.len()).or_default();
             self.builder.build_into(ctx, &block.x, features)?;
             let mut args = Args::new()
                 .tensor("Phi", features.tensor("Phi")?)
-                .tensor("labels", &block_labels)
+                .tensor("labels", labels)
                 .tensor("C", &c)
                 .tensor("cn", &cn);
             if let Some(w) = &block.w {
                 args = args.tensor("w", w);
             }
             ctx.run_into(program(step_program(block.w.is_some())), &args, stepped)?;
+        }
+        let mut new_labels = vec![0u32; self.n];
+        let mut next = vec![0.0; self.k * self.dim];
+        let (mut objective, mut changed) = (0.0, 0.0);
+        for (block, stepped) in self.blocks.iter().zip(&state.stepped) {
             objective += stepped.scalar("objective")?;
             changed += stepped.scalar("changed")?;
             new_labels[block.rows.clone()]
@@ -261,6 +284,14 @@ impl FeatureBlocks {
         state.sums = Some((new_labels, next));
         state.centroid_norms = norms;
         Ok((objective, changed))
+    }
+
+    /// `labels` of every block on the device.
+    fn upload_labels(&self, ctx: &Context, labels: &[u32]) -> Result<Vec<Tensor>, FitError> {
+        self.blocks
+            .iter()
+            .map(|b| Ok(ctx.index(&labels[b.rows.clone()])?))
+            .collect()
     }
 
     /// The centroid norms of the last step's input labels.
@@ -274,20 +305,27 @@ impl FeatureBlocks {
             Some(_) => "features_sums_weighted",
             None => "features_sums",
         };
-        let mut sums = vec![0.0; self.k * self.dim];
+        let block_labels = self.upload_labels(ctx, labels)?;
         let mut state = self.state.borrow_mut();
-        for block in &self.blocks {
-            let block_labels = ctx.index(&labels[block.rows.clone()])?;
-            let (features, _) = state.outputs.entry(block.rows.len()).or_default();
+        let state = &mut *state;
+        state
+            .stepped
+            .resize_with(self.blocks.len(), Outputs::default);
+        let blocks = self.blocks.iter().zip(&block_labels);
+        for ((block, labels), out) in blocks.zip(&mut state.stepped) {
+            let features = state.features.entry(block.rows.len()).or_default();
             self.builder.build_into(ctx, &block.x, features)?;
             let mut args = Args::new()
                 .tensor("Phi", features.tensor("Phi")?)
-                .tensor("labels", &block_labels)
+                .tensor("labels", labels)
                 .dim("k", self.k);
             if let Some(w) = &block.w {
                 args = args.tensor("w", w);
             }
-            let out = ctx.run(program(name), &args)?;
+            ctx.run_into(program(name), &args, out)?;
+        }
+        let mut sums = vec![0.0; self.k * self.dim];
+        for out in &state.stepped {
             add(&mut sums, &ctx.to_f64(out.tensor("S")?)?);
         }
         Ok(sums)
