@@ -13,6 +13,7 @@
 
 use super::algorithm::{plan_of, recompute_config};
 use super::features::{FeatureBuilder, FeatureMap};
+use super::model::weighted_name;
 use super::programs::program;
 use super::FitError;
 use crate::{Args, Context, Outputs, Tensor};
@@ -42,15 +43,6 @@ pub(crate) struct BlockLayout {
     pub bytes: u64,
 }
 
-/// The step program, weighted or not.
-fn step_program(weighted: bool) -> &'static str {
-    if weighted {
-        "features_step_weighted"
-    } else {
-        "features_step"
-    }
-}
-
 /// The block layout of a fit of `n` points (`map`'s input dimension each) into `k` clusters
 /// within `free` bytes (`None`: unknown, one block), or why there is none.
 pub(crate) fn layout(
@@ -75,7 +67,7 @@ pub(crate) fn layout(
         let step = plan_of(
             ctx,
             &step_config,
-            step_program(weighted),
+            &weighted_name("features_step", weighted),
             &[("m", m), ("f", dim), ("k", k)],
         )
         .map_err(|e| e.to_string())?;
@@ -248,28 +240,9 @@ impl FeatureBlocks {
         let (centroids, norms) = self.centroids(&labels, &sums);
         let c = ctx.dense(self.k, self.dim, &centroids)?;
         let cn = ctx.col(&norms)?;
-        // Every block queued before anything is read back: the labels go up first, and
-        // each block's outputs are its own.
-        let block_labels = self.upload_labels(ctx, &labels)?;
+        let step = weighted_name("features_step", self.weights.is_some());
+        self.run_blocks(ctx, &labels, &step, &[("C", &c), ("cn", &cn)])?;
         let mut state = self.state.borrow_mut();
-        let state = &mut *state;
-        state
-            .stepped
-            .resize_with(self.blocks.len(), Outputs::default);
-        let blocks = self.blocks.iter().zip(&block_labels);
-        for ((block, labels), stepped) in blocks.zip(&mut state.stepped) {
-            let features = state.features.entry(block.rows.len()).or_default();
-            self.builder.build_into(ctx, &block.x, features)?;
-            let mut args = Args::new()
-                .tensor("Phi", features.tensor("Phi")?)
-                .tensor("labels", labels)
-                .tensor("C", &c)
-                .tensor("cn", &cn);
-            if let Some(w) = &block.w {
-                args = args.tensor("w", w);
-            }
-            ctx.run_into(program(step_program(block.w.is_some())), &args, stepped)?;
-        }
         let mut new_labels = vec![0u32; self.n];
         let mut next = vec![0.0; self.k * self.dim];
         let (mut objective, mut changed) = (0.0, 0.0);
@@ -284,6 +257,41 @@ impl FeatureBlocks {
         state.sums = Some((new_labels, next));
         state.centroid_norms = norms;
         Ok((objective, changed))
+    }
+
+    /// Builds every block's features and runs program `name` on each block (with its labels,
+    /// its weights and the `shared` tensors) into the block's own outputs, every block queued
+    /// before anything is read back (the labels go up first).
+    fn run_blocks(
+        &self,
+        ctx: &mut Context,
+        labels: &[u32],
+        name: &str,
+        shared: &[(&str, &Tensor)],
+    ) -> Result<(), FitError> {
+        let block_labels = self.upload_labels(ctx, labels)?;
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        state
+            .stepped
+            .resize_with(self.blocks.len(), Outputs::default);
+        let blocks = self.blocks.iter().zip(&block_labels);
+        for ((block, labels), out) in blocks.zip(&mut state.stepped) {
+            let features = state.features.entry(block.rows.len()).or_default();
+            self.builder.build_into(ctx, &block.x, features)?;
+            let mut args = Args::new()
+                .tensor("Phi", features.tensor("Phi")?)
+                .tensor("labels", labels)
+                .dim("k", self.k);
+            for (shared_name, t) in shared {
+                args = args.tensor(shared_name, t);
+            }
+            if let Some(w) = &block.w {
+                args = args.tensor("w", w);
+            }
+            ctx.run_into(program(name), &args, out)?;
+        }
+        Ok(())
     }
 
     /// `labels` of every block on the device.
@@ -301,29 +309,9 @@ impl FeatureBlocks {
 
     /// The features summed by `labels`' clusters (weighted), `k x D`, a pass over the blocks.
     fn sums(&self, ctx: &mut Context, labels: &[u32]) -> Result<Vec<f64>, FitError> {
-        let name = match self.weights {
-            Some(_) => "features_sums_weighted",
-            None => "features_sums",
-        };
-        let block_labels = self.upload_labels(ctx, labels)?;
-        let mut state = self.state.borrow_mut();
-        let state = &mut *state;
-        state
-            .stepped
-            .resize_with(self.blocks.len(), Outputs::default);
-        let blocks = self.blocks.iter().zip(&block_labels);
-        for ((block, labels), out) in blocks.zip(&mut state.stepped) {
-            let features = state.features.entry(block.rows.len()).or_default();
-            self.builder.build_into(ctx, &block.x, features)?;
-            let mut args = Args::new()
-                .tensor("Phi", features.tensor("Phi")?)
-                .tensor("labels", labels)
-                .dim("k", self.k);
-            if let Some(w) = &block.w {
-                args = args.tensor("w", w);
-            }
-            ctx.run_into(program(name), &args, out)?;
-        }
+        let name = weighted_name("features_sums", self.weights.is_some());
+        self.run_blocks(ctx, labels, &name, &[])?;
+        let state = self.state.borrow();
         let mut sums = vec![0.0; self.k * self.dim];
         for out in &state.stepped {
             add(&mut sums, &ctx.to_f64(out.tensor("S")?)?);
