@@ -429,10 +429,10 @@ pub(crate) fn fused_build_config(config: &PlannerConfig) -> PlannerConfig {
 /// processes against 3.6-4.4 ms for the contraction kernel (BENCHMARKS.md, run 40). The lower
 /// end of what was measured, so that only builds the estimates already put close go to the
 /// contraction kernel on its account.
-const LIBRARY_FIRST_USE_S: f64 = 0.015;
+pub(super) const LIBRARY_FIRST_USE_S: f64 = 0.015;
 
 /// Whether `plan` runs a product through the library (a GEMM or a SYRK step).
-fn uses_library_products(plan: &Plan) -> bool {
+pub(super) fn uses_library_products(plan: &Plan) -> bool {
     plan.steps
         .iter()
         .any(|s| matches!(s.op, StepOp::Gemm(_) | StepOp::Syrk { .. }))

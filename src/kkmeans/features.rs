@@ -361,6 +361,17 @@ pub(crate) fn choose(
     let per_iteration = plan
         .as_ref()
         .map_or(f64::INFINITY, |p| p.estimated_seconds());
+    // On a GPU the build's products go through the library, whose kernels load at their
+    // first use (in a fresh process; the stored K's build pays it too, the recompute
+    // iterations never do).
+    let on_gpu = ctx.target().kind == popcorn_dsl::target::TargetKind::Cuda;
+    let first_use = match &build {
+        Ok(plan) if on_gpu && algorithm::uses_library_products(plan) => {
+            algorithm::LIBRARY_FIRST_USE_S
+        }
+        _ => 0.0,
+    };
+    let build_s = build_s + first_use;
     let whole_s = build_s + iterations as f64 * per_iteration;
     let size = ctx.dtype().size_bytes();
     // The features, and at the same time either what building them takes besides (the
@@ -406,7 +417,7 @@ pub(crate) fn choose(
                     layout.per_iteration_s * 1e3,
                     text(layout.bytes)
                 );
-                let seconds = (iterations + 1) as f64 * layout.per_iteration_s;
+                let seconds = first_use + (iterations + 1) as f64 * layout.per_iteration_s;
                 (seconds, layout.rows, Ok(how))
             }
             Err(why) => (f64::INFINITY, 0, Err(format!("{too_big}; {why}"))),
@@ -473,6 +484,9 @@ pub(crate) fn choose(
     base.feature_dim = dim;
     // Against the estimate of what Auto would run otherwise (which fits).
     let best_other = match base.algorithm {
+        Algorithm::Stored if !base.fused_build && on_gpu => {
+            base.stored_s + algorithm::LIBRARY_FIRST_USE_S
+        }
         Algorithm::Stored => base.stored_s,
         _ => base.recompute_s,
     };
