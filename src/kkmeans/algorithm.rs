@@ -4,7 +4,7 @@
 //! the planner's cost model ([`Plan::estimated_seconds`](crate::Plan::estimated_seconds)) which
 //! is faster for the expected number of iterations, among the choices that fit in memory. A
 //! third, the kernel's explicit features (polynomial kernels of degree 1 or 2), is weighed
-//! with these by `features::choose`.
+//! with these by `feature_choice::choose`.
 
 use super::model::{weighted_name, KernelPrograms};
 use super::{programs, FitError};
@@ -184,7 +184,7 @@ pub(crate) fn choose(
     max_iter: usize,
     weighted: bool,
 ) -> Result<AlgorithmChoice, FitError> {
-    // The features algorithm is weighed against these by features::choose; here it stands
+    // The features algorithm is weighed against these by feature_choice::choose; here it stands
     // for the choice between the other two.
     let requested = match requested {
         Algorithm::Features => Algorithm::Auto,
@@ -299,7 +299,7 @@ pub(crate) fn choose(
     };
     let (algorithm, reason) = match requested {
         Algorithm::Stored => (Algorithm::Stored, "asked for".to_string()),
-        // Not reached: `requested` stands for Auto above (features::choose weighs the
+        // Not reached: `requested` stands for Auto above (feature_choice::choose weighs the
         // features algorithm itself).
         Algorithm::Features => (Algorithm::Stored, "asked for".to_string()),
         Algorithm::Recompute | Algorithm::Auto if !recomputes => {

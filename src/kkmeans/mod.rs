@@ -22,6 +22,7 @@ mod algorithm;
 mod csr_upload;
 pub(crate) mod error;
 mod feature_blocks;
+mod feature_choice;
 mod features;
 mod init;
 mod model;
@@ -740,7 +741,7 @@ impl KernelKMeans {
             return Ok(AlgorithmChoice::given(n, self.dtype));
         }
         self.validate(n)?;
-        features::choose(
+        feature_choice::choose(
             self.algorithm,
             &self.context()?,
             &self.kernel,
@@ -826,7 +827,7 @@ impl KernelKMeans {
         let w = self.weights_on(&ctx)?;
         ctx.synchronize()?;
         let mut upload_s = start.elapsed().as_secs_f64();
-        let (choice, feature_map) = features::choose(
+        let (choice, feature_map) = feature_choice::choose(
             self.algorithm,
             &ctx,
             &self.kernel,
