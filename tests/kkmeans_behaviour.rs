@@ -2198,6 +2198,14 @@ fn auto_takes_the_features_where_they_pay_and_others_are_refused() {
             && err.contains("--algorithm recompute"),
         "{err}"
     );
+    let x = uniform_points(3, 40, 2);
+    let err = poly
+        .clone()
+        .memory_limit(Some(0))
+        .fit(Points::new(40, 2, &x).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("memory_limit = 0"), "{err}");
     // Few points and many features: the features cost more than K.
     let wide = poly.choose_algorithm(300, 500).expect("a choice");
     assert_ne!(wide.algorithm, Algorithm::Features, "{}", wide.reason);

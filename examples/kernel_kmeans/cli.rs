@@ -167,9 +167,11 @@ pub struct Cli {
     #[arg(long, value_name = "ALGORITHM", default_value = "auto", value_parser = parse_algorithm)]
     pub algorithm: Algorithm,
 
-    /// The most memory (GPU, or host on the CPU) the fit plans to take: bytes, or a number
-    /// with K, M, G or T (powers of 1024), e.g. 1536M. Auto's choice and the features' blocks
-    /// of rows stay within it (the context's own memory comes on top)
+    /// The most memory (GPU, or host on the CPU) the fit's plans count as free: bytes, or a
+    /// number with K, M, G or T (powers of 1024), e.g. 1536M. Auto takes no stored K beyond
+    /// it, and the features algorithm builds its features in blocks of rows within it (the
+    /// context's own memory comes on top; an algorithm asked for by name, and recompute's
+    /// memory, are not checked against it)
     #[arg(long, value_name = "BYTES", value_parser = parse_memory)]
     pub memory_limit: Option<u64>,
 
@@ -327,9 +329,15 @@ fn parse_storage(s: &str) -> Result<KernelStorage, String> {
 }
 
 fn parse_memory(s: &str) -> Result<u64, String> {
-    popcorn::dsl::settings::parse_bytes(s).ok_or_else(|| {
-        format!("`{s}` is not a size; give bytes, or a whole number with K, M, G or T (1536M)")
-    })
+    match popcorn::dsl::settings::parse_bytes(s) {
+        Some(0) => {
+            Err("a memory limit of 0 leaves nothing to plan in; give a positive size".into())
+        }
+        Some(bytes) => Ok(bytes),
+        None => Err(format!(
+            "`{s}` is not a size; give bytes, or a whole number with K, M, G or T (1536M)"
+        )),
+    }
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {

@@ -11,7 +11,9 @@ use std::io::Write;
 /// columns, the iteration, and the centroid norms kept for predicting (unless precomputed).
 /// Recomputed K: the iteration from the points (it gives the centroid norms too) and, for
 /// k-means++, the cross kernel of the points against one center. Features: the linear
-/// kernel's recompute programs (on the kernel's features).
+/// kernel's recompute programs (on the kernel's features); in blocks of rows, the features'
+/// build, the first sums and the step of one block, and for k-means++ the kernel's own cross
+/// kernel of a block against one center.
 pub fn programs_of(spec: &FitSpec, choice: &AlgorithmChoice) -> Vec<String> {
     let (p, algorithm) = (&spec.params, choice.algorithm);
     let kmeanspp = matches!(p.init, Init::KMeansPlusPlus { .. });
@@ -105,7 +107,9 @@ pub fn print_plans(
             let n = if blocks > 0 && !on_points { blocks } else { n };
             // k-means++'s cross kernel: every point (m of them) against one center; the
             // features' build: points of points_d columns into f features.
-            let sizes = if name.starts_with("cross_") {
+            let sizes = if name.starts_with("cross_") && on_points {
+                [("m", blocks), ("n", 1), ("d", d)]
+            } else if name.starts_with("cross_") {
                 [("m", n), ("n", 1), ("d", d)]
             } else if name == "poly_features" {
                 [("n", n), ("d", points_d), ("f", d)]

@@ -606,6 +606,11 @@ impl Context {
         self
     }
 
+    /// The memory budget ([`Context::with_memory_budget`]), if any.
+    pub fn memory_budget(&self) -> Option<u64> {
+        self.memory_budget
+    }
+
     /// Runs `f` and returns its value with the milliseconds between a mark before and a mark
     /// after it (CUDA events on the backend's stream on a GPU, the host clock on the CPU),
     /// waiting for the work `f` queued to finish. Work queued before the call is not counted;

@@ -264,7 +264,6 @@ pub(crate) fn choose(
     let max_labels = ctx.target().contractions.map_or(0, |t| t.max_labels);
     let stored_s = build + iterations as f64 * stored_iteration.as_ref().unwrap_or(&f64::INFINITY);
     let recompute_s = iterations as f64 * recompute_iteration;
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     // K, plus the iteration's n x k values and the points, must fit in what is free, with
     // what building K takes besides (an f32 product before a 16-bit K is rounded from it). A
     // 16-bit K can also be built by one kernel that writes it from the product's tiles.
@@ -343,9 +342,9 @@ pub(crate) fn choose(
         Algorithm::Auto if !fits => (
             Algorithm::Recompute,
             format!(
-                "K would take {:.1} GiB{per_rank} but only {:.1} GiB of {memory} are free",
-                gib(kernel_matrix_bytes),
-                gib(free.unwrap_or(0))
+                "K would take {}{per_rank} but only {} of {memory} are free",
+                bytes_text(kernel_matrix_bytes),
+                bytes_text(free.unwrap_or(0))
             ),
         ),
         Algorithm::Auto => {
@@ -385,9 +384,9 @@ pub(crate) fn choose(
     };
     let summary = match requested {
         Algorithm::Auto if !fits => format!(
-            "{algorithm} (K needs {:.1} GiB{per_rank}, {:.1} GiB free)",
-            gib(kernel_matrix_bytes),
-            gib(free.unwrap_or(0))
+            "{algorithm} (K needs {}{per_rank}, {} free)",
+            bytes_text(kernel_matrix_bytes),
+            bytes_text(free.unwrap_or(0))
         ),
         Algorithm::Auto if recomputes => format!(
             "{algorithm} (estimated {:.3} s against {:.3} s)",
@@ -430,6 +429,16 @@ pub(crate) fn fused_build_config(config: &PlannerConfig) -> PlannerConfig {
 /// end of what was measured, so that only builds the estimates already put close go to the
 /// contraction kernel on its account.
 pub(super) const LIBRARY_FIRST_USE_S: f64 = 0.015;
+
+/// A size in bytes for people: GiB, MiB or KiB, whichever reads best.
+pub(crate) fn bytes_text(bytes: u64) -> String {
+    let b = bytes as f64;
+    match bytes {
+        b_ if b_ >= 1 << 30 => format!("{:.2} GiB", b / (1u64 << 30) as f64),
+        b_ if b_ >= 1 << 20 => format!("{:.1} MiB", b / (1u64 << 20) as f64),
+        _ => format!("{:.1} KiB", b / 1024.0),
+    }
+}
 
 /// Whether `plan` runs a product through the library (a GEMM or a SYRK step).
 pub(super) fn uses_library_products(plan: &Plan) -> bool {

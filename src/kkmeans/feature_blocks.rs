@@ -1,8 +1,9 @@
 //! The features algorithm with its features never held whole: where `n x D` features do not
 //! fit in memory, every iteration builds them block of rows by block (`poly_features`) and
 //! runs `features_step` on each block against the centroids' features, `k x D` values. The
-//! memory is the points, one block's features and the plans' workspaces: linear in `n` with a
-//! small factor (`d` values a point), whatever `D`.
+//! memory is the points, one block's features (two where the last block is smaller), the
+//! plans' workspaces and every block's `k x D` sums until they are read back: linear in `n`
+//! with a small factor (`d` values a point), whatever `D`.
 //!
 //! An iteration is Lloyd's algorithm in feature space: the centroids of the input labels come
 //! from their clusters' feature sums (kept from the iteration before, which summed the
@@ -11,7 +12,7 @@
 //! its parts of the objective and of the changed count, and its features summed by new label.
 //! The outputs are the other algorithms', up to rounding.
 
-use super::algorithm::{plan_of, recompute_config};
+use super::algorithm::{bytes_text, plan_of, recompute_config};
 use super::features::{FeatureBuilder, FeatureMap};
 use super::model::weighted_name;
 use super::programs::program;
@@ -21,15 +22,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
 
-/// A size in bytes for people: GiB, MiB or KiB, whichever reads best.
-pub(crate) fn bytes_text(bytes: u64) -> String {
-    let b = bytes as f64;
-    match bytes {
-        b_ if b_ >= 1 << 30 => format!("{:.2} GiB", b / (1u64 << 30) as f64),
-        b_ if b_ >= 1 << 20 => format!("{:.1} MiB", b / (1u64 << 20) as f64),
-        _ => format!("{:.1} KiB", b / 1024.0),
-    }
-}
+/// The share of the free memory a fit's features may be planned in, whole or in blocks (the
+/// rest for what the estimates leave out: the library's and the allocator's own).
+pub(crate) const USABLE_SHARE: f64 = 0.9;
 
 /// How a fit's features are built block by block: rows a block, and what that costs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -73,35 +68,52 @@ pub(crate) fn layout(
         .map_err(|e| e.to_string())?;
         Ok((build, step))
     };
-    // Bytes a block of m rows takes: both plans' workspaces, its features, its points'
-    // labels (both ways) and weights; and every block its own sums (read back after all
-    // blocks are queued).
+    // The first pass's plan, cached beside the others.
+    let sums_workspace = |m: usize| -> Result<u64, String> {
+        let plan = plan_of(
+            ctx,
+            &step_config,
+            &weighted_name("features_sums", weighted),
+            &[("m", m), ("f", dim), ("k", k)],
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(plan.workspace_bytes() as u64)
+    };
+    // Bytes a block of m rows takes: the plans' workspaces, its features, and the kernel's
+    // column and own values for k-means++ (two per row).
     let sums_bytes = k as u64 * dim as u64 * size;
     let block_bytes = |m: usize| -> Result<u64, String> {
         let (build, step) = plans(m)?;
         let m = m as u64;
-        Ok(build.workspace_bytes() as u64
-            + step.workspace_bytes() as u64
-            + m * dim as u64 * size
-            + m * (8 + size))
+        Ok((build.workspace_bytes() as u64)
+            .saturating_add(step.workspace_bytes() as u64)
+            .saturating_add(sums_workspace(m as usize)?)
+            .saturating_add(m.saturating_mul(dim as u64 + 2).saturating_mul(size)))
     };
-    // What every block shares: the points (in blocks), the labels (in, out), the weights,
-    // the selections, and the centroids' features and norms.
-    let fixed = n as u64 * (d as u64 * size + 8 + size)
-        + map.build_bytes(size as usize)
-        + (k as u64 * dim as u64 + k as u64) * size;
+    // What every block shares: the points (in blocks) and their weights, the labels four
+    // times over (the iteration's in and out, each block's in and out), the map's columns,
+    // and the centroids' features and norms.
+    let fixed = (n as u64)
+        .saturating_mul(d as u64 * size + 16 + size)
+        .saturating_add(map.build_bytes(size as usize))
+        .saturating_add((k as u64 * dim as u64 + k as u64) * size);
     let probe = n.clamp(1, 4096);
     let per_row = block_bytes(probe)?.div_ceil(probe as u64);
-    // Blocks of two sizes keep two sets of plans (the last block's may be smaller).
-    let need =
-        |rows: usize| fixed + 2 * per_row * rows as u64 + n.div_ceil(rows) as u64 * sums_bytes;
+    // Blocks of two sizes keep two sets of plans (the last block's may be smaller); every
+    // block keeps its own sums until they are read back.
+    let need = |rows: usize| {
+        fixed
+            .saturating_add((2 * per_row).saturating_mul(rows as u64))
+            .saturating_add((n.div_ceil(rows) as u64).saturating_mul(sums_bytes))
+    };
     // The rows a block that need least (more blocks keep more sums, fewer hold more rows).
     let thriftiest =
         ((n as f64 * sums_bytes as f64 / (2 * per_row) as f64).sqrt() as usize).clamp(1, n.max(1));
     let rows = match free {
         None => n,
         Some(free) => {
-            let usable = (free as f64 * 0.9) as u64;
+            // The same share of what is free as the whole features may take.
+            let usable = (free as f64 * USABLE_SHARE) as u64;
             let most = usable.saturating_sub(fixed) / (2 * per_row).max(1);
             let most = usize::try_from(most)
                 .unwrap_or(usize::MAX)
@@ -111,15 +123,21 @@ pub(crate) fn layout(
             while need(n.div_ceil(blocks)) > usable && n.div_ceil(blocks) > thriftiest {
                 blocks += 1;
             }
-            let rows = n.div_ceil(blocks);
-            if need(rows) > usable {
-                return Err(format!(
-                    "in blocks of rows the features need at least {} with the points (blocks \
-                     of {thriftiest} rows), and {} are free",
-                    bytes_text(need(thriftiest)),
-                    bytes_text(free)
-                ));
-            }
+            let rows = match n.div_ceil(blocks) {
+                rows if need(rows) <= usable => rows,
+                _ if need(thriftiest) <= usable => thriftiest,
+                _ => {
+                    return Err(format!(
+                        "in blocks of rows the features need at least {} with the points \
+                         (blocks of {thriftiest} rows), and {} may be planned ({:.0}% of {} \
+                         free)",
+                        bytes_text(need(thriftiest)),
+                        bytes_text(usable),
+                        USABLE_SHARE * 100.0,
+                        bytes_text(free)
+                    ))
+                }
+            };
             rows
         }
     };
@@ -130,13 +148,16 @@ pub(crate) fn layout(
         (blocks - 1) as f64 * (build.estimated_seconds() + step.estimated_seconds());
     let (build_last, step_last) = plans(last)?;
     per_iteration_s += build_last.estimated_seconds() + step_last.estimated_seconds();
-    // The host's exchanges: the labels both ways and every block's sums back, and a
-    // read-back of each block's objective (about 20 us each on a GPU).
-    let host_bytes = 8.0 * n as f64 + (blocks * k * dim) as f64 * size as f64;
+    // The host's exchanges: the labels down once and up twice (whole, and in blocks), every
+    // block's sums back, and a read-back of each block's objective (about 20 us each on a
+    // GPU).
+    let host_bytes = 12.0 * n as f64 + blocks as f64 * k as f64 * dim as f64 * size as f64;
     per_iteration_s += host_bytes / 10e9 + blocks as f64 * 20e-6;
-    let mut bytes = fixed + block_bytes(rows)? + blocks as u64 * sums_bytes;
+    let mut bytes = fixed
+        .saturating_add(block_bytes(rows)?)
+        .saturating_add(blocks as u64 * sums_bytes);
     if last != rows {
-        bytes += block_bytes(last)?;
+        bytes = bytes.saturating_add(block_bytes(last)?);
     }
     Ok(BlockLayout {
         rows,
@@ -322,10 +343,7 @@ impl FeatureBlocks {
     /// The centroids' features (the clusters' sums over their sizes or weights) and squared
     /// norms (`+inf` for an empty cluster, whose features are 0), in f64.
     fn centroids(&self, labels: &[u32], sums: &[f64]) -> (Vec<f64>, Vec<f64>) {
-        let mut sizes = vec![0.0; self.k];
-        for (i, &l) in labels.iter().enumerate() {
-            sizes[l as usize] += self.weights.as_ref().map_or(1.0, |w| w[i]);
-        }
+        let sizes = super::weights::cluster_sizes(labels, self.weights.as_deref(), self.k);
         let mut centroids = sums.to_vec();
         let norms = centroids
             .chunks_mut(self.dim)

@@ -13,8 +13,9 @@ use crate::Context;
 /// What a fit of `n x d` points runs for `requested` (see [`algorithm::choose`]), the features
 /// algorithm included: asked for, where the kernel has features; under `Auto`, where its
 /// estimate (the linear kernel's recompute plan on the features, by the target's cost model)
-/// beats the other two's and the features fit in the memory free now. With the feature map
-/// where the choice is the features.
+/// beats what Auto would run otherwise and the features fit in the memory it may plan in,
+/// whole or in blocks of rows (the choice's `feature_block_rows`). With the feature map where
+/// the choice is the features.
 pub(crate) fn choose(
     requested: Algorithm,
     ctx: &Context,
@@ -95,18 +96,23 @@ pub(crate) fn choose(
             .max(iteration_workspace.saturating_add(3 * (n as u64) * (k as u64) * size as u64)),
     );
     let free = ctx.memory_info().map(|(free, _)| free as u64);
-    let fits = free.is_none_or(|f| needed <= f);
+    let usable = |free: u64| (free as f64 * feature_blocks::USABLE_SHARE) as u64;
+    let fits = free.is_none_or(|f| needed <= usable(f));
     let memory = if ctx.is_gpu() {
         "GPU memory"
     } else {
         "host memory"
     };
-    let text = feature_blocks::bytes_text;
+    let text = algorithm::bytes_text;
+    let limit = match ctx.memory_budget() {
+        Some(limit) => format!(" (within the fit's memory limit of {})", text(limit)),
+        None => String::new(),
+    };
     let too_big = format!(
         "the kernel's {dim} features per point need {} whole with their build, and {} of \
-         {memory} are free",
+         {memory} may be planned{limit}",
         text(needed),
-        text(free.unwrap_or(0))
+        text(free.map_or(0, usable))
     );
     // Whole where they fit; else built block of rows by block every iteration (a first
     // pass sums the initial clusters' features).
@@ -159,8 +165,9 @@ pub(crate) fn choose(
         }
         let how = how.map_err(|why| {
             FitError::Parameter(format!(
-                "{why}; use the recomputed kernel matrix (--algorithm recompute), whose memory \
-                 is linear in n and d"
+                "{why}; allow more memory (--memory-limit, KernelKMeans::memory_limit) or use \
+                 the recomputed kernel matrix (--algorithm recompute), which needs no block of \
+                 features"
             ))
         })?;
         let reason = format!(

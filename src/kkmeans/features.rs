@@ -179,9 +179,12 @@ impl FeatureMap {
             c: Vec::with_capacity(dim),
         };
         for (f, (ia, ib, coef)) in terms.into_iter().enumerate() {
-            let pick = |m: &mut Vec<f64>, ones: &mut Vec<f64>, i: usize| match i < d {
-                true => m[i * dim + f] = 1.0,
-                false => ones[f] = 1.0,
+            let pick = |m: &mut Vec<f64>, ones: &mut Vec<f64>, i: usize| {
+                if i < d {
+                    m[i * dim + f] = 1.0;
+                } else {
+                    ones[f] = 1.0;
+                }
             };
             pick(&mut sel.a, &mut sel.a1, ia);
             pick(&mut sel.b, &mut sel.b1, ib);

@@ -494,12 +494,14 @@ impl KernelKMeans {
     }
 
     /// Plans the fit within `bytes` of memory (GPU memory, or host memory on the CPU) where
-    /// less than that is free: the algorithm's choice counts at most this much as free, a
-    /// stored K that does not fit it is not taken, and the features algorithm builds its
+    /// less than that is free: the algorithm's choice counts at most this much as free, so
+    /// `Auto` takes no stored K that does not fit it, and the features algorithm builds its
     /// features block of rows by block, never whole, where they do not fit it (see
-    /// [`Algorithm::Features`]). A fit that cannot be planned within it is an error naming
-    /// the memory it needs. It steers the plans; it does not cap a GPU's allocations (the
-    /// context's own memory, and the library's, come on top).
+    /// [`Algorithm::Features`]); features that do not fit it even in blocks are an error
+    /// naming the memory they need. It steers those choices; it does not cap a GPU's
+    /// allocations (the context's own memory, and the library's, come on top), nor the
+    /// memory of an algorithm asked for by name, of the recompute algorithm (linear in `n` and
+    /// `d`), or of sparse and precomputed fits. `Some(0)` is an error.
     ///
     /// ```
     /// use popcorn::kkmeans::{Algorithm, Kernel, KernelKMeans, Points};
@@ -624,6 +626,13 @@ impl KernelKMeans {
 
     fn validate(&self, n: usize) -> Result<(), FitError> {
         crate::fit_checks::check_runs(self.k, n, self.max_iter, self.n_init, "points")?;
+        if self.memory_limit == Some(0) {
+            return Err(FitError::Parameter(
+                "memory_limit = 0 leaves no memory to plan in; give a positive number of bytes, \
+                 or None for what is free"
+                    .into(),
+            ));
+        }
         if !(self.tol >= 0.0 && self.tol.is_finite()) {
             return Err(FitError::Parameter(format!(
                 "tol = {} must be a finite non-negative number",
@@ -873,6 +882,8 @@ impl KernelKMeans {
             }
             _ => None,
         };
+        // The blocks hold their own weights: the whole vector's memory goes back.
+        let w = if blocks.is_some() { None } else { w };
         ctx.synchronize()?;
         let points_s = points_start.elapsed().as_secs_f64();
         let features_s = match feature_map {
@@ -1174,10 +1185,7 @@ impl KernelKMeans {
         let iterations_s = t_iter.elapsed().as_secs_f64();
         let (best_run, r) = best.ok_or_else(|| FitError::Parameter("no run".into()))?;
         // Points per cluster, or weight per cluster in a weighted fit.
-        let mut sizes = vec![0.0; k];
-        for (i, l) in r.labels.iter().enumerate() {
-            sizes[*l as usize] += self.sample_weight.as_ref().map_or(1.0, |w| w[i]);
-        }
+        let sizes = weights::cluster_sizes(&r.labels, self.sample_weight.as_deref(), k);
         let result = FitResult {
             objective: r.objective,
             objective_history: r.history,

@@ -4,7 +4,8 @@
 //! iteration outputs, K's diagonal and its columns (for k-means++).
 
 use super::feature_blocks::FeatureBlocks;
-use super::{features::FeatureMap, model::KernelPrograms, programs::program, FitError};
+use super::model::{weighted_name, KernelPrograms};
+use super::{features::FeatureMap, programs::program, FitError};
 use crate::{Args, Context, Outputs, Tensor};
 use popcorn_dsl::Program;
 
@@ -54,22 +55,20 @@ impl Source<'_> {
         k: usize,
         out: &mut Outputs,
     ) -> Result<(f64, f64), FitError> {
-        let program = match (self, w.is_some()) {
-            (Source::Blocks { blocks, .. }, _) => return blocks.step(ctx, labels, out),
-            (Source::Stored(_), false) => program("kkmeans_iteration"),
-            (Source::Stored(_), true) => program("kkmeans_iteration_weighted"),
-            (Source::Points { programs, .. }, weighted) => {
-                programs.program_weighted("kkmeans_recompute", weighted)
-            }
-        };
         let mut args = Args::new().tensor("labels", labels).dim("k", k);
         if let Some(w) = w {
             args = args.tensor("w", w);
         }
-        let args = match self {
-            Source::Stored(kmat) => args.tensor("K", kmat),
-            Source::Points { x, programs, .. } => programs.bind(args.tensor("X", x)),
-            Source::Blocks { .. } => unreachable!("stepped above"),
+        let (program, args) = match self {
+            Source::Blocks { blocks, .. } => return blocks.step(ctx, labels, out),
+            Source::Stored(kmat) => {
+                let name = weighted_name("kkmeans_iteration", w.is_some());
+                (program(&name), args.tensor("K", kmat))
+            }
+            Source::Points { x, programs, .. } => (
+                programs.program_weighted("kkmeans_recompute", w.is_some()),
+                programs.bind(args.tensor("X", x)),
+            ),
         };
         ctx.run_into(program, &args, out)?;
         Ok((out.scalar("objective")?, out.scalar("changed")?))
@@ -147,7 +146,7 @@ impl Source<'_> {
             } => {
                 // The kernel's own cross program on each block of points.
                 let center = ctx.dense(1, *d, &host[i * d..(i + 1) * d])?;
-                let mut values = Vec::with_capacity(host.len() / d.max(&1));
+                let mut values = Vec::with_capacity(host.len() / (*d).max(1));
                 for (_, x) in blocks.points() {
                     let args = programs.bind(Args::new().tensor("Y", x).tensor("X", &center));
                     let out = ctx.run(programs.program("cross"), &args)?;

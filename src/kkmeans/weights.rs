@@ -43,6 +43,15 @@ pub fn check(weights: &[f64], n: usize) -> Result<(), FitError> {
     Ok(())
 }
 
+/// Points per cluster of `labels` (`k` clusters), or with `weights` the weight per cluster.
+pub(crate) fn cluster_sizes(labels: &[u32], weights: Option<&[f64]>, k: usize) -> Vec<f64> {
+    let mut sizes = vec![0.0; k];
+    for (i, &l) in labels.iter().enumerate() {
+        sizes[l as usize] += weights.map_or(1.0, |w| w[i]);
+    }
+    sizes
+}
+
 /// The power of two the weights are divided by on the device: the one that brings the
 /// largest of checked `weights` into `[2^32, 2^33)` (kept within the normal range of `f64`),
 /// so the division and the objective's multiplication back are exact. `2^32` leaves room

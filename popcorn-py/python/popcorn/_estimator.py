@@ -122,11 +122,12 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         features, ``(d + 1) (d + 2) / 2`` at most, no ``n x n`` value), or ``"auto"`` (the
         fastest the cost model finds that fits in memory).
     memory_limit : int, str or None, default=None
-        The most memory (GPU, or host on the CPU) the fit plans to take: bytes, or a string
-        such as ``"2G"`` or ``"1536M"`` (powers of 1024). ``"auto"``'s choice stays within it,
-        and ``"features"`` builds its features block of rows by block every iteration, never
-        whole, where they do not fit it (``feature_block_rows_`` says how many rows). It
-        steers the plans; it does not cap the device's own allocations.
+        The most memory (GPU, or host on the CPU) the fit's plans count as free: bytes, or a
+        string such as ``"2G"`` or ``"1536M"`` (powers of 1024). ``"auto"`` takes no stored
+        kernel matrix beyond it, and ``"features"`` builds its features block of rows by block
+        every iteration, never whole, where they do not fit it (``feature_block_rows_`` says
+        how many rows). It steers those choices; it does not cap the device's own allocations,
+        an algorithm asked for by name, or ``"recompute"``'s memory (linear in n and d).
     random_state : int, RandomState instance or None, default=None
         Seeds the random inits.
 
