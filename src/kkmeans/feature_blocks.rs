@@ -51,6 +51,12 @@ pub(crate) fn layout(
     let size = ctx.dtype().size_bytes() as u64;
     let build_config = super::features::build_config(ctx.config());
     let step_config = recompute_config(ctx.config());
+    // A block program's plan (the step, or the first pass's sums) on m rows.
+    let block_plan = |family: &str, m: usize| {
+        let dims = [("m", m), ("f", dim), ("k", k)];
+        plan_of(ctx, &step_config, &weighted_name(family, weighted), &dims)
+            .map_err(|e| e.to_string())
+    };
     let plans = |m: usize| -> Result<(crate::Plan, crate::Plan), String> {
         let build = plan_of(
             ctx,
@@ -59,25 +65,11 @@ pub(crate) fn layout(
             &[("n", m), ("d", d), ("f", dim)],
         )
         .map_err(|e| e.to_string())?;
-        let step = plan_of(
-            ctx,
-            &step_config,
-            &weighted_name("features_step", weighted),
-            &[("m", m), ("f", dim), ("k", k)],
-        )
-        .map_err(|e| e.to_string())?;
-        Ok((build, step))
+        Ok((build, block_plan("features_step", m)?))
     };
     // The first pass's plan, cached beside the others.
     let sums_workspace = |m: usize| -> Result<u64, String> {
-        let plan = plan_of(
-            ctx,
-            &step_config,
-            &weighted_name("features_sums", weighted),
-            &[("m", m), ("f", dim), ("k", k)],
-        )
-        .map_err(|e| e.to_string())?;
-        Ok(plan.workspace_bytes() as u64)
+        Ok(block_plan("features_sums", m)?.workspace_bytes() as u64)
     };
     // Bytes a block of m rows takes: the plans' workspaces, its features, and the kernel's
     // column and own values for k-means++ (two per row).
