@@ -2161,6 +2161,52 @@ fn features_give_the_fit_of_the_stored_kernel_matrix() {
     );
 }
 
+/// The features in blocks of rows against the stored kernel matrix in f64, where clusters
+/// are many (k up to 200 of 257 points) or empty from the start (initial labels that use
+/// every other cluster), at odd sizes and k = 1: labels, objectives, empty clusters and
+/// centroid norms (through predictions) equal.
+#[test]
+fn features_in_blocks_keep_empty_and_many_clusters() {
+    use popcorn::kkmeans::Algorithm;
+    let (n, d) = (257, 3);
+    let x = uniform_points(21, n, d);
+    let kernel = Kernel::POLYNOMIAL_DEFAULT;
+    let every_other = |k: usize| (0..n).map(|i| ((2 * i) % k) as u32).collect::<Vec<_>>();
+    for (k, init) in [
+        (1, Init::Mod),
+        (7, Init::Labels(every_other(7))),
+        (64, Init::Labels(every_other(64))),
+        (200, Init::Mod),
+    ] {
+        let builder = cpu64(k).kernel(kernel).init(init).max_iter(6);
+        let what = format!("k = {k}");
+        let stored = fit(&builder.clone().algorithm(Algorithm::Stored), &x, d);
+        let asked = builder.algorithm(Algorithm::Features);
+        let limit = limit_for_blocks(&asked, n, d).expect("blocks fit some limit");
+        let blocks = fit(&asked.memory_limit(Some(limit)), &x, d);
+        assert!(blocks.algorithm.feature_block_rows < n, "{what}");
+        assert_eq!(blocks.labels, stored.labels, "{what}");
+        assert_eq!(blocks.empty_clusters, stored.empty_clusters, "{what}");
+        if k == 64 {
+            // The odd clusters start empty and stay so (their norms are +inf).
+            assert!(
+                stored.empty_clusters >= 32,
+                "{what}: {}",
+                stored.empty_clusters
+            );
+        }
+        let scale = stored.objective.abs().max(1.0);
+        assert_rel_close(&what, blocks.objective, stored.objective, 1e-9, scale);
+        let y = uniform_points(22, 17, d);
+        let y = Points::new(17, d, &y).unwrap();
+        assert_eq!(
+            blocks.predict(y).unwrap(),
+            stored.predict(y).unwrap(),
+            "{what}"
+        );
+    }
+}
+
 /// `Auto` takes the features where the cost model finds them faster (many points, few
 /// features, a polynomial kernel of degree 2) and says why; never for a kernel without them.
 /// Asking for them where the kernel has none is an error naming the kernel and what to use.
