@@ -175,7 +175,7 @@ struct State {
     centroid_norms: Vec<f64>,
     /// Each block size's features, reused block after block.
     features: HashMap<usize, Outputs>,
-    /// Each block's step outputs, read back once every block is queued.
+    /// Each block's step outputs, read back (but for their scalars) once every block ran.
     stepped: Vec<Outputs>,
 }
 
@@ -231,9 +231,9 @@ impl FeatureBlocks {
         })
     }
 
-    /// The points of every block on the device, with their rows.
-    pub(crate) fn points(&self) -> impl Iterator<Item = (Range<usize>, &Tensor)> {
-        self.blocks.iter().map(|b| (b.rows.clone(), &b.x))
+    /// The points of every block on the device, in order.
+    pub(crate) fn points(&self) -> impl Iterator<Item = &Tensor> {
+        self.blocks.iter().map(|b| &b.x)
     }
 
     /// One iteration from `labels` (on `ctx`): the objective and the number of labels that
@@ -273,8 +273,9 @@ impl FeatureBlocks {
     }
 
     /// Builds every block's features and runs program `name` on each block (with its labels,
-    /// its weights and the `shared` tensors) into the block's own outputs, every block queued
-    /// before anything is read back (the labels go up first).
+    /// its weights and the `shared` tensors) into the block's own outputs: the labels go up
+    /// first, and only a block's scalars (the objective) are waited for before the next is
+    /// queued; its labels and sums are read back after the last.
     fn run_blocks(
         &self,
         ctx: &mut Context,

@@ -833,7 +833,12 @@ impl KernelKMeans {
         };
         let bound = self.kernel.bound(&x_host, points.d);
         let scale = self.kernel_scale(bound)?;
-        let w = self.weights_on(&ctx)?;
+        // The weights, checked and scaled; on the device whole, or in the features' blocks.
+        let scaled_weights = self
+            .sample_weight
+            .as_deref()
+            .map(|w| weights::scaled(ctx.dtype(), w))
+            .transpose()?;
         ctx.synchronize()?;
         let mut upload_s = start.elapsed().as_secs_f64();
         let (choice, feature_map) = feature_choice::choose(
@@ -842,14 +847,14 @@ impl KernelKMeans {
             &self.kernel,
             (points.n, points.d, self.k),
             self.max_iter,
-            w.is_some(),
+            scaled_weights.is_some(),
         )?;
         // The iterations' points: the points themselves, or for the features algorithm the
         // kernel's features, on which the linear kernel's iterations run (their build counted
-        // as the kernel matrix's time); the model keeps the points and the kernel, whose cross
-        // kernel gives the same predictions.
-        // Where the features do not fit whole, the iterations build them block by block
-        // from the points in blocks (and the kernel's own programs give its columns).
+        // as the kernel matrix's time), or where those do not fit whole the points in blocks,
+        // whose features every iteration builds (the kernel's own programs give its columns).
+        // The model keeps the points and the kernel, whose cross kernel gives the same
+        // predictions.
         let block_rows = choice.feature_block_rows;
         if feature_map.is_some() {
             report(control, &Progress::Phase("features"))?;
@@ -869,21 +874,14 @@ impl KernelKMeans {
                 self.kernel,
             ),
         };
-        let blocks = match &feature_map {
-            Some(m) if block_rows > 0 => {
-                let weights = self.sample_weight.as_deref().map(|w| {
-                    let s = weights::scale(w);
-                    w.iter().map(|v| v / s).collect()
-                });
+        let (blocks, w) = match (&feature_map, scaled_weights) {
+            (Some(m), weights) if block_rows > 0 => {
                 let size = (points.n, self.k);
-                Some(FeatureBlocks::new(
-                    &ctx, m, &x_host, size, block_rows, weights,
-                )?)
+                let blocks = FeatureBlocks::new(&ctx, m, &x_host, size, block_rows, weights)?;
+                (Some(blocks), None)
             }
-            _ => None,
+            (_, weights) => (None, weights.map(|w| ctx.col(&w)).transpose()?),
         };
-        // The blocks hold their own weights: the whole vector's memory goes back.
-        let w = if blocks.is_some() { None } else { w };
         ctx.synchronize()?;
         let points_s = points_start.elapsed().as_secs_f64();
         let features_s = match feature_map {

@@ -147,7 +147,7 @@ impl Source<'_> {
                 // The kernel's own cross program on each block of points.
                 let center = ctx.dense(1, *d, &host[i * d..(i + 1) * d])?;
                 let mut values = Vec::with_capacity(host.len() / (*d).max(1));
-                for (_, x) in blocks.points() {
+                for x in blocks.points() {
                     let args = programs.bind(Args::new().tensor("Y", x).tensor("X", &center));
                     let out = ctx.run(programs.program("cross"), &args)?;
                     values.extend(ctx.to_f64(out.tensor(name)?)?);

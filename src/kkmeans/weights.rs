@@ -65,17 +65,15 @@ pub fn scale(weights: &[f64]) -> f64 {
     f64::from_bits(((e + 1023) as u64) << 52)
 }
 
-/// Checked `weights` on the device of `ctx`, divided by [`scale`]`(weights)`, and that scale
-/// (to multiply the objective by).
+/// Checked `weights` divided by [`scale`]`(weights)`, as a fit in `dtype` holds them.
 ///
 /// # Errors
-/// [`FitError::Input`] naming the first positive weight that is not a normal number in the
-/// context's precision once divided (it would count as 0, or its cluster's `1 / W_c` would
-/// overflow, without saying so).
-pub fn upload(ctx: &Context, weights: &[f64]) -> Result<(Tensor, f64), FitError> {
+/// [`FitError::Input`] naming the first positive weight that is not a normal number in
+/// `dtype` once divided (it would count as 0, or its cluster's `1 / W_c` would overflow,
+/// without saying so).
+pub fn scaled(dtype: DType, weights: &[f64]) -> Result<Vec<f64>, FitError> {
     let s = scale(weights);
     let scaled: Vec<f64> = weights.iter().map(|w| w / s).collect();
-    let dtype = ctx.dtype();
     let vanishes = |v: f64| match dtype {
         DType::F32 => !(v as f32).is_normal(),
         DType::F64 => !v.is_normal(),
@@ -89,7 +87,16 @@ pub fn upload(ctx: &Context, weights: &[f64]) -> Result<(Tensor, f64), FitError>
             weights[i] / max
         )));
     }
-    Ok((ctx.col(&scaled)?, s))
+    Ok(scaled)
+}
+
+/// Checked `weights` on the device of `ctx`, divided by [`scale`]`(weights)` ([`scaled`]),
+/// and that scale (to multiply the objective by).
+///
+/// # Errors
+/// As [`scaled`].
+pub fn upload(ctx: &Context, weights: &[f64]) -> Result<(Tensor, f64), FitError> {
+    Ok((ctx.col(&scaled(ctx.dtype(), weights)?)?, scale(weights)))
 }
 
 /// What a fit's weights were, for its result and reports.
