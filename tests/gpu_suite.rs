@@ -524,6 +524,12 @@ fn inputs_for(
                 "a" => 0.85,
                 _ => 1.0,
             }),
+            // Column picks of [X, 1] (monomials): indices up to d, d itself the ones.
+            popcorn::dsl::Storage::Index
+                if prm.ty.shape.rows == popcorn::dsl::Dim::Sym("f".into()) =>
+            {
+                Host::Index(random_labels(rng, r, dims["d"] + 1))
+            }
             popcorn::dsl::Storage::Index => {
                 let k = dims["k"];
                 let mut l = random_labels(rng, r, k);
@@ -584,7 +590,7 @@ fn every_example_program() {
         return;
     }
     let mut rng = SplitMix64::new(seed());
-    // f: poly_features' features (of d columns; features_step's m rows).
+    // f: poly_features' features (column picks of [X, 1], up to d; features_step's m rows).
     for sizes in [
         [("n", 1), ("k", 1), ("d", 1), ("m", 1), ("f", 1)],
         [("n", 257), ("k", 7), ("d", 33), ("m", 31), ("f", 595)],

@@ -841,3 +841,94 @@ fn plans_follow_the_density_of_csr_inputs_at_one_shape() {
     assert_ne!(seen[0], seen[1]);
     assert_eq!(seen[0], seen[2]);
 }
+
+/// `poly_features` (`monomials`): every feature the product of its coefficient and two columns
+/// of `[X, 1]`, exactly (each value one or two roundings of the same products by hand), for
+/// sizes of 1, odd sizes and more features than the kernels' (columns picked twice, the ones
+/// column, a zero coefficient).
+#[test]
+fn monomials_are_products_of_two_columns_of_x_and_ones() {
+    let all = programs();
+    let p = program(&all, "poly_features");
+    for (dtype, fusion) in CONFIGS {
+        let (ctx, label) = context(dtype, fusion);
+        for (s, &(n, d)) in POINT_SIZES.iter().enumerate() {
+            let mut rng = SplitMix64::new(700 + s as u64);
+            let x = random_values(&mut rng, n * d);
+            // Every pair of [X, 1]'s columns, then a few again with other coefficients.
+            let mut a = Vec::new();
+            let mut b = Vec::new();
+            for i in 0..=d {
+                for j in i..=d {
+                    a.push(i as u32);
+                    b.push(j as u32);
+                }
+            }
+            a.extend([d as u32, 0, 0]);
+            b.extend([0, d as u32, 0]);
+            let f = a.len();
+            let c: Vec<f64> = (0..f)
+                .map(|j| if j == 1 { 0.0 } else { 0.5 + j as f64 * 0.25 })
+                .collect();
+            let xt = ctx.dense(n, d, &x).unwrap();
+            let (at, bt, ct) = (
+                ctx.index(&a).unwrap(),
+                ctx.index(&b).unwrap(),
+                ctx.col(&c).unwrap(),
+            );
+            let args = Args::new()
+                .tensor("X", &xt)
+                .tensor("a", &at)
+                .tensor("b", &bt)
+                .tensor("c", &ct);
+            let out = ctx.run(p, &args).unwrap_or_else(|e| panic!("{label}: {e}"));
+            let got = ctx.to_f64(out.tensor("Phi").unwrap()).unwrap();
+            let xe = |i: usize, col: u32| {
+                if (col as usize) < d {
+                    x[i * d + col as usize]
+                } else {
+                    1.0
+                }
+            };
+            let want: Vec<f64> = (0..n)
+                .flat_map(|i| (0..f).map(move |j| (i, j)))
+                .map(|(i, j)| c[j] * xe(i, a[j]) * xe(i, b[j]))
+                .collect();
+            assert_close(
+                &format!("monomials {n} x {d} in {label}"),
+                &got,
+                &want,
+                rtol(dtype),
+            );
+        }
+    }
+    // A column past [X, 1] is an error naming it, on the CPU.
+    let (ctx, _) = context(DType::F64, true);
+    let x = ctx.dense(2, 2, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    let (a, b, c) = (
+        ctx.index(&[3]).unwrap(),
+        ctx.index(&[0]).unwrap(),
+        ctx.col(&[1.0]).unwrap(),
+    );
+    let args = Args::new()
+        .tensor("X", &x)
+        .tensor("a", &a)
+        .tensor("b", &b)
+        .tensor("c", &c);
+    let err = ctx.run(p, &args).unwrap_err().to_string();
+    assert!(err.contains("column 3 of a matrix of 2 columns"), "{err}");
+}
+
+/// `monomials` is typed: four operands, index vectors and coefficients of one length.
+#[test]
+fn monomials_are_type_checked() {
+    let bad = [
+        ("fn f(X: Dense[n, d], a: Index[f], b: Index[f]) -> (Y: Dense[n, f]) { Y = monomials(X, a, b); }", "takes 4"),
+        ("fn f(X: Dense[n, d], a: Index[f], b: Index[g], c: Col[f]) -> (Y: Dense[n, f]) { Y = monomials(X, a, b, c); }", "one length"),
+        ("fn f(X: Dense[n, d], a: Col[f], b: Index[f], c: Col[f]) -> (Y: Dense[n, f]) { Y = monomials(X, a, b, c); }", "index vector"),
+    ];
+    for (src, want) in bad {
+        let err = Program::parse(src).unwrap_err().to_string();
+        assert!(err.contains(want), "{src}: {err}");
+    }
+}

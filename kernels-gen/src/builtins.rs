@@ -35,6 +35,66 @@ pub fn linear_grid_block(len: u64) -> LaunchDims {
     ((grid, 1, 1), (BUILTIN_BLOCK_THREADS, 1, 1), 0)
 }
 
+/// Rows of `X` one block of [`monomials`] writes (its threads' feature columns, each row).
+pub const MONOMIALS_ROWS_PER_BLOCK: u64 = 16;
+
+/// Launch dimensions of [`monomials`] on `n` rows and `f` columns of the result: blocks of
+/// [`BUILTIN_BLOCK_THREADS`] columns (grid x) by [`MONOMIALS_ROWS_PER_BLOCK`] rows (grid y,
+/// capped; the kernel loops over the rest), no dynamic shared memory.
+pub fn monomials_grid_block(n: u64, f: u64) -> LaunchDims {
+    let cols = f.div_ceil(u64::from(BUILTIN_BLOCK_THREADS)).max(1);
+    let cols = u32::try_from(cols).unwrap_or(u32::MAX);
+    let rows = blocks_for(n, MONOMIALS_ROWS_PER_BLOCK);
+    ((cols, rows, 1), (BUILTIN_BLOCK_THREADS, 1, 1), 0)
+}
+
+const MONOMIALS: &str = r#"// popcorn builtin kernel {NAME}: out[i * f + j] = c[j] * xe(i, a[j]) * xe(i, b[j]) with
+// xe(i, col) = x[i * ldx + col] for col < d and 1 for col >= d (the column of ones; larger
+// indices, which the planner's producers never give, read it too). Each thread keeps one
+// column's terms and writes it for the block's rows: the stores are coalesced along j.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long n,
+    const long long d,
+    const {T}* __restrict__ x,
+    const long long ldx,
+    const unsigned int* __restrict__ a,
+    const unsigned int* __restrict__ b,
+    const {T}* __restrict__ c,
+    const long long f,
+    {T}* __restrict__ out)
+{
+    const long long j = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+    if (j >= f) {
+        return;
+    }
+    const long long aj = (long long)a[j];
+    const long long bj = (long long)b[j];
+    const {T} cj = c[j];
+    const long long rows = ROWS_PER_BLOCK;
+    for (long long r0 = (long long)blockIdx.y * rows; r0 < n; r0 += (long long)gridDim.y * rows) {
+        const long long end = r0 + rows < n ? r0 + rows : n;
+        for (long long i = r0; i < end; ++i) {
+            const {T}* xi = x + i * ldx;
+            const {T} u = aj < d ? __ldg(xi + aj) : ({T})1;
+            const {T} v = bj < d ? __ldg(xi + bj) : ({T})1;
+            out[i * f + j] = cj * u * v;
+        }
+    }
+}
+"#;
+
+/// Scaled products of two columns of `[X, 1]`: `out[i * f + j] = c[j] xe(i, a[j]) xe(i, b[j])`
+/// for the `n x d` row-major `x` (leading dimension `ldx`), `xe = [x, 1]` (a column index of
+/// `d` or more reads the ones), `out` `n x f` row-major.
+///
+/// Parameters: `(const long long n, const long long d, const T* x, const long long ldx,
+/// const unsigned int* a, const unsigned int* b, const T* c, const long long f, T* out)`.
+/// Launch: [`monomials_grid_block`]`(n, f)`.
+pub fn monomials(dtype: ScalarType) -> BuiltinKernel {
+    let template = MONOMIALS.replace("ROWS_PER_BLOCK", &MONOMIALS_ROWS_PER_BLOCK.to_string());
+    typed("monomials", dtype, &template)
+}
+
 const DIAG: &str = r#"// popcorn builtin kernel {NAME}: out[i] = a[i * lda + i] for 0 <= i < n.
 extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long n,

@@ -5,7 +5,9 @@
 use crate::ast::{self, BinOp, ExprKind, SpanRange, TypeKind};
 use crate::diag::Diagnostic;
 use crate::ir::{Graph, NodeId, Op, Reduce};
-use crate::ops::{check_weights, Builtin, Counts, Diag, LabelSums, Selection, SparseRowNorms};
+use crate::ops::{
+    check_weights, Builtin, Counts, Diag, LabelSums, Monomials, Selection, SparseRowNorms,
+};
 use crate::program::{ParamSig, Program};
 use crate::scalar::ScalarExpr;
 use crate::types::TypeError;
@@ -38,6 +40,7 @@ pub const FUNCTIONS: &[(&str, usize, usize)] = &[
     ("gather", 2, 2),
     ("counts", 2, 3),
     ("selection", 2, 3),
+    ("monomials", 4, 4),
 ];
 
 /// Checks every program of a module; `source` is the text the programs are kept with (for a
@@ -574,6 +577,12 @@ impl Checker {
                 self.node(Op::RowReduce(Reduce::Sum), &[sq], whole, &spans)?
             }
             "gather" => self.node(Op::Gather, &nodes, whole, &spans)?,
+            "monomials" => self.node(
+                Op::Builtin(Builtin::Monomials(Monomials)),
+                &nodes,
+                whole,
+                &spans,
+            )?,
             other => unreachable!("function `{other}` is listed but not lowered"),
         };
         Ok(Binding::Value(node))

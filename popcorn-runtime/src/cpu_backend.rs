@@ -815,6 +815,12 @@ fn run_typed<T: Real + HostElem>(
                         }
                     }
                 }
+                Builtin::Monomials(_) => {
+                    let (n, d) = in_dims(0);
+                    let out = T::slice_mut(&mut guards[0]).ok_or_else(|| wrong("the monomials"))?;
+                    let (a, b) = (labels_at(1)?, labels_at(2)?);
+                    cpu::monomials(n, d, dense(0)?, d, a, b, dense(3)?, out)?;
+                }
                 Builtin::PadCols(p) => {
                     let (rows, cols) = in_dims(0);
                     let out =

@@ -49,7 +49,6 @@ pub(crate) fn layout(
 ) -> Result<BlockLayout, String> {
     let (d, dim) = (map.input_dim(), map.dim());
     let size = ctx.dtype().size_bytes() as u64;
-    let build_config = super::features::build_config(ctx.config());
     let step_config = recompute_config(ctx.config());
     // A block program's plan (the step, or the first pass's sums) on m rows.
     let block_plan = |family: &str, m: usize| {
@@ -60,7 +59,7 @@ pub(crate) fn layout(
     let plans = |m: usize| -> Result<(crate::Plan, crate::Plan), String> {
         let build = plan_of(
             ctx,
-            &build_config,
+            ctx.config(),
             "poly_features",
             &[("n", m), ("d", d), ("f", dim)],
         )

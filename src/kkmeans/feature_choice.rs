@@ -5,7 +5,7 @@
 
 use super::algorithm::{self, plan_of, recompute_config, EXPECTED_ITERATIONS};
 use super::feature_blocks;
-use super::features::{build_config, FeatureMap};
+use super::features::FeatureMap;
 use super::model::{weighted_name, KernelPrograms};
 use super::{Algorithm, AlgorithmChoice, FitError, Kernel};
 use crate::Context;
@@ -58,10 +58,10 @@ pub(crate) fn choose(
         &weighted_name(&linear.name("kkmeans_recompute"), weighted),
         &[("n", n), ("d", dim), ("k", k)],
     );
-    // Building the features: the poly_features program, in strict arithmetic.
+    // Building the features: the poly_features program.
     let build = plan_of(
         ctx,
-        &build_config(ctx.config()),
+        ctx.config(),
         "poly_features",
         &[("n", n), ("d", d), ("f", dim)],
     );

@@ -17,8 +17,8 @@
 use super::{FitError, Kernel};
 use crate::Context;
 
-/// Most values the selection matrices of a map may hold (2^28: 2 GiB each in f64).
-const MAX_SELECTION_VALUES: u128 = 1 << 28;
+/// Most features a map may have (2^28: a point's features alone would take 1 GiB in f32).
+const MAX_FEATURES: u128 = 1 << 28;
 
 /// The explicit feature map of a kernel (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -77,19 +77,19 @@ impl FeatureMap {
                  (degree = {degree})"
             ));
         };
-        // The selection matrices hold (d + 1) x dim values: a bound that keeps them (and
-        // every size below) far from overflowing.
+        // A bound on the features that keeps every size below far from overflowing (and a
+        // point's column indices within u32).
         let dim = map.dim();
         if dim == 0 {
             return Err(
                 "the kernel is 0 everywhere (gamma = coef0 = 0): it has no features".to_string(),
             );
         }
-        if (d as u128 + 1) * dim as u128 > MAX_SELECTION_VALUES {
+        if dim as u128 > MAX_FEATURES || d as u128 >= MAX_FEATURES {
             return Err(format!(
-                "{d} features per point make {dim} kernel features, too many to build \
-                 (their selection matrices would hold {} values)",
-                (d as u128 + 1) * dim as u128
+                "{d} features per point make {dim} kernel features, more than the {} the \
+                 features algorithm builds",
+                MAX_FEATURES
             ));
         }
         Ok(map)
@@ -164,53 +164,31 @@ impl FeatureMap {
             .collect()
     }
 
-    /// The map as one-hot column selections: feature `f` is `c[f] xe[ia] xe[ib]` with
-    /// `xe = [x, 1]`, the columns of `x` picked by the `d x dim()` matrices `a` and `b` (one 1
-    /// in a column, row-major, or none where the factor is the 1) and the 1 by the vectors
-    /// `a1` and `b1`: `(a, a1, b, b1, c)` (see [`Self::terms`]).
-    fn selections(&self) -> Selections {
+    /// The map as columns of `[x, 1]`: feature `f` is `c[f] xe[a[f]] xe[b[f]]` with
+    /// `xe = [x, 1]` (index `d` is the 1): `(a, b, c)` (see [`Self::terms`]).
+    fn columns(&self) -> (Vec<u32>, Vec<u32>, Vec<f64>) {
         let terms = self.terms();
-        let (d, dim) = (self.d, terms.len());
-        let mut sel = Selections {
-            a: vec![0.0; d * dim],
-            a1: vec![0.0; dim],
-            b: vec![0.0; d * dim],
-            b1: vec![0.0; dim],
-            c: Vec::with_capacity(dim),
-        };
-        for (f, (ia, ib, coef)) in terms.into_iter().enumerate() {
-            let pick = |m: &mut Vec<f64>, ones: &mut Vec<f64>, i: usize| {
-                if i < d {
-                    m[i * dim + f] = 1.0;
-                } else {
-                    ones[f] = 1.0;
-                }
-            };
-            pick(&mut sel.a, &mut sel.a1, ia);
-            pick(&mut sel.b, &mut sel.b1, ib);
-            sel.c.push(coef);
-        }
-        sel
+        let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        (
+            terms.iter().map(|t| index(t.0)).collect(),
+            terms.iter().map(|t| index(t.1)).collect(),
+            terms.iter().map(|t| t.2).collect(),
+        )
     }
 
     /// Bytes the build takes besides the points and the features, in elements of `size`:
-    /// the selection matrices on the device (and, in f64, on the host).
+    /// the map's columns and coefficients on the device.
     pub(crate) fn build_bytes(&self, size: usize) -> u64 {
-        let selections = (2 * self.d as u64 + 3) * self.dim() as u64;
-        selections.saturating_mul(size as u64)
+        (self.dim() as u64).saturating_mul(8 + size as u64)
     }
 
-    /// The map's selections on `ctx`, to build features with.
+    /// The map's columns on `ctx`, to build features with.
     pub(crate) fn builder(&self, ctx: &Context) -> Result<FeatureBuilder, FitError> {
-        let sel = self.selections();
-        let (d, dim) = (self.d, self.dim());
+        let (a, b, c) = self.columns();
         Ok(FeatureBuilder {
-            a: ctx.dense(d, dim, &sel.a)?,
-            a1: ctx.col(&sel.a1)?,
-            b: ctx.dense(d, dim, &sel.b)?,
-            b1: ctx.col(&sel.b1)?,
-            c: ctx.col(&sel.c)?,
-            config: build_config(ctx.config()),
+            a: ctx.index(&a)?,
+            b: ctx.index(&b)?,
+            c: ctx.col(&c)?,
         })
     }
 
@@ -234,71 +212,41 @@ impl FeatureMap {
     }
 }
 
-/// A map's selections on the host (see [`FeatureMap::selections`]).
-struct Selections {
-    a: Vec<f64>,
-    a1: Vec<f64>,
-    b: Vec<f64>,
-    b1: Vec<f64>,
-    c: Vec<f64>,
-}
-
-/// A feature map's selections on a device, and the configuration the features are built in:
-/// builds the features of points already there.
+/// A feature map's columns and coefficients on a device: builds the features of points
+/// already there.
 pub(crate) struct FeatureBuilder {
     a: crate::Tensor,
-    a1: crate::Tensor,
     b: crate::Tensor,
-    b1: crate::Tensor,
     c: crate::Tensor,
-    config: crate::PlannerConfig,
 }
 
 impl FeatureBuilder {
     /// The features of the points `x` (`m x d`, on `ctx`), computed by the `poly_features`
-    /// program in strict arithmetic (each of its products picks a column exactly), into
-    /// `out`'s `Phi` (`m x dim`; reused where its shape fits).
+    /// program (exactly: each is the product of its coefficient and two of the point's
+    /// values, or one, or none), into `out`'s `Phi` (`m x dim`; reused where its shape fits).
     pub(crate) fn build_into(
         &self,
-        ctx: &mut Context,
+        ctx: &Context,
         x: &crate::Tensor,
         out: &mut crate::Outputs,
     ) -> Result<(), FitError> {
-        let saved = ctx.config().clone();
-        ctx.set_config(self.config.clone());
-        let run = ctx.run_into(
-            super::programs::program("poly_features"),
-            &crate::Args::new()
-                .tensor("X", x)
-                .tensor("A", &self.a)
-                .tensor("a", &self.a1)
-                .tensor("B", &self.b)
-                .tensor("b", &self.b1)
-                .tensor("c", &self.c),
-            out,
-        );
-        ctx.set_config(saved);
-        Ok(run?)
+        let args = crate::Args::new()
+            .tensor("X", x)
+            .tensor("a", &self.a)
+            .tensor("b", &self.b)
+            .tensor("c", &self.c);
+        Ok(ctx.run_into(super::programs::program("poly_features"), &args, out)?)
     }
 
     /// The features of the points `x` (`m x d`, on `ctx`), left there: `m x dim`.
     pub(crate) fn build(
         &self,
-        ctx: &mut Context,
+        ctx: &Context,
         x: &crate::Tensor,
     ) -> Result<crate::Tensor, FitError> {
         let mut out = crate::Outputs::default();
         self.build_into(ctx, x, &mut out)?;
         Ok(out.take("Phi")?)
-    }
-}
-
-/// The configuration the features are built in: `config` in strict arithmetic (TF32 would
-/// round the points its products pick).
-pub(crate) fn build_config(config: &crate::PlannerConfig) -> crate::PlannerConfig {
-    crate::PlannerConfig {
-        tf32: false,
-        ..config.clone()
     }
 }
 
@@ -352,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn selections_pick_the_features() {
+    fn columns_pick_the_features() {
         let x = [0.3, -1.2, 2.0, 0.7, 0.0, -0.4];
         for (gamma, coef0, degree) in [(1.0, 1.0, 2.0), (0.5, 0.0, 2.0), (0.25, 3.0, 1.0)] {
             let kernel = Kernel::Polynomial {
@@ -361,16 +309,14 @@ mod tests {
                 degree,
             };
             let map = FeatureMap::of(&kernel, 3).unwrap();
-            let sel = map.selections();
+            let (a, b, c) = map.columns();
             let dim = map.dim();
             let want = map.apply(&x, 2);
             for i in 0..2 {
                 let p = &x[3 * i..3 * i + 3];
+                let xe = |col: u32| p.get(col as usize).copied().unwrap_or(1.0);
                 for f in 0..dim {
-                    let pick = |m: &[f64], one: &[f64]| {
-                        (0..3).map(|r| p[r] * m[r * dim + f]).sum::<f64>() + one[f]
-                    };
-                    let got = pick(&sel.a, &sel.a1) * pick(&sel.b, &sel.b1) * sel.c[f];
+                    let got = c[f] * xe(a[f]) * xe(b[f]);
                     assert!(
                         (got - want[i * dim + f]).abs() < 1e-12,
                         "({gamma}, {coef0}, {degree}) {i} {f}"

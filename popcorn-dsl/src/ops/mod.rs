@@ -13,6 +13,7 @@ mod counts;
 mod densify;
 mod diag;
 mod label_sums;
+mod monomials;
 mod pad_cols;
 mod permute_rows;
 pub mod products;
@@ -24,6 +25,7 @@ pub use counts::Counts;
 pub use densify::Densify;
 pub use diag::Diag;
 pub use label_sums::{LabelSums, LABEL_ROW_SUMS_MAX_COLS, LABEL_SUMS_VECTOR_MAX_WORK};
+pub use monomials::Monomials;
 pub use pad_cols::PadCols;
 pub use permute_rows::PermuteRows;
 pub use selection::{check_weights, Selection};
@@ -105,6 +107,8 @@ pub enum Builtin {
     Densify(Densify),
     /// `rownorms(S)` of a CSR matrix.
     SparseRowNorms(SparseRowNorms),
+    /// `monomials(X, a, b, c)`: scaled products of two columns of `[X, 1]`.
+    Monomials(Monomials),
 }
 
 /// Calls `$call` on the unit inside a [`Builtin`].
@@ -120,6 +124,7 @@ macro_rules! each_builtin {
             Builtin::PermuteRows($b) => $call,
             Builtin::Densify($b) => $call,
             Builtin::SparseRowNorms($b) => $call,
+            Builtin::Monomials($b) => $call,
         }
     };
 }

@@ -142,6 +142,7 @@ impl Plan {
                     Builtin::ClusterSums(_) | Builtin::LabelSums(_) | Builtin::PermuteRows(_),
                 ) => Some((2, 1)),
                 StepOp::Builtin(Builtin::Selection(sel)) => Some((sel.operands(), 1)),
+                StepOp::Builtin(Builtin::Monomials(_)) => Some((4, 1)),
                 StepOp::Builtin(_) => Some((1, 1)),
                 StepOp::Fused(f) => {
                     if f.name != f.spec.name() {

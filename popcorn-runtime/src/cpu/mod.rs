@@ -18,6 +18,7 @@ mod fused;
 mod half_matrix;
 mod matmul;
 mod matvec;
+mod monomials;
 mod real;
 mod sparse_points;
 mod sparse_products;
@@ -38,6 +39,7 @@ pub use self::fused::{
 pub use self::half_matrix::{cluster_sums_half, diag_half, narrow, widen};
 pub use self::matmul::gemm;
 pub use self::matvec::{diag, gemv, pad_cols};
+pub use self::monomials::monomials;
 pub use self::real::Real;
 pub use self::sparse_points::{csr_densify, csr_row_norms, spgemm_abt};
 pub use self::sparse_products::{spmm_dense_sparse, spmm_sparse_dense, spmv};

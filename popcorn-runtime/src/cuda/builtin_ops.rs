@@ -61,11 +61,12 @@ enum Kind {
     CsrScatter,
     CsrRowNorms,
     RoundTf32,
+    Monomials,
 }
 
 impl Kind {
     #[cfg(test)]
-    const ALL: [Kind; 17] = [
+    const ALL: [Kind; 18] = [
         Kind::Fill,
         Kind::Symmetrize,
         Kind::Diag,
@@ -83,6 +84,7 @@ impl Kind {
         Kind::CsrScatter,
         Kind::CsrRowNorms,
         Kind::RoundTf32,
+        Kind::Monomials,
     ];
 
     /// The entry-point name (known without building the source, so launches allocate no
@@ -167,6 +169,13 @@ impl Kind {
                     "pk_csr_row_norms_f64"
                 }
             }
+            Kind::Monomials => {
+                if f32 {
+                    "pk_monomials_f32"
+                } else {
+                    "pk_monomials_f64"
+                }
+            }
         }
     }
 
@@ -190,6 +199,7 @@ impl Kind {
             Kind::SmallCounts => builtins::small_counts(dtype),
             Kind::CsrScatter => builtins::csr_scatter(dtype),
             Kind::CsrRowNorms => builtins::csr_row_norms(dtype),
+            Kind::Monomials => builtins::monomials(dtype),
         }
     }
 }
@@ -492,6 +502,39 @@ impl Builtins<'_> {
         // SAFETY: `args` follow the kernel's parameters; the addresses hold what it touches,
         // as this function's contract says.
         unsafe { driver::launch(self.stream, &f, name, dims, &mut args) }
+    }
+
+    /// `out = monomials(x, a, b, c)`: `x` of `n x d` values (leading dimension `d`), the
+    /// `f` column indices `a` and `b` and coefficients `c`, `out` of `n x f` values.
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    pub(crate) unsafe fn monomials(
+        &self,
+        dtype: ScalarType,
+        (n, d, x): (usize, usize, u64),
+        (a, b, c, f): (u64, u64, u64, usize),
+        out: u64,
+    ) -> Result<(), RuntimeError> {
+        if n == 0 || f == 0 {
+            return Ok(());
+        }
+        let mut args = [
+            KernelArg::size(n)?,
+            KernelArg::size(d)?,
+            KernelArg::Ptr(x),
+            KernelArg::size(d)?,
+            KernelArg::Ptr(a),
+            KernelArg::Ptr(b),
+            KernelArg::Ptr(c),
+            KernelArg::size(f)?,
+            KernelArg::Ptr(out),
+        ];
+        let dims = builtins::monomials_grid_block(n as u64, f as u64);
+        // SAFETY: `args` follow the kernel's parameters; the addresses hold what it touches,
+        // as this function's contract says.
+        unsafe { self.run(Kind::Monomials, dtype, dims, &mut args) }
     }
 
     /// Scatters a CSR matrix of `rows` rows into the zeroed dense `out` (leading dimension

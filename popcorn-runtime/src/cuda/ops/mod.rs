@@ -13,6 +13,7 @@ mod fused;
 mod gemm;
 mod gemv;
 mod label_sums;
+mod monomials;
 mod pad_cols;
 mod permute_rows;
 mod selection;
@@ -179,6 +180,7 @@ fn run_builtin(cx: &StepCx<'_>, b: &Builtin, io: Io<'_, '_>) -> Result<(), Runti
         Builtin::PermuteRows(p) => permute_rows::run(cx, *p, io),
         Builtin::Densify(d) => densify::run(cx, d.transpose, io),
         Builtin::SparseRowNorms(_) => sparse_row_norms::run(cx, io),
+        Builtin::Monomials(_) => monomials::run(cx, io),
     }
 }
 
