@@ -75,8 +75,8 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
         const long long end = r0 + rows < n ? r0 + rows : n;
         for (long long i = r0; i < end; ++i) {
             const {T}* xi = x + i * ldx;
-            const {T} u = aj < d ? __ldg(xi + aj) : ({T})1;
-            const {T} v = bj < d ? __ldg(xi + bj) : ({T})1;
+            const {T} u = aj < d ? xi[aj] : ({T})1;
+            const {T} v = bj < d ? xi[bj] : ({T})1;
             out[i * f + j] = cj * u * v;
         }
     }
@@ -1320,6 +1320,7 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
         crate::label_row_sums::partial_kernel(dtype),
         crate::label_row_sums::reduce_kernel(dtype),
         round_tf32(),
+        monomials(dtype),
     ]
 }
 
