@@ -52,6 +52,10 @@ struct Cli {
     /// Let dense products use TF32 tensor cores.
     #[arg(long)]
     tf32: bool,
+    /// Multiply the generated contractions' products with 16-bit operands, `bf16` or `fp16`
+    /// (16-bit tensor cores, f32 accumulation; the library's products then use TF32).
+    #[arg(long, value_name = "FORMAT")]
+    half_products: Option<Half>,
     /// The density of a CSR parameter, `name=fraction` (repeatable): its stored entries are
     /// that fraction of its shape (the sparse products' cost model reads them). Without it a
     /// CSR parameter counts as dense.
@@ -169,6 +173,7 @@ fn main() -> ExitCode {
         config.cluster_sums_max_k = Some(k);
     }
     config.tf32 |= cli.tf32;
+    config.half_products = cli.half_products.or(config.half_products);
     let halves = match parse_halves(&cli.halves) {
         Ok(h) => h,
         Err(e) => {

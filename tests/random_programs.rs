@@ -753,6 +753,7 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
                 contractions: ContractionPolicy::Never,
                 partition: None,
                 half_storage: Default::default(),
+                half_products: None,
             },
             1e-9,
         ),

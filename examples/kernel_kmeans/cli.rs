@@ -3,7 +3,7 @@
 use clap::Parser;
 use popcorn::io::LabelColumn;
 use popcorn::kernel_ir::Half;
-use popcorn::kkmeans::Algorithm;
+use popcorn::kkmeans::{Algorithm, ProductPrecision};
 use popcorn::{DType, DeviceSpec};
 use std::path::PathBuf;
 
@@ -151,9 +151,16 @@ pub struct Cli {
     pub zscore: bool,
 
     /// Compute the kernel matrix with TF32 tensor cores (f32 on a GPU; see BENCHMARKS.md for
-    /// its accuracy cost)
+    /// its accuracy cost); the same as --precision tf32
     #[arg(long)]
     pub tf32: bool,
+
+    /// How the kernel's products multiply their operands (f32 on a GPU): strict fp32, tf32
+    /// (tensor cores), or bf16 / fp16 (both operands rounded to 16 bits on 16-bit tensor cores,
+    /// f32 accumulation; the library's products then use TF32). BENCHMARKS.md measures each
+    /// one's accuracy
+    #[arg(long, value_name = "PRECISION", default_value = "strict", value_parser = parse_precision)]
+    pub precision: ProductPrecision,
 
     /// How a stored kernel matrix is held: f32 (the fit's type), or bf16 / fp16 (half the bytes
     /// written and read every iteration, each entry rounded to 16 bits; computed in f32)
@@ -338,6 +345,10 @@ fn parse_memory(s: &str) -> Result<u64, String> {
             "`{s}` is not a size; give bytes, or a whole number with K, M, G or T (1536M)"
         )),
     }
+}
+
+fn parse_precision(s: &str) -> Result<ProductPrecision, String> {
+    s.trim().parse::<ProductPrecision>()
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {

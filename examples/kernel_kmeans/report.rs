@@ -3,7 +3,7 @@
 use super::data::Data;
 use super::error::CliError;
 use super::setup::{describe_kernel, init_name, kernel_params_json, FitSpec};
-use popcorn::kkmeans::{FitResult, Init, Kernel};
+use popcorn::kkmeans::{FitResult, Init, Kernel, ProductPrecision};
 use popcorn::metrics::{adjusted_rand_index, normalized_mutual_info};
 use std::io::Write;
 use std::path::Path;
@@ -141,6 +141,15 @@ pub fn print_summary(
         row("kernel matrix", cols(&|o| o.fit.algorithm.summary.clone()));
     }
     row("dtype", cols(&|o| o.fit.dtype.to_string()));
+    if outcomes
+        .iter()
+        .any(|o| o.spec.params.product_precision() != ProductPrecision::Strict)
+    {
+        row(
+            "products",
+            cols(&|o| o.spec.params.product_precision().to_string()),
+        );
+    }
     row("iterations", cols(&|o| o.fit.iterations.to_string()));
     row(
         "converged",

@@ -1,7 +1,7 @@
 //! From flags to fits: the kernel with its parameters, the initialisation, the builder.
 
 use super::cli::{Cli, InitName, KernelName};
-use popcorn::kkmeans::{Init, Kernel, KernelKMeans};
+use popcorn::kkmeans::{Init, Kernel, KernelKMeans, ProductPrecision};
 use popcorn::DeviceSpec;
 
 /// One fit to run: a name for displays and the parameters.
@@ -146,7 +146,10 @@ pub fn builder(cli: &Cli, kernel: Kernel, k: usize, device: DeviceSpec) -> Kerne
         .stop_at_fixed_point(!cli.all_iterations)
         .n_init(cli.runs)
         .zscore(cli.zscore)
-        .tf32(cli.tf32)
+        .precision(match (cli.precision, cli.tf32) {
+            (ProductPrecision::Strict, true) => ProductPrecision::Tf32,
+            (precision, _) => precision,
+        })
         .kernel_storage(cli.kernel_storage.0)
         .algorithm(cli.algorithm)
         .memory_limit(cli.memory_limit)

@@ -8,7 +8,7 @@
 
 use crate::hash::fnv1a64;
 use crate::ops::{BinaryOp, UnaryOp};
-use crate::spec::{Access, Expr, Form, KernelSpec, Precision, ReduceKind, Reduction, ScalarType};
+use crate::spec::{Access, Expr, Form, KernelSpec, ReduceKind, Reduction, ScalarType};
 use std::fmt::Write;
 
 impl KernelSpec {
@@ -58,10 +58,7 @@ impl KernelSpec {
                 let _ = write!(
                     s,
                     "contraction(a{a},b{b},{}{})[",
-                    match precision {
-                        Precision::Strict => "strict",
-                        Precision::Tf32 => "tf32",
-                    },
+                    precision.name(),
                     if *symmetric { ",symmetric" } else { "" }
                 );
                 exprs(&mut s, stores);

@@ -124,7 +124,12 @@ mod tests {
     #[test]
     fn the_symmetric_kernel_sums_are_valid() {
         for dtype in [ScalarType::F32, ScalarType::F64] {
-            for precision in [Precision::Strict, Precision::Tf32] {
+            for precision in [
+                Precision::Strict,
+                Precision::Tf32,
+                Precision::Half(Half::Bf16),
+                Precision::Half(Half::F16),
+            ] {
                 let spec = symmetric_kernel_sums(dtype, precision);
                 assert!(spec.validate().is_ok(), "{:?}", spec.problems());
             }

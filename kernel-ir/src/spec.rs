@@ -89,6 +89,27 @@ pub enum Precision {
     /// f32 operands rounded to TF32 (10 bits of mantissa) on tensor cores, accumulated in
     /// fp32. Only for f32 kernels; a backend without tensor cores computes it strictly.
     Tf32,
+    /// f32 operands rounded to a 16-bit format (round to nearest even) on 16-bit tensor
+    /// cores, accumulated in fp32: twice TF32's rate and half its operand bytes, at 8 (bf16) or
+    /// 11 (fp16) significant bits per operand. Only for f32 kernels; a backend without tensor
+    /// cores computes it strictly.
+    Half(Half),
+}
+
+impl Precision {
+    /// Whether the product runs on tensor cores (TF32 or 16-bit operands).
+    pub fn on_tensor_cores(self) -> bool {
+        self != Precision::Strict
+    }
+
+    /// The name plans print: `strict`, `tf32`, `bf16` or `fp16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Strict => "strict",
+            Precision::Tf32 => "tf32",
+            Precision::Half(half) => half.name(),
+        }
+    }
 }
 
 /// A 16-bit format a dense matrix may be held in memory, while the kernel computes in its

@@ -1297,6 +1297,63 @@ pub fn round_tf32() -> BuiltinKernel {
     untyped("pk_round_tf32", ROUND_TF32)
 }
 
+const PACK_HALF: &str = r#"// popcorn builtin kernel {NAME}: the rows x cols float matrix `in` (leading dimension
+// ld_in) rounded to 16 bits ({ROUND}, to nearest even) and packed in pairs, one 32-bit word a
+// pair (the even column in the low half), into `out` with ld_out >= (cols + 1) / 2 words a
+// row, whose halves past cols get 0: the operands of a contraction on 16-bit tensor cores.
+// One warp per row at a time, its lanes along the row.
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long rows,
+    const long long cols,
+    const long long ld_in,
+    const long long ld_out,
+    const float* __restrict__ in,
+    unsigned int* __restrict__ out)
+{
+    const long long warps = ((long long)gridDim.x * (long long)blockDim.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    for (long long r = ((long long)blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+         r < rows; r += warps) {
+        const float* src = in + r * ld_in;
+        unsigned int* dst = out + r * ld_out;
+        for (long long w = lane; w < ld_out; w += 32) {
+            const long long c = 2 * w;
+            const unsigned int lo = c < cols ? (unsigned int){ROUND}(src[c]) : 0u;
+            const unsigned int hi = c + 1 < cols ? (unsigned int){ROUND}(src[c + 1]) : 0u;
+            dst[w] = lo | (hi << 16);
+        }
+    }
+}
+"#;
+
+/// A row-major `float` matrix rounded to `half` (to nearest even, as the kernels that hold a
+/// matrix in 16 bits round) and packed in pairs into another buffer, one 32-bit word a pair (the
+/// even column in the low half), rows `ld_out` words apart, the halves past the matrix's
+/// columns 0: the operands of a contraction on 16-bit tensor cores
+/// ([`crate::packs_half_operands`]). Entry point `pk_pack_bf16` or `pk_pack_fp16`.
+///
+/// Parameters: `(const long long rows, const long long cols, const long long ld_in, const long
+/// long ld_out, const float* in, unsigned int* out)`, `ld_out >= (cols + 1) / 2`. Launch:
+/// [`linear_grid_block`]`(32 * rows)` (a warp per row).
+pub fn pack_half(half: kernel_ir::Half) -> BuiltinKernel {
+    let name = pack_half_name(half);
+    let source = PACK_HALF
+        .replace("{NAME}", name)
+        .replace("{ROUND}", crate::emit::to_half_fn(half));
+    BuiltinKernel {
+        name: name.to_string(),
+        source: format!("{}{source}", crate::emit::HALF_CONVERSIONS),
+    }
+}
+
+/// The entry point of [`pack_half`].
+pub fn pack_half_name(half: kernel_ir::Half) -> &'static str {
+    match half {
+        kernel_ir::Half::Bf16 => "pk_pack_bf16",
+        kernel_ir::Half::F16 => "pk_pack_fp16",
+    }
+}
+
 /// Every builtin kernel for `dtype` (and the untyped ones), e.g. to compile them all up front.
 pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
     vec![
@@ -1321,6 +1378,8 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
         crate::label_row_sums::reduce_kernel(dtype),
         round_tf32(),
         monomials(dtype),
+        pack_half(kernel_ir::Half::Bf16),
+        pack_half(kernel_ir::Half::F16),
     ]
 }
 
@@ -1391,6 +1450,23 @@ mod tests {
             assert!(k
                 .source
                 .contains(&format!("out[i] = {widen}(a[i * lda + i]);")));
+            assert_eq!(k.source.matches(&format!(" {}(", k.name)).count(), 1);
+        }
+    }
+
+    #[test]
+    fn packed_operands_round_each_value_and_pair_them_low_first() {
+        for (half, round) in [
+            (kernel_ir::Half::Bf16, "pk_to_bf16"),
+            (kernel_ir::Half::F16, "pk_to_f16"),
+        ] {
+            let k = pack_half(half);
+            assert_eq!(k.name, pack_half_name(half));
+            assert!(k.source.contains("#define PK_HALF_CONVERSIONS"));
+            assert!(k
+                .source
+                .contains(&format!("(unsigned int){round}(src[c + 1])")));
+            assert!(k.source.contains("dst[w] = lo | (hi << 16);"));
             assert_eq!(k.source.matches(&format!(" {}(", k.name)).count(), 1);
         }
     }

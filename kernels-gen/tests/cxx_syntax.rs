@@ -131,7 +131,7 @@ fn check_with_gxx(unit: &str) {
 /// fold struct of each name).
 #[test]
 fn hopper_sources_compile_as_cxx() {
-    use kernel_ir::{samples, Precision};
+    use kernel_ir::{samples, Half, Precision};
     use kernels_gen::{emit_variant, ContractionVariant, RoundedOperands};
     if !gxx_available() {
         eprintln!("g++ not found: skipping the C++ syntax check");
@@ -146,6 +146,19 @@ fn hopper_sources_compile_as_cxx() {
         ),
         (
             samples::mixed_contraction(ScalarType::F32, (false, true), Precision::Tf32, true),
+            false,
+        ),
+        (
+            samples::symmetric_kernel_sums(ScalarType::F32, Precision::Half(Half::Bf16)),
+            true,
+        ),
+        (
+            samples::mixed_contraction(
+                ScalarType::F32,
+                (false, true),
+                Precision::Half(Half::F16),
+                true,
+            ),
             false,
         ),
     ] {

@@ -840,14 +840,16 @@ fn contraction_variants_name_their_own_tf32_kernel() {
     assert!(takes_rounded_operands(&tf32));
     let plain = emit(&tf32);
     assert_eq!(emit_variant(&tf32, ContractionVariant::default()), plain);
-    assert!(plain.source.contains("pk::contraction<true, 0>"));
+    assert!(plain.source.contains("pk::contraction<pk::MMA_TF32, 0>"));
     for (operands, mask) in [(b_only, 2), (both, 3)] {
         let k = emit_variant(&tf32, rounded(operands));
         assert_eq!(k.name, format!("{}_r{mask}", plain.name));
         assert_eq!(variant_name(&tf32, rounded(operands)), k.name);
         assert!(k.source.contains("void __launch_bounds__(256, 1)"));
         assert!(k.source.contains(&format!("{}(", k.name)));
-        assert!(k.source.contains(&format!("pk::contraction<true, {mask}>")));
+        assert!(k
+            .source
+            .contains(&format!("pk::contraction<pk::MMA_TF32, {mask}>")));
         assert_eq!(k.launch, plain.launch);
     }
     // The warp-specialised body: both operands rounded, 384 threads, two tensor maps.
@@ -862,7 +864,9 @@ fn contraction_variants_name_their_own_tf32_kernel() {
     assert!(k
         .source
         .contains("const __grid_constant__ pk::TensorMap pk_ta"));
-    assert!(k.source.contains("pk::contraction_warp_specialised("));
+    assert!(k
+        .source
+        .contains("pk::contraction_warp_specialised<pk::MMA_TF32>("));
     assert_eq!(k.launch, plain.launch.warp_specialised());
     assert_eq!(k.launch.threads_per_block(), 384);
     // Without both operands rounded the request is the rounded kernel's.
@@ -884,6 +888,77 @@ fn contraction_variants_name_their_own_tf32_kernel() {
         assert_eq!(emit_variant(&spec, ws), emit(&spec));
         assert_eq!(variant_name(&spec, ws), spec.name());
     }
+}
+
+/// Contractions with 16-bit operands: on the pipelined template the launcher packs both
+/// operands (never rounded by the kernel) and the inner product is the 16-bit one, the
+/// warp-specialised body included; on the tiled template (transposed operands) each staged value
+/// is rounded to the format and multiplied on TF32 tensor cores. f64 ignores the precision.
+#[test]
+fn sixteen_bit_operands_pick_their_products() {
+    use kernel_ir::{samples::mixed_contraction, Half, Precision, ScalarType};
+    use kernels_gen::{
+        emit_variant, packs_half_operands, takes_rounded_operands, ContractionVariant,
+        RoundedOperands,
+    };
+    for (half, mma, round) in [
+        (Half::Bf16, "pk::MMA_BF16", "pk_from_bf16(pk_to_bf16(pk_v))"),
+        (Half::F16, "pk::MMA_F16", "pk_from_f16(pk_to_f16(pk_v))"),
+    ] {
+        let precision = Precision::Half(half);
+        let spec = mixed_contraction(ScalarType::F32, (false, true), precision, true);
+        assert_eq!(packs_half_operands(&spec), Some(half));
+        assert!(!takes_rounded_operands(&spec));
+        let plain = emit(&spec);
+        assert!(plain
+            .source
+            .contains(&format!("pk::contraction<{mma}, 3>(")));
+        assert!(plain
+            .source
+            .contains(&format!("{} tensor cores", half.name())));
+        // A request for rounded operands changes nothing; the warp-specialised body is its own.
+        let rounded = ContractionVariant {
+            rounded: RoundedOperands::BOTH,
+            warp_specialised: false,
+        };
+        assert_eq!(emit_variant(&spec, rounded), plain);
+        let ws = emit_variant(
+            &spec,
+            ContractionVariant {
+                rounded: RoundedOperands::NONE,
+                warp_specialised: true,
+            },
+        );
+        assert_eq!(ws.name, format!("{}_r0_ws", plain.name));
+        assert!(ws
+            .source
+            .contains(&format!("pk::contraction_warp_specialised<{mma}>(")));
+        // Tiled: rounded while staged, TF32 instructions.
+        let tiled = mixed_contraction(ScalarType::F32, (true, true), precision, true);
+        assert_eq!(packs_half_operands(&tiled), None);
+        let k = emit(&tiled);
+        assert!(
+            k.source.contains(&format!("pk_v = {round};")),
+            "{}",
+            k.source
+        );
+        assert!(k.source.contains("m16n8k8.row.col.f32.tf32.tf32.f32"));
+        // f64 computes strictly whatever the precision.
+        let f64_spec = mixed_contraction(ScalarType::F64, (false, true), precision, true);
+        assert_eq!(packs_half_operands(&f64_spec), None);
+        assert!(!emit(&f64_spec).source.contains("pk_to_"));
+    }
+    // Each precision names its own kernel.
+    let names: std::collections::BTreeSet<String> = [
+        Precision::Strict,
+        Precision::Tf32,
+        Precision::Half(Half::Bf16),
+        Precision::Half(Half::F16),
+    ]
+    .into_iter()
+    .map(|p| mixed_contraction(ScalarType::F32, (false, true), p, true).name())
+    .collect();
+    assert_eq!(names.len(), 4);
 }
 
 /// The warp-specialised shape's shared memory: the whole depth of the left operand resident

@@ -321,7 +321,7 @@ impl<'a> Lowering<'a> {
                     n: nn,
                     k,
                     alpha: p.alpha.clone(),
-                    tf32: self.cx.config.tf32,
+                    tf32: self.cx.config.library_tf32(),
                 })
             }
             LibOp::Syrk { trans, alpha } => {
@@ -332,7 +332,7 @@ impl<'a> Lowering<'a> {
                     n: order,
                     k,
                     alpha: alpha.clone(),
-                    tf32: self.cx.config.tf32,
+                    tf32: self.cx.config.library_tf32(),
                     lower_only: false,
                     block_rows: self.cx.syrk_block_rows(order),
                     row_block: None,

@@ -45,6 +45,17 @@ impl Ceilings {
             (_, false) => self.fp32_flops_per_s,
         }
     }
+
+    /// The rate of f32 products whose operands are rounded to 16 bits (bf16 or fp16): twice
+    /// the TF32 rate on tensor cores (16-bit tensor cores run at twice TF32's rate), the strict
+    /// rate where there are none.
+    pub fn half_product_flops_per_s(&self) -> f64 {
+        if self.tf32_flops_per_s > self.fp32_flops_per_s {
+            2.0 * self.tf32_flops_per_s
+        } else {
+            self.fp32_flops_per_s
+        }
+    }
 }
 
 /// How a SYRK is computed as GEMMs over block rows (GPU): each block row's rectangle left of

@@ -13,7 +13,8 @@ use crate::interrupt::SignalCheck;
 use numpy::{PyArray1, PyUntypedArrayMethods};
 use popcorn::kernel_ir::Half;
 use popcorn::kkmeans::{
-    Algorithm, FitError, FitResult, Init, Kernel, KernelKMeans, Model, ModelParts, Points, Scaling,
+    Algorithm, FitError, FitResult, Init, Kernel, KernelKMeans, Model, ModelParts, Points,
+    ProductPrecision, Scaling,
 };
 use popcorn::{Context, DType};
 use pyo3::exceptions::PyRuntimeError;
@@ -44,6 +45,10 @@ pub struct FitOptions<'py> {
     /// `"bfloat16"` / `"bf16"`, `"float16"` / `"fp16"`.
     #[pyo3(default)]
     kernel_storage: Option<String>,
+    /// The products' precision: `None` or `"float32"` (strict), `"tf32"`, `"bfloat16"` /
+    /// `"bf16"`, `"float16"` / `"fp16"`.
+    #[pyo3(default)]
+    precision: Option<String>,
     /// `"auto"`, `"stored"`, `"recompute"` or `"features"`.
     #[pyo3(default)]
     algorithm: Option<String>,
@@ -86,6 +91,18 @@ fn kernel_storage_from(name: Option<&str>) -> PyResult<Option<Half>> {
         Some(other) => other.parse::<Half>().map(Some).map_err(|_| {
             value_error(format!(
                 "kernel_storage = {other:?}; use None, \"float32\", \"bfloat16\" or \"float16\""
+            ))
+        }),
+    }
+}
+
+/// The products' precision `name` names (`None`: strict).
+fn precision_from(name: Option<&str>) -> PyResult<ProductPrecision> {
+    match name {
+        None => Ok(ProductPrecision::Strict),
+        Some(n) => n.parse::<ProductPrecision>().map_err(|_| {
+            value_error(format!(
+                "precision = {n:?}; use None, \"float32\", \"tf32\", \"bfloat16\" or \"float16\""
             ))
         }),
     }
@@ -168,6 +185,7 @@ fn builder(o: &FitOptions<'_>, d: usize) -> PyResult<KernelKMeans> {
         .device(device_spec(&o.device)?)
         .dtype(dtype_named(&o.dtype)?)
         .kernel_storage(kernel_storage_from(o.kernel_storage.as_deref())?)
+        .precision(precision_from(o.precision.as_deref())?)
         .algorithm(algorithm_from(o.algorithm.as_deref())?)
         .memory_limit(memory_limit_from(o.memory_limit.as_deref())?);
     Ok(km)

@@ -222,6 +222,29 @@ def test_16_bit_kernel_storage_refuses_float64_overflow_and_unknown_names():
         KernelKMeans(3, kernel_storage="int8", device="cpu").fit(X)
 
 
+@pytest.mark.parametrize("precision", ["tf32", "bfloat16", "float16"])
+@pytest.mark.parametrize("algorithm", ["stored", "recompute"])
+def test_reduced_precision_products_find_the_blobs(precision, algorithm, device):
+    X, truth = blobs(2)
+    km = KernelKMeans(
+        3, kernel="rbf", tol=0.0, precision=precision, algorithm=algorithm, device=device
+    ).fit(X)
+    assert adjusted_rand_score(truth, km.labels_) == 1.0
+    assert km.algorithm_ == algorithm
+    assert km.get_params()["precision"] == precision
+
+
+def test_fp16_products_refuse_points_beyond_its_range_and_unknown_names():
+    X, _ = blobs(2)
+    with pytest.raises(ValueError, match="65504"):
+        KernelKMeans(3, precision="float16", device="cpu").fit(X * 1e5)
+    # bfloat16 keeps float32's range; z-scoring brings the points within fp16's.
+    KernelKMeans(3, precision="bfloat16", device="cpu").fit(X * 1e5)
+    KernelKMeans(3, precision="float16", zscore=True, device="cpu").fit(X * 1e5)
+    with pytest.raises(ValueError, match="precision"):
+        KernelKMeans(3, precision="int8", device="cpu").fit(X)
+
+
 def test_processes_of_one_rank_each_fit_as_one_process(tmp_path):
     # Two Python processes started as a launcher would (rank, size, a rendezvous file): each
     # runs its rank of the same fit, and both end with one process's labels and objective.

@@ -26,6 +26,7 @@ mod feature_choice;
 mod features;
 mod init;
 mod model;
+mod precision;
 pub mod programs;
 mod source;
 mod sparse;
@@ -38,6 +39,7 @@ use feature_blocks::FeatureBlocks;
 pub use init::SplitMix64;
 use model::KernelPrograms;
 pub use model::{Model, ModelParts, Scaling};
+pub use precision::ProductPrecision;
 use source::Source;
 pub use weights::WeightSummary;
 
@@ -368,6 +370,10 @@ pub struct KernelKMeans {
     /// Hold the stored kernel matrix in 16 bits (bf16 or fp16; f32 fits only): written and
     /// read in half the bytes, every iteration still computing in f32.
     pub kernel_storage: Option<Half>,
+    /// Multiply the kernel's products with 16-bit operands (bf16 or fp16) on 16-bit tensor
+    /// cores, accumulating in f32 (f32 fits on a GPU); see [`KernelKMeans::precision`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub half_products: Option<Half>,
     /// Stored or recomputed kernel matrix.
     pub algorithm: Algorithm,
     /// The most memory (GPU, or host on the CPU) the fit plans to take, in bytes; `None`: what
@@ -398,6 +404,7 @@ impl KernelKMeans {
             dtype: DType::F32,
             tf32: false,
             kernel_storage: None,
+            half_products: None,
             algorithm: Algorithm::Auto,
             memory_limit: None,
             sample_weight: None,
@@ -458,10 +465,53 @@ impl KernelKMeans {
         self
     }
 
-    /// Lets the kernel matrix use TF32 tensor cores.
+    /// Lets the kernel matrix use TF32 tensor cores (as [`KernelKMeans::precision`] with
+    /// [`ProductPrecision::Tf32`], or strict with `false`, leaving 16-bit products as set).
     pub fn tf32(mut self, on: bool) -> Self {
         self.tf32 = on;
         self
+    }
+
+    /// How the products of the kernel (`X * X^T`, the points' products with the centroids'
+    /// features) multiply their f32 operands on a GPU: strictly (the default), on TF32 tensor
+    /// cores (11 significant bits per operand), or with both operands rounded to bf16 (8 bits,
+    /// the range of f32) or fp16 (11 bits, at most 65504 in magnitude) on 16-bit tensor cores,
+    /// which run at twice TF32's rate from half its bytes; every product accumulates in f32.
+    /// The generated contraction kernels (the recompute algorithm, and a stored K written by
+    /// one) take 16-bit operands; the library's products (cuBLAS) then run in TF32. The CPU, and
+    /// f64 fits, compute every product strictly. An fp16 fit whose points (after z-scoring)
+    /// pass 65504 in magnitude is an error naming the fix. BENCHMARKS.md measures each one's
+    /// accuracy against f64.
+    ///
+    /// ```
+    /// use popcorn::kkmeans::{KernelKMeans, Points, ProductPrecision};
+    /// use popcorn::DeviceSpec;
+    ///
+    /// let x = [0.0, 0.1, 0.2, 5.0, 5.1, 5.2];
+    /// let km = KernelKMeans::new(2).precision(ProductPrecision::Bf16);
+    /// assert_eq!(km.product_precision(), ProductPrecision::Bf16);
+    /// let fit = km.device(DeviceSpec::Cpu).fit(Points::new(6, 1, &x).unwrap()).unwrap();
+    /// assert_eq!(fit.labels[..3], [fit.labels[0]; 3]);
+    /// assert_ne!(fit.labels[0], fit.labels[3]);
+    /// ```
+    pub fn precision(mut self, precision: ProductPrecision) -> Self {
+        self.tf32 = precision != ProductPrecision::Strict;
+        self.half_products = match precision {
+            ProductPrecision::Bf16 => Some(Half::Bf16),
+            ProductPrecision::Fp16 => Some(Half::F16),
+            ProductPrecision::Strict | ProductPrecision::Tf32 => None,
+        };
+        self
+    }
+
+    /// The products' precision these settings ask for ([`KernelKMeans::precision`]).
+    pub fn product_precision(&self) -> ProductPrecision {
+        match (self.half_products, self.tf32) {
+            (Some(Half::Bf16), _) => ProductPrecision::Bf16,
+            (Some(Half::F16), _) => ProductPrecision::Fp16,
+            (None, true) => ProductPrecision::Tf32,
+            (None, false) => ProductPrecision::Strict,
+        }
     }
 
     /// Holds the stored kernel matrix in 16 bits (`Some(Half::Bf16)` or `Some(Half::F16)`),
@@ -534,6 +584,7 @@ impl KernelKMeans {
             .with_memory_budget(self.memory_limit);
         let mut config = popcorn_dsl::PlannerConfig {
             tf32: self.tf32,
+            half_products: self.half_products,
             ..ctx.config().clone()
         };
         if let Some(half) = self.kernel_storage {
@@ -848,6 +899,12 @@ impl KernelKMeans {
             (points.n, points.d, self.k),
             self.max_iter,
             scaled_weights.is_some(),
+        )?;
+        precision::check_fp16_range(
+            self.half_products,
+            &self.kernel,
+            &x_host,
+            feature_map.is_some(),
         )?;
         // The iterations' points: the points themselves, or for the features algorithm the
         // kernel's features, on which the linear kernel's iterations run (their build counted

@@ -56,7 +56,7 @@ pub use launch::{
     ROW_WARPS_PER_BLOCK,
 };
 
-pub(crate) use expr::{from_half_fn, prelude, HALF_CONVERSIONS};
+pub(crate) use expr::{from_half_fn, prelude, to_half_fn, HALF_CONVERSIONS};
 
 use crate::params::{params, CType, Param};
 use kernel_ir::SpecError;
@@ -128,6 +128,13 @@ impl ContractionVariant {
     /// [take rounded operands](takes_rounded_operands); the warp-specialised body only with
     /// both operands rounded.
     fn for_spec(self, spec: &KernelSpec) -> ContractionVariant {
+        if contraction::packs_half_operands(spec).is_some() {
+            // Packed 16-bit operands: always in rows of a multiple of 16 bytes, never rounded.
+            return ContractionVariant {
+                rounded: RoundedOperands::NONE,
+                warp_specialised: self.warp_specialised,
+            };
+        }
         if !takes_rounded_operands(spec) {
             return ContractionVariant::default();
         }
@@ -136,6 +143,16 @@ impl ContractionVariant {
             warp_specialised: self.warp_specialised && self.rounded == RoundedOperands::BOTH,
         }
     }
+}
+
+/// Whether a launcher packs `spec`'s operands in pairs of 16-bit values (one 32-bit word a
+/// pair, rows of a multiple of 16 bytes, zeros past the depth) and passes the depth and the
+/// operands' leading dimensions in words: a contraction with 16-bit operands
+/// ([`kernel_ir::Precision::Half`]) on the pipelined template. Its kernels (every
+/// [`ContractionVariant`]) read only packed operands; the warp-specialised one takes the packed
+/// copies' tensor maps, described as `float` matrices of words.
+pub fn packs_half_operands(spec: &KernelSpec) -> Option<kernel_ir::Half> {
+    contraction::packs_half_operands(spec)
 }
 
 /// Whether [`emit_variant`] makes a kernel of its own for `spec`: a TF32 contraction on the
@@ -458,8 +475,8 @@ fn describe_form(form: &Form) -> String {
         } => format!(
             "contraction (product in{a} * in{b}, {}{}; stores: {}; reductions over j: {})",
             match precision {
-                kernel_ir::Precision::Strict => "strict",
-                kernel_ir::Precision::Tf32 => "tf32 tensor cores",
+                kernel_ir::Precision::Strict => "strict".to_string(),
+                on_cores => format!("{} tensor cores", on_cores.name()),
             },
             if *symmetric { ", symmetric" } else { "" },
             stores.len(),

@@ -283,5 +283,20 @@ pub fn all_samples() -> Vec<(String, KernelSpec)> {
         "contraction_pipelined_tf32_f32".to_string(),
         contraction_mixed(ScalarType::F32, true, false),
     ));
+    for half in [kernel_ir::Half::Bf16, kernel_ir::Half::F16] {
+        let precision = kernel_ir::Precision::Half(half);
+        out.push((
+            format!("contraction_pipelined_{}_f32", half.name()),
+            kernel_ir::samples::mixed_contraction(ScalarType::F32, (false, true), precision, true),
+        ));
+        out.push((
+            format!("contraction_symmetric_{}_f32", half.name()),
+            kernel_ir::samples::symmetric_kernel_sums(ScalarType::F32, precision),
+        ));
+        out.push((
+            format!("contraction_tiled_{}_f32", half.name()),
+            kernel_ir::samples::mixed_contraction(ScalarType::F32, (true, true), precision, true),
+        ));
+    }
     out
 }

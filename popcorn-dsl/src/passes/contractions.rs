@@ -211,11 +211,16 @@ fn pipelined(cx: &PassContext<'_>, attrs: &ProductAttrs, r: &Region) -> bool {
 /// inner dimension `depth`.
 fn times(cx: &PassContext<'_>, rows: f64, cols: f64, depth: f64, efficiency: f64) -> (f64, f64) {
     let c = &cx.target.ceilings;
-    let rate = c.product_flops_per_s(cx.config.dtype, cx.config.tf32);
+    let rate = c.product_flops_per_s(cx.config.dtype, cx.config.library_tf32());
+    // A contraction kernel multiplies 16-bit operands at their own rate; the library, in TF32.
+    let fused_rate = match cx.config.contraction_precision() {
+        kernel_ir::Precision::Half(_) => c.half_product_flops_per_s(),
+        _ => rate,
+    };
     let flops = 2.0 * rows * cols * depth;
     let bytes = 2.0 * rows * cols * cx.config.dtype.size_bytes() as f64;
     let stored = flops / rate + bytes / c.copy_bytes_per_s;
-    let fused = flops / (rate * efficiency.max(1e-3));
+    let fused = flops / (fused_rate * efficiency.max(1e-3));
     (stored, fused)
 }
 
@@ -267,7 +272,7 @@ impl GraphPass for Contractions {
                 // The common shape: `float` values, A * B^T of row-major operands, no sums by
                 // label (see ContractionTarget).
                 let common = pipelined(cx, &attrs, &r) && r.labels.is_none();
-                let tf32 = cx.config.tf32 && cx.config.dtype == crate::types::DType::F32;
+                let tf32 = cx.config.library_tf32();
                 let (stored, fused) = times(
                     cx,
                     rows as f64,

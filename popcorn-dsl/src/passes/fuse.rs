@@ -16,7 +16,7 @@ use crate::ir::{Graph, LibOp, NodeId, Op, Reduce};
 use crate::ops::Builtin;
 use crate::scalar::ScalarExpr;
 use crate::types::Storage;
-use kernel_ir::{Access, Expr, Form, Input, KernelSpec, Precision, ReduceKind, Reduction};
+use kernel_ir::{Access, Expr, Form, Input, KernelSpec, ReduceKind, Reduction};
 use std::collections::{BTreeSet, HashMap};
 
 /// How the fusion pass sees a node.
@@ -554,11 +554,7 @@ impl Fusion {
             Form::Contraction {
                 a: p.a,
                 b: p.b,
-                precision: if cx.config.tf32 && cx.config.dtype == crate::types::DType::F32 {
-                    Precision::Tf32
-                } else {
-                    Precision::Strict
-                },
+                precision: cx.config.contraction_precision(),
                 symmetric: p.symmetric && stores.is_empty(),
                 stores,
                 reductions,

@@ -94,6 +94,13 @@ pub struct PlannerConfig {
     /// context's programs share its configuration); only in f32 plans.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub half_storage: std::collections::BTreeMap<String, kernel_ir::Half>,
+    /// Products computed with 16-bit operands (bf16 or fp16; f32 plans only): the generated
+    /// contraction kernels round both operands to this format and multiply on 16-bit tensor
+    /// cores, accumulating in fp32 (8 or 11 significant bits per operand, against TF32's 11 and
+    /// fp32's 24); the library's products (GEMM, SYRK) then use TF32, as if `tf32` were set. A
+    /// backend without tensor cores (the CPU) computes every product strictly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub half_products: Option<kernel_ir::Half>,
 }
 
 fn default_true() -> bool {
@@ -113,6 +120,7 @@ impl Default for PlannerConfig {
             contractions: ContractionPolicy::Auto,
             partition: None,
             half_storage: Default::default(),
+            half_products: None,
         }
     }
 }
@@ -130,6 +138,7 @@ impl std::hash::Hash for PlannerConfig {
             contractions,
             partition,
             half_storage,
+            half_products,
         } = self;
         dtype.hash(state);
         fusion.hash(state);
@@ -141,10 +150,26 @@ impl std::hash::Hash for PlannerConfig {
         contractions.hash(state);
         partition.hash(state);
         half_storage.hash(state);
+        half_products.hash(state);
     }
 }
 
 impl PlannerConfig {
+    /// Whether the library's f32 products (GEMM, SYRK) use TF32 tensor cores: asked for
+    /// (`tf32`), or implied by 16-bit products (`half_products`).
+    pub fn library_tf32(&self) -> bool {
+        (self.tf32 || self.half_products.is_some()) && self.dtype == DType::F32
+    }
+
+    /// The precision of a generated contraction's product in this configuration.
+    pub fn contraction_precision(&self) -> kernel_ir::Precision {
+        match (self.dtype, self.half_products, self.tf32) {
+            (DType::F32, Some(half), _) => kernel_ir::Precision::Half(half),
+            (DType::F32, None, true) => kernel_ir::Precision::Tf32,
+            _ => kernel_ir::Precision::Strict,
+        }
+    }
+
     /// The default configuration adjusted by the [settings](crate::settings): `POPCORN_NO_FUSION`,
     /// `POPCORN_CLUSTER_SUMS_MAX_K` / `POPCORN_NO_CLUSTER_SUMS`, `POPCORN_TF32`,
     /// `POPCORN_SYRK_BLOCK_ROWS`, `POPCORN_NO_OVERLAP`.
@@ -210,7 +235,7 @@ impl PassContext<'_> {
         self.config.syrk_block_rows.unwrap_or_else(|| {
             self.target
                 .syrk_blocking
-                .map_or(0, |b| b.block_rows(n, self.config.tf32))
+                .map_or(0, |b| b.block_rows(n, self.config.library_tf32()))
         })
     }
 }

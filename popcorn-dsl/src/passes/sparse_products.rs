@@ -74,7 +74,7 @@ fn estimates(
     let product_rate = cx
         .target
         .ceilings
-        .product_flops_per_s(cx.config.dtype, cx.config.tf32);
+        .product_flops_per_s(cx.config.dtype, cx.config.library_tf32());
     let mut ways = Vec::new();
     if let Some(SparseTarget {
         gram_flops_per_s,

@@ -11,7 +11,7 @@ use super::pattern::{any, op};
 use super::{GraphPass, PassContext, PlanError};
 use crate::ir::{Graph, LibOp, Op};
 use crate::ops::{Builtin, PadCols};
-use crate::types::{DType, Dim, Storage, Type};
+use crate::types::{Dim, Storage, Type};
 
 /// The padding pass.
 pub struct Tf32Padding;
@@ -25,7 +25,7 @@ impl GraphPass for Tf32Padding {
         let Some(padding) = cx.target.tf32_row_padding else {
             return Ok(false);
         };
-        if !cx.config.tf32 || cx.config.dtype != DType::F32 || padding.multiple == 0 {
+        if !cx.config.library_tf32() || padding.multiple == 0 {
             return Ok(false);
         }
         let pattern =

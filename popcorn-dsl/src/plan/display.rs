@@ -96,8 +96,8 @@ fn detail(plan: &Plan, index: usize) -> String {
                 f.cols,
                 f.depth,
                 match precision {
-                    kernel_ir::Precision::Strict => "",
-                    kernel_ir::Precision::Tf32 => " on tf32",
+                    kernel_ir::Precision::Strict => String::new(),
+                    on_cores => format!(" on {}", on_cores.name()),
                 },
                 if *symmetric {
                     ", symmetric (one triangle of tiles)"

@@ -51,12 +51,17 @@ impl Plan {
                             reductions,
                             ..
                         } => {
-                            let tf32 = *precision == Precision::Tf32;
+                            // 16-bit operands are priced as TF32 ones (the same kernels), at
+                            // the 16-bit rate; the kernel counts their depth in pairs.
+                            let tf32 = precision.on_tensor_cores() && self.dtype == DType::F32;
+                            let half = matches!(precision, Precision::Half(_));
+                            let kernel_depth = if half { f.depth.div_ceil(2) } else { f.depth };
                             let product = 2.0 * f.rows as f64 * f.cols as f64 * f.depth as f64;
                             // A kernel matrix of one matrix with itself, mirrored: one
                             // triangle of the product (and the diagonal's tiles).
                             let mirrored = self.target.contractions.is_some_and(|t| {
-                                t.mirror_min_depth.is_some_and(|least| f.depth >= least)
+                                t.mirror_min_depth
+                                    .is_some_and(|least| kernel_depth >= least)
                             }) && tf32
                                 && f.share.is_none()
                                 && f.rows == f.cols
@@ -111,7 +116,12 @@ impl Plan {
                                 }
                                 _ => 0.0,
                             };
-                            (computed * product / (product_rate(tf32) * efficiency.max(1e-3))
+                            let rate = if half && tf32 {
+                                c.half_product_flops_per_s()
+                            } else {
+                                product_rate(tf32)
+                            };
+                            (computed * product / (rate * efficiency.max(1e-3))
                                 + computed * (step.flops - product).max(0.0) / map_rate
                                 + stored)
                                 .max(by_label)

@@ -467,6 +467,55 @@ impl Builtins<'_> {
         )
     }
 
+    /// The `rows x cols` f32 matrix at `input.0` (leading dimension `input.1`) rounded to
+    /// `half` and packed in pairs into `out.0`: one 32-bit word a pair (the even column in the
+    /// low half), rows `out.1 >= cols.div_ceil(2)` words apart, the halves past `cols` set to 0
+    /// ([`kernels_gen::builtins::pack_half`]).
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    pub(crate) unsafe fn pack_half(
+        &self,
+        half: kernel_ir::Half,
+        input: (u64, usize),
+        (rows, cols): (usize, usize),
+        out: (u64, usize),
+    ) -> Result<(), RuntimeError> {
+        if rows == 0 {
+            return Ok(());
+        }
+        if out.1 < cols.div_ceil(2) {
+            return Err(crate::cuda::errors::invalid(format!(
+                "packed rows of {} words cannot hold {cols} 16-bit values",
+                out.1
+            )));
+        }
+        let mut args = [
+            KernelArg::size(rows)?,
+            KernelArg::size(cols)?,
+            KernelArg::size(input.1)?,
+            KernelArg::size(out.1)?,
+            KernelArg::Ptr(input.0),
+            KernelArg::Ptr(out.0),
+        ];
+        let name = builtins::pack_half_name(half);
+        let f = self
+            .kernels
+            .function(name, || builtins::pack_half(half).source)?;
+        // SAFETY: `args` follow the kernel's parameters; the addresses hold what it touches,
+        // as this function's contract says.
+        unsafe {
+            driver::launch(
+                self.stream,
+                &f,
+                name,
+                builtins::linear_grid_block(32 * rows as u64),
+                &mut args,
+            )
+        }
+    }
+
     /// `out[i] = a[i * lda + i]` for `i < n`: `a` of `dtype`, or held in 16 bits (`held`, then
     /// widened to `f32`).
     ///

@@ -2403,9 +2403,13 @@ fn gpu_syrk_in_bands_and_a_banded_map_on_the_second_lane_match_the_whole() {
 /// The shared mixed contraction (every store and reduction kind at once) on the GPU against
 /// the CPU contraction in f64 (itself tested against a naive reference): both templates
 /// (pipelined: `float`, `A * B^T`, no sums by label; tiled: the rest), every operand
-/// orientation, strict and TF32, shapes with 1, odd sizes, non-multiples of the 64 x 64 and
-/// 256 x 128 tiles and of the 16- and 32-deep slices, more rows than one block of 256, and odd
-/// leading dimensions (4-byte copies). Outputs are NaN-poisoned before the run.
+/// orientation, strict, TF32 and 16-bit operands (bf16, fp16: the pipelined template's packed
+/// pairs on 16-bit tensor cores, the tiled template's staged values rounded; against the CPU
+/// given the operands rounded to the same format, whose products are then exact in either),
+/// shapes with 1, odd sizes and depths (a packed row's last pair half zero), non-multiples of
+/// the 64 x 64 and 256 x 128 tiles and of the 16- and 32-deep slices, more rows than one block
+/// of 256, and odd leading dimensions (4-byte copies). Outputs are NaN-poisoned before the
+/// run.
 #[test]
 fn gpu_mixed_contraction_matches_the_cpu() {
     let Some(b) = gpu() else { return };
@@ -2421,13 +2425,17 @@ fn gpu_mixed_contraction_matches_the_cpu() {
     for (rows, cols, depth) in shapes {
         for (ta, tb) in [(false, true), (false, false), (true, false), (true, true)] {
             for by_label in [true, false] {
-                for (dtype, tf32) in [(DType::F32, false), (DType::F64, false), (DType::F32, true)]
-                {
-                    let precision = if tf32 {
-                        kernel_ir::Precision::Tf32
-                    } else {
-                        kernel_ir::Precision::Strict
-                    };
+                for (dtype, precision) in [
+                    (DType::F32, kernel_ir::Precision::Strict),
+                    (DType::F64, kernel_ir::Precision::Strict),
+                    (DType::F32, kernel_ir::Precision::Tf32),
+                    (
+                        DType::F32,
+                        kernel_ir::Precision::Half(kernel_ir::Half::Bf16),
+                    ),
+                    (DType::F32, kernel_ir::Precision::Half(kernel_ir::Half::F16)),
+                ] {
+                    let tf32 = precision == kernel_ir::Precision::Tf32;
                     let spec = kernel_ir::samples::mixed_contraction(
                         dtype.scalar_type(),
                         (ta, tb),
@@ -2436,7 +2444,8 @@ fn gpu_mixed_contraction_matches_the_cpu() {
                     );
                     let what = format!(
                         "mixed contraction {rows}x{cols}x{depth} ta={ta} tb={tb} \
-                         by_label={by_label} {dtype:?} tf32={tf32}"
+                         by_label={by_label} {dtype:?} {}",
+                        precision.name()
                     );
                     let (ar, ac) = if ta { (depth, rows) } else { (rows, depth) };
                     let (br, bc) = if tb { (cols, depth) } else { (depth, cols) };
@@ -2448,15 +2457,37 @@ fn gpu_mixed_contraction_matches_the_cpu() {
                     let idx: Vec<u32> = (0..rows).map(|_| rng.below(cols) as u32).collect();
                     let g = 0.75;
 
-                    // The CPU reference in f64, strict.
+                    // The CPU reference in f64, strict; for 16-bit operands, from the operands
+                    // rounded to the format (the GPU gets them unrounded).
+                    let to_half = |values: &[f64]| -> Vec<f64> {
+                        match precision {
+                            kernel_ir::Precision::Half(half) => values
+                                .iter()
+                                .map(|v| {
+                                    crate::backend::from_half_bits(
+                                        half,
+                                        crate::backend::to_half_bits(half, *v as f32),
+                                    ) as f64
+                                })
+                                .collect(),
+                            _ => values.to_vec(),
+                        }
+                    };
+                    let (a_ref, bm_ref) = (to_half(&a), to_half(&bm));
                     let mut cpu_spec = spec.clone();
                     cpu_spec.dtype = kernel_ir::ScalarType::F64;
                     if let Form::Contraction { precision, .. } = &mut cpu_spec.form {
                         *precision = kernel_ir::Precision::Strict;
                     }
                     let args = [
-                        crate::cpu::FusedArg::Matrix { data: &a, ld: ac },
-                        crate::cpu::FusedArg::Matrix { data: &bm, ld: bc },
+                        crate::cpu::FusedArg::Matrix {
+                            data: &a_ref,
+                            ld: ac,
+                        },
+                        crate::cpu::FusedArg::Matrix {
+                            data: &bm_ref,
+                            ld: bc,
+                        },
                         crate::cpu::FusedArg::Vector(&cn),
                         crate::cpu::FusedArg::Vector(&y),
                         crate::cpu::FusedArg::Index(&labels),
@@ -2764,16 +2795,19 @@ fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
         return;
     };
     let mut rng = Rng(47);
-    for (n, d, k, sorted) in [
-        (33_001, 50, 100, true),
-        (32_800, 64, 7, true),
-        (32_769, 17, 1, true),
-        (33_000, 37, 300, false),
+    let tf32 = kernel_ir::Precision::Tf32;
+    let bf16 = kernel_ir::Precision::Half(kernel_ir::Half::Bf16);
+    let fp16 = kernel_ir::Precision::Half(kernel_ir::Half::F16);
+    // 16-bit operands come packed in pairs: 65 to 128 of them make the two chunks.
+    for (n, d, k, sorted, precision) in [
+        (33_001, 50, 100, true, tf32),
+        (32_800, 64, 7, true, tf32),
+        (32_769, 17, 1, true, tf32),
+        (33_000, 37, 300, false, tf32),
+        (33_001, 100, 100, true, bf16),
+        (32_800, 127, 7, false, fp16),
     ] {
-        let spec = kernel_ir::samples::symmetric_kernel_sums(
-            kernel_ir::ScalarType::F32,
-            kernel_ir::Precision::Tf32,
-        );
+        let spec = kernel_ir::samples::symmetric_kernel_sums(kernel_ir::ScalarType::F32, precision);
         let points = rng.values(n * d);
         // Sorted: cluster c holds a share growing with c, cluster k / 2 none; else random.
         let labels: Vec<u32> = if sorted {
@@ -2826,7 +2860,10 @@ fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
             &got,
             &want,
             1e-5,
-            &format!("n = {n}, d = {d}, k = {k}, sorted = {sorted}"),
+            &format!(
+                "n = {n}, d = {d}, k = {k}, sorted = {sorted}, {}",
+                precision.name()
+            ),
         );
     }
     let names: Vec<String> = std::fs::read_dir(&dump)
@@ -2837,10 +2874,92 @@ fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
                 .collect()
         })
         .unwrap_or_default();
-    assert!(
-        names.iter().any(|f| f.contains("_r3_ws")),
-        "no warp-specialised kernel among the dumped sources: {names:?}"
-    );
+    // TF32 on rounded operands (r3), 16-bit on packed ones (r0).
+    for variant in ["_r3_ws", "_r0_ws"] {
+        assert!(
+            names.iter().any(|f| f.contains(variant)),
+            "no warp-specialised {variant} kernel among the dumped sources: {names:?}"
+        );
+    }
+}
+
+/// Kernel K-means' symmetric sums by label with 16-bit operands (one matrix as both, packed
+/// once) against the CPU in f64 given the points rounded to the same format: the products of
+/// 16-bit values are exact, so only the fp32 accumulation differs. Sizes of 1, odd sizes and
+/// depths (a packed row's last pair half zero), sorted and random labels.
+#[test]
+fn gpu_sixteen_bit_symmetric_sums_match_the_cpu_on_rounded_points() {
+    let Some(b) = gpu() else { return };
+    let mut rng = Rng(53);
+    for half in [kernel_ir::Half::Bf16, kernel_ir::Half::F16] {
+        let precision = kernel_ir::Precision::Half(half);
+        let spec = kernel_ir::samples::symmetric_kernel_sums(kernel_ir::ScalarType::F32, precision);
+        let mut cpu_spec = spec.clone();
+        cpu_spec.dtype = kernel_ir::ScalarType::F64;
+        if let Form::Contraction { precision, .. } = &mut cpu_spec.form {
+            *precision = kernel_ir::Precision::Strict;
+        }
+        for (n, d, k) in [(1, 1, 1), (300, 17, 7), (1000, 50, 10), (777, 64, 3)] {
+            let what = format!("{} n = {n}, d = {d}, k = {k}", half.name());
+            let points = rng.values(n * d);
+            let rounded: Vec<f64> = points
+                .iter()
+                .map(|v| {
+                    crate::backend::from_half_bits(
+                        half,
+                        crate::backend::to_half_bits(half, *v as f32),
+                    ) as f64
+                })
+                .collect();
+            let mut labels: Vec<u32> = (0..n).map(|_| rng.below(k) as u32).collect();
+            if n % 2 == 0 {
+                labels.sort_unstable();
+            }
+            let g = 0.5;
+            let mut want = vec![f64::NAN; n * k];
+            {
+                let args = [
+                    crate::cpu::FusedArg::Matrix {
+                        data: &rounded,
+                        ld: d,
+                    },
+                    crate::cpu::FusedArg::Matrix {
+                        data: &rounded,
+                        ld: d,
+                    },
+                    crate::cpu::FusedArg::Index(&labels),
+                    crate::cpu::FusedArg::Scalar(g),
+                ];
+                let mut outs = vec![crate::cpu::FusedOut::Values(&mut want)];
+                crate::cpu::run_contraction(&cpu_spec, (n, n), d, k, &args, &mut outs)
+                    .unwrap_or_else(|e| panic!("{what}: CPU: {e}"));
+            }
+            let pbuf = upload(b, DType::F32, &points);
+            let lbuf = upload_u32(b, &labels);
+            let out = poisoned(b, ElemType::F32, n * k);
+            let inputs = [
+                dense(&pbuf, n, d),
+                dense(&pbuf, n, d),
+                Arg::Index { buf: &lbuf, len: n },
+                Arg::Scalar(g),
+            ];
+            let outputs = [dense(&out, n, k)];
+            let step = step(StepOp::Fused(FusedStep {
+                name: spec.name(),
+                spec: spec.clone(),
+                rows: n,
+                cols: n,
+                depth: d,
+                width: k,
+                share: None,
+            }));
+            b.run_step(&step, &inputs, &outputs, DType::F32, 1.0)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let got = download(b, &out);
+            // Sums of non-negative values: relative error of the fp32 accumulation alone.
+            assert_close(&got, &want, 2.0 * tolerance(DType::F32), &what);
+        }
+    }
 }
 
 #[test]

@@ -94,6 +94,21 @@ pub(crate) fn takes_rounded_operands(spec: &KernelSpec) -> bool {
     ) && is_pipelined(spec)
 }
 
+/// Whether a launcher must pack `spec`'s two operands in pairs of 16-bit values before the
+/// launch (one 32-bit word a pair, rows padded with zeros to a multiple of 16 bytes) and pass
+/// depth and leading dimensions in words: an f32 contraction with 16-bit operands
+/// ([`Precision::Half`]) on the pipelined template, which multiplies them on 16-bit tensor cores
+/// straight from the staged words. The tiled template rounds what it stages instead.
+pub fn packs_half_operands(spec: &KernelSpec) -> Option<kernel_ir::Half> {
+    match spec.form {
+        kernel_ir::Form::Contraction {
+            precision: Precision::Half(half),
+            ..
+        } if spec.dtype == ScalarType::F32 && is_pipelined(spec) => Some(half),
+        _ => None,
+    }
+}
+
 /// The template text of a contraction kernel.
 pub(crate) fn parts(
     spec: &KernelSpec,
@@ -103,11 +118,15 @@ pub(crate) fn parts(
     stores: &[Expr],
     reductions: &[Reduction],
 ) -> Parts {
-    let tensor = precision == Precision::Tf32 && spec.dtype == ScalarType::F32;
-    if is_pipelined(spec) {
-        pipelined::parts(spec, operands, tensor, variant, stores, reductions)
+    let precision = if spec.dtype == ScalarType::F32 {
+        precision
     } else {
-        tiled::parts(spec, operands, tensor, stores, reductions)
+        Precision::Strict
+    };
+    if is_pipelined(spec) {
+        pipelined::parts(spec, operands, precision, variant, stores, reductions)
+    } else {
+        tiled::parts(spec, operands, precision, stores, reductions)
     }
 }
 

@@ -14,7 +14,12 @@
 // is, for TF32 (operands rounded with cvt.rna, fp32 accumulation): on Hopper compiled for
 // sm_90a, wgmma.mma_async straight from the staged chunks (two warpgroups of 128 x 128);
 // elsewhere mma.sync.m16n8k8 with ldmatrix fragments; for strict fp32, FFMA on the
-// mma.sync accumulator layout, each element summed in ascending depth. Needs compute
+// mma.sync accumulator layout, each element summed in ascending depth. With 16-bit operands
+// (bf16 or fp16, MMA_BF16 / MMA_F16) the launcher packs each operand's rows in pairs of
+// 16-bit values, one 32-bit word a pair: the kernel then counts depth and leading
+// dimensions in words and stages, swizzles and copies exactly as for fp32, and only the
+// products differ (m64n128k16 and m16n8k16, whose 16-deep steps span the same 32 bytes of a
+// staged row as TF32's 8-deep ones, with the same fragments and descriptors). Needs compute
 // capability 8.0 (cp.async, TF32 mma). On Hopper, TF32 products of two depth chunks whose
 // operands the launcher rounded have a warp-specialised body as well (contraction_ws: a
 // producer thread copying through the tensor memory accelerator, the two warpgroups
@@ -62,6 +67,12 @@ static_assert(NT % 2 == 0, "B fragments are loaded two n8 tiles per ldmatrix.x4"
 static_assert((BM * SEGS) % THREADS == 0 && (BN * SEGS) % THREADS == 0,
               "every thread stages the same number of segments");
 static_assert(WARPS_N > 1, "the row exchange assumes several column warps");
+
+// The inner product's instructions: the kMma argument of the kernel bodies.
+constexpr int MMA_STRICT = 0;  // fp32 FFMA
+constexpr int MMA_TF32 = 1;    // fp32 operands rounded to TF32
+constexpr int MMA_BF16 = 2;    // operands packed by the launcher in pairs of bf16 (words)
+constexpr int MMA_F16 = 3;     // operands packed by the launcher in pairs of fp16 (words)
 
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
@@ -153,16 +164,34 @@ __device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned& r0, unsigned& r
                  : "r"(addr));
 }
 
-// D = A * B + C on one 16x8x8 tile; .tf32 operands are 32-bit registers holding TF32 bit
-// patterns, the accumulators are fp32.
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+// D = A * B + C on one 16 x 8 tile of one 32-byte k-step of a staged row, fp32 accumulators:
+// MMA_TF32, m16n8k8 with 32-bit registers holding TF32 bit patterns; MMA_BF16 / MMA_F16,
+// m16n8k16 with registers holding pairs of 16-bit values. Both take the same fragments: word
+// t of row g of the step's first 16 bytes is a0 (A) or b0 (B), and so on.
+template <int kMma>
+__device__ __forceinline__ void mma_step(float (&c)[4], const unsigned (&a)[4], unsigned b0,
                                          unsigned b1)
 {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    static_assert(kMma == MMA_TF32 || kMma == MMA_BF16 || kMma == MMA_F16, "a tensor-core product");
+    if constexpr (kMma == MMA_TF32) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else if constexpr (kMma == MMA_BF16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
 }
 
 // ------------------------------------------------------------------------------------
@@ -267,33 +296,49 @@ __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_grou
 // Orders this thread's ordinary shared-memory writes before the tensor cores' reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// d = A (64 x 8, descriptor {a_lo, WGMMA_DESC_HI}) * B^T (128 x 8, descriptor {b_lo,
-// WGMMA_DESC_HI}) + (accumulate ? d : 0), TF32 operands, fp32 d: the first product of a tile
-// starts from zero without clearing d.
+// The text of an m64n128 warpgroup product: the 64 accumulators (operands 0-63), the
+// descriptors' low halves (64, 65), whether to accumulate (66) and the descriptors' constant
+// high half (67). INSTR names the product; TAIL ends its operand list.
+#define PK_WGMMA_M64N128(INSTR, TAIL)                                                           \
+    asm volatile(                                                                              \
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %66, 0;\n"                          \
+        "mov.b64 da, {%64, %67};\nmov.b64 db, {%65, %67};\n" INSTR " {"                          \
+        PK_WGMMA_ACC_LIST "}, da, db, p, 1, 1" TAIL ";\n}\n"                                      \
+        : PK_WGMMA_ACC_OPERANDS                                                                \
+        : "r"(a_lo), "r"(b_lo), "r"(accumulate), "n"(WGMMA_DESC_HI))
+#define PK_WGMMA_ACC_LIST \
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define PK_WGMMA_ACC_OPERANDS \
+          "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+// d = A (64 x one 32-byte k-step, descriptor {a_lo, WGMMA_DESC_HI}) * B^T (128 x the same
+// step, descriptor {b_lo, WGMMA_DESC_HI}) + (accumulate ? d : 0), fp32 d: the first product
+// of a tile starts from zero without clearing d. The step is 8 TF32 values deep (MMA_TF32)
+// or 16 bf16 or fp16 values (MMA_BF16, MMA_F16; both operands K-major, not transposed).
 // d[r] of thread (warp w of the warpgroup, lane g * 4 + t) is element
 // (16 w + g + 8 ((r >> 1) & 1), 8 (r >> 2) + 2 t + (r & 1)).
-__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], unsigned a_lo, unsigned b_lo,
-                                                    int accumulate)
+template <int kMma>
+__device__ __forceinline__ void wgmma_m64n128(float (&d)[64], unsigned a_lo, unsigned b_lo,
+                                              int accumulate)
 {
-    asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %66, 0;\n"
-        "mov.b64 da, {%64, %67};\nmov.b64 db, {%65, %67};\n"
-        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, da, db, p, 1, 1;\n}\n"
-        :
-          "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a_lo), "r"(b_lo), "r"(accumulate), "n"(WGMMA_DESC_HI));
+    static_assert(kMma == MMA_TF32 || kMma == MMA_BF16 || kMma == MMA_F16, "a tensor-core product");
+    if constexpr (kMma == MMA_TF32) {
+        PK_WGMMA_M64N128("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", "");
+    } else if constexpr (kMma == MMA_BF16) {
+        PK_WGMMA_M64N128("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", ", 0, 0");
+    } else {
+        PK_WGMMA_M64N128("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", ", 0, 0");
+    }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
@@ -580,6 +625,7 @@ __device__ __forceinline__ void load_fragments(unsigned (&fa)[MT][4], unsigned (
     }
 }
 
+template <int kMma>
 __device__ __forceinline__ void mma_chunk(float (&acc)[MT][NT][4], unsigned a_row, unsigned b_row,
                                           const unsigned (&seg)[KSTEPS])
 {
@@ -595,7 +641,7 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[MT][NT][4], unsigned a_ro
         for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                mma_tf32(acc[mt][nt], fa[cur][mt], fb[cur][nt][0], fb[cur][nt][1]);
+                mma_step<kMma>(acc[mt][nt], fa[cur][mt], fb[cur][nt][0], fb[cur][nt][1]);
             }
         }
     }
@@ -1647,7 +1693,7 @@ __device__ __forceinline__ void wgmma_finish_rows(typename Fold::State (&st)[2][
     }
 }
 
-// The TF32 kernel body on Hopper: the same tiles, ring and step sequence as contraction(),
+// The tensor-core kernel body on Hopper (TF32 or packed 16-bit operands): the same tiles, ring and step sequence as contraction(),
 // with each warpgroup (warps 0-3 and 4-7) computing 128 rows x 128 columns as two
 // m64n128k8 products per 8-deep step, straight from the staged chunks. A step issues its
 // products and then the copies of the step STAGES - 1 ahead, which run beside them; the
@@ -1655,7 +1701,7 @@ __device__ __forceinline__ void wgmma_finish_rows(typename Fold::State (&st)[2][
 // refill are free), which lets them overlap that step's copy wait and TF32 rounding too.
 // Each row's 128 columns of a tile lie in one quad of lanes: its partials merge by two
 // shuffles.
-template <int kRounded, class Fold>
+template <int kMma, int kRounded, class Fold>
 __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda, const float* B,
                                                   long long ldb, long long m, long long n,
                                                   long long d, const Fold& fold)
@@ -1691,7 +1737,7 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
         }
 
         cp_async_wait<STAGES - 2>();
-        sg.round<kRounded>(cons);
+        if constexpr (kMma == MMA_TF32) sg.round<kRounded>(cons);
         fence_proxy_async();
         wgmma_wait_all();  // the previous step's products are done: its slots may be refilled
         __syncthreads();
@@ -1709,8 +1755,8 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
         for (int ks = 0; ks < KSTEPS; ++ks) {
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi) {
-                wgmma_m64n128k8_tf32(acc[mi], da + (unsigned)((mi * 64 * ROW_BYTES + ks * 32) >> 4),
-                                     db + (unsigned)((ks * 32) >> 4), ks > 0 || cons.kt > 0);
+                wgmma_m64n128<kMma>(acc[mi], da + (unsigned)((mi * 64 * ROW_BYTES + ks * 32) >> 4),
+                                    db + (unsigned)((ks * 32) >> 4), ks > 0 || cons.kt > 0);
             }
         }
         wgmma_commit();
@@ -1751,8 +1797,8 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
 }
 
 // ------------------------------------------------------------------------------------
-// The warp-specialised TF32 body on Hopper (sm_90a), for operands the launcher rounded to
-// TF32 (rows of a multiple of 16 bytes) and depths of at most WS_MAX_KT chunks. A CTA of
+// The warp-specialised tensor-core body on Hopper (sm_90a), for operands the launcher rounded
+// to TF32 or packed in 16-bit pairs (rows of a multiple of 16 bytes) and depths of at most WS_MAX_KT chunks. A CTA of
 // WS_THREADS: the eight warps of contraction_wgmma's two warpgroups consume; one thread of a
 // third warpgroup produces (its registers move to the consumers with setmaxnreg). The
 // producer has the tensor memory accelerator copy every step's chunks (A's, resident for a
@@ -1818,7 +1864,7 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, 
 }
 
 // ta, tb: the tensor maps of A (boxes of BK x BM) and B (BK x BN).
-template <class Fold>
+template <int kMma, class Fold>
 __device__ __forceinline__ void contraction_ws(const float* A, long long lda, const float* B,
                                                long long ldb, long long m, long long n, long long d,
                                                const Fold& fold, const TensorMap* ta,
@@ -1936,8 +1982,8 @@ __device__ __forceinline__ void contraction_ws(const float* A, long long lda, co
             for (int ks = 0; ks < KSTEPS; ++ks) {
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi) {
-                    wgmma_m64n128k8_tf32(acc[mi], da + (unsigned)((mi * 64 * ROW_BYTES + ks * 32) >> 4),
-                                         db + (unsigned)((ks * 32) >> 4), ks > 0 || kt > 0);
+                    wgmma_m64n128<kMma>(acc[mi], da + (unsigned)((mi * 64 * ROW_BYTES + ks * 32) >> 4),
+                                        db + (unsigned)((ks * 32) >> 4), ks > 0 || kt > 0);
                 }
             }
             wgmma_commit();
@@ -1980,16 +2026,18 @@ __device__ __forceinline__ void contraction_ws(const float* A, long long lda, co
 // The kernel body: P = A B^T over m rows, n columns and depth d, each tile folded (shared
 // memory as Staging plans it).
 // ------------------------------------------------------------------------------------
-// kRounded (TF32 only): the operands the launcher already rounded to TF32 in memory, bit 0 A,
-// bit 1 B; the kernel does not round its staged copies of those.
-template <bool kTf32, int kRounded, class Fold>
+// kMma: the inner product (MMA_STRICT, MMA_TF32, or with operands the launcher packed in pairs
+// of 16-bit values, MMA_BF16 or MMA_F16). kRounded (TF32 only): the operands the launcher
+// already rounded to TF32 in memory, bit 0 A, bit 1 B; the kernel does not round its staged
+// copies of those.
+template <int kMma, int kRounded, class Fold>
 __device__ __forceinline__ void contraction(const float* A, long long lda, const float* B,
                                             long long ldb, long long m, long long n, long long d,
                                             const Fold& fold)
 {
 #if defined(PK_WGMMA)
-    if constexpr (kTf32) {
-        contraction_wgmma<kRounded>(A, lda, B, ldb, m, n, d, fold);
+    if constexpr (kMma != MMA_STRICT) {
+        contraction_wgmma<kMma, kRounded>(A, lda, B, ldb, m, n, d, fold);
         return;
     }
 #endif
@@ -2042,15 +2090,15 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
         // This step's chunks: own copies landed (all but the STAGES - 2 newest groups) ...
         cp_async_wait<STAGES - 2>();
         const int a_slot = sg.a_slot(cons);
-        if constexpr (kTf32) sg.round<kRounded>(cons);  // ... rounded to TF32 by the thread that copied them ...
+        if constexpr (kMma == MMA_TF32) sg.round<kRounded>(cons);  // ... rounded to TF32 by the thread that copied them ...
         // ... and published. The barrier also says every thread finished the previous
         // step, so the slot it read (the one the issue below refills) is free.
         __syncthreads();
         sg.issue(prod);
         sg.advance(prod);
 
-        if constexpr (kTf32) {
-            mma_chunk(acc, sg.a_smem + (unsigned)(a_slot * A_SLOT_BYTES) + a_frag_row,
+        if constexpr (kMma != MMA_STRICT) {
+            mma_chunk<kMma>(acc, sg.a_smem + (unsigned)(a_slot * A_SLOT_BYTES) + a_frag_row,
                       sg.b_smem + (unsigned)(cons.b_slot * B_SLOT_BYTES) + b_frag_row, frag_seg);
         } else {
             ffma_chunk(acc, sg.a_ptr + a_slot * A_SLOT_FLOATS, sg.b_ptr + cons.b_slot * B_SLOT_FLOATS,
@@ -2088,7 +2136,7 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
 
 // The warp-specialised entry (see contraction_ws): the launcher takes it only on devices of
 // compute capability 9.0, whose kernels are compiled for sm_90a.
-template <class Fold>
+template <int kMma, class Fold>
 __device__ __forceinline__ void contraction_warp_specialised(const float* A, long long lda,
                                                              const float* B, long long ldb,
                                                              long long m, long long n, long long d,
@@ -2096,7 +2144,7 @@ __device__ __forceinline__ void contraction_warp_specialised(const float* A, lon
                                                              const TensorMap* tb)
 {
 #if defined(PK_WGMMA)
-    contraction_ws(A, lda, B, ldb, m, n, d, fold, ta, tb);
+    contraction_ws<kMma>(A, lda, B, ldb, m, n, d, fold, ta, tb);
 #else
     __trap();
 #endif

@@ -27,8 +27,10 @@
 //!   body walks one triangle of tiles and writes each tile's mirror image as well, from a
 //!   transposed stage in the row exchange.
 //!
-//! The entry point is one call, `pk::contraction<TF32, ROUNDED>(A, lda, B, ldb, rows, cols,
-//! depth, fold)`, launched with `__launch_bounds__(256, 1)` on a persistent grid (see
+//! The entry point is one call, `pk::contraction<MMA, ROUNDED>(A, lda, B, ldb, rows, cols,
+//! depth, fold)` (`MMA` the inner product: strict, TF32, or bf16 or fp16 operands the launcher
+//! packed in pairs, one 32-bit word a pair, `depth` and the leading dimensions then counted in
+//! words: [`crate::packs_half_operands`]), launched with `__launch_bounds__(256, 1)` on a persistent grid (see
 //! [`LaunchShape::Pipelined`]); or, for the warp-specialised variant
 //! ([`ContractionVariant::warp_specialised`]), `pk::contraction_warp_specialised(..., fold,
 //! &pk_ta, &pk_tb)` with the operands' tensor maps, launched with 384 threads.
@@ -42,7 +44,7 @@ use super::super::param_decl;
 use super::{combine, fold, identity, Parts};
 use crate::emit::ContractionVariant;
 use crate::params::{params, CType, Param};
-use kernel_ir::{Expr, Half, KernelSpec, ReduceKind, Reduction};
+use kernel_ir::{Expr, Half, KernelSpec, Precision, ReduceKind, Reduction};
 
 /// The fixed device code of every pipelined contraction kernel.
 const PIPELINE: &str = include_str!("pipeline.cu");
@@ -78,14 +80,11 @@ pub(crate) fn launch(spec: &KernelSpec) -> LaunchShape {
         a_chunk_bytes: PIPELINE_A_CHUNK_BYTES,
         b_chunk_bytes: PIPELINE_B_CHUNK_BYTES,
         exchange_bytes: PIPELINE_BLOCK_ROWS * (PIPELINE_COLUMN_WARPS - 1) * state_bytes(reductions),
-        // The stage of the wgmma body's mirror images (TF32 only).
+        // The stage of the wgmma body's mirror images (tensor-core products only).
         mirror_stage_bytes: if spec.stores_a_mirrorable_value()
             && matches!(
                 spec.form,
-                kernel_ir::Form::Contraction {
-                    precision: kernel_ir::Precision::Tf32,
-                    ..
-                }
+                kernel_ir::Form::Contraction { precision, .. } if precision.on_tensor_cores()
             ) {
             PIPELINE_MIRROR_BYTES
         } else {
@@ -104,25 +103,33 @@ const PIPELINE_MIRROR_BYTES: u32 = 2 * 128 * 136 * 2;
 pub(crate) fn parts(
     spec: &KernelSpec,
     (a, b): (usize, usize),
-    tensor: bool,
+    precision: Precision,
     variant: ContractionVariant,
     stores: &[Expr],
     reductions: &[Reduction],
 ) -> Parts {
     // Named after the kernel, so that sources concatenated into one module stay valid.
     let fold = format!("{}_fold", spec.name());
-    let rounded = if tensor { variant.rounded.mask() } else { 0 };
+    let tensor = precision.on_tensor_cores();
+    // The template's kMma; 16-bit operands come packed in pairs by the launcher, never rounded
+    // by the kernel.
+    let (mma, rounded) = match precision {
+        Precision::Strict => ("pk::MMA_STRICT", 0),
+        Precision::Tf32 => ("pk::MMA_TF32", variant.rounded.mask()),
+        Precision::Half(Half::Bf16) => ("pk::MMA_BF16", 3),
+        Precision::Half(Half::F16) => ("pk::MMA_F16", 3),
+    };
     let mut preamble = String::from(PIPELINE);
     preamble.push_str(&fold_struct(spec, &fold, stores, reductions));
     let members: Vec<String> = params(spec).iter().map(param_name).collect();
     let call = if tensor && variant.warp_specialised {
         format!(
-            "pk::contraction_warp_specialised(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, depth, \
-             pk_fold, &pk_ta, &pk_tb);"
+            "pk::contraction_warp_specialised<{mma}>(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, \
+             depth, pk_fold, &pk_ta, &pk_tb);"
         )
     } else {
         format!(
-            "pk::contraction<{tensor}, {rounded}>(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, \
+            "pk::contraction<{mma}, {rounded}>(in{a}, in{a}_ld, in{b}, in{b}_ld, rows, cols, \
              depth, pk_fold);"
         )
     };

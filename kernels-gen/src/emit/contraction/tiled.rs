@@ -10,7 +10,8 @@
 //! are staged as zeros. Each thread then holds 32 elements of the tile:
 //! - strict (`float` or `double` fused multiply-adds): thread `(tx, ty) = (t % 16, t / 16)`
 //!   holds rows `4 ty + r` and `32 + 4 ty + r` (`r < 4`) by columns `4 tx + c` (`c < 4`);
-//! - TF32 (`mma.sync.m16n8k8` on tensor cores, operands rounded to TF32 when staged, fp32
+//! - TF32 (`mma.sync.m16n8k8` on tensor cores, operands rounded to TF32, or to bf16 or fp16
+//!   for 16-bit operands, when staged, fp32
 //!   accumulation): the four warps form a 2 x 2 grid of 32 x 32 warp tiles, each two 16-row by
 //!   four 8-column fragments in the PTX accumulator layout.
 //!
@@ -27,13 +28,13 @@
 //! atomic add (labels at or beyond `width` are skipped) and the block writes its rows' bins
 //! at the end, so sums by label come in no fixed order.
 
-use super::super::expr::{narrowed, ElementScope};
+use super::super::expr::{from_half_fn, narrowed, to_half_fn, ElementScope, HALF_CONVERSIONS};
 use super::super::launch::{
     LaunchShape, CONTRACTION_BLOCK_COLS, CONTRACTION_BLOCK_ROWS, CONTRACTION_THREADS,
 };
 use super::{combine, fold, identity, Parts};
 use crate::params::CType;
-use kernel_ir::{Access, Expr, KernelSpec, ReduceKind, Reduction, ScalarType};
+use kernel_ir::{Access, Expr, KernelSpec, Precision, ReduceKind, Reduction, ScalarType};
 
 /// Padded row length of the staged slices (elements): 72 puts the rows of a tensor-core
 /// fragment 8 banks apart.
@@ -106,21 +107,32 @@ const TENSOR: Layout = Layout {
     groups: 8,
 };
 
-/// The template text: the TF32 rounding helper for tensor cores, and the statements.
+/// The template text: the rounding helpers for tensor cores, and the statements. With 16-bit
+/// operands ([`Precision::Half`]) the template rounds each staged value to the 16-bit format
+/// and multiplies on the TF32 tensor cores, which hold every bf16 and fp16 value exactly: the
+/// products are those of the 16-bit operands.
 pub(crate) fn parts(
     spec: &KernelSpec,
     operands: (usize, usize),
-    tensor: bool,
+    precision: Precision,
     stores: &[Expr],
     reductions: &[Reduction],
 ) -> Parts {
+    let (preamble, round) = match precision {
+        Precision::Strict => (String::new(), None),
+        Precision::Tf32 => (TF32_HELPER.to_string(), Some("pk_tf32(pk_v)".to_string())),
+        Precision::Half(half) => (
+            HALF_CONVERSIONS.to_string(),
+            Some(format!(
+                "{}({}(pk_v))",
+                from_half_fn(half),
+                to_half_fn(half)
+            )),
+        ),
+    };
     Parts {
-        preamble: if tensor {
-            TF32_HELPER.to_string()
-        } else {
-            String::new()
-        },
-        statements: body(spec, operands, tensor, stores, reductions),
+        preamble,
+        statements: body(spec, operands, round.as_deref(), stores, reductions),
     }
 }
 
@@ -128,10 +140,11 @@ pub(crate) fn parts(
 fn body(
     spec: &KernelSpec,
     (a, b): (usize, usize),
-    tensor: bool,
+    round: Option<&str>,
     stores: &[Expr],
     reductions: &[Reduction],
 ) -> String {
+    let tensor = round.is_some();
     let t = spec.dtype.c_name();
     let layout = if tensor { &TENSOR } else { &STRICT };
     let bk = match spec.dtype {
@@ -205,8 +218,8 @@ fn body(
         "            for (long long pk_p0 = 0; pk_p0 < depth; pk_p0 += {bk}) {{\n"
     ));
     s.push_str("                __syncthreads();\n");
-    s.push_str(&stage(spec, a, true, bk, tensor));
-    s.push_str(&stage(spec, b, false, bk, tensor));
+    s.push_str(&stage(spec, a, true, bk, round));
+    s.push_str(&stage(spec, b, false, bk, round));
     s.push_str("                __syncthreads();\n");
     if tensor {
         s.push_str(&tensor_steps(bk));
@@ -245,9 +258,9 @@ fn partial_init(spec: &KernelSpec, partials: &[(usize, &Reduction)], slots: u32)
 }
 
 /// Code staging one depth slice of operand `input` (A when `left`) in shared memory, zeros
-/// outside the matrix, rounded to TF32 for tensor cores. Consecutive threads read consecutive
-/// addresses of the stored matrix.
-fn stage(spec: &KernelSpec, input: usize, left: bool, bk: u32, tensor: bool) -> String {
+/// outside the matrix, rounded by `round` (an expression of `pk_v`) for tensor cores.
+/// Consecutive threads read consecutive addresses of the stored matrix.
+fn stage(spec: &KernelSpec, input: usize, left: bool, bk: u32, round: Option<&str>) -> String {
     let t = spec.dtype.c_name();
     let transposed = match spec.inputs.get(input).map(|i| i.access) {
         Some(Access::Left { transposed } | Access::Right { transposed }) => transposed,
@@ -275,10 +288,9 @@ fn stage(spec: &KernelSpec, input: usize, left: bool, bk: u32, tensor: bool) -> 
     } else {
         format!("{p}[pk_q * {p}_ld + pk_m]")
     };
-    let round = if tensor {
-        "                    pk_v = pk_tf32(pk_v);\n"
-    } else {
-        ""
+    let round = match round {
+        Some(rounded) => format!("                    pk_v = {rounded};\n"),
+        None => String::new(),
     };
     let target = if left { "pk_as" } else { "pk_bs" };
     format!(

@@ -3,7 +3,7 @@
 //! order of [`kernels_gen::params`], are checked against the kernel's reads and writes. A map
 //! over a lower-symmetric input also runs band by band (the consumer of a pipeline).
 
-use super::{tf32_operands, Io, StepCx};
+use super::{operand_copies, Io, StepCx};
 use crate::backend::{Arg, BufferInfo, ElemType};
 use crate::cuda::args::{check_buffer, kind};
 use crate::cuda::driver::{self, KernelArg};
@@ -37,14 +37,14 @@ pub(crate) fn run(
     };
     let scratch = column_scratch(cx, f, shape)?;
     let mut args = kernel_args(f, inputs, outputs, band, scratch)?;
-    // Operands rounded to TF32 once (whole launches only), held until the launch below.
-    let copies = match band {
-        None => tf32_operands::round(cx, f, inputs)?,
-        Some(_) => tf32_operands::RoundedCopies::none(),
-    };
+    // Operands packed in 16 bits, or rounded to TF32 once (whole launches only), held until
+    // the launch below.
+    let copies = operand_copies::prepare(cx, f, inputs, band.is_none())?;
+    // The depth the kernel takes: in words where the operands are packed in pairs.
+    let depth = copies.packed_depth.unwrap_or(f.depth);
     let variant = ContractionVariant {
         rounded: copies.rounded,
-        warp_specialised: warp_specialised(cx, f, shape, &copies),
+        warp_specialised: warp_specialised(cx, f, shape, &copies, depth),
     };
     let shape = if variant.warp_specialised {
         shape.warp_specialised()
@@ -52,17 +52,23 @@ pub(crate) fn run(
         shape
     };
     let name = kernels_gen::variant_entry(&f.name, &f.spec, variant);
-    if copies.rounded != kernels_gen::RoundedOperands::NONE {
+    if copies.copy != 0 {
         let Form::Contraction { a, b, .. } = &f.spec.form else {
             return Err(invalid(format!("kernel {name} is not a contraction")));
         };
-        // One copy stands for B, and for A too where A is the same matrix, with its own
-        // (padded) leading dimension.
-        let replaced = |k: usize| k == *b || (k == *a && copies.rounded.a);
+        // One copy stands for B, and for A too where A is the same matrix (else A may have its
+        // own packed copy), each with its own (padded) leading dimension; packed operands come
+        // with the depth in words.
+        let operands = (*a, *b);
         for (param, arg) in kernels_gen::params(&f.spec).iter().zip(args.iter_mut()) {
             match param {
-                Param::InputPtr(k) if replaced(*k) => *arg = KernelArg::Ptr(copies.copy),
-                Param::InputLd(k) if replaced(*k) => *arg = KernelArg::size(copies.ld)?,
+                Param::InputPtr(k) if copies.replaces(*k, operands) => {
+                    *arg = KernelArg::Ptr(copies.operand(*k, operands).0)
+                }
+                Param::InputLd(k) if copies.replaces(*k, operands) => {
+                    *arg = KernelArg::size(copies.operand(*k, operands).1)?
+                }
+                Param::Depth => *arg = KernelArg::size(depth)?,
                 _ => {}
             }
         }
@@ -95,7 +101,7 @@ pub(crate) fn run(
     };
     if variant.warp_specialised {
         let first_row = share.as_ref().map_or(0, |v| v.first_col());
-        for map in copies.tensor_maps(rows, cols, f.depth, first_row)? {
+        for map in copies.tensor_maps(rows, cols, depth, first_row)? {
             args.push(KernelArg::TensorMap(map));
         }
     }
@@ -107,7 +113,7 @@ pub(crate) fn run(
     let dims = match (band, shape) {
         (None, LaunchShape::Pipelined { .. }) => shape
             .pipelined_grid_block(
-                (rows as u64, cols as u64, f.depth as u64),
+                (rows as u64, cols as u64, depth as u64),
                 limits.multiprocessors,
                 limits.shared_bytes_per_block_optin,
             )
@@ -218,13 +224,13 @@ fn share_view(
 fn share_offsets<B: BufferInfo + DeviceAddress>(
     f: &FusedStep,
     inputs: &[Arg<'_, B>],
-    copies: &tf32_operands::RoundedCopies<'_>,
+    copies: &operand_copies::RoundedCopies<'_>,
     view: &ShareView,
 ) -> Result<Vec<u64>, RuntimeError> {
     let Form::Contraction { a, b, .. } = &f.spec.form else {
         return Err(invalid(format!("kernel {} is not a contraction", f.name)));
     };
-    let replaced = |k: usize| (k == *b && copies.rounded.b) || (k == *a && copies.rounded.a);
+    let replaced = |k: usize| copies.replaces(k, (*a, *b));
     let elem = f.spec.dtype.size_bytes() as u64;
     let (r0, c0) = (view.rows.start, view.first_col());
     f.spec
@@ -287,19 +293,20 @@ fn output_offset(f: &FusedStep, k: usize, r0: usize) -> Result<u64, RuntimeError
 const WARP_SPECIALISED_MIN_ELEMENTS: u64 = 1 << 30;
 
 /// Whether a whole launch of `f` takes the warp-specialised body: the device has one and
-/// allows it, the launcher rounded both operands into one copy (16-byte rows, which its tensor
-/// maps need), the product is large and exactly
+/// allows it, the launcher rounded (or packed) both operands into one copy (16-byte rows, which
+/// its tensor maps need), the product is large and exactly
 /// [`PIPELINE_WS_MAX_DEPTH_CHUNKS`](kernels_gen::emit::PIPELINE_WS_MAX_DEPTH_CHUNKS) = 2
-/// chunks deep (33 to 64): with one chunk (50,000 x 16 in run 27) a tile's products are too
+/// chunks deep (33 to 64 floats, or 65 to 128 packed 16-bit values): with one chunk (50,000 x 16 in run 27) a tile's products are too
 /// short for the handshakes with the producer to pay.
 fn warp_specialised(
     cx: &StepCx<'_>,
     f: &FusedStep,
     shape: LaunchShape,
-    copies: &tf32_operands::RoundedCopies<'_>,
+    copies: &operand_copies::RoundedCopies<'_>,
+    depth: usize,
 ) -> bool {
     use kernels_gen::emit::{PIPELINE_DEPTH_CHUNK, PIPELINE_WS_MAX_DEPTH_CHUNKS};
-    let chunks = (f.depth as u64).div_ceil(u64::from(PIPELINE_DEPTH_CHUNK));
+    let chunks = (depth as u64).div_ceil(u64::from(PIPELINE_DEPTH_CHUNK));
     cx.device.warp_specialised_contractions
         && matches!(shape, LaunchShape::Pipelined { .. })
         && copies.rounded == kernels_gen::RoundedOperands::BOTH

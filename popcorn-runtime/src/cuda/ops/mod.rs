@@ -14,6 +14,7 @@ mod gemm;
 mod gemv;
 mod label_sums;
 mod monomials;
+mod operand_copies;
 mod pad_cols;
 mod permute_rows;
 mod selection;
@@ -21,7 +22,6 @@ mod sparse_row_norms;
 mod spmm;
 mod spmv;
 mod syrk;
-mod tf32_operands;
 
 pub(crate) use cluster_sums::launch_cluster_sums;
 pub use cluster_sums::{ClusterSumsArgs, ClusterSumsReport, ClusterSumsTuning};

@@ -1,3 +1,5 @@
+//! Contraction operands copied before the launch: rounded to TF32, or packed in 16 bits.
+//!
 //! TF32 operands rounded once in memory: a pipelined TF32 contraction stages each chunk of its
 //! right operand `B` once per block of rows (and of `A` once per column tile where `A` is not
 //! kept resident), rounding every staged copy. Where `B` would be staged several times, the
@@ -7,6 +9,11 @@
 //! The copy's rows are padded to a multiple of 16 bytes ([`padded_ld`]): the kernel then stages
 //! them with 16-byte copies, where rows of an odd depth (Kernel K-means' points, d = 50) would
 //! take four 4-byte copies, each with its own bounds test, per 16 bytes.
+//!
+//! 16-bit operands ([`kernel_ir::Precision::Half`]) on the pipelined template are always
+//! packed ([`pack_half`]): each operand rounded to bf16 or fp16 and stored in pairs, one 32-bit
+//! word a pair, rows padded to 16 bytes; the kernel takes depth and leading dimensions in
+//! words, and half the bytes of the f32 operands.
 
 use super::StepCx;
 use crate::backend::{Arg, BufferInfo};
@@ -25,34 +32,153 @@ use std::sync::MutexGuard;
 /// `B`.
 const MIN_ROWS: usize = 1024;
 
-/// Rounded copies of a contraction's operands, in the lane's scratch, which stays locked (so
-/// no other step on this lane can reuse it) until the contraction is launched.
+/// Copies of a contraction's operands (rounded or packed), in the lane's scratch, which stays
+/// locked (so no other step on this lane can reuse it) until the contraction is launched.
 pub(crate) struct RoundedCopies<'a> {
     /// Which operands the copy stands for (`B`, and `A` where it is the same matrix).
     pub(crate) rounded: RoundedOperands,
-    /// The address of the rounded copy (0 where nothing is rounded).
+    /// The address of the copy (0 where nothing is copied).
     pub(crate) copy: u64,
-    /// Its leading dimension (in floats).
+    /// Its leading dimension (in 32-bit words: floats, or pairs of 16-bit values).
     pub(crate) ld: usize,
+    /// `A`'s own packed copy (address, leading dimension in words) where `A` is another matrix
+    /// than `B` and both are packed in 16 bits.
+    pub(crate) a_copy: Option<(u64, usize)>,
+    /// The depth the kernel takes, in words, where the operands are packed in 16 bits.
+    pub(crate) packed_depth: Option<usize>,
     _scratch: Option<MutexGuard<'a, GrowBuffer>>,
 }
 
 impl RoundedCopies<'_> {
-    /// No operand rounded: the kernel rounds what it stages.
+    /// No operand copied: the kernel rounds what it stages.
     pub(crate) fn none() -> RoundedCopies<'static> {
         RoundedCopies {
             rounded: RoundedOperands::NONE,
             copy: 0,
             ld: 0,
+            a_copy: None,
+            packed_depth: None,
             _scratch: None,
+        }
+    }
+
+    /// Whether operand `k` of contraction `(a, b)` is read from a copy (its address and
+    /// leading dimension then replaced by [`RoundedCopies::operand`]'s).
+    pub(crate) fn replaces(&self, k: usize, (a, b): (usize, usize)) -> bool {
+        (k == b && self.rounded.b) || (k == a && (self.rounded.a || self.a_copy.is_some()))
+    }
+
+    /// The address and leading dimension (words) of the copy standing for operand `k` of
+    /// contraction `(a, b)`, where [`RoundedCopies::replaces`] says one does.
+    pub(crate) fn operand(&self, k: usize, (a, _): (usize, usize)) -> (u64, usize) {
+        match self.a_copy {
+            Some(copy) if k == a => copy,
+            _ => (self.copy, self.ld),
         }
     }
 }
 
-/// Rounds the operands of fused step `f` where it pays (a TF32 contraction on the pipelined
+/// The copies fused step `f` launches with: its operands packed in 16 bits where its kernel
+/// multiplies 16-bit values ([`kernels_gen::packs_half_operands`]), which every launch needs;
+/// else rounded to TF32 where it pays ([`round`], whole launches only); else none.
+pub(crate) fn prepare<'a, B: BufferInfo + DeviceAddress>(
+    cx: &StepCx<'a>,
+    f: &FusedStep,
+    inputs: &[Arg<'_, B>],
+    whole: bool,
+) -> Result<RoundedCopies<'a>, RuntimeError> {
+    if let Some(half) = kernels_gen::packs_half_operands(&f.spec) {
+        return pack_half(cx, f, inputs, half);
+    }
+    if whole {
+        round(cx, f, inputs)
+    } else {
+        Ok(RoundedCopies::none())
+    }
+}
+
+/// A contraction's dense operand `k`: its address, rows and columns.
+fn operand<B: BufferInfo + DeviceAddress>(
+    f: &FusedStep,
+    inputs: &[Arg<'_, B>],
+    k: usize,
+) -> Result<(u64, usize, usize), RuntimeError> {
+    match inputs.get(k) {
+        Some(Arg::Dense { buf, rows, cols }) => Ok((buf.address(), *rows, *cols)),
+        _ => Err(invalid(format!(
+            "operand {k} of contraction {} is not a dense value",
+            f.name
+        ))),
+    }
+}
+
+/// Packs both operands of `f` in pairs of `half` values into the lane's scratch: `B`, then `A`
+/// where it is another matrix (one copy stands for both where they are one).
+fn pack_half<'a, B: BufferInfo + DeviceAddress>(
+    cx: &StepCx<'a>,
+    f: &FusedStep,
+    inputs: &[Arg<'_, B>],
+    half: kernel_ir::Half,
+) -> Result<RoundedCopies<'a>, RuntimeError> {
+    let Form::Contraction { a, b, .. } = &f.spec.form else {
+        return Err(invalid(format!("kernel {} is not a contraction", f.name)));
+    };
+    let (a_addr, a_rows, a_cols) = operand(f, inputs, *a)?;
+    let (b_addr, b_rows, b_cols) = operand(f, inputs, *b)?;
+    if a_cols != b_cols {
+        return Err(invalid(format!(
+            "the operands of contraction {} differ in depth ({a_cols} and {b_cols})",
+            f.name
+        )));
+    }
+    let same = a_addr == b_addr && a_rows == b_rows;
+    let words = a_cols.div_ceil(2);
+    let ld = padded_ld(words);
+    let too_large = || {
+        invalid(format!(
+            "the operands of contraction {} are too large",
+            f.name
+        ))
+    };
+    let bytes_of = |rows: usize| {
+        rows.checked_mul(ld)
+            .and_then(|e| e.checked_mul(4))
+            .ok_or_else(too_large)
+    };
+    let b_bytes = bytes_of(b_rows)?;
+    let a_bytes = if same { 0 } else { bytes_of(a_rows)? };
+    let total = b_bytes.checked_add(a_bytes).ok_or_else(too_large)?;
+    let mut scratch = cx.lane_scratch()?;
+    let copy = scratch.ensure(
+        cx.stream,
+        total.max(16),
+        "16-bit packed contraction operands",
+    )?;
+    let a_copy = (!same).then_some((copy + b_bytes as u64, ld));
+    let builtins = cx.device.builtins(cx.stream);
+    // SAFETY: each operand is a dense f32 input of `rows x cols` elements, contiguous (as the
+    // step's arguments say); the scratch holds `b_rows x ld` words for `B` and, after them
+    // (a multiple of 16 bytes), `a_rows x ld` for `A`; all on this lane's stream.
+    unsafe {
+        builtins.pack_half(half, (b_addr, b_cols), (b_rows, b_cols), (copy, ld))?;
+        if let Some(a_copy) = a_copy {
+            builtins.pack_half(half, (a_addr, a_cols), (a_rows, a_cols), a_copy)?;
+        }
+    }
+    Ok(RoundedCopies {
+        rounded: RoundedOperands { a: same, b: true },
+        copy,
+        ld,
+        a_copy,
+        packed_depth: Some(words),
+        _scratch: Some(scratch),
+    })
+}
+
+/// Rounds the operands of fused step `f` (a TF32 one) where it pays (a TF32 contraction on the pipelined
 /// template over at least [`MIN_ROWS`] rows, the device set to round operands): `B` into the
 /// lane's scratch, and `A` with it when `A` is the same matrix. Otherwise rounds nothing.
-pub(crate) fn round<'a, B: BufferInfo + DeviceAddress>(
+fn round<'a, B: BufferInfo + DeviceAddress>(
     cx: &StepCx<'a>,
     f: &FusedStep,
     inputs: &[Arg<'_, B>],
@@ -67,15 +193,8 @@ pub(crate) fn round<'a, B: BufferInfo + DeviceAddress>(
     {
         return Ok(RoundedCopies::none());
     }
-    let operand = |k: usize| match inputs.get(k) {
-        Some(Arg::Dense { buf, rows, cols }) => Ok((buf.address(), *rows, *cols)),
-        _ => Err(invalid(format!(
-            "operand {k} of contraction {} is not a dense value",
-            f.name
-        ))),
-    };
-    let (a_addr, a_rows, a_cols) = operand(*a)?;
-    let (b_addr, b_rows, b_cols) = operand(*b)?;
+    let (a_addr, a_rows, a_cols) = operand(f, inputs, *a)?;
+    let (b_addr, b_rows, b_cols) = operand(f, inputs, *b)?;
     let same = a_addr == b_addr && (a_rows, a_cols) == (b_rows, b_cols);
     let ld = padded_ld(b_cols);
     let bytes = b_rows
@@ -100,6 +219,8 @@ pub(crate) fn round<'a, B: BufferInfo + DeviceAddress>(
         rounded: RoundedOperands { a: same, b: true },
         copy,
         ld,
+        a_copy: None,
+        packed_depth: None,
         _scratch: Some(scratch),
     })
 }

@@ -1,0 +1,142 @@
+//! The precision of the kernel's products ([`ProductPrecision`]) and the range check of fp16
+//! operands.
+
+use super::{FitError, Kernel};
+use kernel_ir::Half;
+use serde::Serialize;
+
+/// How the kernel's products multiply their f32 operands on a GPU
+/// ([`KernelKMeans::precision`](super::KernelKMeans::precision)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+pub enum ProductPrecision {
+    /// Strict fp32 (fused multiply-adds on the ordinary cores).
+    #[default]
+    Strict,
+    /// Operands rounded to TF32 (11 significant bits) on tensor cores.
+    Tf32,
+    /// Operands rounded to bf16 (8 significant bits, the range of f32) on 16-bit tensor cores.
+    Bf16,
+    /// Operands rounded to fp16 (11 significant bits, at most 65504 in magnitude) on 16-bit
+    /// tensor cores.
+    Fp16,
+}
+
+impl ProductPrecision {
+    /// The name the CLI takes and reports print: `strict`, `tf32`, `bf16` or `fp16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProductPrecision::Strict => "strict",
+            ProductPrecision::Tf32 => "tf32",
+            ProductPrecision::Bf16 => "bf16",
+            ProductPrecision::Fp16 => "fp16",
+        }
+    }
+}
+
+impl std::fmt::Display for ProductPrecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ProductPrecision {
+    type Err = String;
+
+    /// `strict` (or `fp32`, `f32`), `tf32`, `bf16` (or `bfloat16`), `fp16` (or `f16`,
+    /// `float16`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "strict" | "fp32" | "f32" | "float32" => Ok(ProductPrecision::Strict),
+            "tf32" => Ok(ProductPrecision::Tf32),
+            "bf16" | "bfloat16" => Ok(ProductPrecision::Bf16),
+            "fp16" | "f16" | "float16" => Ok(ProductPrecision::Fp16),
+            other => Err(format!(
+                "unknown precision {other:?}; use strict, tf32, bf16 or fp16"
+            )),
+        }
+    }
+}
+
+/// The largest finite fp16 value.
+const FP16_MAX: f64 = 65504.0;
+
+/// Checks that the operands of fp16 products stay within fp16's range: the points
+/// (`x`, as the fit computes with them, `d` a row) and, for the features algorithm, the kernel's
+/// features (at most `max(1, |x|)^2` times the largest feature coefficient). An operand beyond
+/// 65504 would become infinite; the error names the fixes.
+pub(crate) fn check_fp16_range(
+    half_products: Option<Half>,
+    kernel: &Kernel,
+    x: &[f64],
+    features: bool,
+) -> Result<(), FitError> {
+    if half_products != Some(Half::F16) {
+        return Ok(());
+    }
+    let largest = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let operand = if features {
+        let coefficient = match *kernel {
+            Kernel::Polynomial { gamma, coef0, .. } => (gamma.abs() * std::f64::consts::SQRT_2)
+                .max((2.0 * gamma.abs() * coef0.abs()).sqrt())
+                .max(coef0.abs()),
+            _ => 1.0,
+        };
+        largest.max(1.0).powi(2) * coefficient
+    } else {
+        largest
+    };
+    if operand > FP16_MAX {
+        let what = if features {
+            "the kernel's features reach"
+        } else {
+            "the points reach"
+        };
+        return Err(FitError::Input(format!(
+            "fp16 products: {what} {operand:.6e} in magnitude and fp16 holds at most 65504; \
+             z-score the points (zscore), scale them, or use bf16 products (the range of f32)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back() {
+        for p in [
+            ProductPrecision::Strict,
+            ProductPrecision::Tf32,
+            ProductPrecision::Bf16,
+            ProductPrecision::Fp16,
+        ] {
+            assert_eq!(p.name().parse::<ProductPrecision>(), Ok(p));
+        }
+        assert_eq!("BFloat16".parse(), Ok(ProductPrecision::Bf16));
+        assert!("fp8"
+            .parse::<ProductPrecision>()
+            .unwrap_err()
+            .contains("fp8"));
+    }
+
+    #[test]
+    fn fp16_operands_beyond_its_range_are_refused_by_name() {
+        let poly = Kernel::Polynomial {
+            gamma: 1.0,
+            coef0: 1.0,
+            degree: 2.0,
+        };
+        let big = [1.0, -70_000.0];
+        assert!(check_fp16_range(Some(Half::Bf16), &poly, &big, false).is_ok());
+        assert!(check_fp16_range(None, &poly, &big, true).is_ok());
+        let err = check_fp16_range(Some(Half::F16), &poly, &big, false).unwrap_err();
+        assert!(err.to_string().contains("65504"), "{err}");
+        assert!(err.to_string().contains("zscore"), "{err}");
+        // 300^2 * sqrt(2) passes 65504 as a feature, not as a point.
+        let mid = [300.0, 0.5];
+        assert!(check_fp16_range(Some(Half::F16), &poly, &mid, false).is_ok());
+        let err = check_fp16_range(Some(Half::F16), &poly, &mid, true).unwrap_err();
+        assert!(err.to_string().contains("features"), "{err}");
+    }
+}
