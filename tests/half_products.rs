@@ -135,7 +135,7 @@ fn precision_settings_round_trip_and_show_in_plans() {
 
 /// On a GPU: z-scored digits (k = 10), every kernel, recomputed K with TF32, bf16 and fp16
 /// products, and a stored K built by the contraction kernel from fp16 operands (held in
-/// bf16): the labels after one and five iterations against f64's. Every figure is printed
+/// fp16): the labels after one and five iterations against f64's. Every figure is printed
 /// before any is checked.
 #[test]
 fn digits_with_reduced_precision_products_stay_close_to_f64() {
@@ -183,7 +183,7 @@ fn digits_with_reduced_precision_products_stay_close_to_f64() {
                 .zscore(true)
                 .max_iter(iterations)
                 .precision(ProductPrecision::Fp16)
-                .kernel_storage(Some(Half::Bf16))
+                .kernel_storage(Some(Half::F16))
                 .algorithm(Algorithm::Stored)
                 .device(gpu)
                 .fit(Points::new(n, d, &x).expect("points"))
@@ -192,7 +192,7 @@ fn digits_with_reduced_precision_products_stay_close_to_f64() {
                 kernel.name(),
                 iterations,
                 ProductPrecision::Fp16,
-                "stored (bf16 K)",
+                "stored (fp16 K)",
                 agreement(&stored.labels, &want),
             ));
         }
@@ -204,11 +204,12 @@ fn digits_with_reduced_precision_products_stay_close_to_f64() {
         );
     }
     for (kernel, iterations, precision, algorithm, a) in rows {
-        // The tolerances: within 1% after one iteration, 3% after five. bf16 keeps 8
-        // significant bits.
+        // Within 1% of the labels after one iteration, 3% after five; bf16 keeps 8 significant
+        // bits, and measured on this data the Gaussian kernel's trajectory leaves f64's by
+        // 4.2% of the labels after five iterations (as with a bf16 K, tests/half_storage.rs).
         let least = match (precision, iterations) {
-            (ProductPrecision::Bf16, 1) => 0.98,
-            (ProductPrecision::Bf16, _) => 0.95,
+            (ProductPrecision::Bf16, 1) => 0.99,
+            (ProductPrecision::Bf16, _) if kernel == "gaussian" => 0.955,
             (_, 1) => 0.99,
             _ => 0.97,
         };

@@ -2798,7 +2798,8 @@ fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
     let tf32 = kernel_ir::Precision::Tf32;
     let bf16 = kernel_ir::Precision::Half(kernel_ir::Half::Bf16);
     let fp16 = kernel_ir::Precision::Half(kernel_ir::Half::F16);
-    // 16-bit operands come packed in pairs: 65 to 128 of them make the two chunks.
+    // 16-bit operands come packed in pairs: 65 to 128 of them make two chunks, up to 64 one
+    // (which the warp-specialised body takes too for packed operands).
     for (n, d, k, sorted, precision) in [
         (33_001, 50, 100, true, tf32),
         (32_800, 64, 7, true, tf32),
@@ -2806,6 +2807,7 @@ fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
         (33_000, 37, 300, false, tf32),
         (33_001, 100, 100, true, bf16),
         (32_800, 127, 7, false, fp16),
+        (32_900, 50, 13, true, bf16),
     ] {
         let spec = kernel_ir::samples::symmetric_kernel_sums(kernel_ir::ScalarType::F32, precision);
         let points = rng.values(n * d);

@@ -296,8 +296,10 @@ const WARP_SPECIALISED_MIN_ELEMENTS: u64 = 1 << 30;
 /// allows it, the launcher rounded (or packed) both operands into one copy (16-byte rows, which
 /// its tensor maps need), the product is large and exactly
 /// [`PIPELINE_WS_MAX_DEPTH_CHUNKS`](kernels_gen::emit::PIPELINE_WS_MAX_DEPTH_CHUNKS) = 2
-/// chunks deep (33 to 64 floats, or 65 to 128 packed 16-bit values): with one chunk (50,000 x 16 in run 27) a tile's products are too
-/// short for the handshakes with the producer to pay.
+/// chunks deep (33 to 64 floats, 65 to 128 packed 16-bit values), or one chunk of packed
+/// 16-bit values (up to 64): with one chunk of TF32 values (50,000 x 16 in run 27) a tile's
+/// products are too short for the handshakes with the producer to pay, while one chunk of
+/// 16-bit values is as deep as TF32's two.
 fn warp_specialised(
     cx: &StepCx<'_>,
     f: &FusedStep,
@@ -311,7 +313,8 @@ fn warp_specialised(
         && matches!(shape, LaunchShape::Pipelined { .. })
         && copies.rounded == kernels_gen::RoundedOperands::BOTH
         && copies.copy.is_multiple_of(16)
-        && chunks == u64::from(PIPELINE_WS_MAX_DEPTH_CHUNKS)
+        && (chunks == u64::from(PIPELINE_WS_MAX_DEPTH_CHUNKS)
+            || (copies.packed_depth.is_some() && chunks == 1))
         && (f.rows as u64).saturating_mul(f.cols as u64) >= WARP_SPECIALISED_MIN_ELEMENTS
 }
 
