@@ -207,10 +207,13 @@ fn digits_with_reduced_precision_products_stay_close_to_f64() {
         // Within 1% of the labels after one iteration, 3% after five; bf16 keeps 8 significant
         // bits, and measured on this data the Gaussian kernel's trajectory leaves f64's by
         // 4.2% of the labels after five iterations (as with a bf16 K, tests/half_storage.rs).
+        // A K held in fp16 rounds every entry once more: the Gaussian kernel then kept 96.99%
+        // after five iterations (BENCHMARKS.md run 48).
         let least = match (precision, iterations) {
             (ProductPrecision::Bf16, 1) => 0.99,
             (ProductPrecision::Bf16, _) if kernel == "gaussian" => 0.955,
             (_, 1) => 0.99,
+            _ if algorithm != "recompute" && kernel == "gaussian" => 0.965,
             _ => 0.97,
         };
         assert!(
