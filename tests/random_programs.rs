@@ -754,6 +754,7 @@ fn configurations() -> Vec<(&'static str, PlannerConfig, f64)> {
                 partition: None,
                 half_storage: Default::default(),
                 half_products: None,
+                tf32x3: false,
             },
             1e-9,
         ),

@@ -156,8 +156,9 @@ pub struct Cli {
     pub tf32: bool,
 
     /// How the kernel's products multiply their operands (f32 on a GPU): strict fp32, tf32
-    /// (tensor cores), or bf16 / fp16 (both operands rounded to 16 bits on 16-bit tensor cores,
-    /// f32 accumulation; the library's products then use TF32). BENCHMARKS.md measures each
+    /// (tensor cores), bf16 / fp16 (both operands rounded to 16 bits on 16-bit tensor cores,
+    /// f32 accumulation; the library's products then use TF32), or 3xtf32 (three TF32 products
+    /// of split operands: about fp32's accuracy on tensor cores). BENCHMARKS.md measures each
     /// one's accuracy
     #[arg(long, value_name = "PRECISION", default_value = "strict", value_parser = parse_precision)]
     pub precision: ProductPrecision,

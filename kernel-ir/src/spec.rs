@@ -94,6 +94,11 @@ pub enum Precision {
     /// 11 (fp16) significant bits per operand. Only for f32 kernels; a backend without tensor
     /// cores computes it strictly.
     Half(Half),
+    /// f32 operands split into a TF32 part and the TF32 rounding of the rest, multiplied as
+    /// three TF32 products (part by part, part by rest, rest by part) accumulated in fp32: about
+    /// fp32's accuracy on tensor cores, at a third of TF32's rate. Only for f32 kernels; a
+    /// backend or template without it computes the product strictly.
+    Tf32x3,
 }
 
 impl Precision {
@@ -108,6 +113,7 @@ impl Precision {
             Precision::Strict => "strict",
             Precision::Tf32 => "tf32",
             Precision::Half(half) => half.name(),
+            Precision::Tf32x3 => "3xtf32",
         }
     }
 }

@@ -1354,6 +1354,63 @@ pub fn pack_half_name(half: kernel_ir::Half) -> &'static str {
     }
 }
 
+const SPLIT_TF32: &str = r#"// popcorn builtin kernel {NAME}: each value x of the rows x cols float matrix `in`
+// (leading dimension ld_in) split into h = tf32(x) and l = tf32(x - h) (cvt.rna.tf32.f32, as
+// the contraction kernels round), each row written as three segments of cols values, [h, h, l]
+// (order 0: a 3xTF32 product's left operand) or [h, l, h] (order 1: its right one), into `out`
+// with leading dimension ld_out >= 3 cols, whose values past 3 cols get 0. One warp per row at a
+// time, its lanes along the row.
+__device__ __forceinline__ float pk_split_round(float x)
+{
+    unsigned int t;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(t) : "f"(x));
+    return __uint_as_float(t);
+}
+extern "C" __global__ void __launch_bounds__(256) {NAME}(
+    const long long rows,
+    const long long cols,
+    const long long ld_in,
+    const long long ld_out,
+    const unsigned int order,
+    const float* __restrict__ in,
+    float* __restrict__ out)
+{
+    const long long warps = ((long long)gridDim.x * (long long)blockDim.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    for (long long r = ((long long)blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+         r < rows; r += warps) {
+        const float* src = in + r * ld_in;
+        float* dst = out + r * ld_out;
+        for (long long c = lane; c < ld_out; c += 32) {
+            float v = 0.0f;
+            if (c < 3 * cols) {
+                const long long seg = c / cols;
+                const float x = src[c - seg * cols];
+                const float h = pk_split_round(x);
+                // The rest's segment: the third of the left operand, the second of the right.
+                const bool rest = seg == (order == 0 ? 2 : 1);
+                v = rest ? pk_split_round(x - h) : h;
+            }
+            dst[c] = v;
+        }
+    }
+}
+"#;
+
+/// The split pairs of a 3xTF32 product ([`crate::splits_tf32_operands`]): each value `x` of a
+/// row-major `float` matrix split into `h = tf32(x)` and `l = tf32(x - h)`, each row written as
+/// `[h, h, l]` (`order` 0, the left operand) or `[h, l, h]` (`order` 1, the right operand) into
+/// another buffer whose leading dimension is at least three times the columns (the values past
+/// them 0).
+///
+/// Parameters: `(const long long rows, const long long cols, const long long ld_in, const long
+/// long ld_out, const unsigned int order, const float* in, float* out)`; entry point
+/// `pk_split_tf32`.
+/// Launch: [`linear_grid_block`]`(32 * rows)` (a warp per row).
+pub fn split_tf32() -> BuiltinKernel {
+    untyped("pk_split_tf32", SPLIT_TF32)
+}
+
 /// Every builtin kernel for `dtype` (and the untyped ones), e.g. to compile them all up front.
 pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
     vec![
@@ -1380,6 +1437,7 @@ pub fn all(dtype: ScalarType) -> Vec<BuiltinKernel> {
         monomials(dtype),
         pack_half(kernel_ir::Half::Bf16),
         pack_half(kernel_ir::Half::F16),
+        split_tf32(),
     ]
 }
 

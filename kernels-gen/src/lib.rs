@@ -52,8 +52,8 @@ pub mod label_row_sums;
 mod params;
 
 pub use emit::{
-    emit, emit_variant, launch_shape, packs_half_operands, takes_rounded_operands, try_emit,
-    variant_entry, variant_name, zeroed_outputs, ContractionVariant, GeneratedKernel, LaunchDims,
-    LaunchShape, RoundedOperands,
+    emit, emit_variant, launch_shape, packs_half_operands, splits_tf32_operands,
+    takes_rounded_operands, try_emit, variant_entry, variant_name, zeroed_outputs,
+    ContractionVariant, GeneratedKernel, LaunchDims, LaunchShape, RoundedOperands,
 };
 pub use params::{params, CType, Param};

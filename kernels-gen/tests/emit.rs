@@ -961,6 +961,36 @@ fn sixteen_bit_operands_pick_their_products() {
     assert_eq!(names.len(), 4);
 }
 
+/// 3xTF32 contractions: on the pipelined template the launcher's split pairs, taken as TF32
+/// values never rounded again, with the triangle of tiles allowed for two copies of one matrix;
+/// on the tiled template the strict product.
+#[test]
+fn three_tf32_products_take_split_pairs_or_stay_strict() {
+    use kernel_ir::{samples, Precision, ScalarType};
+    use kernels_gen::{splits_tf32_operands, takes_rounded_operands};
+    let pipelined = samples::symmetric_kernel_sums(ScalarType::F32, Precision::Tf32x3);
+    assert!(splits_tf32_operands(&pipelined));
+    assert!(!takes_rounded_operands(&pipelined));
+    let k = emit(&pipelined);
+    assert!(k.source.contains("pk::contraction<pk::MMA_TF32, 3>("));
+    assert!(k
+        .source
+        .contains("static constexpr bool kSplitOperands = true;"));
+    assert!(k.source.contains("3xtf32 tensor cores"));
+    let tf32 = emit(&samples::symmetric_kernel_sums(
+        ScalarType::F32,
+        Precision::Tf32,
+    ));
+    assert!(tf32
+        .source
+        .contains("static constexpr bool kSplitOperands = false;"));
+    assert_ne!(k.name, tf32.name);
+    let tiled = samples::mixed_contraction(ScalarType::F32, (true, true), Precision::Tf32x3, true);
+    assert!(!splits_tf32_operands(&tiled));
+    let t = emit(&tiled);
+    assert!(!t.source.contains("mma.sync") && !t.source.contains("pk_tf32"));
+}
+
 /// The warp-specialised shape's shared memory: the whole depth of the left operand resident
 /// (at most two chunks), six right-operand slots, scratch and barriers; refused where the
 /// device has less.

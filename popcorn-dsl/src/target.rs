@@ -46,14 +46,17 @@ impl Ceilings {
         }
     }
 
-    /// The rate of f32 products whose operands are rounded to 16 bits (bf16 or fp16): twice
-    /// the TF32 rate on tensor cores (16-bit tensor cores run at twice TF32's rate), the strict
-    /// rate where there are none.
-    pub fn half_product_flops_per_s(&self) -> f64 {
-        if self.tf32_flops_per_s > self.fp32_flops_per_s {
-            2.0 * self.tf32_flops_per_s
-        } else {
-            self.fp32_flops_per_s
+    /// The rate of f32 products computed at `precision` by a generated contraction kernel: 16-bit
+    /// operands at twice the TF32 rate, 3xTF32 at a third of it; the strict rate on a device
+    /// without tensor cores, which computes them strictly.
+    pub fn tensor_product_flops_per_s(&self, precision: kernel_ir::Precision) -> f64 {
+        let tensor_cores = self.tf32_flops_per_s > self.fp32_flops_per_s;
+        match precision {
+            kernel_ir::Precision::Strict => self.fp32_flops_per_s,
+            kernel_ir::Precision::Tf32 => self.tf32_flops_per_s,
+            kernel_ir::Precision::Half(_) if tensor_cores => 2.0 * self.tf32_flops_per_s,
+            kernel_ir::Precision::Tf32x3 if tensor_cores => self.tf32_flops_per_s / 3.0,
+            _ => self.fp32_flops_per_s,
         }
     }
 }

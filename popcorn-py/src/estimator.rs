@@ -102,7 +102,8 @@ fn precision_from(name: Option<&str>) -> PyResult<ProductPrecision> {
         None => Ok(ProductPrecision::Strict),
         Some(n) => n.parse::<ProductPrecision>().map_err(|_| {
             value_error(format!(
-                "precision = {n:?}; use None, \"float32\", \"tf32\", \"bfloat16\" or \"float16\""
+                "precision = {n:?}; use None, \"float32\", \"tf32\", \"bfloat16\", \"float16\" \
+                 or \"3xtf32\""
             ))
         }),
     }

@@ -222,7 +222,7 @@ def test_16_bit_kernel_storage_refuses_float64_overflow_and_unknown_names():
         KernelKMeans(3, kernel_storage="int8", device="cpu").fit(X)
 
 
-@pytest.mark.parametrize("precision", ["tf32", "bfloat16", "float16"])
+@pytest.mark.parametrize("precision", ["tf32", "bfloat16", "float16", "3xtf32"])
 @pytest.mark.parametrize("algorithm", ["stored", "recompute"])
 def test_reduced_precision_products_find_the_blobs(precision, algorithm, device):
     X, truth = blobs(2)

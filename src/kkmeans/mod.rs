@@ -374,6 +374,10 @@ pub struct KernelKMeans {
     /// cores, accumulating in f32 (f32 fits on a GPU); see [`KernelKMeans::precision`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub half_products: Option<Half>,
+    /// Compute the kernel's products as three TF32 products of split operands (3xTF32), see
+    /// [`KernelKMeans::precision`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tf32x3: bool,
     /// Stored or recomputed kernel matrix.
     pub algorithm: Algorithm,
     /// The most memory (GPU, or host on the CPU) the fit plans to take, in bytes; `None`: what
@@ -405,6 +409,7 @@ impl KernelKMeans {
             tf32: false,
             kernel_storage: None,
             half_products: None,
+            tf32x3: false,
             algorithm: Algorithm::Auto,
             memory_limit: None,
             sample_weight: None,
@@ -476,7 +481,10 @@ impl KernelKMeans {
     /// features) multiply their f32 operands on a GPU: strictly (the default), on TF32 tensor
     /// cores (11 significant bits per operand), or with both operands rounded to bf16 (8 bits,
     /// the range of f32) or fp16 (11 bits, at most 65504 in magnitude) on 16-bit tensor cores,
-    /// which run at twice TF32's rate from half its bytes; every product accumulates in f32.
+    /// which run at twice TF32's rate from half its bytes, or as three TF32 products of split
+    /// operands (3xTF32: each operand a TF32 part and the TF32 rounding of the rest), about
+    /// fp32's accuracy on tensor cores at a third of TF32's rate (the library's products then
+    /// strict); every product accumulates in f32.
     /// The generated contraction kernels (the recompute algorithm, and a stored K written by
     /// one) take 16-bit operands; the library's products (cuBLAS) then run in TF32. The CPU, and
     /// f64 fits, compute every product strictly. An fp16 fit whose points (after z-scoring)
@@ -495,22 +503,27 @@ impl KernelKMeans {
     /// assert_ne!(fit.labels[0], fit.labels[3]);
     /// ```
     pub fn precision(mut self, precision: ProductPrecision) -> Self {
-        self.tf32 = precision != ProductPrecision::Strict;
+        self.tf32 = !matches!(
+            precision,
+            ProductPrecision::Strict | ProductPrecision::Tf32x3
+        );
+        self.tf32x3 = precision == ProductPrecision::Tf32x3;
         self.half_products = match precision {
             ProductPrecision::Bf16 => Some(Half::Bf16),
             ProductPrecision::Fp16 => Some(Half::F16),
-            ProductPrecision::Strict | ProductPrecision::Tf32 => None,
+            ProductPrecision::Strict | ProductPrecision::Tf32 | ProductPrecision::Tf32x3 => None,
         };
         self
     }
 
     /// The products' precision these settings ask for ([`KernelKMeans::precision`]).
     pub fn product_precision(&self) -> ProductPrecision {
-        match (self.half_products, self.tf32) {
-            (Some(Half::Bf16), _) => ProductPrecision::Bf16,
-            (Some(Half::F16), _) => ProductPrecision::Fp16,
-            (None, true) => ProductPrecision::Tf32,
-            (None, false) => ProductPrecision::Strict,
+        match (self.half_products, self.tf32x3, self.tf32) {
+            (Some(Half::Bf16), _, _) => ProductPrecision::Bf16,
+            (Some(Half::F16), _, _) => ProductPrecision::Fp16,
+            (None, true, _) => ProductPrecision::Tf32x3,
+            (None, false, true) => ProductPrecision::Tf32,
+            (None, false, false) => ProductPrecision::Strict,
         }
     }
 
@@ -585,6 +598,7 @@ impl KernelKMeans {
         let mut config = popcorn_dsl::PlannerConfig {
             tf32: self.tf32,
             half_products: self.half_products,
+            tf32x3: self.tf32x3,
             ..ctx.config().clone()
         };
         if let Some(half) = self.kernel_storage {

@@ -19,6 +19,9 @@ pub enum ProductPrecision {
     /// Operands rounded to fp16 (11 significant bits, at most 65504 in magnitude) on 16-bit
     /// tensor cores.
     Fp16,
+    /// Each operand split into a TF32 part and the TF32 rounding of the rest, three TF32
+    /// products accumulated in f32 (3xTF32): about fp32's accuracy on tensor cores.
+    Tf32x3,
 }
 
 impl ProductPrecision {
@@ -29,6 +32,7 @@ impl ProductPrecision {
             ProductPrecision::Tf32 => "tf32",
             ProductPrecision::Bf16 => "bf16",
             ProductPrecision::Fp16 => "fp16",
+            ProductPrecision::Tf32x3 => "3xtf32",
         }
     }
 }
@@ -43,15 +47,16 @@ impl std::str::FromStr for ProductPrecision {
     type Err = String;
 
     /// `strict` (or `fp32`, `f32`), `tf32`, `bf16` (or `bfloat16`), `fp16` (or `f16`,
-    /// `float16`).
+    /// `float16`), `3xtf32` (or `tf32x3`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "strict" | "fp32" | "f32" | "float32" => Ok(ProductPrecision::Strict),
             "tf32" => Ok(ProductPrecision::Tf32),
             "bf16" | "bfloat16" => Ok(ProductPrecision::Bf16),
             "fp16" | "f16" | "float16" => Ok(ProductPrecision::Fp16),
+            "3xtf32" | "tf32x3" => Ok(ProductPrecision::Tf32x3),
             other => Err(format!(
-                "unknown precision {other:?}; use strict, tf32, bf16 or fp16"
+                "unknown precision {other:?}; use strict, tf32, bf16, fp16 or 3xtf32"
             )),
         }
     }
@@ -110,6 +115,7 @@ mod tests {
             ProductPrecision::Tf32,
             ProductPrecision::Bf16,
             ProductPrecision::Fp16,
+            ProductPrecision::Tf32x3,
         ] {
             assert_eq!(p.name().parse::<ProductPrecision>(), Ok(p));
         }

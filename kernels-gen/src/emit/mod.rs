@@ -128,8 +128,11 @@ impl ContractionVariant {
     /// [take rounded operands](takes_rounded_operands); the warp-specialised body only with
     /// both operands rounded.
     fn for_spec(self, spec: &KernelSpec) -> ContractionVariant {
-        if contraction::packs_half_operands(spec).is_some() {
-            // Packed 16-bit operands: always in rows of a multiple of 16 bytes, never rounded.
+        if contraction::packs_half_operands(spec).is_some()
+            || contraction::splits_tf32_operands(spec)
+        {
+            // Packed 16-bit operands or split TF32 pairs: always in rows of a multiple of 16
+            // bytes, never rounded by the kernel.
             return ContractionVariant {
                 rounded: RoundedOperands::NONE,
                 warp_specialised: self.warp_specialised,
@@ -153,6 +156,16 @@ impl ContractionVariant {
 /// copies' tensor maps, described as `float` matrices of words.
 pub fn packs_half_operands(spec: &KernelSpec) -> Option<kernel_ir::Half> {
     contraction::packs_half_operands(spec)
+}
+
+/// Whether a launcher gives `spec`'s kernel the split pairs of a 3xTF32 product (rows of
+/// `[h, h, l]` on the left, `[h, l, h]` on the right, `h = tf32(x)`, `l = tf32(x - h)`, three
+/// times the depth, padded to 16 bytes, the depth passed tripled): a
+/// [`kernel_ir::Precision::Tf32x3`] contraction on the pipelined template. Its kernel reads only
+/// such copies, which it takes as TF32 values; it walks one triangle of tiles of a symmetric
+/// spec whose operands are one matrix though the copies differ.
+pub fn splits_tf32_operands(spec: &KernelSpec) -> bool {
+    contraction::splits_tf32_operands(spec)
 }
 
 /// Whether [`emit_variant`] makes a kernel of its own for `spec`: a TF32 contraction on the

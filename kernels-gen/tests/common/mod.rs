@@ -283,6 +283,10 @@ pub fn all_samples() -> Vec<(String, KernelSpec)> {
         "contraction_pipelined_tf32_f32".to_string(),
         contraction_mixed(ScalarType::F32, true, false),
     ));
+    out.push((
+        "contraction_symmetric_3xtf32_f32".to_string(),
+        kernel_ir::samples::symmetric_kernel_sums(ScalarType::F32, kernel_ir::Precision::Tf32x3),
+    ));
     for half in [kernel_ir::Half::Bf16, kernel_ir::Half::F16] {
         let precision = kernel_ir::Precision::Half(half);
         out.push((

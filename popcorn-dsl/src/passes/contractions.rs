@@ -212,9 +212,12 @@ fn pipelined(cx: &PassContext<'_>, attrs: &ProductAttrs, r: &Region) -> bool {
 fn times(cx: &PassContext<'_>, rows: f64, cols: f64, depth: f64, efficiency: f64) -> (f64, f64) {
     let c = &cx.target.ceilings;
     let rate = c.product_flops_per_s(cx.config.dtype, cx.config.library_tf32());
-    // A contraction kernel multiplies 16-bit operands at their own rate; the library, in TF32.
+    // A contraction kernel multiplies 16-bit operands, or 3xTF32 splits, at their own rate;
+    // the library, in TF32 or strictly.
     let fused_rate = match cx.config.contraction_precision() {
-        kernel_ir::Precision::Half(_) => c.half_product_flops_per_s(),
+        precision @ (kernel_ir::Precision::Half(_) | kernel_ir::Precision::Tf32x3) => {
+            c.tensor_product_flops_per_s(precision)
+        }
         _ => rate,
     };
     let flops = 2.0 * rows * cols * depth;

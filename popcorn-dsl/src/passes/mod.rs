@@ -101,6 +101,12 @@ pub struct PlannerConfig {
     /// backend without tensor cores (the CPU) computes every product strictly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub half_products: Option<kernel_ir::Half>,
+    /// Generated contraction kernels compute their products as three TF32 products of split
+    /// operands (3xTF32: about fp32's accuracy on tensor cores; f32 plans only, unless
+    /// `half_products` is set); the library's products follow `tf32`. A backend or template
+    /// without it computes strictly.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tf32x3: bool,
 }
 
 fn default_true() -> bool {
@@ -121,6 +127,7 @@ impl Default for PlannerConfig {
             partition: None,
             half_storage: Default::default(),
             half_products: None,
+            tf32x3: false,
         }
     }
 }
@@ -139,6 +146,7 @@ impl std::hash::Hash for PlannerConfig {
             partition,
             half_storage,
             half_products,
+            tf32x3,
         } = self;
         dtype.hash(state);
         fusion.hash(state);
@@ -151,6 +159,7 @@ impl std::hash::Hash for PlannerConfig {
         partition.hash(state);
         half_storage.hash(state);
         half_products.hash(state);
+        tf32x3.hash(state);
     }
 }
 
@@ -163,9 +172,10 @@ impl PlannerConfig {
 
     /// The precision of a generated contraction's product in this configuration.
     pub fn contraction_precision(&self) -> kernel_ir::Precision {
-        match (self.dtype, self.half_products, self.tf32) {
-            (DType::F32, Some(half), _) => kernel_ir::Precision::Half(half),
-            (DType::F32, None, true) => kernel_ir::Precision::Tf32,
+        match (self.dtype, self.half_products, self.tf32x3, self.tf32) {
+            (DType::F32, Some(half), _, _) => kernel_ir::Precision::Half(half),
+            (DType::F32, None, true, _) => kernel_ir::Precision::Tf32x3,
+            (DType::F32, None, false, true) => kernel_ir::Precision::Tf32,
             _ => kernel_ir::Precision::Strict,
         }
     }

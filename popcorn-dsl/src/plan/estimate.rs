@@ -51,11 +51,16 @@ impl Plan {
                             reductions,
                             ..
                         } => {
-                            // 16-bit operands are priced as TF32 ones (the same kernels), at
-                            // the 16-bit rate; the kernel counts their depth in pairs.
+                            // 16-bit operands and 3xTF32 splits are priced as TF32 ones (the
+                            // same kernels) at their own rates; the kernel counts 16-bit depth
+                            // in pairs.
                             let tf32 = precision.on_tensor_cores() && self.dtype == DType::F32;
                             let half = matches!(precision, Precision::Half(_));
-                            let kernel_depth = if half { f.depth.div_ceil(2) } else { f.depth };
+                            let kernel_depth = match precision {
+                                _ if half => f.depth.div_ceil(2),
+                                Precision::Tf32x3 => 3 * f.depth,
+                                _ => f.depth,
+                            };
                             let product = 2.0 * f.rows as f64 * f.cols as f64 * f.depth as f64;
                             // A kernel matrix of one matrix with itself, mirrored: one
                             // triangle of the product (and the diagonal's tiles).
@@ -116,8 +121,8 @@ impl Plan {
                                 }
                                 _ => 0.0,
                             };
-                            let rate = if half && tf32 {
-                                c.half_product_flops_per_s()
+                            let rate = if tf32 && *precision != Precision::Tf32 {
+                                c.tensor_product_flops_per_s(*precision)
                             } else {
                                 product_rate(tf32)
                             };

@@ -115,13 +115,15 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         fits only). ``"bfloat16"`` keeps float32's range with 8 significant bits;
         ``"float16"`` keeps 11 bits up to 65504: where the kernel's values could pass half of
         that, K is held times a power of two (no label changes; ``inertia_`` is unscaled).
-    precision : {None, "float32", "tf32", "bfloat16", "float16"}, default=None
+    precision : {None, "float32", "tf32", "bfloat16", "float16", "3xtf32"}, default=None
         How the kernel's products multiply their float32 operands on a GPU: strictly (``None``,
         ``"float32"``), on TF32 tensor cores (``"tf32"``, 11 significant bits per operand), or
         with both operands rounded to 16 bits on 16-bit tensor cores (``"bfloat16"``, 8 bits
         and float32's range; ``"float16"``, 11 bits up to 65504, an error naming the fix where
-        the points pass it), every product accumulated in float32. The library's products
-        (cuBLAS) run in TF32 under the 16-bit ones. The CPU, and float64 fits, compute strictly.
+        the points pass it), or as three TF32 products of split operands (``"3xtf32"``, about
+        float32's accuracy on tensor cores), every product accumulated in float32. The
+        library's products (cuBLAS) run in TF32 under the 16-bit ones. The CPU, and float64
+        fits, compute strictly.
     algorithm : {"auto", "stored", "recompute", "features"}, default="auto"
         How the kernel matrix is had: ``"stored"`` (built once, ``n^2`` values),
         ``"recompute"`` (its tiles recomputed every iteration, never stored), ``"features"``

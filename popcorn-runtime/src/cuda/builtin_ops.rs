@@ -62,11 +62,12 @@ enum Kind {
     CsrRowNorms,
     RoundTf32,
     Monomials,
+    SplitTf32,
 }
 
 impl Kind {
     #[cfg(test)]
-    const ALL: [Kind; 18] = [
+    const ALL: [Kind; 19] = [
         Kind::Fill,
         Kind::Symmetrize,
         Kind::Diag,
@@ -85,6 +86,7 @@ impl Kind {
         Kind::CsrRowNorms,
         Kind::RoundTf32,
         Kind::Monomials,
+        Kind::SplitTf32,
     ];
 
     /// The entry-point name (known without building the source, so launches allocate no
@@ -117,6 +119,7 @@ impl Kind {
             Kind::PermuteRows => "pk_permute_rows",
             Kind::ClampLabels => "pk_clamp_labels",
             Kind::RoundTf32 => "pk_round_tf32",
+            Kind::SplitTf32 => "pk_split_tf32",
             Kind::SelectionScan => "pk_selection_scan",
             Kind::SelectionChunkCounts => "pk_selection_chunk_counts",
             Kind::SelectionChunkOffsets => "pk_selection_chunk_offsets",
@@ -189,6 +192,7 @@ impl Kind {
             Kind::PermuteRows => builtins::permute_rows(),
             Kind::ClampLabels => builtins::clamp_labels(),
             Kind::RoundTf32 => builtins::round_tf32(),
+            Kind::SplitTf32 => builtins::split_tf32(),
             Kind::SelectionScan => builtins::selection_scan(),
             Kind::SelectionChunkCounts => builtins::selection_chunk_counts(),
             Kind::SelectionChunkOffsets => builtins::selection_chunk_offsets(),
@@ -514,6 +518,47 @@ impl Builtins<'_> {
                 &mut args,
             )
         }
+    }
+
+    /// The `rows x cols` f32 matrix at `input.0` (leading dimension `input.1`) split for a
+    /// 3xTF32 product into `out.0` (leading dimension `out.1 >= 3 cols`): each value `x` as `h =
+    /// tf32(x)` and `l = tf32(x - h)`, a row as `[h, h, l]` (`right` false) or `[h, l, h]`
+    /// (`right` true), the values past `3 cols` set to 0 ([`kernels_gen::builtins::split_tf32`]).
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    pub(crate) unsafe fn split_tf32(
+        &self,
+        input: (u64, usize),
+        (rows, cols): (usize, usize),
+        out: (u64, usize),
+        right: bool,
+    ) -> Result<(), RuntimeError> {
+        if rows == 0 {
+            return Ok(());
+        }
+        if out.1 < 3 * cols {
+            return Err(crate::cuda::errors::invalid(format!(
+                "split rows of {} values cannot hold three segments of {cols}",
+                out.1
+            )));
+        }
+        let mut args = [
+            KernelArg::size(rows)?,
+            KernelArg::size(cols)?,
+            KernelArg::size(input.1)?,
+            KernelArg::size(out.1)?,
+            KernelArg::U32(u32::from(right)),
+            KernelArg::Ptr(input.0),
+            KernelArg::Ptr(out.0),
+        ];
+        self.run(
+            Kind::SplitTf32,
+            ScalarType::F32,
+            builtins::linear_grid_block(32 * rows as u64),
+            &mut args,
+        )
     }
 
     /// `out[i] = a[i * lda + i]` for `i < n`: `a` of `dtype`, or held in 16 bits (`held`, then

@@ -2434,6 +2434,7 @@ fn gpu_mixed_contraction_matches_the_cpu() {
                         kernel_ir::Precision::Half(kernel_ir::Half::Bf16),
                     ),
                     (DType::F32, kernel_ir::Precision::Half(kernel_ir::Half::F16)),
+                    (DType::F32, kernel_ir::Precision::Tf32x3),
                 ] {
                     let tf32 = precision == kernel_ir::Precision::Tf32;
                     let spec = kernel_ir::samples::mixed_contraction(
@@ -2887,14 +2888,19 @@ fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
 
 /// Kernel K-means' symmetric sums by label with 16-bit operands (one matrix as both, packed
 /// once) against the CPU in f64 given the points rounded to the same format: the products of
-/// 16-bit values are exact, so only the fp32 accumulation differs. Sizes of 1, odd sizes and
-/// depths (a packed row's last pair half zero), sorted and random labels.
+/// 16-bit values are exact, so only the fp32 accumulation differs. 3xTF32 (two split copies of
+/// one matrix, one triangle of tiles) against the points themselves: about fp32's accuracy.
+/// Sizes of 1, odd sizes and depths (a packed row's last pair half zero), sorted and random
+/// labels.
 #[test]
 fn gpu_sixteen_bit_symmetric_sums_match_the_cpu_on_rounded_points() {
     let Some(b) = gpu() else { return };
     let mut rng = Rng(53);
-    for half in [kernel_ir::Half::Bf16, kernel_ir::Half::F16] {
-        let precision = kernel_ir::Precision::Half(half);
+    for precision in [
+        kernel_ir::Precision::Half(kernel_ir::Half::Bf16),
+        kernel_ir::Precision::Half(kernel_ir::Half::F16),
+        kernel_ir::Precision::Tf32x3,
+    ] {
         let spec = kernel_ir::samples::symmetric_kernel_sums(kernel_ir::ScalarType::F32, precision);
         let mut cpu_spec = spec.clone();
         cpu_spec.dtype = kernel_ir::ScalarType::F64;
@@ -2902,17 +2908,21 @@ fn gpu_sixteen_bit_symmetric_sums_match_the_cpu_on_rounded_points() {
             *precision = kernel_ir::Precision::Strict;
         }
         for (n, d, k) in [(1, 1, 1), (300, 17, 7), (1000, 50, 10), (777, 64, 3)] {
-            let what = format!("{} n = {n}, d = {d}, k = {k}", half.name());
+            let what = format!("{} n = {n}, d = {d}, k = {k}", precision.name());
             let points = rng.values(n * d);
-            let rounded: Vec<f64> = points
-                .iter()
-                .map(|v| {
-                    crate::backend::from_half_bits(
-                        half,
-                        crate::backend::to_half_bits(half, *v as f32),
-                    ) as f64
-                })
-                .collect();
+            // 3xTF32 is about fp32: against the points themselves.
+            let rounded: Vec<f64> = match precision {
+                kernel_ir::Precision::Half(half) => points
+                    .iter()
+                    .map(|v| {
+                        crate::backend::from_half_bits(
+                            half,
+                            crate::backend::to_half_bits(half, *v as f32),
+                        ) as f64
+                    })
+                    .collect(),
+                _ => points.clone(),
+            };
             let mut labels: Vec<u32> = (0..n).map(|_| rng.below(k) as u32).collect();
             if n % 2 == 0 {
                 labels.sort_unstable();

@@ -109,6 +109,24 @@ pub fn packs_half_operands(spec: &KernelSpec) -> Option<kernel_ir::Half> {
     }
 }
 
+/// Whether a launcher must give `spec`'s kernel the split pairs of a 3xTF32 product
+/// ([`Precision::Tf32x3`]) on the pipelined template: each operand row `x` split into `h =
+/// tf32(x)` and `l = tf32(x - h)`, the left operand's copy holding `[h, h, l]` and the right's
+/// `[h, l, h]` (rows of three times the depth, padded to 16 bytes), whose TF32 product is `h h'
+/// + h l' + l h'`; the depth passed three times the product's. Where the operands are one
+/// matrix the product stays symmetric, and the kernel walks one triangle of tiles of the two
+/// copies (the fold's `kSplitOperands`). Elsewhere (the tiled template) the product is strict.
+pub fn splits_tf32_operands(spec: &KernelSpec) -> bool {
+    matches!(
+        spec.form,
+        kernel_ir::Form::Contraction {
+            precision: Precision::Tf32x3,
+            ..
+        }
+    ) && spec.dtype == ScalarType::F32
+        && is_pipelined(spec)
+}
+
 /// The template text of a contraction kernel.
 pub(crate) fn parts(
     spec: &KernelSpec,

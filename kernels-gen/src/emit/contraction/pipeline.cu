@@ -427,9 +427,10 @@ struct Staging {
     __device__ __forceinline__ bool init(const float* A_, long long lda_, const float* B_,
                                          long long ldb_, long long m_, long long n_, long long d_,
                                          unsigned long long exchange, bool split_columns,
-                                         bool symmetric)
+                                         bool symmetric, bool split_pair)
     {
-        if (!init_units(A_, lda_, B_, ldb_, m_, n_, d_, split_columns, symmetric)) return false;
+        if (!init_units(A_, lda_, B_, ldb_, m_, n_, d_, split_columns, symmetric, split_pair))
+            return false;
 
         unsigned dyn_bytes;
         asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
@@ -444,7 +445,8 @@ struct Staging {
     // The sizes and work units (no shared memory); false when this CTA has none.
     __device__ __forceinline__ bool init_units(const float* A_, long long lda_, const float* B_,
                                                long long ldb_, long long m_, long long n_,
-                                               long long d_, bool split_columns, bool symmetric)
+                                               long long d_, bool split_columns, bool symmetric,
+                                               bool split_pair)
     {
         A = A_; lda = lda_; B = B_; ldb = ldb_; m = m_; n = n_; d = d_;
         if (m <= 0 || n <= 0) return false;
@@ -455,7 +457,9 @@ struct Staging {
         // square, or (a rank's share) its corner from some row r0, rows [r0, r1) against
         // columns [r0, n), A and B both starting at row r0 and m a whole number of row blocks
         // (the diagonal block's tiles hold both halves of its entries only with all its rows).
-        sym = symmetric && split_columns && A == B && lda == ldb && m <= n;
+        // split_pair: A and B are the launcher's two split copies of one matrix (a 3xTF32
+        // product, Fold::kSplitOperands), whose product is as symmetric.
+        sym = symmetric && split_columns && (A == B || split_pair) && lda == ldb && m <= n;
         if (sym && m < n && m % BM != 0) __trap();  // the launcher aligns shares to BM rows
         S = 1;
         T = 1;
@@ -722,6 +726,9 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 //                      time), the kernel walks one triangle of tiles (Staging) and adds
 //                      the mirror image of each tile above the diagonal block to the
 //                      columns' rows (tile_column_sums, add_to(j, c, v));
+//   kSplitOperands     whether the launcher passes a 3xTF32 product's two split copies of
+//                      one matrix (rows [h, h, l] and [h, l, h]) as A and B: their product is
+//                      symmetric, so the triangle of tiles holds for them as for A == B;
 //   kMirrorStores      whether the only output is one 16-bit store of the product and
 //                      scalars (KernelSpec::stores_a_mirrorable_value): where A and B are
 //                      the same matrix, the output square and the product MIRROR_MIN_DEPTH
@@ -1710,7 +1717,8 @@ __device__ __forceinline__ void contraction_wgmma(const float* A, long long lda,
     Staging sg;
     if (!sg.init(A, lda, B, ldb, m, n, d, fold_exchange_bytes<Fold>(d), Fold::kSplitColumns,
                  Fold::kSymmetric ||
-                     (Fold::kMirrorStores && m == n && d >= MIRROR_MIN_DEPTH)))
+                     (Fold::kMirrorStores && m == n && d >= MIRROR_MIN_DEPTH),
+                 Fold::kSplitOperands))
         return;
 
     const int lane = sg.tid & 31;
@@ -1872,7 +1880,9 @@ __device__ __forceinline__ void contraction_ws(const float* A, long long lda, co
 {
     using State = typename Fold::State;
     Staging sg;
-    if (!sg.init_units(A, lda, B, ldb, m, n, d, Fold::kSplitColumns, Fold::kSymmetric)) return;
+    if (!sg.init_units(A, lda, B, ldb, m, n, d, Fold::kSplitColumns, Fold::kSymmetric,
+                       Fold::kSplitOperands))
+        return;
     if (sg.KT > WS_MAX_KT) __trap();  // the launcher picks this body only for shallow products
     unsigned dyn_bytes;
     asm volatile("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn_bytes));
@@ -2044,7 +2054,7 @@ __device__ __forceinline__ void contraction(const float* A, long long lda, const
     using State = typename Fold::State;
     Staging sg;
     if (!sg.init(A, lda, B, ldb, m, n, d, exchange_bytes<State>(), Fold::kSplitColumns,
-                 Fold::kSymmetric))
+                 Fold::kSymmetric, Fold::kSplitOperands))
         return;
 
     const int lane = sg.tid & 31;

@@ -118,6 +118,9 @@ pub(crate) fn parts(
         Precision::Tf32 => ("pk::MMA_TF32", variant.rounded.mask()),
         Precision::Half(Half::Bf16) => ("pk::MMA_BF16", 3),
         Precision::Half(Half::F16) => ("pk::MMA_F16", 3),
+        // The launcher's split pairs, TF32 values already: three products as one, three
+        // times as deep.
+        Precision::Tf32x3 => ("pk::MMA_TF32", 3),
     };
     let mut preamble = String::from(PIPELINE);
     preamble.push_str(&fold_struct(spec, &fold, stores, reductions));
@@ -141,6 +144,19 @@ pub(crate) fn parts(
         preamble,
         statements,
     }
+}
+
+/// Whether the launcher gives `spec`'s kernel the split pairs of a 3xTF32 product
+/// ([`crate::splits_tf32_operands`]): two copies, but a symmetric product where the operands are
+/// one matrix (`kSplitOperands`).
+fn splits_tf32(spec: &KernelSpec) -> bool {
+    matches!(
+        spec.form,
+        kernel_ir::Form::Contraction {
+            precision: Precision::Tf32x3,
+            ..
+        }
+    )
 }
 
 /// Whether a row's column tiles may be split over several blocks: its only reductions are sums
@@ -406,10 +422,12 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
     s.push_str(&format!(
         "    static constexpr bool kByLabel = {};\n    static constexpr bool kSplitColumns = {};\n    \
          static constexpr bool kSymmetric = {symmetric};\n    \
-         static constexpr bool kMirrorStores = {};\n",
+         static constexpr bool kMirrorStores = {};\n    \
+         static constexpr bool kSplitOperands = {};\n",
         by_label.is_some(),
         split_columns(reductions),
-        spec.stores_a_mirrorable_value()
+        spec.stores_a_mirrorable_value(),
+        splits_tf32(spec)
     ));
     if let Some((k, labels, out)) = by_label {
         s.push_str(&format!(

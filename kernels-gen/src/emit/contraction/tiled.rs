@@ -119,7 +119,8 @@ pub(crate) fn parts(
     reductions: &[Reduction],
 ) -> Parts {
     let (preamble, round) = match precision {
-        Precision::Strict => (String::new(), None),
+        // No split operands on this template: the accurate product is the strict one.
+        Precision::Strict | Precision::Tf32x3 => (String::new(), None),
         Precision::Tf32 => (TF32_HELPER.to_string(), Some("pk_tf32(pk_v)".to_string())),
         Precision::Half(half) => (
             HALF_CONVERSIONS.to_string(),

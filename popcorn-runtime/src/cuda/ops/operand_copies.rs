@@ -10,6 +10,10 @@
 //! them with 16-byte copies, where rows of an odd depth (Kernel K-means' points, d = 50) would
 //! take four 4-byte copies, each with its own bounds test, per 16 bytes.
 //!
+//! A 3xTF32 product ([`kernel_ir::Precision::Tf32x3`]) on the pipelined template always takes
+//! its operands split ([`split_tf32`]): rows of `[h, h, l]` and `[h, l, h]`, three times as
+//! deep, whose TF32 product is the three products' sum.
+//!
 //! 16-bit operands ([`kernel_ir::Precision::Half`]) on the pipelined template are always
 //! packed ([`pack_half`]): each operand rounded to bf16 or fp16 and stored in pairs, one 32-bit
 //! word a pair, rows padded to 16 bytes; the kernel takes depth and leading dimensions in
@@ -44,7 +48,8 @@ pub(crate) struct RoundedCopies<'a> {
     /// `A`'s own packed copy (address, leading dimension in words) where `A` is another matrix
     /// than `B` and both are packed in 16 bits.
     pub(crate) a_copy: Option<(u64, usize)>,
-    /// The depth the kernel takes, in words, where the operands are packed in 16 bits.
+    /// The depth the kernel takes, where it is not the product's: in words for operands packed
+    /// in 16 bits, three times the product's for a 3xTF32 product's split pairs.
     pub(crate) packed_depth: Option<usize>,
     _scratch: Option<MutexGuard<'a, GrowBuffer>>,
 }
@@ -90,6 +95,9 @@ pub(crate) fn prepare<'a, B: BufferInfo + DeviceAddress>(
     if let Some(half) = kernels_gen::packs_half_operands(&f.spec) {
         return pack_half(cx, f, inputs, half);
     }
+    if kernels_gen::splits_tf32_operands(&f.spec) {
+        return split_tf32(cx, f, inputs);
+    }
     if whole {
         round(cx, f, inputs)
     } else {
@@ -110,6 +118,68 @@ fn operand<B: BufferInfo + DeviceAddress>(
             f.name
         ))),
     }
+}
+
+/// Splits both operands of `f` (a 3xTF32 product) into the lane's scratch: `B` as rows of
+/// `[h, l, h]`, then `A` as rows of `[h, h, l]` (`h = tf32(x)`, `l = tf32(x - h)`), whose TF32
+/// product is `h h' + h l' + l h'`; two copies even where the operands are one matrix (the
+/// kernel still walks one triangle of tiles: their product is as symmetric).
+fn split_tf32<'a, B: BufferInfo + DeviceAddress>(
+    cx: &StepCx<'a>,
+    f: &FusedStep,
+    inputs: &[Arg<'_, B>],
+) -> Result<RoundedCopies<'a>, RuntimeError> {
+    let Form::Contraction { a, b, .. } = &f.spec.form else {
+        return Err(invalid(format!("kernel {} is not a contraction", f.name)));
+    };
+    let (a_addr, a_rows, a_cols) = operand(f, inputs, *a)?;
+    let (b_addr, b_rows, b_cols) = operand(f, inputs, *b)?;
+    if a_cols != b_cols {
+        return Err(invalid(format!(
+            "the operands of contraction {} differ in depth ({a_cols} and {b_cols})",
+            f.name
+        )));
+    }
+    let too_large = || {
+        invalid(format!(
+            "the operands of contraction {} are too large",
+            f.name
+        ))
+    };
+    let depth = a_cols.checked_mul(3).ok_or_else(too_large)?;
+    let ld = padded_ld(depth);
+    let bytes_of = |rows: usize| {
+        rows.checked_mul(ld)
+            .and_then(|e| e.checked_mul(4))
+            .ok_or_else(too_large)
+    };
+    let b_bytes = bytes_of(b_rows)?;
+    let total = b_bytes
+        .checked_add(bytes_of(a_rows)?)
+        .ok_or_else(too_large)?;
+    let mut scratch = cx.lane_scratch()?;
+    let copy = scratch.ensure(
+        cx.stream,
+        total.max(16),
+        "3xTF32 split contraction operands",
+    )?;
+    let a_copy = (copy + b_bytes as u64, ld);
+    let builtins = cx.device.builtins(cx.stream);
+    // SAFETY: each operand is a dense f32 input of `rows x cols` elements, contiguous (as the
+    // step's arguments say); the scratch holds `b_rows x ld` floats for `B` and, after them (a
+    // multiple of 16 bytes), `a_rows x ld` for `A`, `ld >= 3 cols`; all on this lane's stream.
+    unsafe {
+        builtins.split_tf32((b_addr, b_cols), (b_rows, b_cols), (copy, ld), true)?;
+        builtins.split_tf32((a_addr, a_cols), (a_rows, a_cols), a_copy, false)?;
+    }
+    Ok(RoundedCopies {
+        rounded: RoundedOperands { a: false, b: true },
+        copy,
+        ld,
+        a_copy: Some(a_copy),
+        packed_depth: Some(depth),
+        _scratch: Some(scratch),
+    })
 }
 
 /// Packs both operands of `f` in pairs of `half` values into the lane's scratch: `B`, then `A`
