@@ -7,15 +7,7 @@ use popcorn::kernel_ir::Half;
 use popcorn::kkmeans::{Algorithm, Kernel, KernelKMeans, Points, ProductPrecision};
 use popcorn::{DType, DeviceSpec};
 use popcorn_test_support as common;
-
-fn digits() -> (usize, usize, Vec<f64>) {
-    let ds = popcorn::io::load(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/digits.csv"),
-        &popcorn::io::LoadOptions::default(),
-    )
-    .expect("digits.csv");
-    (ds.n, ds.d, ds.x)
-}
+use popcorn_test_support::{digits, label_agreement as agreement};
 
 fn kernels() -> [Kernel; 4] {
     [
@@ -27,11 +19,6 @@ fn kernels() -> [Kernel; 4] {
             coef0: 0.0,
         },
     ]
-}
-
-/// The fraction of equal labels.
-fn agreement(a: &[u32], b: &[u32]) -> f64 {
-    a.iter().zip(b).filter(|(x, y)| x == y).count() as f64 / a.len() as f64
 }
 
 fn fit(

@@ -13,6 +13,7 @@ use popcorn::kkmeans::{Kernel, KernelKMeans, Points};
 use popcorn::{DType, DeviceSpec};
 use popcorn_dsl::{PlannerConfig, Program};
 use popcorn_runtime::{Args, Context, Outputs, Tensor};
+use popcorn_test_support::label_agreement as agreement;
 
 const KERNEL: &str = "fn kp(X: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scalar) \
     -> (K: Dense[n, n]) { K = pow(gamma * X * X^T + coef0, degree); }";
@@ -293,13 +294,9 @@ fn tensors_of_another_element_type_are_refused_by_name() {
     assert!(e.to_string().contains("f32 plan"), "{e}");
 }
 
+/// The digits, z-scored by the fits below.
 fn digits_zscored() -> (usize, usize, Vec<f64>) {
-    let ds = popcorn::io::load(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/digits.csv"),
-        &popcorn::io::LoadOptions::default(),
-    )
-    .expect("digits.csv");
-    (ds.n, ds.d, ds.x)
+    popcorn_test_support::digits()
 }
 
 fn kernels() -> [Kernel; 4] {
@@ -312,11 +309,6 @@ fn kernels() -> [Kernel; 4] {
             coef0: 0.0,
         },
     ]
-}
-
-/// The fraction of equal labels.
-fn agreement(a: &[u32], b: &[u32]) -> f64 {
-    a.iter().zip(b).filter(|(x, y)| x == y).count() as f64 / a.len() as f64
 }
 
 /// Labels after `iterations` iterations on z-scored digits (k = 10) on `device`.

@@ -7,11 +7,13 @@
 //!   GPU (tests skip without one, unless `POPCORN_REQUIRE_GPU` makes that a failure);
 //! - [`programs`]: the DSL programs of `examples/programs/`;
 //! - [`fuzz`]: what the fuzz targets do with an input (shared with the corpus replay test);
-//! - [`graphs`]: graphs with planted communities (the normalized cut's tests).
+//! - [`graphs`]: graphs with planted communities (the normalized cut's tests);
+//! - [`digits`](mod@digits): scikit-learn's digits and the agreement of two labelings.
 #![warn(missing_docs)]
 
 pub mod check;
 pub mod contexts;
+pub mod digits;
 pub mod fuzz;
 pub mod graphs;
 pub mod programs;
@@ -20,6 +22,7 @@ pub mod rng;
 
 pub use check::*;
 pub use contexts::*;
+pub use digits::*;
 pub use graphs::*;
 pub use programs::*;
 pub use rng::*;

@@ -120,6 +120,72 @@ fn operand<B: BufferInfo + DeviceAddress>(
     }
 }
 
+/// A contraction's two dense operands, `A` and `B`: address, rows and columns each, of one
+/// depth.
+type Operands = ((u64, usize, usize), (u64, usize, usize));
+
+/// The operands of contraction step `f`, which must share their depth.
+fn operands<B: BufferInfo + DeviceAddress>(
+    f: &FusedStep,
+    inputs: &[Arg<'_, B>],
+) -> Result<Operands, RuntimeError> {
+    let Form::Contraction { a, b, .. } = &f.spec.form else {
+        return Err(invalid(format!("kernel {} is not a contraction", f.name)));
+    };
+    let (a_op, b_op) = (operand(f, inputs, *a)?, operand(f, inputs, *b)?);
+    if a_op.2 != b_op.2 {
+        return Err(invalid(format!(
+            "the operands of contraction {} differ in depth ({} and {})",
+            f.name, a_op.2, b_op.2
+        )));
+    }
+    Ok((a_op, b_op))
+}
+
+/// Room for a contraction's operand copies in the lane's scratch, locked.
+struct CopySpace<'a> {
+    scratch: MutexGuard<'a, GrowBuffer>,
+    /// `B`'s copy.
+    copy: u64,
+    /// `A`'s own copy (address, leading dimension) where it has one.
+    a_copy: Option<(u64, usize)>,
+}
+
+/// Room in the lane's scratch for `B`'s copy and, unless `shared` (one copy standing for
+/// both), `A`'s after it, rows of `ld` words (a multiple of 4, so `A`'s copy starts on 16
+/// bytes).
+fn scratch_for_copies<'a>(
+    cx: &StepCx<'a>,
+    f: &FusedStep,
+    ((_, a_rows, _), (_, b_rows, _)): Operands,
+    shared: bool,
+    ld: usize,
+    what: &str,
+) -> Result<CopySpace<'a>, RuntimeError> {
+    let too_large = || {
+        invalid(format!(
+            "the operands of contraction {} are too large",
+            f.name
+        ))
+    };
+    let bytes_of = |rows: usize| {
+        rows.checked_mul(ld)
+            .and_then(|e| e.checked_mul(4))
+            .ok_or_else(too_large)
+    };
+    let b_bytes = bytes_of(b_rows)?;
+    let a_bytes = if shared { 0 } else { bytes_of(a_rows)? };
+    let total = b_bytes.checked_add(a_bytes).ok_or_else(too_large)?;
+    let mut scratch = cx.lane_scratch()?;
+    let copy = scratch.ensure(cx.stream, total.max(16), what)?;
+    let a_copy = (!shared).then_some((copy + b_bytes as u64, ld));
+    Ok(CopySpace {
+        scratch,
+        copy,
+        a_copy,
+    })
+}
+
 /// Splits both operands of `f` (a 3xTF32 product) into the lane's scratch: `B` as rows of
 /// `[h, l, h]`, then `A` as rows of `[h, h, l]` (`h = tf32(x)`, `l = tf32(x - h)`), whose TF32
 /// product is `h h' + h l' + l h'`; two copies even where the operands are one matrix (the
@@ -129,48 +195,27 @@ fn split_tf32<'a, B: BufferInfo + DeviceAddress>(
     f: &FusedStep,
     inputs: &[Arg<'_, B>],
 ) -> Result<RoundedCopies<'a>, RuntimeError> {
-    let Form::Contraction { a, b, .. } = &f.spec.form else {
-        return Err(invalid(format!("kernel {} is not a contraction", f.name)));
-    };
-    let (a_addr, a_rows, a_cols) = operand(f, inputs, *a)?;
-    let (b_addr, b_rows, b_cols) = operand(f, inputs, *b)?;
-    if a_cols != b_cols {
-        return Err(invalid(format!(
-            "the operands of contraction {} differ in depth ({a_cols} and {b_cols})",
-            f.name
-        )));
-    }
-    let too_large = || {
+    let ops @ ((a_addr, a_rows, cols), (b_addr, b_rows, _)) = operands(f, inputs)?;
+    let depth = cols.checked_mul(3).ok_or_else(|| {
         invalid(format!(
-            "the operands of contraction {} are too large",
+            "the operands of contraction {} are too deep",
             f.name
         ))
-    };
-    let depth = a_cols.checked_mul(3).ok_or_else(too_large)?;
+    })?;
     let ld = padded_ld(depth);
-    let bytes_of = |rows: usize| {
-        rows.checked_mul(ld)
-            .and_then(|e| e.checked_mul(4))
-            .ok_or_else(too_large)
-    };
-    let b_bytes = bytes_of(b_rows)?;
-    let total = b_bytes
-        .checked_add(bytes_of(a_rows)?)
-        .ok_or_else(too_large)?;
-    let mut scratch = cx.lane_scratch()?;
-    let copy = scratch.ensure(
-        cx.stream,
-        total.max(16),
-        "3xTF32 split contraction operands",
-    )?;
-    let a_copy = (copy + b_bytes as u64, ld);
+    let CopySpace {
+        scratch,
+        copy,
+        a_copy,
+    } = scratch_for_copies(cx, f, ops, false, ld, "3xTF32 split contraction operands")?;
+    let a_copy = a_copy.ok_or_else(|| invalid("a split product without A's copy"))?;
     let builtins = cx.device.builtins(cx.stream);
     // SAFETY: each operand is a dense f32 input of `rows x cols` elements, contiguous (as the
-    // step's arguments say); the scratch holds `b_rows x ld` floats for `B` and, after them (a
-    // multiple of 16 bytes), `a_rows x ld` for `A`, `ld >= 3 cols`; all on this lane's stream.
+    // step's arguments say); the scratch holds `b_rows x ld` floats for `B` and, after them,
+    // `a_rows x ld` for `A`, `ld >= 3 cols`; all on this lane's stream.
     unsafe {
-        builtins.split_tf32((b_addr, b_cols), (b_rows, b_cols), (copy, ld), true)?;
-        builtins.split_tf32((a_addr, a_cols), (a_rows, a_cols), a_copy, false)?;
+        builtins.split_tf32((b_addr, cols), (b_rows, cols), (copy, ld), true)?;
+        builtins.split_tf32((a_addr, cols), (a_rows, cols), a_copy, false)?;
     }
     Ok(RoundedCopies {
         rounded: RoundedOperands { a: false, b: true },
@@ -190,49 +235,23 @@ fn pack_half<'a, B: BufferInfo + DeviceAddress>(
     inputs: &[Arg<'_, B>],
     half: kernel_ir::Half,
 ) -> Result<RoundedCopies<'a>, RuntimeError> {
-    let Form::Contraction { a, b, .. } = &f.spec.form else {
-        return Err(invalid(format!("kernel {} is not a contraction", f.name)));
-    };
-    let (a_addr, a_rows, a_cols) = operand(f, inputs, *a)?;
-    let (b_addr, b_rows, b_cols) = operand(f, inputs, *b)?;
-    if a_cols != b_cols {
-        return Err(invalid(format!(
-            "the operands of contraction {} differ in depth ({a_cols} and {b_cols})",
-            f.name
-        )));
-    }
+    let ops @ ((a_addr, a_rows, cols), (b_addr, b_rows, _)) = operands(f, inputs)?;
     let same = a_addr == b_addr && a_rows == b_rows;
-    let words = a_cols.div_ceil(2);
+    let words = cols.div_ceil(2);
     let ld = padded_ld(words);
-    let too_large = || {
-        invalid(format!(
-            "the operands of contraction {} are too large",
-            f.name
-        ))
-    };
-    let bytes_of = |rows: usize| {
-        rows.checked_mul(ld)
-            .and_then(|e| e.checked_mul(4))
-            .ok_or_else(too_large)
-    };
-    let b_bytes = bytes_of(b_rows)?;
-    let a_bytes = if same { 0 } else { bytes_of(a_rows)? };
-    let total = b_bytes.checked_add(a_bytes).ok_or_else(too_large)?;
-    let mut scratch = cx.lane_scratch()?;
-    let copy = scratch.ensure(
-        cx.stream,
-        total.max(16),
-        "16-bit packed contraction operands",
-    )?;
-    let a_copy = (!same).then_some((copy + b_bytes as u64, ld));
+    let CopySpace {
+        scratch,
+        copy,
+        a_copy,
+    } = scratch_for_copies(cx, f, ops, same, ld, "16-bit packed contraction operands")?;
     let builtins = cx.device.builtins(cx.stream);
     // SAFETY: each operand is a dense f32 input of `rows x cols` elements, contiguous (as the
-    // step's arguments say); the scratch holds `b_rows x ld` words for `B` and, after them
-    // (a multiple of 16 bytes), `a_rows x ld` for `A`; all on this lane's stream.
+    // step's arguments say); the scratch holds `b_rows x ld` words for `B` and, after them,
+    // `a_rows x ld` for `A` where it has its own copy; all on this lane's stream.
     unsafe {
-        builtins.pack_half(half, (b_addr, b_cols), (b_rows, b_cols), (copy, ld))?;
+        builtins.pack_half(half, (b_addr, cols), (b_rows, cols), (copy, ld))?;
         if let Some(a_copy) = a_copy {
-            builtins.pack_half(half, (a_addr, a_cols), (a_rows, a_cols), a_copy)?;
+            builtins.pack_half(half, (a_addr, cols), (a_rows, cols), a_copy)?;
         }
     }
     Ok(RoundedCopies {
