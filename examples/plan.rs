@@ -56,6 +56,10 @@ struct Cli {
     /// (16-bit tensor cores, f32 accumulation; the library's products then use TF32).
     #[arg(long, value_name = "FORMAT")]
     half_products: Option<Half>,
+    /// Compute the generated contractions' products as three TF32 products of split operands
+    /// (3xTF32: about fp32's accuracy on tensor cores).
+    #[arg(long)]
+    tf32x3: bool,
     /// The density of a CSR parameter, `name=fraction` (repeatable): its stored entries are
     /// that fraction of its shape (the sparse products' cost model reads them). Without it a
     /// CSR parameter counts as dense.
@@ -174,6 +178,7 @@ fn main() -> ExitCode {
     }
     config.tf32 |= cli.tf32;
     config.half_products = cli.half_products.or(config.half_products);
+    config.tf32x3 |= cli.tf32x3;
     let halves = match parse_halves(&cli.halves) {
         Ok(h) => h,
         Err(e) => {
