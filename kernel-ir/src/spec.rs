@@ -102,12 +102,23 @@ pub enum Precision {
 }
 
 impl Precision {
-    /// Whether the product runs on tensor cores (TF32 or 16-bit operands).
+    /// Whether the product asks for tensor cores (TF32, 16-bit operands or 3xTF32).
     pub fn on_tensor_cores(self) -> bool {
         self != Precision::Strict
     }
 
-    /// The name plans print: `strict`, `tf32`, `bf16` or `fp16`.
+    /// What a template without packed or split operands (the general, tiled one) computes for
+    /// `self`, as far as speed goes: 16-bit operands rounded where staged and multiplied on TF32
+    /// tensor cores (TF32's rate), 3xTF32 strictly; the others as they are.
+    pub fn on_general_template(self) -> Precision {
+        match self {
+            Precision::Half(_) => Precision::Tf32,
+            Precision::Tf32x3 => Precision::Strict,
+            other => other,
+        }
+    }
+
+    /// The name plans print: `strict`, `tf32`, `bf16`, `fp16` or `3xtf32`.
     pub fn name(self) -> &'static str {
         match self {
             Precision::Strict => "strict",

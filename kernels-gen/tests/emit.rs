@@ -977,6 +977,12 @@ fn three_tf32_products_take_split_pairs_or_stay_strict() {
         .source
         .contains("static constexpr bool kSplitOperands = true;"));
     assert!(k.source.contains("3xtf32 tensor cores"));
+    // A product of two matrices (or mirrored stores) never walks a triangle of split copies.
+    let cross = samples::mixed_contraction(ScalarType::F32, (false, true), Precision::Tf32x3, true);
+    assert!(splits_tf32_operands(&cross));
+    assert!(emit(&cross)
+        .source
+        .contains("static constexpr bool kSplitOperands = false;"));
     let tf32 = emit(&samples::symmetric_kernel_sums(
         ScalarType::F32,
         Precision::Tf32,

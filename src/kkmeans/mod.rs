@@ -470,8 +470,9 @@ impl KernelKMeans {
         self
     }
 
-    /// Lets the kernel matrix use TF32 tensor cores (as [`KernelKMeans::precision`] with
-    /// [`ProductPrecision::Tf32`], or strict with `false`, leaving 16-bit products as set).
+    /// Lets the kernel matrix use TF32 tensor cores: the library's products, and the generated
+    /// contractions' unless 16-bit or 3xTF32 products are set ([`KernelKMeans::precision`],
+    /// which sets all three at once).
     pub fn tf32(mut self, on: bool) -> Self {
         self.tf32 = on;
         self
@@ -488,7 +489,9 @@ impl KernelKMeans {
     /// The generated contraction kernels (the recompute algorithm, and a stored K written by
     /// one) take 16-bit operands; the library's products (cuBLAS) then run in TF32. The CPU, and
     /// f64 fits, compute every product strictly. An fp16 fit whose points (after z-scoring)
-    /// pass 65504 in magnitude is an error naming the fix. BENCHMARKS.md measures each one's
+    /// pass 65504 in magnitude is an error naming the fix. The launcher copies both operands
+    /// of each such product into scratch memory first (16-bit: half their bytes; 3xTF32: three
+    /// times the bytes of each), which the memory limit does not count. BENCHMARKS.md measures each one's
     /// accuracy against f64.
     ///
     /// ```

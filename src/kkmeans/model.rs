@@ -387,13 +387,16 @@ impl Model {
             Some(s) => s.apply(points),
             None => points.data.to_vec(),
         };
-        // The cross kernel's product multiplies the new points as the fit's products did.
-        super::precision::check_fp16_range(
-            self.ctx.config().half_products,
-            &p.kernel,
-            &y_host,
-            false,
-        )?;
+        // The cross kernel's product multiplies the new points and the training points as the
+        // fit's products did (a features fit checked its features, not its points).
+        for points in [&y_host, &p.x] {
+            super::precision::check_fp16_range(
+                self.ctx.config().half_products,
+                &p.kernel,
+                points,
+                false,
+            )?;
+        }
         let n = p.labels.len();
         let ctx = &self.ctx;
         let y = ctx.dense(points.n, p.d, &y_host)?;

@@ -25,7 +25,7 @@ pub enum ProductPrecision {
 }
 
 impl ProductPrecision {
-    /// The name the CLI takes and reports print: `strict`, `tf32`, `bf16` or `fp16`.
+    /// The name the CLI takes and reports print: `strict`, `tf32`, `bf16`, `fp16` or `3xtf32`.
     pub fn name(self) -> &'static str {
         match self {
             ProductPrecision::Strict => "strict",
@@ -66,9 +66,10 @@ impl std::str::FromStr for ProductPrecision {
 const FP16_MAX: f64 = 65504.0;
 
 /// Checks that the operands of fp16 products stay within fp16's range: the points
-/// (`x`, as the fit computes with them, `d` a row) and, for the features algorithm, the kernel's
-/// features (at most `max(1, |x|)^2` times the largest feature coefficient). An operand beyond
-/// 65504 would become infinite; the error names the fixes.
+/// (`x`, as the fit computes with them) or, for the features algorithm, the kernel's features
+/// (degree 1: `sqrt(gamma) |x|` and `sqrt(coef0)`; degree 2: at most `max(1, |x|)^2` times the
+/// largest feature coefficient). An operand beyond 65504 would become infinite; the error
+/// names the fixes.
 pub(crate) fn check_fp16_range(
     half_products: Option<Half>,
     kernel: &Kernel,
@@ -79,16 +80,22 @@ pub(crate) fn check_fp16_range(
         return Ok(());
     }
     let largest = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let operand = if features {
-        let coefficient = match *kernel {
-            Kernel::Polynomial { gamma, coef0, .. } => (gamma.abs() * std::f64::consts::SQRT_2)
+    let operand = match *kernel {
+        // Degree 1: sqrt(gamma) x and sqrt(coef0).
+        Kernel::Polynomial {
+            gamma,
+            coef0,
+            degree,
+        } if features && degree == 1.0 => (gamma.abs().sqrt() * largest).max(coef0.abs().sqrt()),
+        // Degree 2: gamma x_a x_b (times sqrt(2) off the diagonal), sqrt(2 gamma coef0) x_a and
+        // coef0, each at most max(1, |x|)^2 times the largest coefficient.
+        Kernel::Polynomial { gamma, coef0, .. } if features => {
+            let coefficient = (gamma.abs() * std::f64::consts::SQRT_2)
                 .max((2.0 * gamma.abs() * coef0.abs()).sqrt())
-                .max(coef0.abs()),
-            _ => 1.0,
-        };
-        largest.max(1.0).powi(2) * coefficient
-    } else {
-        largest
+                .max(coef0.abs());
+            largest.max(1.0).powi(2) * coefficient
+        }
+        _ => largest,
     };
     if operand > FP16_MAX {
         let what = if features {
@@ -144,5 +151,12 @@ mod tests {
         assert!(check_fp16_range(Some(Half::F16), &poly, &mid, false).is_ok());
         let err = check_fp16_range(Some(Half::F16), &poly, &mid, true).unwrap_err();
         assert!(err.to_string().contains("features"), "{err}");
+        // Degree 1: the features are sqrt(gamma) x and sqrt(coef0), 300 at most.
+        let linear_poly = Kernel::Polynomial {
+            gamma: 1.0,
+            coef0: 1.0,
+            degree: 1.0,
+        };
+        assert!(check_fp16_range(Some(Half::F16), &linear_poly, &mid, true).is_ok());
     }
 }

@@ -207,17 +207,20 @@ fn pipelined(cx: &PassContext<'_>, attrs: &ProductAttrs, r: &Region) -> bool {
 }
 
 /// Estimated seconds of the product stored (library rate, then its result written and read
-/// once more) and fused (the contraction kernel's rate), for a `rows x cols` product of
-/// inner dimension `depth`.
-fn times(cx: &PassContext<'_>, rows: f64, cols: f64, depth: f64, efficiency: f64) -> (f64, f64) {
+/// once more) and fused (the contraction kernel's rate for `precision`, the precision its
+/// template computes), for a `rows x cols` product of inner dimension `depth`.
+fn times(
+    cx: &PassContext<'_>,
+    (rows, cols, depth): (f64, f64, f64),
+    precision: kernel_ir::Precision,
+    efficiency: f64,
+) -> (f64, f64) {
     let c = &cx.target.ceilings;
     let rate = c.product_flops_per_s(cx.config.dtype, cx.config.library_tf32());
-    // A contraction kernel multiplies 16-bit operands, or 3xTF32 splits, at their own rate;
-    // the library, in TF32 or strictly.
-    let fused_rate = match cx.config.contraction_precision() {
-        precision @ (kernel_ir::Precision::Half(_) | kernel_ir::Precision::Tf32x3) => {
-            c.tensor_product_flops_per_s(precision)
-        }
+    // A contraction kernel multiplies at its precision's rate; the library, in TF32 or
+    // strictly.
+    let fused_rate = match cx.config.dtype {
+        crate::types::DType::F32 => c.tensor_product_flops_per_s(precision),
         _ => rate,
     };
     let flops = 2.0 * rows * cols * depth;
@@ -275,13 +278,18 @@ impl GraphPass for Contractions {
                 // The common shape: `float` values, A * B^T of row-major operands, no sums by
                 // label (see ContractionTarget).
                 let common = pipelined(cx, &attrs, &r) && r.labels.is_none();
-                let tf32 = cx.config.library_tf32();
+                // The precision the kernel's template computes: the tiled template has no
+                // packed or split operands.
+                let precision = if pipelined(cx, &attrs, &r) {
+                    cx.config.contraction_precision()
+                } else {
+                    cx.config.contraction_precision().on_general_template()
+                };
                 let (stored, fused) = times(
                     cx,
-                    rows as f64,
-                    cols as f64,
-                    depth as f64,
-                    target.efficiency_of(common, tf32),
+                    (rows as f64, cols as f64, depth as f64),
+                    precision,
+                    target.efficiency_of(common, precision.on_tensor_cores()),
                 );
                 (fused >= stored).then(|| {
                     format!(

@@ -51,6 +51,27 @@ impl Plan {
                             reductions,
                             ..
                         } => {
+                            let by_label_sums = reductions
+                                .iter()
+                                .filter(|r| matches!(r.kind, ReduceKind::ByLabel { .. }))
+                                .count();
+                            // The pipelined template's shape (f32, A * B^T of row-major
+                            // operands, at most one sum by label); the tiled one computes
+                            // 16-bit operands at TF32's rate and 3xTF32 strictly.
+                            let common = self.dtype == DType::F32
+                                && by_label_sums <= 1
+                                && f.spec.inputs.iter().all(|i| {
+                                    !matches!(
+                                        i.access,
+                                        Access::Left { transposed: true }
+                                            | Access::Right { transposed: false }
+                                    )
+                                });
+                            let precision = if common {
+                                *precision
+                            } else {
+                                precision.on_general_template()
+                            };
                             // 16-bit operands and 3xTF32 splits are priced as TF32 ones (the
                             // same kernels) at their own rates; the kernel counts 16-bit depth
                             // in pairs.
@@ -77,20 +98,7 @@ impl Plan {
                             } else {
                                 1.0
                             };
-                            let by_label_sums = reductions
-                                .iter()
-                                .filter(|r| matches!(r.kind, ReduceKind::ByLabel { .. }))
-                                .count();
                             let efficiency = self.target.contractions.map_or(1.0, |t| {
-                                let common = self.dtype == DType::F32
-                                    && by_label_sums <= 1
-                                    && f.spec.inputs.iter().all(|i| {
-                                        !matches!(
-                                            i.access,
-                                            Access::Left { transposed: true }
-                                                | Access::Right { transposed: false }
-                                        )
-                                    });
                                 if tf32 && reductions.is_empty() && !stores.is_empty() {
                                     t.stores_only_tf32_efficiency
                                 } else {
@@ -121,8 +129,8 @@ impl Plan {
                                 }
                                 _ => 0.0,
                             };
-                            let rate = if tf32 && *precision != Precision::Tf32 {
-                                c.tensor_product_flops_per_s(*precision)
+                            let rate = if tf32 && precision != Precision::Tf32 {
+                                c.tensor_product_flops_per_s(precision)
                             } else {
                                 product_rate(tf32)
                             };

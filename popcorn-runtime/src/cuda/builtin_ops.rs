@@ -489,10 +489,10 @@ impl Builtins<'_> {
         if rows == 0 {
             return Ok(());
         }
-        if out.1 < cols.div_ceil(2) {
+        if input.1 < cols || out.1 < cols.div_ceil(2) {
             return Err(crate::cuda::errors::invalid(format!(
-                "packed rows of {} words cannot hold {cols} 16-bit values",
-                out.1
+                "rows of {} values read or {} packed words written cannot hold {cols} values",
+                input.1, out.1
             )));
         }
         let mut args = [
@@ -538,10 +538,10 @@ impl Builtins<'_> {
         if rows == 0 {
             return Ok(());
         }
-        if out.1 < 3 * cols {
+        if input.1 < cols || out.1 < 3 * cols {
             return Err(crate::cuda::errors::invalid(format!(
-                "split rows of {} values cannot hold three segments of {cols}",
-                out.1
+                "rows of {} values read or {} written cannot hold {cols} values (three times)",
+                input.1, out.1
             )));
         }
         let mut args = [

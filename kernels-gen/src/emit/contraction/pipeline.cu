@@ -13,6 +13,8 @@
 // producer runs two steps ahead across tile and unit boundaries. The inner product
 // is, for TF32 (operands rounded with cvt.rna, fp32 accumulation): on Hopper compiled for
 // sm_90a, wgmma.mma_async straight from the staged chunks (two warpgroups of 128 x 128);
+// for 3xTF32 the launcher lays each operand's TF32 split pairs along the depth (see
+// kSplitOperands) and the kernel multiplies them as TF32 values;
 // elsewhere mma.sync.m16n8k8 with ldmatrix fragments; for strict fp32, FFMA on the
 // mma.sync accumulator layout, each element summed in ascending depth. With 16-bit operands
 // (bf16 or fp16, MMA_BF16 / MMA_F16) the launcher packs each operand's rows in pairs of
@@ -21,7 +23,8 @@
 // products differ (m64n128k16 and m16n8k16, whose 16-deep steps span the same 32 bytes of a
 // staged row as TF32's 8-deep ones, with the same fragments and descriptors). Needs compute
 // capability 8.0 (cp.async, TF32 mma). On Hopper, TF32 products of two depth chunks whose
-// operands the launcher rounded have a warp-specialised body as well (contraction_ws: a
+// operands the launcher rounded into one copy (or packed 16-bit ones of one or two chunks)
+// have a warp-specialised body as well (contraction_ws: a
 // producer thread copying through the tensor memory accelerator, the two warpgroups
 // consuming, mbarriers between them).
 // ------------------------------------------------------------------------------------
@@ -728,7 +731,9 @@ __device__ __forceinline__ void ffma_chunk(float (&acc)[MT][NT][4], const float*
 //                      columns' rows (tile_column_sums, add_to(j, c, v));
 //   kSplitOperands     whether the launcher passes a 3xTF32 product's two split copies of
 //                      one matrix (rows [h, h, l] and [h, l, h]) as A and B: their product is
-//                      symmetric, so the triangle of tiles holds for them as for A == B;
+//                      symmetric, so the triangle of tiles holds for them as for A == B. Set
+//                      for symmetric specs only (kSymmetric), whose launcher checks that the
+//                      operands are one matrix; mirrored stores of split copies walk every tile;
 //   kMirrorStores      whether the only output is one 16-bit store of the product and
 //                      scalars (KernelSpec::stores_a_mirrorable_value): where A and B are
 //                      the same matrix, the output square and the product MIRROR_MIN_DEPTH

@@ -148,7 +148,7 @@ pub(crate) fn parts(
 
 /// Whether the launcher gives `spec`'s kernel the split pairs of a 3xTF32 product
 /// ([`crate::splits_tf32_operands`]): two copies, but a symmetric product where the operands are
-/// one matrix (`kSplitOperands`).
+/// one matrix (`kSplitOperands`, set for symmetric specs only, whose launcher checks it).
 fn splits_tf32(spec: &KernelSpec) -> bool {
     matches!(
         spec.form,
@@ -427,7 +427,9 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         by_label.is_some(),
         split_columns(reductions),
         spec.stores_a_mirrorable_value(),
-        splits_tf32(spec)
+        // Only a symmetric spec, whose launcher checks that both operands are one matrix: a
+        // spec of mirrored stores may multiply two (Y * X^T), and two split copies cannot tell.
+        splits_tf32(spec) && symmetric
     ));
     if let Some((k, labels, out)) = by_label {
         s.push_str(&format!(

@@ -196,6 +196,22 @@ fn split_tf32<'a, B: BufferInfo + DeviceAddress>(
     inputs: &[Arg<'_, B>],
 ) -> Result<RoundedCopies<'a>, RuntimeError> {
     let ops @ ((a_addr, a_rows, cols), (b_addr, b_rows, _)) = operands(f, inputs)?;
+    // The kernel walks one triangle of tiles of a symmetric spec's two copies (kSplitOperands),
+    // which holds only where they are splits of one matrix: the kernel cannot compare them.
+    let symmetric = matches!(
+        f.spec.form,
+        Form::Contraction {
+            symmetric: true,
+            ..
+        }
+    );
+    if symmetric && (a_addr != b_addr || a_rows != b_rows) {
+        return Err(invalid(format!(
+            "contraction {} is symmetric (one matrix times itself) but was given two different \
+             operands",
+            f.name
+        )));
+    }
     let depth = cols.checked_mul(3).ok_or_else(|| {
         invalid(format!(
             "the operands of contraction {} are too deep",
@@ -317,8 +333,8 @@ fn round<'a, B: BufferInfo + DeviceAddress>(
 impl RoundedCopies<'_> {
     /// The tensor maps of the copy as the warp-specialised contraction reads it
     /// ([`kernels_gen::ContractionVariant::warp_specialised`]): `A` (`rows` rows) in boxes of
-    /// 32 x 256 and `B` (`cols` rows) in boxes of 32 x 128, `depth` floats a row, 128-byte
-    /// swizzle, zeros outside. Only for a copy that stands for both operands.
+    /// 32 x 256 and `B` (`cols` rows) in boxes of 32 x 128, `depth` 32-bit words a row (floats,
+    /// or pairs of 16-bit values), 128-byte swizzle, zeros outside. Only for a copy that stands for both operands.
     ///
     /// `first_row`: the maps start at that row of the copy (a share of a symmetric product,
     /// whose rows and columns both start there); 0 for the whole product.
