@@ -222,3 +222,55 @@ fn digits_with_reduced_precision_products_stay_close_to_f64() {
         );
     }
 }
+
+/// 3xTF32 products whose one output is a kernel matrix held in bf16 (on Hopper the wgmma body
+/// then writes mirror images from 256 deep): of one matrix with itself (`X X^T`, a triangle of
+/// tiles of the two split copies) and of two matrices (`Y X^T`, every tile, though both
+/// operands are split alike), against f64 within one step of bf16. Outputs are poisoned first.
+#[test]
+fn three_tf32_kernel_matrices_of_one_and_two_matrices_match_f64() {
+    let Some(gpu) = common::gpu_or_skip(DType::F32) else {
+        return;
+    };
+    let mut config = popcorn::dsl::PlannerConfig {
+        tf32x3: true,
+        contractions: popcorn::dsl::ContractionPolicy::Always,
+        ..gpu.config().clone()
+    };
+    config.half_storage.insert("K".into(), Half::Bf16);
+    let ctx = gpu.with_config(config);
+    let one = popcorn::Program::parse(
+        "fn k(X: Dense[n, d], Y: Dense[n, d]) -> (K: Dense[n, n]) { K = pow(0.5 * X * X^T + 1, 2); }",
+    )
+    .expect("parses");
+    let two = popcorn::Program::parse(
+        "fn k(X: Dense[n, d], Y: Dense[n, d]) -> (K: Dense[n, n]) { K = pow(0.5 * Y * X^T + 1, 2); }",
+    )
+    .expect("parses");
+    let mut rng = common::SplitMix64::new(91);
+    for (n, d) in [(517, 26), (777, 300), (1100, 256)] {
+        let x: Vec<f64> = (0..n * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let y: Vec<f64> = (0..n * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let (xt, yt) = (ctx.dense(n, d, &x).unwrap(), ctx.dense(n, d, &y).unwrap());
+        for (program, left) in [(&one, &x), (&two, &y)] {
+            let k = ctx.dense_half(n, n, &vec![0.0; n * n], Half::Bf16).unwrap();
+            ctx.fill(&k, f64::NAN).expect("poison K");
+            let mut out = popcorn::Outputs::default();
+            out.insert("K", k);
+            let args = popcorn::Args::new().tensor("X", &xt).tensor("Y", &yt);
+            ctx.run_into(program, &args, &mut out).expect("runs");
+            let got = ctx.to_f64(out.tensor("K").unwrap()).unwrap();
+            for i in 0..n {
+                for j in 0..n {
+                    let dot: f64 = (0..d).map(|l| left[i * d + l] * x[j * d + l]).sum();
+                    let want = (0.5 * dot + 1.0).powi(2);
+                    let g = got[i * n + j];
+                    assert!(
+                        (g - want).abs() <= want.abs() / 128.0 + 1e-4,
+                        "{n}x{d} K[{i}, {j}] = {g}, exact {want}"
+                    );
+                }
+            }
+        }
+    }
+}
