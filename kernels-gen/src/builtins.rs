@@ -129,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long stride = (long long)gridDim.x * (long long)blockDim.x;
     for (long long i = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
          i < n; i += stride) {
-        out[i] = {WIDEN}(a[i * lda + i]);
+        out[i] = {CONVERT}(a[i * lda + i]);
     }
 }
 "#;
@@ -140,10 +140,19 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 /// Parameters: `(const long long n, const unsigned short* a, const long long lda, float* out)`.
 /// Launch: [`linear_grid_block`]`(n)`.
 pub fn diag_half(half: kernel_ir::Half) -> BuiltinKernel {
-    let name = diag_half_name(half);
-    let source = DIAG_HALF
+    half_builtin(
+        diag_half_name(half),
+        DIAG_HALF,
+        crate::emit::from_half_fn(half),
+    )
+}
+
+/// A builtin over 16-bit values: `template` with `{NAME}` as `name` and `{CONVERT}` as the
+/// prelude's conversion `convert`, after the conversions.
+fn half_builtin(name: &str, template: &str, convert: &str) -> BuiltinKernel {
+    let source = template
         .replace("{NAME}", name)
-        .replace("{WIDEN}", crate::emit::from_half_fn(half));
+        .replace("{CONVERT}", convert);
     BuiltinKernel {
         name: name.to_string(),
         source: format!("{}{source}", crate::emit::HALF_CONVERSIONS),
@@ -1298,7 +1307,7 @@ pub fn round_tf32() -> BuiltinKernel {
 }
 
 const PACK_HALF: &str = r#"// popcorn builtin kernel {NAME}: the rows x cols float matrix `in` (leading dimension
-// ld_in) rounded to 16 bits ({ROUND}, to nearest even) and packed in pairs, one 32-bit word a
+// ld_in) rounded to 16 bits ({CONVERT}, to nearest even) and packed in pairs, one 32-bit word a
 // pair (the even column in the low half), into `out` with ld_out >= (cols + 1) / 2 words a
 // row, whose halves past cols get 0: the operands of a contraction on 16-bit tensor cores.
 // One warp per row at a time, its lanes along the row.
@@ -1318,8 +1327,8 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
         unsigned int* dst = out + r * ld_out;
         for (long long w = lane; w < ld_out; w += 32) {
             const long long c = 2 * w;
-            const unsigned int lo = c < cols ? (unsigned int){ROUND}(src[c]) : 0u;
-            const unsigned int hi = c + 1 < cols ? (unsigned int){ROUND}(src[c + 1]) : 0u;
+            const unsigned int lo = c < cols ? (unsigned int){CONVERT}(src[c]) : 0u;
+            const unsigned int hi = c + 1 < cols ? (unsigned int){CONVERT}(src[c + 1]) : 0u;
             dst[w] = lo | (hi << 16);
         }
     }
@@ -1336,14 +1345,11 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 /// long ld_out, const float* in, unsigned int* out)`, `ld_out >= (cols + 1) / 2`. Launch:
 /// [`linear_grid_block`]`(32 * rows)` (a warp per row).
 pub fn pack_half(half: kernel_ir::Half) -> BuiltinKernel {
-    let name = pack_half_name(half);
-    let source = PACK_HALF
-        .replace("{NAME}", name)
-        .replace("{ROUND}", crate::emit::to_half_fn(half));
-    BuiltinKernel {
-        name: name.to_string(),
-        source: format!("{}{source}", crate::emit::HALF_CONVERSIONS),
-    }
+    half_builtin(
+        pack_half_name(half),
+        PACK_HALF,
+        crate::emit::to_half_fn(half),
+    )
 }
 
 /// The entry point of [`pack_half`].
