@@ -6,20 +6,9 @@
 use popcorn::kernel_ir::Half;
 use popcorn::kkmeans::{Algorithm, Kernel, KernelKMeans, Points, ProductPrecision};
 use popcorn::{DType, DeviceSpec};
-use popcorn_test_support as common;
-use popcorn_test_support::{digits, label_agreement as agreement};
+mod common;
 
-fn kernels() -> [Kernel; 4] {
-    [
-        Kernel::Linear,
-        Kernel::POLYNOMIAL_DEFAULT,
-        Kernel::Gaussian { gamma: None },
-        Kernel::Sigmoid {
-            gamma: None,
-            coef0: 0.0,
-        },
-    ]
-}
+use common::{digits, every_kernel, label_agreement as agreement};
 
 fn fit(
     kernel: Kernel,
@@ -140,7 +129,7 @@ fn digits_with_reduced_precision_products_stay_close_to_f64() {
     }
     let gpu = DeviceSpec::Cuda(0);
     let mut rows = Vec::new();
-    for kernel in kernels() {
+    for kernel in every_kernel() {
         for iterations in [1, 5] {
             let want = fit(
                 kernel,

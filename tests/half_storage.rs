@@ -299,18 +299,6 @@ fn digits_zscored() -> (usize, usize, Vec<f64>) {
     popcorn_test_support::digits()
 }
 
-fn kernels() -> [Kernel; 4] {
-    [
-        Kernel::Linear,
-        Kernel::POLYNOMIAL_DEFAULT,
-        Kernel::Gaussian { gamma: None },
-        Kernel::Sigmoid {
-            gamma: None,
-            coef0: 0.0,
-        },
-    ]
-}
-
 /// Labels after `iterations` iterations on z-scored digits (k = 10) on `device`.
 fn labels_after(
     kernel: Kernel,
@@ -334,7 +322,7 @@ fn labels_after(
 
 #[test]
 fn digits_with_sixteen_bit_kernel_matrices_stay_close_to_f64() {
-    for kernel in kernels() {
+    for kernel in every_kernel() {
         for (iterations, least) in [(1, 0.99), (5, 0.97)] {
             let want = labels_after(kernel, DType::F64, None, iterations, DeviceSpec::Cpu)
                 .expect("f64 fit");
@@ -599,7 +587,7 @@ fn gpu_sixteen_bit_kernel_matrices_and_iterations_match_the_cpu() {
         }
     }
     // Whole fits: GPU against CPU, each with its 16-bit K.
-    for kernel in kernels() {
+    for kernel in every_kernel() {
         let g = labels_after(kernel, DType::F32, Some(Half::Bf16), 5, DeviceSpec::Cuda(0))
             .expect("GPU fit");
         let c = labels_after(kernel, DType::F32, Some(Half::Bf16), 5, DeviceSpec::Cpu)

@@ -63,11 +63,13 @@ enum Kind {
     RoundTf32,
     Monomials,
     SplitTf32,
+    PackBf16,
+    PackF16,
 }
 
 impl Kind {
     #[cfg(test)]
-    const ALL: [Kind; 19] = [
+    const ALL: [Kind; 21] = [
         Kind::Fill,
         Kind::Symmetrize,
         Kind::Diag,
@@ -87,6 +89,8 @@ impl Kind {
         Kind::RoundTf32,
         Kind::Monomials,
         Kind::SplitTf32,
+        Kind::PackBf16,
+        Kind::PackF16,
     ];
 
     /// The entry-point name (known without building the source, so launches allocate no
@@ -120,6 +124,8 @@ impl Kind {
             Kind::ClampLabels => "pk_clamp_labels",
             Kind::RoundTf32 => "pk_round_tf32",
             Kind::SplitTf32 => "pk_split_tf32",
+            Kind::PackBf16 => builtins::pack_half_name(kernel_ir::Half::Bf16),
+            Kind::PackF16 => builtins::pack_half_name(kernel_ir::Half::F16),
             Kind::SelectionScan => "pk_selection_scan",
             Kind::SelectionChunkCounts => "pk_selection_chunk_counts",
             Kind::SelectionChunkOffsets => "pk_selection_chunk_offsets",
@@ -193,6 +199,8 @@ impl Kind {
             Kind::ClampLabels => builtins::clamp_labels(),
             Kind::RoundTf32 => builtins::round_tf32(),
             Kind::SplitTf32 => builtins::split_tf32(),
+            Kind::PackBf16 => builtins::pack_half(kernel_ir::Half::Bf16),
+            Kind::PackF16 => builtins::pack_half(kernel_ir::Half::F16),
             Kind::SelectionScan => builtins::selection_scan(),
             Kind::SelectionChunkCounts => builtins::selection_chunk_counts(),
             Kind::SelectionChunkOffsets => builtins::selection_chunk_offsets(),
@@ -452,23 +460,46 @@ impl Builtins<'_> {
         (rows, cols): (usize, usize),
         out: (u64, usize),
     ) -> Result<(), RuntimeError> {
+        // SAFETY: as this function's contract says.
+        unsafe { self.run_rows(Kind::RoundTf32, input, (rows, cols), out, None) }
+    }
+
+    /// Launches one of the kernels that copy an f32 matrix row by row, a warp per row (TF32
+    /// rounding, 16-bit packing, 3xTF32 splitting), whose parameters are `(rows, cols, ld_in,
+    /// ld_out, [extra,] in, out)`.
+    ///
+    /// # Safety
+    /// Every address is device memory of the current context usable on this stream, holding
+    /// what the kernel reads and writes at these sizes.
+    unsafe fn run_rows(
+        &self,
+        kind: Kind,
+        input: (u64, usize),
+        (rows, cols): (usize, usize),
+        out: (u64, usize),
+        extra: Option<KernelArg>,
+    ) -> Result<(), RuntimeError> {
         if rows == 0 {
             return Ok(());
         }
-        let mut args = [
+        let mut args = vec![
             KernelArg::size(rows)?,
             KernelArg::size(cols)?,
             KernelArg::size(input.1)?,
             KernelArg::size(out.1)?,
-            KernelArg::Ptr(input.0),
-            KernelArg::Ptr(out.0),
         ];
-        self.run(
-            Kind::RoundTf32,
-            ScalarType::F32,
-            builtins::linear_grid_block(32 * rows as u64),
-            &mut args,
-        )
+        args.extend(extra);
+        args.extend([KernelArg::Ptr(input.0), KernelArg::Ptr(out.0)]);
+        // SAFETY: `args` follow the kernel's parameters; the addresses hold what it touches,
+        // as this function's contract says.
+        unsafe {
+            self.run(
+                kind,
+                ScalarType::F32,
+                builtins::linear_grid_block(32 * rows as u64),
+                &mut args,
+            )
+        }
     }
 
     /// The `rows x cols` f32 matrix at `input.0` (leading dimension `input.1`) rounded to
@@ -486,38 +517,18 @@ impl Builtins<'_> {
         (rows, cols): (usize, usize),
         out: (u64, usize),
     ) -> Result<(), RuntimeError> {
-        if rows == 0 {
-            return Ok(());
-        }
         if input.1 < cols || out.1 < cols.div_ceil(2) {
             return Err(crate::cuda::errors::invalid(format!(
                 "rows of {} values read or {} packed words written cannot hold {cols} values",
                 input.1, out.1
             )));
         }
-        let mut args = [
-            KernelArg::size(rows)?,
-            KernelArg::size(cols)?,
-            KernelArg::size(input.1)?,
-            KernelArg::size(out.1)?,
-            KernelArg::Ptr(input.0),
-            KernelArg::Ptr(out.0),
-        ];
-        let name = builtins::pack_half_name(half);
-        let f = self
-            .kernels
-            .function(name, || builtins::pack_half(half).source)?;
-        // SAFETY: `args` follow the kernel's parameters; the addresses hold what it touches,
-        // as this function's contract says.
-        unsafe {
-            driver::launch(
-                self.stream,
-                &f,
-                name,
-                builtins::linear_grid_block(32 * rows as u64),
-                &mut args,
-            )
-        }
+        let kind = match half {
+            kernel_ir::Half::Bf16 => Kind::PackBf16,
+            kernel_ir::Half::F16 => Kind::PackF16,
+        };
+        // SAFETY: as this function's contract says.
+        unsafe { self.run_rows(kind, input, (rows, cols), out, None) }
     }
 
     /// The `rows x cols` f32 matrix at `input.0` (leading dimension `input.1`) split for a
@@ -535,30 +546,15 @@ impl Builtins<'_> {
         out: (u64, usize),
         right: bool,
     ) -> Result<(), RuntimeError> {
-        if rows == 0 {
-            return Ok(());
-        }
         if input.1 < cols || out.1 < 3 * cols {
             return Err(crate::cuda::errors::invalid(format!(
                 "rows of {} values read or {} written cannot hold {cols} values (three times)",
                 input.1, out.1
             )));
         }
-        let mut args = [
-            KernelArg::size(rows)?,
-            KernelArg::size(cols)?,
-            KernelArg::size(input.1)?,
-            KernelArg::size(out.1)?,
-            KernelArg::U32(u32::from(right)),
-            KernelArg::Ptr(input.0),
-            KernelArg::Ptr(out.0),
-        ];
-        self.run(
-            Kind::SplitTf32,
-            ScalarType::F32,
-            builtins::linear_grid_block(32 * rows as u64),
-            &mut args,
-        )
+        let order = Some(KernelArg::U32(u32::from(right)));
+        // SAFETY: as this function's contract says.
+        unsafe { self.run_rows(Kind::SplitTf32, input, (rows, cols), out, order) }
     }
 
     /// `out[i] = a[i * lda + i]` for `i < n`: `a` of `dtype`, or held in 16 bits (`held`, then

@@ -2460,21 +2460,8 @@ fn gpu_mixed_contraction_matches_the_cpu() {
 
                     // The CPU reference in f64, strict; for 16-bit operands, from the operands
                     // rounded to the format (the GPU gets them unrounded).
-                    let to_half = |values: &[f64]| -> Vec<f64> {
-                        match precision {
-                            kernel_ir::Precision::Half(half) => values
-                                .iter()
-                                .map(|v| {
-                                    crate::backend::from_half_bits(
-                                        half,
-                                        crate::backend::to_half_bits(half, *v as f32),
-                                    ) as f64
-                                })
-                                .collect(),
-                            _ => values.to_vec(),
-                        }
-                    };
-                    let (a_ref, bm_ref) = (to_half(&a), to_half(&bm));
+                    let (a_ref, bm_ref) =
+                        (as_multiplied(precision, &a), as_multiplied(precision, &bm));
                     let mut cpu_spec = spec.clone();
                     cpu_spec.dtype = kernel_ir::ScalarType::F64;
                     if let Form::Contraction { precision, .. } = &mut cpu_spec.form {
@@ -2831,32 +2818,9 @@ fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
         } else {
             (0..n).map(|_| rng.below(k) as u32).collect()
         };
-        let run = |b: &CudaBackend| -> Vec<f64> {
-            let points = upload(b, DType::F32, &points);
-            let labels = upload_u32(b, &labels);
-            let out = poisoned(b, ElemType::F32, n * k);
-            let inputs = [
-                dense(&points, n, d),
-                dense(&points, n, d),
-                Arg::Index {
-                    buf: &labels,
-                    len: n,
-                },
-                Arg::Scalar(0.5),
-            ];
-            let outputs = [dense(&out, n, k)];
-            let step = step(StepOp::Fused(FusedStep {
-                name: spec.name(),
-                spec: spec.clone(),
-                rows: n,
-                cols: n,
-                depth: d,
-                width: k,
-                share: None,
-            }));
-            b.run_step(&step, &inputs, &outputs, DType::F32, 1.0)
-                .unwrap_or_else(|e| panic!("{n}x{d}, k = {k}: {e}"));
-            download(b, &out)
+        let run = |b: &CudaBackend| {
+            symmetric_sums_on(b, &spec, (n, d, k), &points, &labels, 0.5)
+                .unwrap_or_else(|e| panic!("{n}x{d}, k = {k}: {e}"))
         };
         let (got, want) = (run(&ws), run(&lock_step));
         assert_close(
@@ -2886,6 +2850,59 @@ fn gpu_warp_specialised_contraction_matches_the_lock_step_body() {
     }
 }
 
+/// The operand values a product at `precision` multiplies, for an f64 reference: rounded to
+/// the 16-bit format for 16-bit operands (whose products are then exact), as they are
+/// otherwise.
+fn as_multiplied(precision: kernel_ir::Precision, values: &[f64]) -> Vec<f64> {
+    match precision {
+        kernel_ir::Precision::Half(half) => values
+            .iter()
+            .map(|v| {
+                crate::backend::from_half_bits(half, crate::backend::to_half_bits(half, *v as f32))
+                    as f64
+            })
+            .collect(),
+        _ => values.to_vec(),
+    }
+}
+
+/// Runs `spec` (a [`kernel_ir::samples::symmetric_kernel_sums`]) on `b` over `n` points of `d`
+/// values (the one matrix as both operands), their labels below `k` and the scalar `g`: the
+/// `n x k` sums, poisoned before the run.
+fn symmetric_sums_on(
+    b: &CudaBackend,
+    spec: &KernelSpec,
+    (n, d, k): (usize, usize, usize),
+    points: &[f64],
+    labels: &[u32],
+    g: f64,
+) -> Result<Vec<f64>, RuntimeError> {
+    let points = upload(b, DType::F32, points);
+    let labels = upload_u32(b, labels);
+    let out = poisoned(b, ElemType::F32, n * k);
+    let inputs = [
+        dense(&points, n, d),
+        dense(&points, n, d),
+        Arg::Index {
+            buf: &labels,
+            len: n,
+        },
+        Arg::Scalar(g),
+    ];
+    let outputs = [dense(&out, n, k)];
+    let step = step(StepOp::Fused(FusedStep {
+        name: spec.name(),
+        spec: spec.clone(),
+        rows: n,
+        cols: n,
+        depth: d,
+        width: k,
+        share: None,
+    }));
+    b.run_step(&step, &inputs, &outputs, DType::F32, 1.0)?;
+    Ok(download(b, &out))
+}
+
 /// Kernel K-means' symmetric sums by label with 16-bit operands (one matrix as both, packed
 /// once) against the CPU in f64 given the points rounded to the same format: the products of
 /// 16-bit values are exact, so only the fp32 accumulation differs. 3xTF32 (two split copies of
@@ -2911,18 +2928,7 @@ fn gpu_sixteen_bit_symmetric_sums_match_the_cpu_on_rounded_points() {
             let what = format!("{} n = {n}, d = {d}, k = {k}", precision.name());
             let points = rng.values(n * d);
             // 3xTF32 is about fp32: against the points themselves.
-            let rounded: Vec<f64> = match precision {
-                kernel_ir::Precision::Half(half) => points
-                    .iter()
-                    .map(|v| {
-                        crate::backend::from_half_bits(
-                            half,
-                            crate::backend::to_half_bits(half, *v as f32),
-                        ) as f64
-                    })
-                    .collect(),
-                _ => points.clone(),
-            };
+            let rounded = as_multiplied(precision, &points);
             let mut labels: Vec<u32> = (0..n).map(|_| rng.below(k) as u32).collect();
             if n % 2 == 0 {
                 labels.sort_unstable();
@@ -2946,28 +2952,8 @@ fn gpu_sixteen_bit_symmetric_sums_match_the_cpu_on_rounded_points() {
                 crate::cpu::run_contraction(&cpu_spec, (n, n), d, k, &args, &mut outs)
                     .unwrap_or_else(|e| panic!("{what}: CPU: {e}"));
             }
-            let pbuf = upload(b, DType::F32, &points);
-            let lbuf = upload_u32(b, &labels);
-            let out = poisoned(b, ElemType::F32, n * k);
-            let inputs = [
-                dense(&pbuf, n, d),
-                dense(&pbuf, n, d),
-                Arg::Index { buf: &lbuf, len: n },
-                Arg::Scalar(g),
-            ];
-            let outputs = [dense(&out, n, k)];
-            let step = step(StepOp::Fused(FusedStep {
-                name: spec.name(),
-                spec: spec.clone(),
-                rows: n,
-                cols: n,
-                depth: d,
-                width: k,
-                share: None,
-            }));
-            b.run_step(&step, &inputs, &outputs, DType::F32, 1.0)
+            let got = symmetric_sums_on(b, &spec, (n, d, k), &points, &labels, g)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let got = download(b, &out);
             // Sums of non-negative values: relative error of the fp32 accumulation alone.
             assert_close(&got, &want, 2.0 * tolerance(DType::F32), &what);
         }

@@ -146,19 +146,6 @@ pub(crate) fn parts(
     }
 }
 
-/// Whether the launcher gives `spec`'s kernel the split pairs of a 3xTF32 product
-/// ([`crate::splits_tf32_operands`]): two copies, but a symmetric product where the operands are
-/// one matrix (`kSplitOperands`, set for symmetric specs only, whose launcher checks it).
-fn splits_tf32(spec: &KernelSpec) -> bool {
-    matches!(
-        spec.form,
-        kernel_ir::Form::Contraction {
-            precision: Precision::Tf32x3,
-            ..
-        }
-    )
-}
-
 /// Whether a row's column tiles may be split over several blocks: its only reductions are sums
 /// by label, whose partial sums meet in the output by atomic adds.
 pub(crate) fn split_columns(reductions: &[Reduction]) -> bool {
@@ -429,7 +416,7 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         spec.stores_a_mirrorable_value(),
         // Only a symmetric spec, whose launcher checks that both operands are one matrix: a
         // spec of mirrored stores may multiply two (Y * X^T), and two split copies cannot tell.
-        splits_tf32(spec) && symmetric
+        super::splits_tf32_operands(spec) && symmetric
     ));
     if let Some((k, labels, out)) = by_label {
         s.push_str(&format!(

@@ -40,8 +40,9 @@ pub(crate) fn run(
     // Operands packed in 16 bits, or rounded to TF32 once (whole launches only), held until
     // the launch below.
     let copies = operand_copies::prepare(cx, f, inputs, band.is_none())?;
-    // The depth the kernel takes: in words where the operands are packed in pairs.
-    let depth = copies.packed_depth.unwrap_or(f.depth);
+    // The depth the kernel takes: in words where the operands are packed in pairs, tripled for
+    // split ones.
+    let depth = copies.kernel_depth.unwrap_or(f.depth);
     let variant = ContractionVariant {
         rounded: copies.rounded,
         warp_specialised: warp_specialised(cx, f, shape, &copies, depth),
@@ -314,7 +315,7 @@ fn warp_specialised(
         && copies.rounded == kernels_gen::RoundedOperands::BOTH
         && copies.copy.is_multiple_of(16)
         && (chunks == u64::from(PIPELINE_WS_MAX_DEPTH_CHUNKS)
-            || (copies.packed_depth.is_some() && chunks == 1))
+            || (kernels_gen::packs_half_operands(&f.spec).is_some() && chunks == 1))
         && (f.rows as u64).saturating_mul(f.cols as u64) >= WARP_SPECIALISED_MIN_ELEMENTS
 }
 

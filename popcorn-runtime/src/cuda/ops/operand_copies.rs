@@ -50,7 +50,7 @@ pub(crate) struct RoundedCopies<'a> {
     pub(crate) a_copy: Option<(u64, usize)>,
     /// The depth the kernel takes, where it is not the product's: in words for operands packed
     /// in 16 bits, three times the product's for a 3xTF32 product's split pairs.
-    pub(crate) packed_depth: Option<usize>,
+    pub(crate) kernel_depth: Option<usize>,
     _scratch: Option<MutexGuard<'a, GrowBuffer>>,
 }
 
@@ -62,7 +62,7 @@ impl RoundedCopies<'_> {
             copy: 0,
             ld: 0,
             a_copy: None,
-            packed_depth: None,
+            kernel_depth: None,
             _scratch: None,
         }
     }
@@ -238,7 +238,7 @@ fn split_tf32<'a, B: BufferInfo + DeviceAddress>(
         copy,
         ld,
         a_copy: Some(a_copy),
-        packed_depth: Some(depth),
+        kernel_depth: Some(depth),
         _scratch: Some(scratch),
     })
 }
@@ -275,7 +275,7 @@ fn pack_half<'a, B: BufferInfo + DeviceAddress>(
         copy,
         ld,
         a_copy,
-        packed_depth: Some(words),
+        kernel_depth: Some(words),
         _scratch: Some(scratch),
     })
 }
@@ -325,7 +325,7 @@ fn round<'a, B: BufferInfo + DeviceAddress>(
         copy,
         ld,
         a_copy: None,
-        packed_depth: None,
+        kernel_depth: None,
         _scratch: Some(scratch),
     })
 }
