@@ -15,13 +15,15 @@ fn main() -> std::io::Result<()> {
     );
     std::fs::create_dir_all(&dir)?;
     // f32 and f64 matrices, and f32 sums of a matrix held in bf16 (the bins kernel and the
-    // tensor-core kernel with 2 and 8 tiles of 8 clusters).
+    // tensor-core kernel with 2, 8 and 13 tiles of 8 clusters, one warp a block and teams of
+    // four).
     let kinds = [
         (ScalarType::F32, None, 0),
         (ScalarType::F64, None, 0),
         (ScalarType::F32, Some(Half::Bf16), 0),
         (ScalarType::F32, Some(Half::Bf16), 2),
         (ScalarType::F32, Some(Half::Bf16), 8),
+        (ScalarType::F32, Some(Half::Bf16), 13),
     ];
     for (dtype, held, tiles) in kinds {
         let esz = held.map_or(dtype.size_bytes() as u32, |_| 2);
@@ -33,8 +35,11 @@ fn main() -> std::io::Result<()> {
                     else {
                         continue;
                     };
-                    let k = cluster_sums(&v.with_tensor_core_tiles(tiles));
-                    std::fs::write(dir.join(format!("{}.cu", k.name)), &k.source)?;
+                    let teams: &[u32] = if tiles > 0 { &[1, 4] } else { &[1] };
+                    for &team in teams {
+                        let k = cluster_sums(&v.with_tensor_core_tiles(tiles).with_team(team));
+                        std::fs::write(dir.join(format!("{}.cu", k.name)), &k.source)?;
+                    }
                 }
             }
         }

@@ -697,6 +697,7 @@ fn kernel_polynomial(X: Dense[n, d], gamma: Scalar, coef0: Scalar, degree: Scala
                 round_tf32_operands: true,
                 warp_specialised_contractions: true,
                 tensor_core_sums: true,
+                sums_teams: true,
             };
             CudaBackend::with_config(0, config).map_err(|e| e.to_string())
         });

@@ -14,7 +14,8 @@
 //! | `POPCORN_NO_OVERLAP=1` | [`Settings::no_overlap`] | a SYRK's map after the whole product instead of band by band beside it |
 //! | `POPCORN_TF32_ROUND_IN_KERNEL=1` | [`Settings::tf32_round_in_kernel`] | TF32 contractions round every staged chunk of their operands instead of rounding the operands once in memory first |
 //! | `POPCORN_NO_WARP_SPECIALISATION=1` | [`Settings::no_warp_specialisation`] | TF32 contractions on Hopper keep the lock-step body (all warps stage, multiply and fold in turn) instead of the warp-specialised one (a producer thread copying through the tensor memory accelerator, two consumer warpgroups) |
-//! | `POPCORN_NO_TENSOR_CORE_SUMS=1` | [`Settings::no_tensor_core_sums`] | cluster sums over a kernel matrix held in 16 bits use the bins kernel (a shared-memory bin per label) instead of tensor-core products with the labels' one-hot selection (k <= 64, compute capability 8.0 and up) |
+//! | `POPCORN_NO_TENSOR_CORE_SUMS=1` | [`Settings::no_tensor_core_sums`] | cluster sums over a kernel matrix held in 16 bits use the bins kernel (a shared-memory bin per label) instead of tensor-core products with the labels' one-hot selection (k <= 128, compute capability 8.0 and up) |
+//! | `POPCORN_NO_SUMS_TEAMS=1` | [`Settings::no_sums_teams`] | tensor-core cluster sums run one warp per block (k <= 64; the bins kernel above) instead of teams of four warps sharing each row group's tiles (k <= 128) |
 //! | `POPCORN_NO_SIDE_LANE=1` | [`Settings::no_side_lane`] | a GPU run queues every step on one lane, instead of the short steps before a plan's cluster sums that the sums do not read (cluster sizes, maps, the diagonal) on a second lane beside them, where the sums read at most 1 GiB (off anyway with `POPCORN_SYNC` or `POPCORN_LOG=time`) |
 //! | `POPCORN_CACHE_DIR=dir` | [`Settings::cache_dir`] | where compiled kernels are kept (default `$XDG_CACHE_HOME/popcorn/kernels`, else `~/.cache/popcorn/kernels`) |
 //! | `POPCORN_REQUIRE_GPU=1` | [`Settings::require_gpu`] | GPU tests fail instead of skipping where no GPU is usable |
@@ -106,6 +107,8 @@ pub struct Settings {
     pub no_warp_specialisation: bool,
     /// `POPCORN_NO_TENSOR_CORE_SUMS`.
     pub no_tensor_core_sums: bool,
+    /// `POPCORN_NO_SUMS_TEAMS`.
+    pub no_sums_teams: bool,
     /// `POPCORN_NO_SIDE_LANE`.
     pub no_side_lane: bool,
     /// `POPCORN_CACHE_DIR`, else `$XDG_CACHE_HOME/popcorn/kernels`, else
@@ -210,6 +213,7 @@ impl Settings {
             tf32_round_in_kernel: flag("POPCORN_TF32_ROUND_IN_KERNEL"),
             no_warp_specialisation: flag("POPCORN_NO_WARP_SPECIALISATION"),
             no_tensor_core_sums: flag("POPCORN_NO_TENSOR_CORE_SUMS"),
+            no_sums_teams: flag("POPCORN_NO_SUMS_TEAMS"),
             no_side_lane: flag("POPCORN_NO_SIDE_LANE"),
             cache_dir,
             require_gpu: flag("POPCORN_REQUIRE_GPU"),

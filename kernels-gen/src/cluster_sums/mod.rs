@@ -65,7 +65,9 @@
 //!
 //! - **Tensor cores.** For a matrix held in 16 bits, [`tensor_cores`] replaces the bins by
 //!   `mma.sync` products of each staged tile with its columns' one-hot selection (same tiles,
-//!   row groups, workers and launch ABI); the launcher takes it for `k <= 64`.
+//!   row groups and launch ABI), for `k <= 128` in teams of four warps per block sharing each
+//!   row group's tiles (one or two blocks per row group), or one warp per block for `k <= 64`
+//!   where teams do not fit.
 //!
 //! The kernel's measurements on an H100 and an H200, and those of the alternatives measured
 //! beside it, are in BENCHMARKS.md (runs 3 to 6, 35, and "Measurements moved from the code").
@@ -190,6 +192,11 @@ pub struct ClusterSumsVariant {
     /// bits only) with this many tiles of 8 clusters in registers (1 to
     /// [`tensor_cores::MAX_CLUSTER_TILES`]).
     pub tensor_core_tiles: u32,
+    /// Warps per block (the tensor-core kernel only; 1 otherwise): a *team* of warps shares
+    /// one worker's tiles, each warp a contiguous share with its own staging ring, and adds
+    /// the team's sums in a fixed order at the end ([`tensor_cores`]). More than 1 only where
+    /// every worker lies inside one row group ([`ClusterSumsLaunch::workers_per_sm`]).
+    pub team: u32,
 }
 
 impl ClusterSumsVariant {
@@ -234,6 +241,7 @@ impl ClusterSumsVariant {
             aligned,
             row_period: 1,
             tensor_core_tiles: 0,
+            team: 1,
         };
         if !aligned {
             v.row_period = v.row_alignment();
@@ -306,6 +314,15 @@ impl ClusterSumsVariant {
         }
     }
 
+    /// Warps per block: the team of the tensor-core kernel, 1 for the bins kernel.
+    pub fn warps_per_block(&self) -> u32 {
+        if self.tensor_core_tiles > 0 {
+            self.team.max(1)
+        } else {
+            1
+        }
+    }
+
     /// Bytes of one element of `M`.
     fn m_bytes(&self) -> u64 {
         matrix_elem_bytes(self.dtype, self.held)
@@ -354,13 +371,13 @@ impl ClusterSumsVariant {
     }
 
     /// Dynamic shared memory of one block (one warp) whose bins hold `clusters` clusters
-    /// (plus the dump row); the staging ring alone for the tensor-core kernel, whose sums
-    /// live in registers.
+    /// (plus the dump row); for the tensor-core kernel, whose sums live in registers, the
+    /// staging ring of each warp of its team ([`tensor_cores::team_warp_bytes`]).
     pub fn shared_bytes(&self, clusters: u64) -> u64 {
         let esz = self.dtype.size_bytes() as u64;
         let staging = u64::from(self.stages) * self.stage_bytes();
         if self.tensor_core_tiles > 0 {
-            return staging;
+            return u64::from(self.warps_per_block()) * tensor_cores::team_warp_bytes(self);
         }
         staging + (clusters + 1) * u64::from(BIN_STRIDE) * esz
     }
@@ -371,7 +388,7 @@ impl ClusterSumsVariant {
         let esz = self.dtype.size_bytes() as u64;
         let staging = u64::from(self.stages) * self.stage_bytes();
         if self.tensor_core_tiles > 0 {
-            return if staging <= bytes {
+            return if self.shared_bytes(0) <= bytes {
                 8 * u64::from(self.tensor_core_tiles)
             } else {
                 0
@@ -397,8 +414,12 @@ impl ClusterSumsVariant {
             0 => String::new(),
             tiles => format!("_mma{tiles}"),
         };
+        let team = match self.warps_per_block() {
+            1 => String::new(),
+            warps => format!("_w{warps}"),
+        };
         format!(
-            "pk_cluster_sums_{ty}{mma}_t{}_s{}_{rows}",
+            "pk_cluster_sums_{ty}{mma}_t{}_s{}_{rows}{team}",
             self.tile_cols, self.stages
         )
     }
@@ -486,7 +507,9 @@ impl ClusterSumsLaunch {
     /// mode ([`ClusterSumsVariant::row_groups`]), and at least one. When the device holds
     /// twice as many warps as there are row groups (small `rows`: otherwise most warps would
     /// idle) and a row group has two column tiles or more, two per row group, each summing
-    /// one half of its tiles.
+    /// one half of its tiles. A team of warps per block ([`ClusterSumsVariant::team`]) gets
+    /// exactly one or two workers per row group: two where it has two column tiles or more a
+    /// warp and they all fit at once, else one.
     ///
     /// Streaming a large matrix, more warps per SM do not read faster, and an uneven number
     /// per SM reads slower (BENCHMARKS.md, run 6).
@@ -514,8 +537,14 @@ impl ClusterSumsLaunch {
         if groups == 0 || cols == 0 {
             return 0;
         }
-        if self.variant.column_tiles(cols) >= 2 && 2 * groups <= resident_blocks {
+        let team = u64::from(self.variant.warps_per_block());
+        if self.variant.column_tiles(cols) >= 2 * team && 2 * groups <= resident_blocks {
             return 2 * groups;
+        }
+        if team > 1 {
+            // A team's tiles must lie in one row group: one worker per row group, in waves if
+            // they do not all fit at once.
+            return groups;
         }
         let streaming = multiprocessors.saturating_mul(u64::from(per_sm));
         resident_blocks.min(streaming).clamp(1, groups)
@@ -527,12 +556,13 @@ impl ClusterSumsLaunch {
         workers != self.variant.row_groups(rows)
     }
 
-    /// Grid, block and dynamic shared memory for `workers` workers.
+    /// Grid, block and dynamic shared memory for `workers` workers (blocks of
+    /// [`ClusterSumsVariant::team`] warps).
     pub fn grid_block(&self, workers: u64) -> LaunchDims {
         let grid = u32::try_from(workers.max(1)).unwrap_or(u32::MAX);
         (
             (grid, 1, 1),
-            (CLUSTER_SUMS_THREADS, 1, 1),
+            (CLUSTER_SUMS_THREADS * self.variant.warps_per_block(), 1, 1),
             self.shared_bytes,
         )
     }

@@ -40,21 +40,31 @@
 //! - **Write-out.** At the end of a row group (or of the worker's range) each lane writes its
 //!   fragments' elements of the rows inside the matrix and the clusters below `kb`: plain stores
 //!   for a row group the worker covered whole, `atomicAdd` into a zeroed `S` for a split one.
+//! - **Teams.** A block may be a team of `T` warps ([`ClusterSumsVariant::team`], the launcher's
+//!   choice [`DEFAULT_TEAM`]): the launcher then gives each row group exactly one block, or
+//!   two (halves of its tiles) where they all fit at once, and the block's tiles are shared
+//!   out among its warps in contiguous ranges, each warp with its own staging ring. At the end
+//!   each warp stores its accumulators into its idle ring as a `32 x 8 NT` block of f32, and
+//!   after a barrier every thread adds the warps' sums of its elements in warp order and
+//!   writes them. Small matrices thus keep four times as many warps streaming (letter's
+//!   10,500 rows: 336 row groups, 1,344 warps instead of 672) and large ones stream each row
+//!   group with four warps at once.
 //!
 //! # Summation order (determinism)
 //!
 //! The tensor cores add each product step's 16 columns into the accumulator in an order fixed
-//! by the hardware, step after step in column order, and a split row group has two partial sums
-//! added into zero: the result is deterministic for a device and launch configuration, as the
-//! bins kernel's, but rounds differently from it (f32 accumulation of exact products: each
-//! element times 1.0).
+//! by the hardware, step after step in column order; a team adds its warps' sums in warp order,
+//! and a split row group has two partial sums added into zero: the result is deterministic for a
+//! device and launch configuration, as the bins kernel's, but rounds differently from it (f32
+//! accumulation of exact products: each element times 1.0).
 //!
-//! The launch ABI (parameters, grid, shared memory, zeroed output) is the bins kernel's.
+//! The launch ABI (parameters, grid, shared memory, zeroed output) is the bins kernel's, with
+//! blocks of `32 T` threads ([`ClusterSumsLaunch::grid_block`]).
 
 use super::{
     launch_within, with_shared_parts, ClusterSumsError, ClusterSumsLaunch, ClusterSumsVariant,
-    DeviceLimits, ALIGNED, ALIGNED_PARTS, MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K, STRIDED,
-    STRIDED_PARTS,
+    DeviceLimits, ALIGNED, ALIGNED_PARTS, MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K,
+    ROWS_PER_GROUP, STRIDED, STRIDED_PARTS,
 };
 use kernel_ir::{Half, ScalarType};
 
@@ -62,23 +72,40 @@ use kernel_ir::{Half, ScalarType};
 /// a lane).
 pub const MAX_CLUSTER_TILES: u32 = 16;
 
-/// The most tiles of 8 clusters the launcher gives the tensor-core kernel by itself (64
-/// clusters): beyond, the products of one-hot tiles cost more than the bins (BENCHMARKS.md,
-/// run 35: at k = 100 the bins kernel was 1-9% faster on five shapes of six, at k = 10 to 50
-/// up to 24% slower).
+/// The most tiles of 8 clusters the launcher gives the one-warp tensor-core kernel by itself
+/// (64 clusters): beyond, its products of one-hot tiles cost more than the bins (BENCHMARKS.md,
+/// run 35: at k = 100 the bins kernel was 1-9% faster on five shapes of six, at k = 10 to 50 up
+/// to 24% slower). Teams ([`DEFAULT_TEAM`]) take the kernel up to [`MAX_CLUSTER_TILES`].
 pub const PREFERRED_MAX_CLUSTER_TILES: u32 = 8;
+
+/// Warps per block the launcher gives the tensor-core kernel where [`MIN_WARPS_PER_SM_HELD`]
+/// of them stay resident: four warps sharing each row group's (or half row group's) tiles,
+/// each with a ring of [`TEAM_TILE`] (BENCHMARKS.md, run 49: the fastest of teams of 1 to 8
+/// warps and rings of 64 to 256 columns in 2 to 4 stages on n = 6400, 10500 and 60000 at
+/// k = 10 to 100, and faster than the bins kernel at k = 100).
+pub const DEFAULT_TEAM: u32 = 4;
+
+/// The staging ring of a team's warps, `(tile columns, stages)`: 256-byte rows of 16-bit
+/// values in two stages.
+pub const TEAM_TILE: (u32, u32) = (128, 2);
 
 /// The tensor-core launch for `k` clusters of a matrix held in `held`, or `None` where the
 /// kernel does not apply (`k` above `8 * max_tiles`; `max_tiles` is capped at
-/// [`MAX_CLUSTER_TILES`]). `forced`: a tile width and
-/// pipeline depth to use (benchmarks and tests); otherwise the first of the bins kernel's
-/// fallbacks whose staging leaves [`MIN_WARPS_PER_SM_HELD`] warps resident, else
-/// [`MIN_WARPS_PER_SM_LARGE_K`].
+/// [`MAX_CLUSTER_TILES`]).
+///
+/// `team`: warps per block, or `None` for the launcher's choice: [`DEFAULT_TEAM`] where a
+/// team's blocks keep [`MIN_WARPS_PER_SM_HELD`] warps resident, else one warp. `forced`: a
+/// tile width and pipeline depth to use (benchmarks and tests); otherwise [`TEAM_TILE`] for a
+/// team, and for one warp the first of the bins kernel's fallbacks whose staging leaves
+/// [`MIN_WARPS_PER_SM_HELD`] warps resident, else [`MIN_WARPS_PER_SM_LARGE_K`]. Without a
+/// team of its own choosing (one warp), the launcher takes the kernel up to
+/// [`PREFERRED_MAX_CLUSTER_TILES`] only.
 pub fn plan_tensor_core_sums(
     k: u64,
     held: Half,
     aligned: bool,
     forced: Option<(u32, u32)>,
+    team: Option<u32>,
     max_tiles: u32,
     limits: &DeviceLimits,
 ) -> Option<Result<ClusterSumsLaunch, ClusterSumsError>> {
@@ -88,31 +115,54 @@ pub fn plan_tensor_core_sums(
         return None;
     }
     let per_block = u64::from(limits.shared_bytes_per_block_optin);
+    let make = |(tile_cols, stages): (u32, u32), team: u32| {
+        ClusterSumsVariant::new(ScalarType::F32, Some(held), tile_cols, stages, aligned)
+            .map(|v| v.with_tensor_core_tiles(tiles).with_team(team))
+    };
     // Every cluster fits in the registers (tiles >= k / 8), so a launch within a budget is one
     // pass over all k, made as the bins kernel's are.
-    if let Some((tile_cols, stages)) = forced {
-        return Some(
-            ClusterSumsVariant::new(ScalarType::F32, Some(held), tile_cols, stages, aligned)
-                .and_then(|v| launch_within(v.with_tensor_core_tiles(tiles), k, per_block)),
-        );
+    if let (Some(tile), Some(team)) = (forced, team) {
+        return Some(make(tile, team).and_then(|v| launch_within(v, k, per_block)));
+    }
+    let team_fits = |v: &ClusterSumsVariant| {
+        limits.blocks_per_sm(v.shared_bytes(k)) * v.warps_per_block() >= MIN_WARPS_PER_SM_HELD
+    };
+    if team.is_none() {
+        let tile = forced.unwrap_or(TEAM_TILE);
+        if let Ok(v) = make(tile, DEFAULT_TEAM) {
+            if team_fits(&v) {
+                return Some(launch_within(v, k, per_block));
+            }
+        }
+    }
+    if team.is_none() && tiles > PREFERRED_MAX_CLUSTER_TILES {
+        return None;
+    }
+    let team = team.unwrap_or(1);
+    if let Some(tile) = forced {
+        return Some(make(tile, team).and_then(|v| launch_within(v, k, per_block)));
     }
     let candidates = ClusterSumsVariant::fallbacks(ScalarType::F32, Some(held), aligned);
     for warps in [MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K] {
         let budget = limits.block_budget(warps);
-        if let Some(launch) = candidates
-            .iter()
-            .find_map(|v| launch_within(v.with_tensor_core_tiles(tiles), k, budget).ok())
-        {
+        if let Some(launch) = candidates.iter().find_map(|v| {
+            launch_within(v.with_tensor_core_tiles(tiles).with_team(team), k, budget).ok()
+        }) {
             return Some(Ok(launch));
         }
     }
-    let smallest = candidates.last().map(|v| v.with_tensor_core_tiles(tiles))?;
+    let smallest = candidates
+        .last()
+        .map(|v| v.with_tensor_core_tiles(tiles).with_team(team))?;
     Some(Err(ClusterSumsError::SharedMemory {
         name: smallest.name(),
         needed: smallest.shared_bytes(k),
         allowed: per_block,
     }))
 }
+
+/// The most warps in a team ([`ClusterSumsVariant::team`]).
+pub const MAX_TEAM: u32 = 8;
 
 impl ClusterSumsVariant {
     /// This variant as the tensor-core kernel with `tiles` tiles of 8 clusters (0: the bins
@@ -123,6 +173,25 @@ impl ClusterSumsVariant {
             ..self
         }
     }
+
+    /// This tensor-core variant with `team` warps per block (1 to [`MAX_TEAM`]).
+    pub fn with_team(self, team: u32) -> Self {
+        ClusterSumsVariant {
+            team: team.clamp(1, MAX_TEAM),
+            ..self
+        }
+    }
+}
+
+/// Shared memory of one warp of the tensor-core kernel: its staging ring, and in a team of two
+/// warps or more at least its `32 x 8 NT` f32 sums, which the ring holds at the end.
+pub fn team_warp_bytes(variant: &ClusterSumsVariant) -> u64 {
+    let staging = u64::from(variant.stages) * variant.stage_bytes();
+    if variant.warps_per_block() <= 1 {
+        return staging;
+    }
+    let sums = ROWS_PER_GROUP * 8 * 4 * u64::from(variant.tensor_core_tiles);
+    staging.max(sums)
 }
 
 const TEMPLATE: &str = r#"// popcorn builtin kernel {NAME}: cluster sums over one range of clusters on tensor cores,
@@ -256,7 +325,7 @@ __device__ __forceinline__ void flush(float (&acc)[2][NT][4], float* __restrict_
 
 } // namespace {NAME}_impl
 
-extern "C" __global__ void __launch_bounds__(32) {NAME}(
+extern "C" __global__ void __launch_bounds__({THREADS}) {NAME}(
     const long long rows,
     const long long cols,
     const long long ld,
@@ -273,7 +342,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
 {WORKER_RANGE}    const unsigned ukb = (unsigned)kb;
     // Element offset of m inside its 16-byte block (0 for aligned rows).
     const unsigned moff = (unsigned)((unsigned long long)m / sizeof(mval)) & (unsigned)(VE - 1);
-    const unsigned sbase = (unsigned)__cvta_generic_to_shared(pk_smem);
+    const unsigned sbase = (unsigned)__cvta_generic_to_shared({RING});
     const unsigned a_off = (((lane & 7u) + 8u * ((lane >> 3) & 1u)) * (unsigned)TWP + 8u * (lane >> 4))
         * (unsigned)sizeof(mval);
     const unsigned base = (unsigned)c_lo + (lane >> 2);
@@ -293,19 +362,13 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
 {QUEUE_FIRST_TILES}
     long long g = (long long)(t0 / ucts);
     long long ct = (long long)(t0 - (unsigned long long)g * ucts);
-    bool whole_start = ct == 0;
-    int stage = 0;
+{WHOLE_START}    int stage = 0;
     for (unsigned long long t = t0; t < t1; ++t) {
 {QUEUE_NEXT_TILE}        const unsigned st = sbase + (unsigned)(stage * STAGE_BYTES);
         const unsigned int* lab =
-            reinterpret_cast<const unsigned int*>(pk_smem + stage * STAGE_BYTES + TILE_BYTES);
+            reinterpret_cast<const unsigned int*>({RING} + stage * STAGE_BYTES + TILE_BYTES);
         {CONSUME}
-        const bool last_tile = ct == cts - 1;
-        if (last_tile || t + 1 == t1) {
-            flush(acc, s, rows, k, c_lo, ukb, {GROUP_ROW}, whole_start && last_tile, lane);
-            whole_start = true;
-        }
-        if (++ct == cts) {
+{LOOP_FLUSH}        if (++ct == cts) {
             ct = 0;
             ++g;
         }
@@ -313,7 +376,95 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
-}
+{TEAM_FLUSH}}
+"#;
+
+/// One warp's flush at the end of each row group it covers (a block of one warp).
+const LOOP_FLUSH: &str = "        const bool last_tile = ct == cts - 1;
+        if (last_tile || t + 1 == t1) {
+            flush(acc, s, rows, k, c_lo, ukb, {GROUP_ROW}, whole_start && last_tile, lane);
+            whole_start = true;
+        }
+";
+
+/// Whether a one-warp worker's first row group is its own from its first tile.
+const WHOLE_START: &str = "    bool whole_start = ct == 0;
+";
+
+/// A team's worker range: the block's tiles (inside one row group) shared out among its warps
+/// in contiguous ranges, each warp with its own staging ring (`team_ring`).
+const TEAM_WORKER_RANGE: &str = r#"    const unsigned lane = threadIdx.x & 31u;
+    const long long w = (long long)blockIdx.x;
+    if (w >= workers || rows <= 0 || cols <= 0 || kb <= 0) {
+        return;
+    }
+    const long long cts = {COL_TILES};
+    const unsigned long long ucts = (unsigned long long)cts;
+    const unsigned long long total = (unsigned long long)({ROW_GROUPS}) * ucts;
+    // The block's tiles: the launcher gives each row group one or two blocks, so they lie in
+    // one row group.
+    const unsigned long long b0 = (unsigned long long)w * total / (unsigned long long)workers;
+    const unsigned long long b1 = (unsigned long long)(w + 1) * total / (unsigned long long)workers;
+    if (b0 >= b1) {
+        return;
+    }
+    constexpr unsigned TEAM = {TEAM};
+    constexpr unsigned WARP_BYTES = {WARP_BYTES};
+    const unsigned team_q = threadIdx.x >> 5;
+    unsigned char* const team_ring = pk_smem + team_q * WARP_BYTES;
+    // This warp's share (empty where the block has fewer tiles than warps).
+    const unsigned long long t0 = b0 + (b1 - b0) * team_q / TEAM;
+    const unsigned long long t1 = b0 + (b1 - b0) * (team_q + 1u) / TEAM;
+"#;
+
+/// A team's write-out, after its warps' loops: each warp's accumulators into its (idle) ring
+/// as a `32 x 8 NT` row-major block, then every thread adds the warps' sums of its elements in
+/// warp order, the same whichever warp finished first, and writes them (or adds them into the
+/// zeroed `s` where two blocks share the row group).
+const TEAM_FLUSH: &str = r#"    __syncthreads();
+    {
+        float* part = reinterpret_cast<float*>(team_ring);
+        const unsigned gq = lane >> 2, tq = lane & 3u;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        part[(16u * mt + 8u * h + gq) * (8u * NT) + 8u * nt + 2u * tq + e] =
+                            acc[mt][nt][2 * h + e];
+                    }
+                }
+            }
+        }
+    }
+    __syncthreads();
+    {
+        const long long g = (long long)(b0 / ucts);
+        const bool whole = b0 % ucts == 0 && b1 - b0 == ucts;
+        const long long r0 = {GROUP_ROW};
+        for (unsigned e = threadIdx.x; e < 32u * ukb; e += 32u * TEAM) {
+            const unsigned rr = e / ukb;
+            const unsigned c = e - rr * ukb;
+            const unsigned at = rr * (8u * NT) + c;
+            float v = reinterpret_cast<const float*>(pk_smem)[at];
+            for (unsigned q = 1; q < TEAM; ++q) {
+                v += reinterpret_cast<const float*>(pk_smem + q * WARP_BYTES)[at];
+            }
+            const long long r = (long long)rr;
+            const long long i = {TILE_ROW};
+            if (i < rows) {
+                float* out = s + i * k + c_lo + (long long)c;
+                if (whole) {
+                    *out = v;
+                } else {
+                    atomicAdd(out, v);
+                }
+            }
+        }
+    }
 "#;
 
 /// Aligned rows: every tile starts at or after column 0 (columns past the matrix are zeros).
@@ -347,7 +498,22 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
         )
     };
     let name = variant.name();
-    let mut source = with_shared_parts(TEMPLATE, functions);
+    let team = variant.warps_per_block();
+    let template = if team > 1 {
+        TEMPLATE
+            .replace("{WORKER_RANGE}", TEAM_WORKER_RANGE)
+            .replace("{LOOP_FLUSH}", "")
+            .replace("{WHOLE_START}", "")
+            .replace("{TEAM_FLUSH}", TEAM_FLUSH)
+            .replace("{RING}", "team_ring")
+    } else {
+        TEMPLATE
+            .replace("{LOOP_FLUSH}", LOOP_FLUSH)
+            .replace("{WHOLE_START}", WHOLE_START)
+            .replace("{TEAM_FLUSH}", "")
+            .replace("{RING}", "pk_smem")
+    };
+    let mut source = with_shared_parts(&template, functions);
     for (placeholder, text) in parts {
         if placeholder != "{CONSUME}" {
             source = source.replace(placeholder, text);
@@ -364,6 +530,9 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
         .replace("{RA}", &variant.row_alignment().to_string())
         .replace("{RP}", &variant.row_period.to_string())
         .replace("{NT}", &variant.tensor_core_tiles.to_string())
+        .replace("{THREADS}", &(32 * team).to_string())
+        .replace("{TEAM}", &team.to_string())
+        .replace("{WARP_BYTES}", &team_warp_bytes(variant).to_string())
         .replace("{AB}", ab)
         .replace("{ONE}", one);
     crate::builtin_kernel::BuiltinKernel { name, source }
@@ -376,34 +545,67 @@ mod tests {
     use crate::cluster_sums::tests::assert_no_placeholder_left;
 
     #[test]
-    fn tensor_core_plans_cover_up_to_128_clusters_and_fit_eight_warps() {
+    fn tensor_core_plans_cover_up_to_128_clusters_in_teams_of_four() {
         let h = DeviceLimits::H100;
         for k in [1u64, 7, 8, 9, 26, 100, 128] {
             for aligned in [true, false] {
-                let l = plan_tensor_core_sums(k, Half::Bf16, aligned, None, MAX_CLUSTER_TILES, &h)
+                let l = plan_tensor_core_sums(k, Half::Bf16, aligned, None, None, 16, &h)
                     .unwrap()
                     .unwrap();
                 assert_eq!(l.variant.tensor_core_tiles as u64, k.div_ceil(8), "k {k}");
                 assert_eq!((l.passes(), l.pass_range(0)), (1, (0, k)));
-                assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM_HELD);
-                // No bins: the staging ring is the whole of the shared memory.
+                assert_eq!(l.variant.team, DEFAULT_TEAM);
+                assert_eq!((l.variant.tile_cols, l.variant.stages), TEAM_TILE);
+                let blocks = h.blocks_per_sm(u64::from(l.shared_bytes));
+                assert!(blocks * DEFAULT_TEAM >= MIN_WARPS_PER_SM_HELD, "k {k}");
+                // No bins: four warps' staging rings (which hold their sums at the end).
                 assert_eq!(
                     u64::from(l.shared_bytes),
-                    u64::from(l.variant.stages) * l.variant.stage_bytes()
+                    4 * (2 * l.variant.stage_bytes()).max(32 * 32 * l.k.div_ceil(8))
+                );
+                // One warp a block: the staging ring, 8 warps per SM, up to 64 clusters.
+                let one = plan_tensor_core_sums(k, Half::Bf16, aligned, None, Some(1), 16, &h)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(one.variant.warps_per_block(), 1);
+                assert!(h.blocks_per_sm(u64::from(one.shared_bytes)) >= MIN_WARPS_PER_SM_HELD);
+                assert_eq!(
+                    u64::from(one.shared_bytes),
+                    u64::from(one.variant.stages) * one.variant.stage_bytes()
                 );
             }
         }
-        assert!(plan_tensor_core_sums(129, Half::F16, true, None, 99, &h).is_none());
-        let preferred = PREFERRED_MAX_CLUSTER_TILES;
-        assert!(plan_tensor_core_sums(65, Half::F16, true, None, preferred, &h).is_none());
-        assert!(plan_tensor_core_sums(64, Half::F16, true, None, preferred, &h).is_some());
-        // Forced tiles are kept; one that does not exist is an error.
-        let f = plan_tensor_core_sums(10, Half::F16, false, Some((64, 4)), 16, &h)
+        assert!(plan_tensor_core_sums(129, Half::F16, true, None, None, 99, &h).is_none());
+        // A device whose shared memory holds too few teams: one warp, up to 64 clusters.
+        let small = DeviceLimits {
+            shared_bytes_per_sm: 120_000,
+            ..h
+        };
+        let l = plan_tensor_core_sums(64, Half::F16, true, None, None, 16, &small)
             .unwrap()
             .unwrap();
-        assert_eq!((f.variant.tile_cols, f.variant.stages), (64, 4));
+        assert_eq!(l.variant.warps_per_block(), 1);
+        assert!(plan_tensor_core_sums(65, Half::F16, true, None, None, 16, &small).is_none());
+        // Forced tiles and teams are kept; a tile that does not exist is an error, and so is a
+        // team that does not fit.
+        let f = plan_tensor_core_sums(10, Half::F16, false, Some((64, 4)), Some(2), 16, &h)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (f.variant.tile_cols, f.variant.stages, f.variant.team),
+            (64, 4, 2)
+        );
+        let f = plan_tensor_core_sums(10, Half::F16, false, Some((64, 4)), None, 16, &h)
+            .unwrap()
+            .unwrap();
+        assert_eq!((f.variant.tile_cols, f.variant.team), (64, DEFAULT_TEAM));
         assert!(
-            plan_tensor_core_sums(10, Half::F16, false, Some((100, 2)), 16, &h)
+            plan_tensor_core_sums(10, Half::F16, false, Some((100, 2)), Some(1), 16, &h)
+                .unwrap()
+                .is_err()
+        );
+        assert!(
+            plan_tensor_core_sums(10, Half::F16, false, Some((256, 2)), Some(8), 16, &h)
                 .unwrap()
                 .is_err()
         );
@@ -442,6 +644,60 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn teams_share_a_block_and_add_their_sums_in_warp_order() {
+        let one = ClusterSumsVariant::new(ScalarType::F32, Some(Half::Bf16), 64, 2, false)
+            .unwrap()
+            .with_leading_dimension(10_501)
+            .with_tensor_core_tiles(13);
+        let alone = cluster_sums(&one);
+        assert!(alone.source.contains("__launch_bounds__(32)"));
+        assert!(!alone.source.contains("__syncthreads"));
+        for team in [2u32, 4, 8] {
+            let v = one.with_team(team);
+            let k = cluster_sums(&v);
+            assert_no_placeholder_left(&k);
+            assert!(k.name.ends_with(&format!("_r64_w{team}")), "{}", k.name);
+            assert!(k
+                .source
+                .contains(&format!("__launch_bounds__({})", 32 * team)));
+            assert!(k
+                .source
+                .contains(&format!("constexpr unsigned TEAM = {team};")));
+            // The sums leave through the team's write-out only, after two block barriers.
+            assert_eq!(k.source.matches("__syncthreads();").count(), 2);
+            assert!(!k.source.contains("flush(acc, s"));
+            // Each warp's ring holds its 32 x 104 sums (13 KiB) where the staging is smaller.
+            let staging = 2 * v.stage_bytes();
+            assert!(staging < 32 * 104 * 4);
+            assert_eq!(team_warp_bytes(&v), 32 * 104 * 4);
+            assert_eq!(v.shared_bytes(100), u64::from(team) * 32 * 104 * 4);
+            assert_eq!(v.clusters_within(v.shared_bytes(100)), 104);
+            assert_eq!(v.clusters_within(v.shared_bytes(100) - 1), 0);
+        }
+        // A team of one is the one-warp kernel, and teams are capped.
+        assert_eq!(cluster_sums(&one.with_team(1)).source, alone.source);
+        assert_eq!(one.with_team(99).team, MAX_TEAM);
+    }
+
+    #[test]
+    fn teams_get_one_or_two_blocks_per_row_group() {
+        let h = DeviceLimits::H100;
+        let team = plan_tensor_core_sums(26, Half::Bf16, true, Some((128, 2)), Some(4), 16, &h)
+            .unwrap()
+            .unwrap();
+        // 10,496 rows: 328 row groups of 82 column tiles.
+        let (rows, cols) = (10_496, 10_496);
+        assert_eq!(team.workers_per_sm(rows, cols, 1_000, 132, 8), 656);
+        // Not all fit at once: one block per row group, in waves.
+        assert_eq!(team.workers_per_sm(rows, cols, 400, 132, 8), 328);
+        // Fewer than two column tiles a warp when halved: one block per row group.
+        assert_eq!(team.workers_per_sm(rows, 7 * 128, 1_000, 132, 8), 328);
+        assert_eq!(team.grid_block(328).1, (128, 1, 1));
+        assert!(!team.needs_zeroed_output(rows, 328));
+        assert!(team.needs_zeroed_output(rows, 656));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! cargo run --release -p popcorn-bench --bin bench_cluster_sums -- --n 50000,60000 --k 10,50,100
 //! cargo run --release -p popcorn-bench --bin bench_cluster_sums -- --tiles 64x3,64x2 --periods 2,32 --workers 396,528 --ld-pad 32
 //! cargo run --release -p popcorn-bench --bin bench_cluster_sums -- --n 60000 --held bf16 --tiles 256x3,128x4 --warps-per-sm 4,12
+//! cargo run --release -p popcorn-bench --bin bench_cluster_sums -- --n 10500,6400 --k 26,100 --held bf16 --tensor-cores --tiles 128x2,64x2 --teams 2,4,8
 //! ```
 //!
 //! With `--held bf16|fp16` the kernel rows read K held in 16 bits (their floor half of f32's);
@@ -112,6 +113,14 @@ struct Cli {
     /// workers per multiprocessor, beside the variant's own number.
     #[arg(long, value_delimiter = ',')]
     warps_per_sm: Vec<u32>,
+    /// The tensor-core kernel rows (a K held in 16 bits) also with teams of this many warps
+    /// per block, beside the automatic team.
+    #[arg(long, value_delimiter = ',')]
+    teams: Vec<u32>,
+    /// The kernel rows of a K held in 16 bits on the tensor-core kernel up to k = 128 (the
+    /// launcher takes it up to k = 64 by itself).
+    #[arg(long)]
+    tensor_cores: bool,
     /// The kernel rows read a copy of K held in 16 bits (`bf16` or `fp16`, written over K's
     /// first half after the plans are timed); their floor is then half of f32's. No padded
     /// row (`--ld-pad`) then.
@@ -395,25 +404,40 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                 .filter(|_| k <= cli.tile_max_k)
                 .map(|t| Some(*t));
             let per_sm = std::iter::once(None).chain(cli.warps_per_sm.iter().map(|w| Some(*w)));
+            let teams: Vec<_> = std::iter::once(None)
+                .chain(cli.teams.iter().map(|t| Some(*t)))
+                .collect();
             let forced: Vec<_> = std::iter::once(None).chain(forced).collect();
-            for (tile, warps_per_sm) in forced
+            for ((tile, warps_per_sm), team) in forced
                 .iter()
                 .flat_map(|t| per_sm.clone().map(move |w| (*t, w)))
+                .flat_map(|tw| teams.iter().map(move |team| (tw, *team)))
             {
                 let tuning = ClusterSumsTuning {
                     tile,
                     warps_per_sm,
+                    team,
+                    tensor_cores: cli.tensor_cores.then_some(true),
                     ..ClusterSumsTuning::default()
                 };
                 let mut report = None;
-                let ms = time_ms(&ctx, cli.reps, || {
+                let timed = time_ms(&ctx, cli.reps, || {
                     // SAFETY: see above.
                     report = unsafe { raw.cluster_sums(&cs, tuning) }?;
                     Ok(())
-                })?;
+                });
+                // A forced launch the device cannot make (too much shared memory) is a row of
+                // the table, not the end of the run.
+                let ms = match timed {
+                    Ok(ms) => ms,
+                    Err(e) => {
+                        let _ = writeln!(table, "{n:>6} {k:>5} kernel {tile:?} team {team:?}: {e}");
+                        continue;
+                    }
+                };
                 let what = match report {
                     Some(r) => format!(
-                        "kernel {}{}{}x{}{} w{} {}p",
+                        "kernel {}{}{}x{}{} w{}{} {}p",
                         if r.launch.variant.tensor_core_tiles > 0 {
                             "mma "
                         } else {
@@ -424,6 +448,10 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                         r.launch.variant.stages,
                         if r.launch.variant.aligned { "a" } else { "r" },
                         r.workers,
+                        match r.launch.variant.team {
+                            0 | 1 => String::new(),
+                            t => format!("x{t}"),
+                        },
                         r.launch.passes()
                     ),
                     None => "kernel (nothing)".to_string(),

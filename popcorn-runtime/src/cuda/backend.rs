@@ -47,9 +47,13 @@ pub struct CudaConfig {
     pub warp_specialised_contractions: bool,
     /// Sum a matrix held in 16 bits by label on tensor cores (products with the labels'
     /// one-hot selection) where the device has them (compute capability 8.0 and up) and `k` is
-    /// at most 64 (off with `POPCORN_NO_TENSOR_CORE_SUMS=1`): the same sums, added in another
+    /// at most 128 (off with `POPCORN_NO_TENSOR_CORE_SUMS=1`): the same sums, added in another
     /// order.
     pub tensor_core_sums: bool,
+    /// Run those tensor-core sums in teams of four warps per block sharing each row group's
+    /// tiles (off with `POPCORN_NO_SUMS_TEAMS=1`: one warp per block, and the bins kernel
+    /// above 64 clusters): the same sums, added in another order.
+    pub sums_teams: bool,
 }
 
 impl CudaConfig {
@@ -65,6 +69,7 @@ impl CudaConfig {
             round_tf32_operands: !s.tf32_round_in_kernel,
             warp_specialised_contractions: !s.no_warp_specialisation,
             tensor_core_sums: !s.no_tensor_core_sums,
+            sums_teams: !s.no_sums_teams,
         }
     }
 }
@@ -214,6 +219,7 @@ impl CudaBackend {
             round_tf32_operands: config.round_tf32_operands,
             warp_specialised_contractions: config.warp_specialised_contractions && wgmma,
             tensor_core_sums: config.tensor_core_sums && capability >= (8, 0),
+            sums_teams: config.sums_teams,
             wgmma,
             limits: device_limits(&ctx)?,
             capture_streams: [

@@ -52,6 +52,8 @@ pub(crate) struct Device {
     /// Cluster sums over a matrix held in 16 bits on tensor cores
     /// ([`super::CudaConfig::tensor_core_sums`], on a device of compute capability 8.0 and up).
     pub(crate) tensor_core_sums: bool,
+    /// Those sums in teams of warps ([`super::CudaConfig::sums_teams`]).
+    pub(crate) sums_teams: bool,
     /// Kernels compile for `sm_90a` (compute capability 9.0): TF32 contractions run on the
     /// `wgmma` body, the only one that writes a kernel matrix's mirror images.
     pub(crate) wgmma: bool,

@@ -35,6 +35,7 @@ fn test_config(tag: &str) -> CudaConfig {
         round_tf32_operands: true,
         warp_specialised_contractions: true,
         tensor_core_sums: true,
+        sums_teams: true,
     }
 }
 

@@ -19,9 +19,7 @@ use crate::error::RuntimeError;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::CudaStream;
 use kernel_ir::{Half, ScalarType};
-use kernels_gen::cluster_sums::tensor_cores::{
-    plan_tensor_core_sums, MAX_CLUSTER_TILES, PREFERRED_MAX_CLUSTER_TILES,
-};
+use kernels_gen::cluster_sums::tensor_cores::{plan_tensor_core_sums, MAX_CLUSTER_TILES, MAX_TEAM};
 use kernels_gen::cluster_sums::{
     cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant, CLUSTER_SUMS_THREADS,
 };
@@ -63,10 +61,14 @@ pub struct ClusterSumsTuning {
     /// This many streaming workers per multiprocessor instead of the variant's own number.
     pub warps_per_sm: Option<u32>,
     /// The tensor-core kernel (`Some(true)`, for `k <= 128`) or the bins kernel (`Some(false)`)
-    /// for a matrix held in 16 bits, instead of the device's choice (tensor cores for
-    /// `k <= 64` where the device has them and `POPCORN_NO_TENSOR_CORE_SUMS` is unset).
-    /// Ignored for other matrices.
+    /// for a matrix held in 16 bits, instead of the device's choice (tensor cores where the
+    /// device has them and `POPCORN_NO_TENSOR_CORE_SUMS` is unset, for `k <= 128` in teams and
+    /// `k <= 64` with one warp a block). Ignored for other matrices.
     pub tensor_cores: Option<bool>,
+    /// Warps per block for the tensor-core kernel (a team sharing each worker's tiles, see
+    /// [`ClusterSumsVariant::team`]) instead of the device's choice (four where they fit;
+    /// one with `max_workers`). Ignored for the bins kernel.
+    pub team: Option<u32>,
 }
 
 /// What a launch did (for benchmarks and logs).
@@ -74,7 +76,7 @@ pub struct ClusterSumsTuning {
 pub struct ClusterSumsReport {
     /// Kernel, clusters per pass and shared memory.
     pub launch: ClusterSumsLaunch,
-    /// Warps (one-warp blocks) launched per pass.
+    /// Workers (blocks of [`ClusterSumsVariant::team`] warps) launched per pass.
     pub workers: u64,
     /// Resident blocks per multiprocessor the occupancy calculator allowed.
     pub blocks_per_sm: u32,
@@ -176,16 +178,45 @@ pub(crate) unsafe fn launch_cluster_sums(
         None => None,
     };
     let limits = &device.limits;
-    // Forced tensor cores take them up to the kernel's capacity; the device's choice only
-    // where they were measured faster.
+    if let Some(team) = tuning.team {
+        if team == 0 || team > MAX_TEAM {
+            return Err(invalid(format!(
+                "cluster sums: a team of {team} warps; use 1 to {MAX_TEAM}"
+            )));
+        }
+    }
+    // A cap on the workers is for splitting row groups between one-warp workers (tests).
+    let team = tuning
+        .team
+        .or(tuning.max_workers.map(|_| 1))
+        .or((!device.sums_teams).then_some(1));
     let max_tiles = match tuning.tensor_cores {
         Some(true) => MAX_CLUSTER_TILES,
         Some(false) => 0,
-        None if device.tensor_core_sums => PREFERRED_MAX_CLUSTER_TILES,
+        None if device.tensor_core_sums => MAX_CLUSTER_TILES,
         None => 0,
     };
     let tensor_core_plan = args.held.and_then(|held| {
-        plan_tensor_core_sums(args.k as u64, held, aligned, tuning.tile, max_tiles, limits)
+        let k = args.k as u64;
+        plan_tensor_core_sums(k, held, aligned, tuning.tile, team, max_tiles, limits).or_else(
+            || {
+                // Forced tensor cores where a team does not fit: one warp a block.
+                let forced = tuning.tensor_cores == Some(true);
+                forced
+                    .then(|| {
+                        plan_tensor_core_sums(
+                            k,
+                            held,
+                            aligned,
+                            tuning.tile,
+                            Some(1),
+                            max_tiles,
+                            limits,
+                        )
+                    })
+                    .flatten()
+            },
+        )
     });
     let mut plan = match tensor_core_plan {
         Some(plan) => plan,
@@ -227,7 +258,11 @@ pub(crate) unsafe fn launch_cluster_sums(
         )
         .map_err(|e| driver_error("cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)", e))?;
     let occupancy = function
-        .occupancy_max_active_blocks_per_multiprocessor(CLUSTER_SUMS_THREADS, shared as usize, None)
+        .occupancy_max_active_blocks_per_multiprocessor(
+            CLUSTER_SUMS_THREADS * plan.variant.warps_per_block(),
+            shared as usize,
+            None,
+        )
         .map_err(|e| driver_error("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
     let blocks_per_sm = occupancy.min(limits.blocks_per_sm(u64::from(shared)));
     if blocks_per_sm == 0 {
@@ -306,6 +341,7 @@ mod tests {
                     round_tf32_operands: true,
                     warp_specialised_contractions: true,
                     tensor_core_sums: true,
+                    sums_teams: true,
                 };
                 match CudaBackend::with_config(0, config) {
                     Ok(b) => return Some(b),
@@ -375,6 +411,7 @@ mod tests {
         reference(rows, cols, ld, &abs, labels, k)
     }
 
+    #[derive(Debug)]
     struct Case {
         dtype: ScalarType,
         /// M held in 16 bits.
@@ -392,6 +429,8 @@ mod tests {
         workers: Option<u64>,
         /// The tensor-core or the bins kernel for M held in 16 bits (None: the device's choice).
         tensor_cores: Option<bool>,
+        /// Warps per block of the tensor-core kernel (a team), or the device's choice.
+        team: Option<u32>,
     }
 
     fn case(dtype: ScalarType, rows: usize, cols: usize, k: usize) -> Case {
@@ -407,6 +446,7 @@ mod tests {
             offset: 0,
             workers: None,
             tensor_cores: None,
+            team: None,
         }
     }
 
@@ -500,6 +540,7 @@ mod tests {
                     row_period: None,
                     warps_per_sm: None,
                     tensor_cores: c.tensor_cores,
+                    team: c.team,
                 },
             )
         }
@@ -519,6 +560,7 @@ mod tests {
                     row_period: None,
                     warps_per_sm: None,
                     tensor_cores: c.tensor_cores,
+                    team: c.team,
                 },
             )
         }
@@ -642,6 +684,49 @@ mod tests {
                 c.workers = workers;
                 c.extra = 3;
                 check(&b, &c, seed);
+            }
+        }
+    }
+
+    /// Teams of warps per block on the tensor-core kernel: each warp a share of its block's
+    /// tiles (some warps none), their sums added in warp order. Odd sizes, both row modes,
+    /// forced tiles (rings smaller than a warp's sums), one and two blocks per row group,
+    /// labels out of range, k up to 128; against naive sums, and bit for bit on a second launch.
+    #[test]
+    fn teams_of_warps_match_naive_sums() {
+        let Some(b) = gpu() else { return };
+        let mut seed = 9000;
+        for half in [Half::Bf16, Half::F16] {
+            for team in [2u32, 4, 8] {
+                for &(rows, cols, ld_extra, offset, tile) in &[
+                    (1, 1, 0, 0, None),
+                    (33, 65, 0, 0, None),
+                    (37, 1001, 3, 1, None),
+                    (300, 999, 0, 0, Some((32, 2))),
+                    (64, 4096, 0, 0, None),
+                    (131, 2000, 5, 3, Some((64, 3))),
+                    (97, 5000, 0, 0, Some((128, 2))),
+                ] {
+                    for k in [1, 26, 100, 128] {
+                        seed += 1;
+                        let mut c = case(ScalarType::F32, rows, cols, k);
+                        c.held = Some(half);
+                        c.tensor_cores = Some(true);
+                        c.team = Some(team);
+                        c.ld = cols + ld_extra;
+                        c.offset = offset;
+                        c.tile = tile;
+                        c.extra = 2;
+                        let r = check(&b, &c, seed);
+                        assert_eq!(r.launch.variant.team, team, "{c:?}: {r:?}");
+                        let groups = r.launch.variant.row_groups(rows as u64);
+                        assert!(
+                            r.workers == groups || r.workers == 2 * groups,
+                            "{c:?}: {r:?}"
+                        );
+                        assert_eq!(r.zeroed, r.workers != groups, "{c:?}: {r:?}");
+                    }
+                }
             }
         }
     }
