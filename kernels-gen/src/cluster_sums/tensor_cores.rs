@@ -121,24 +121,29 @@ pub fn plan_tensor_core_sums(
     };
     // Every cluster fits in the registers (tiles >= k / 8), so a launch within a budget is one
     // pass over all k, made as the bins kernel's are.
-    if let (Some(tile), Some(team)) = (forced, team) {
-        return Some(make(tile, team).and_then(|v| launch_within(v, k, per_block)));
-    }
-    let team_fits = |v: &ClusterSumsVariant| {
-        limits.blocks_per_sm(v.shared_bytes(k)) * v.warps_per_block() >= MIN_WARPS_PER_SM_HELD
-    };
-    if team.is_none() {
-        let tile = forced.unwrap_or(TEAM_TILE);
-        if let Ok(v) = make(tile, DEFAULT_TEAM) {
-            if team_fits(&v) {
-                return Some(launch_within(v, k, per_block));
+    let team_tile = forced.unwrap_or(TEAM_TILE);
+    match team {
+        Some(1) => {}
+        // A team asked for: its ring, within what one block may have.
+        Some(team) => {
+            return Some(make(team_tile, team).and_then(|v| launch_within(v, k, per_block)))
+        }
+        None => {
+            let team_fits = |v: &ClusterSumsVariant| {
+                limits.blocks_per_sm(v.shared_bytes(k)) * v.warps_per_block()
+                    >= MIN_WARPS_PER_SM_HELD
+            };
+            if let Ok(v) = make(team_tile, DEFAULT_TEAM) {
+                if team_fits(&v) {
+                    return Some(launch_within(v, k, per_block));
+                }
+            }
+            if tiles > PREFERRED_MAX_CLUSTER_TILES {
+                return None;
             }
         }
     }
-    if team.is_none() && tiles > PREFERRED_MAX_CLUSTER_TILES {
-        return None;
-    }
-    let team = team.unwrap_or(1);
+    let team = 1;
     if let Some(tile) = forced {
         return Some(make(tile, team).and_then(|v| launch_within(v, k, per_block)));
     }
@@ -608,6 +613,14 @@ mod tests {
             plan_tensor_core_sums(10, Half::F16, false, Some((256, 2)), Some(8), 16, &h)
                 .unwrap()
                 .is_err()
+        );
+        // A team of eight for 128 clusters: eight rings of 16 KiB of sums, within one block.
+        let eight = plan_tensor_core_sums(128, Half::Bf16, false, None, Some(8), 16, &h)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (eight.variant.team, eight.shared_bytes),
+            (8, 8 * 2 * (32 * 136 * 2 + 512))
         );
     }
 
