@@ -197,7 +197,10 @@ fn cluster_sums_sources_compile_as_cxx() {
                 .with_leading_dimension(10_500);
             unit.push_str(&cluster_sums(&bins).source);
             for tiles in [1, 13] {
-                unit.push_str(&cluster_sums(&bins.with_tensor_core_tiles(tiles)).source);
+                for team in [1, 2, 4, 8] {
+                    let v = bins.with_tensor_core_tiles(tiles).with_team(team);
+                    unit.push_str(&cluster_sums(&v).source);
+                }
             }
         }
     }

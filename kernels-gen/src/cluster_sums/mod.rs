@@ -54,7 +54,9 @@
 //!   equal ranges (one per warp, a persistent grid of [`MIN_WARPS_PER_SM`] warps per SM, or
 //!   all resident warps where fewer fit, and at most the number of row groups; or exactly
 //!   twice that number where the device holds that many warps, so small matrices keep more
-//!   warps busy; see [`ClusterSumsLaunch::workers`]). A worker writes a row group it covers
+//!   warps busy; see [`ClusterSumsLaunch::workers`]; the tensor-core kernel's teams get
+//!   exactly one or two blocks per row group, in waves where they do not all fit at once).
+//!   A worker writes a row group it covers
 //!   entirely with plain stores; a row group split between two workers is added into a zeroed
 //!   `S` with `atomicAdd` by both.
 //! - **Choice of kernel.** [`plan_cluster_sums`] takes 512-byte tile rows in two stages (the
@@ -115,7 +117,8 @@ use crate::emit::LaunchDims;
 use crate::params::CType;
 use kernel_ir::{Half, ScalarType};
 
-/// Threads per block: one warp, an independent worker.
+/// Threads per warp: a block is one warp (the bins kernel) or a team of warps (the tensor-core
+/// kernel, [`ClusterSumsVariant::team`]).
 pub const CLUSTER_SUMS_THREADS: u32 = 32;
 /// Rows per row group (one per lane).
 pub const ROWS_PER_GROUP: u64 = 32;
@@ -370,7 +373,7 @@ impl ClusterSumsVariant {
         ROWS_PER_GROUP * row + u64::from(self.tile_cols) * 4
     }
 
-    /// Dynamic shared memory of one block (one warp) whose bins hold `clusters` clusters
+    /// Dynamic shared memory of one block (one warp for the bins kernel) whose bins hold `clusters` clusters
     /// (plus the dump row); for the tensor-core kernel, whose sums live in registers, the
     /// staging ring of each warp of its team ([`tensor_cores::team_warp_bytes`]).
     pub fn shared_bytes(&self, clusters: u64) -> u64 {
@@ -466,7 +469,7 @@ impl DeviceLimits {
             .min(u64::from(self.shared_bytes_per_block_optin))
     }
 
-    /// Resident one-warp blocks per multiprocessor with `shared` bytes each (shared memory and
+    /// Resident blocks per multiprocessor with `shared` bytes each (shared memory and
     /// the block limit only; the runtime also asks the driver's occupancy calculator).
     pub fn blocks_per_sm(&self, shared: u64) -> u32 {
         let per_block = shared + u64::from(self.reserved_shared_bytes_per_block);
@@ -501,7 +504,7 @@ impl ClusterSumsLaunch {
         (lo, self.clusters_per_pass.min(self.k.saturating_sub(lo)))
     }
 
-    /// Workers (warps, one per block) for a `rows x cols` matrix when `resident_blocks` blocks
+    /// Workers (blocks: one warp, or a team of the tensor-core kernel) for a `rows x cols` matrix when `resident_blocks` blocks
     /// fit at once on a device of `multiprocessors` SMs: [`MIN_WARPS_PER_SM`] per SM (all
     /// resident blocks where fewer fit), but at most one per row group of the variant's row
     /// mode ([`ClusterSumsVariant::row_groups`]), and at least one. When the device holds

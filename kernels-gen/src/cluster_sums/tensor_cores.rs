@@ -93,7 +93,8 @@ pub const TEAM_TILE: (u32, u32) = (128, 2);
 /// kernel does not apply (`k` above `8 * max_tiles`; `max_tiles` is capped at
 /// [`MAX_CLUSTER_TILES`]).
 ///
-/// `team`: warps per block, or `None` for the launcher's choice: [`DEFAULT_TEAM`] where a
+/// `team`: warps per block (`Some(0)`: `None` is returned), or `None` for the launcher's
+/// choice: [`DEFAULT_TEAM`] where a
 /// team's blocks keep [`MIN_WARPS_PER_SM_HELD`] warps resident, else one warp. `forced`: a
 /// tile width and pipeline depth to use (benchmarks and tests); otherwise [`TEAM_TILE`] for a
 /// team, and for one warp the first of the bins kernel's fallbacks whose staging leaves
@@ -123,6 +124,7 @@ pub fn plan_tensor_core_sums(
     // pass over all k, made as the bins kernel's are.
     let team_tile = forced.unwrap_or(TEAM_TILE);
     match team {
+        Some(0) => return None,
         Some(1) => {}
         // A team asked for: its ring, within what one block may have.
         Some(team) => {
@@ -201,9 +203,9 @@ pub fn team_warp_bytes(variant: &ClusterSumsVariant) -> u64 {
 
 const TEMPLATE: &str = r#"// popcorn builtin kernel {NAME}: cluster sums over one range of clusters on tensor cores,
 //   s[i * k + c_lo + c] = sum over j < cols with labels[j] == c_lo + c of m[i * ld + j],
-// for 0 <= i < rows and 0 <= c < kb <= 8 * NT, M held in {HALF}. One warp per block, each an
-// independent worker over a contiguous range of 32-row x {TW}-column tiles streamed through a
-// {STAGES}-stage ring of 16-byte cp.async copies ({MODE} rows). Each tile is multiplied by the
+// for 0 <= i < rows and 0 <= c < kb <= 8 * NT, M held in {HALF}. {WORKERS}; each warp streams a
+// contiguous range of 32-row x {TW}-column tiles through its own {STAGES}-stage ring of 16-byte
+// cp.async copies ({MODE} rows). Each tile is multiplied by the
 // one-hot selection of its columns' labels (built in registers) with mma.sync m16n8k16 into
 // f32 accumulators of the warp's 32 rows by 8 * NT clusters. Row groups split between two
 // workers are added with atomicAdd into a zeroed s.
@@ -505,7 +507,11 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
     let name = variant.name();
     let team = variant.warps_per_block();
     let template = if team > 1 {
+        let workers = format!(
+            "A team of {team} warps per block over one row group's tiles or half of\n// them, its warps' sums added in warp order through shared memory"
+        );
         TEMPLATE
+            .replace("{WORKERS}", &workers)
             .replace("{WORKER_RANGE}", TEAM_WORKER_RANGE)
             .replace("{LOOP_FLUSH}", "")
             .replace("{WHOLE_START}", "")
@@ -513,6 +519,7 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
             .replace("{RING}", "team_ring")
     } else {
         TEMPLATE
+            .replace("{WORKERS}", "One warp per block, an independent worker")
             .replace("{LOOP_FLUSH}", LOOP_FLUSH)
             .replace("{WHOLE_START}", WHOLE_START)
             .replace("{TEAM_FLUSH}", "")
@@ -690,9 +697,16 @@ mod tests {
             assert_eq!(v.clusters_within(v.shared_bytes(100)), 104);
             assert_eq!(v.clusters_within(v.shared_bytes(100) - 1), 0);
         }
+        // The strided team's write-out maps rows as the loads do.
+        let strided = cluster_sums(&one.with_team(4)).source;
+        let out = &strided[strided.find("__syncthreads").unwrap()..];
+        assert!(out.contains("const long long r0 = group_row(g);"));
+        assert!(out.contains("const long long i = r0 + (long long)RP * r;"));
         // A team of one is the one-warp kernel, and teams are capped.
         assert_eq!(cluster_sums(&one.with_team(1)).source, alone.source);
         assert_eq!(one.with_team(99).team, MAX_TEAM);
+        let h = DeviceLimits::H100;
+        assert!(plan_tensor_core_sums(10, Half::Bf16, true, None, Some(0), 16, &h).is_none());
     }
 
     #[test]

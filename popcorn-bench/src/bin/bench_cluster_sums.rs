@@ -117,8 +117,8 @@ struct Cli {
     /// per block, beside the automatic team.
     #[arg(long, value_delimiter = ',')]
     teams: Vec<u32>,
-    /// The kernel rows of a K held in 16 bits on the tensor-core kernel up to k = 128 (the
-    /// launcher takes it up to k = 64 by itself).
+    /// The kernel rows of a K held in 16 bits on the tensor-core kernel up to k = 128 also in
+    /// one warp per block (the launcher takes it up to k = 128 in teams, up to 64 in one warp).
     #[arg(long)]
     tensor_cores: bool,
     /// The kernel rows read a copy of K held in 16 bits (`bf16` or `fp16`, written over K's

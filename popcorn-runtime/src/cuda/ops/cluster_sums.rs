@@ -19,7 +19,9 @@ use crate::error::RuntimeError;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::CudaStream;
 use kernel_ir::{Half, ScalarType};
-use kernels_gen::cluster_sums::tensor_cores::{plan_tensor_core_sums, MAX_CLUSTER_TILES, MAX_TEAM};
+use kernels_gen::cluster_sums::tensor_cores::{
+    plan_tensor_core_sums, MAX_CLUSTER_TILES, MAX_TEAM, PREFERRED_MAX_CLUSTER_TILES,
+};
 use kernels_gen::cluster_sums::{
     cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant, CLUSTER_SUMS_THREADS,
 };
@@ -66,8 +68,9 @@ pub struct ClusterSumsTuning {
     /// `k <= 64` with one warp a block). Ignored for other matrices.
     pub tensor_cores: Option<bool>,
     /// Warps per block for the tensor-core kernel (a team sharing each worker's tiles, see
-    /// [`ClusterSumsVariant::team`]) instead of the device's choice (four where they fit;
-    /// one with `max_workers`). Ignored for the bins kernel.
+    /// [`ClusterSumsVariant::team`]) instead of the device's choice (four where they fit; one
+    /// with `max_workers` or `warps_per_sm`, or where `POPCORN_NO_SUMS_TEAMS` is set). Not
+    /// used by the bins kernel, but checked: 1 to 8, and 1 with `max_workers`.
     pub team: Option<u32>,
 }
 
@@ -178,24 +181,8 @@ pub(crate) unsafe fn launch_cluster_sums(
         None => None,
     };
     let limits = &device.limits;
-    if let Some(team) = tuning.team {
-        if team == 0 || team > MAX_TEAM {
-            return Err(invalid(format!(
-                "cluster sums: a team of {team} warps; use 1 to {MAX_TEAM}"
-            )));
-        }
-    }
-    // A cap on the workers is for splitting row groups between one-warp workers (tests).
-    let team = tuning
-        .team
-        .or(tuning.max_workers.map(|_| 1))
-        .or((!device.sums_teams).then_some(1));
-    let max_tiles = match tuning.tensor_cores {
-        Some(true) => MAX_CLUSTER_TILES,
-        Some(false) => 0,
-        None if device.tensor_core_sums => MAX_CLUSTER_TILES,
-        None => 0,
-    };
+    let (team, max_tiles) =
+        tensor_core_choice(&tuning, device.tensor_core_sums, device.sums_teams)?;
     let tensor_core_plan = args.held.and_then(|held| {
         let k = args.k as u64;
         plan_tensor_core_sums(k, held, aligned, tuning.tile, team, max_tiles, limits).or_else(
@@ -311,6 +298,41 @@ pub(crate) unsafe fn launch_cluster_sums(
         blocks_per_sm,
         zeroed,
     }))
+}
+
+/// The team (`None`: the launcher's choice) and the most tiles of 8 clusters the tensor-core
+/// kernel may take, from `tuning` and the device's settings: forced tensor cores take up to
+/// [`MAX_CLUSTER_TILES`]; the device's choice as many in teams, and in one warp per block
+/// (asked for, or where `POPCORN_NO_SUMS_TEAMS` is set, a cap on the workers or on the warps
+/// per SM is given, which are knobs of one-warp workers) up to [`PREFERRED_MAX_CLUSTER_TILES`],
+/// the bins kernel above.
+fn tensor_core_choice(
+    tuning: &ClusterSumsTuning,
+    tensor_core_sums: bool,
+    sums_teams: bool,
+) -> Result<(Option<u32>, u32), RuntimeError> {
+    if let Some(team) = tuning.team {
+        if team == 0 || team > MAX_TEAM {
+            return Err(invalid(format!(
+                "cluster sums: a team of {team} warps; use 1 to {MAX_TEAM}"
+            )));
+        }
+        if team > 1 && tuning.max_workers.is_some() {
+            return Err(invalid(format!(
+                "cluster sums: a team of {team} warps takes one or two blocks per row group; a cap on the workers is for one warp per block"
+            )));
+        }
+    }
+    let one_warp = tuning.max_workers.is_some() || tuning.warps_per_sm.is_some() || !sums_teams;
+    let team = tuning.team.or(one_warp.then_some(1));
+    let max_tiles = match tuning.tensor_cores {
+        Some(true) => MAX_CLUSTER_TILES,
+        Some(false) => 0,
+        None if !tensor_core_sums => 0,
+        None if team == Some(1) => PREFERRED_MAX_CLUSTER_TILES,
+        None => MAX_CLUSTER_TILES,
+    };
+    Ok((team, max_tiles))
 }
 
 fn as_i64(v: u64) -> Result<i64, RuntimeError> {
@@ -688,6 +710,59 @@ mod tests {
         }
     }
 
+    #[test]
+    fn one_warp_blocks_keep_the_bins_kernel_above_64_clusters() {
+        let t = ClusterSumsTuning::default();
+        let choice = |t: &ClusterSumsTuning, tc, teams| tensor_core_choice(t, tc, teams).unwrap();
+        assert_eq!(choice(&t, true, true), (None, MAX_CLUSTER_TILES));
+        // POPCORN_NO_SUMS_TEAMS, a team of one, a cap on the workers or warps per SM.
+        assert_eq!(
+            choice(&t, true, false),
+            (Some(1), PREFERRED_MAX_CLUSTER_TILES)
+        );
+        for one in [
+            ClusterSumsTuning { team: Some(1), ..t },
+            ClusterSumsTuning {
+                max_workers: Some(7),
+                ..t
+            },
+            ClusterSumsTuning {
+                warps_per_sm: Some(6),
+                ..t
+            },
+        ] {
+            assert_eq!(
+                choice(&one, true, true),
+                (Some(1), PREFERRED_MAX_CLUSTER_TILES)
+            );
+            // Forced tensor cores take up to 128 clusters in one warp too.
+            let forced = ClusterSumsTuning {
+                tensor_cores: Some(true),
+                ..one
+            };
+            assert_eq!(choice(&forced, true, true), (Some(1), MAX_CLUSTER_TILES));
+        }
+        assert_eq!(choice(&t, false, true).1, 0);
+        let bins = ClusterSumsTuning {
+            tensor_cores: Some(false),
+            ..t
+        };
+        assert_eq!(choice(&bins, true, true).1, 0);
+        let four = ClusterSumsTuning { team: Some(4), ..t };
+        assert_eq!(choice(&four, true, true), (Some(4), MAX_CLUSTER_TILES));
+        for bad in [
+            ClusterSumsTuning { team: Some(0), ..t },
+            ClusterSumsTuning { team: Some(9), ..t },
+            ClusterSumsTuning {
+                team: Some(4),
+                max_workers: Some(7),
+                ..t
+            },
+        ] {
+            assert!(tensor_core_choice(&bad, true, true).is_err(), "{bad:?}");
+        }
+    }
+
     /// Teams of warps per block on the tensor-core kernel: each warp a share of its block's
     /// tiles (some warps none), their sums added in warp order. Odd sizes, both row modes,
     /// forced tiles (rings smaller than a warp's sums), one and two blocks per row group,
@@ -706,6 +781,10 @@ mod tests {
                     (64, 4096, 0, 0, None),
                     (131, 2000, 5, 3, Some((64, 3))),
                     (97, 5000, 0, 0, Some((128, 2))),
+                    // Strided rows 4 and 8 apart: several super groups, one and two blocks
+                    // per row group.
+                    (131, 1000, 8, 0, None),
+                    (600, 2000, 8, 0, None),
                 ] {
                     for k in [1, 26, 100, 128] {
                         seed += 1;
