@@ -804,9 +804,10 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
 }
 "#;
 
-/// The start of both kernels' bodies: the worker's lane and its contiguous range `[t0, t1)` of
-/// the `row groups x column tiles` tiles (shared by [`TEMPLATE`] and [`tensor_cores`]).
-const WORKER_RANGE: &str = r#"    const unsigned lane = threadIdx.x;
+/// The start of both kernels' bodies: the worker's lane and its block's contiguous range
+/// `[{FIRST}, {LAST})` of the `row groups x column tiles` tiles (shared by [`TEMPLATE`] and
+/// [`tensor_cores`]; see [`worker_range`]).
+const WORKER_RANGE: &str = r#"    const unsigned lane = {LANE};
     const long long w = (long long)blockIdx.x;
     if (w >= workers || rows <= 0 || cols <= 0 || kb <= 0) {
         return;
@@ -814,12 +815,30 @@ const WORKER_RANGE: &str = r#"    const unsigned lane = threadIdx.x;
     const long long cts = {COL_TILES};
     const unsigned long long ucts = (unsigned long long)cts;
     const unsigned long long total = (unsigned long long)({ROW_GROUPS}) * ucts;
-    const unsigned long long t0 = (unsigned long long)w * total / (unsigned long long)workers;
-    const unsigned long long t1 = (unsigned long long)(w + 1) * total / (unsigned long long)workers;
-    if (t0 >= t1) {
+    const unsigned long long {FIRST} = (unsigned long long)w * total / (unsigned long long)workers;
+    const unsigned long long {LAST} = (unsigned long long)(w + 1) * total / (unsigned long long)workers;
+    if ({FIRST} >= {LAST}) {
         return;
     }
 "#;
+
+/// [`WORKER_RANGE`] for blocks of `team` warps: a one-warp block's range is its warp's
+/// `[t0, t1)`; a team's is `[b0, b1)`, which `team_shares` (the tensor-core kernel's) then
+/// shares out among its warps as their `[t0, t1)`.
+fn worker_range(team: u32, team_shares: &str) -> String {
+    if team > 1 {
+        WORKER_RANGE
+            .replace("{LANE}", "threadIdx.x & 31u")
+            .replace("{FIRST}", "b0")
+            .replace("{LAST}", "b1")
+            + team_shares
+    } else {
+        WORKER_RANGE
+            .replace("{LANE}", "threadIdx.x")
+            .replace("{FIRST}", "t0")
+            .replace("{LAST}", "t1")
+    }
+}
 
 /// The ring's first `STAGES - 1` tiles queued from the worker's first tile, with the copy
 /// cursor `(tl, lg, lct)` (shared by [`TEMPLATE`] and [`tensor_cores`]).
@@ -1227,9 +1246,9 @@ fn pushes(variant: &ClusterSumsVariant) -> String {
 
 /// `template` with the parts both kernels share filled in: the worker's range, the queueing of
 /// tiles, the copy helpers and the row mode's `functions` ([`ALIGNED`] or [`STRIDED`]).
-fn with_shared_parts(template: &str, functions: &str) -> String {
+fn with_shared_parts(template: &str, functions: &str, worker_range: &str) -> String {
     template
-        .replace("{WORKER_RANGE}", WORKER_RANGE)
+        .replace("{WORKER_RANGE}", worker_range)
         .replace("{QUEUE_FIRST_TILES}", QUEUE_FIRST_TILES)
         .replace("{QUEUE_NEXT_TILE}", QUEUE_NEXT_TILE)
         .replace("{COPY_HELPERS}", COPY_HELPERS)
@@ -1258,7 +1277,8 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Buil
         ("strided", STRIDED, STRIDED_FLUSH, STRIDED_PARTS)
     };
     let name = variant.name();
-    let mut source = with_shared_parts(TEMPLATE, functions).replace("{FLUSH}", flush);
+    let mut source =
+        with_shared_parts(TEMPLATE, functions, &worker_range(1, "")).replace("{FLUSH}", flush);
     for (placeholder, text) in parts {
         source = source.replace(placeholder, text);
     }

@@ -62,9 +62,9 @@
 //! blocks of `32 T` threads ([`ClusterSumsLaunch::grid_block`]).
 
 use super::{
-    launch_within, with_shared_parts, ClusterSumsError, ClusterSumsLaunch, ClusterSumsVariant,
-    DeviceLimits, ALIGNED, ALIGNED_PARTS, MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K,
-    ROWS_PER_GROUP, STRIDED, STRIDED_PARTS,
+    launch_within, with_shared_parts, worker_range, ClusterSumsError, ClusterSumsLaunch,
+    ClusterSumsVariant, DeviceLimits, ALIGNED, ALIGNED_PARTS, MIN_WARPS_PER_SM_HELD,
+    MIN_WARPS_PER_SM_LARGE_K, ROWS_PER_GROUP, STRIDED, STRIDED_PARTS,
 };
 use kernel_ir::{Half, ScalarType};
 
@@ -398,24 +398,10 @@ const LOOP_FLUSH: &str = "        const bool last_tile = ct == cts - 1;
 const WHOLE_START: &str = "    bool whole_start = ct == 0;
 ";
 
-/// A team's worker range: the block's tiles (inside one row group) shared out among its warps
-/// in contiguous ranges, each warp with its own staging ring (`team_ring`).
-const TEAM_WORKER_RANGE: &str = r#"    const unsigned lane = threadIdx.x & 31u;
-    const long long w = (long long)blockIdx.x;
-    if (w >= workers || rows <= 0 || cols <= 0 || kb <= 0) {
-        return;
-    }
-    const long long cts = {COL_TILES};
-    const unsigned long long ucts = (unsigned long long)cts;
-    const unsigned long long total = (unsigned long long)({ROW_GROUPS}) * ucts;
-    // The block's tiles: the launcher gives each row group one or two blocks, so they lie in
-    // one row group.
-    const unsigned long long b0 = (unsigned long long)w * total / (unsigned long long)workers;
-    const unsigned long long b1 = (unsigned long long)(w + 1) * total / (unsigned long long)workers;
-    if (b0 >= b1) {
-        return;
-    }
-    constexpr unsigned TEAM = {TEAM};
+/// A team's shares of its block's tiles `[b0, b1)` (inside one row group: the launcher gives
+/// each row group one or two blocks): contiguous ranges `[t0, t1)`, one per warp, each warp
+/// with its own staging ring (`team_ring`).
+const TEAM_SHARES: &str = r#"    constexpr unsigned TEAM = {TEAM};
     constexpr unsigned WARP_BYTES = {WARP_BYTES};
     const unsigned team_q = threadIdx.x >> 5;
     unsigned char* const team_ring = pk_smem + team_q * WARP_BYTES;
@@ -512,7 +498,6 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
         );
         TEMPLATE
             .replace("{WORKERS}", &workers)
-            .replace("{WORKER_RANGE}", TEAM_WORKER_RANGE)
             .replace("{LOOP_FLUSH}", "")
             .replace("{WHOLE_START}", "")
             .replace("{TEAM_FLUSH}", TEAM_FLUSH)
@@ -525,7 +510,7 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
             .replace("{TEAM_FLUSH}", "")
             .replace("{RING}", "pk_smem")
     };
-    let mut source = with_shared_parts(&template, functions);
+    let mut source = with_shared_parts(&template, functions, &worker_range(team, TEAM_SHARES));
     for (placeholder, text) in parts {
         if placeholder != "{CONSUME}" {
             source = source.replace(placeholder, text);
