@@ -1263,25 +1263,47 @@ pub fn selection_weigh_grid_block(k: u64) -> LaunchDims {
     )
 }
 
-const ROUND_TF32: &str = r#"// popcorn builtin kernel {NAME}: the rows x cols matrix `in` (leading dimension ld_in)
-// rounded to TF32 (cvt.rna.tf32.f32, as the contraction kernels round the operands they
-// stage) into `out` with leading dimension ld_out >= cols, whose columns past cols get 0: one
-// warp per row at a time, its lanes along the row.
-extern "C" __global__ void __launch_bounds__(256) {NAME}(
+/// The frame every row-copy builtin (TF32 rounding, 16-bit packing, 3xTF32 splitting) shares:
+/// `in` (`rows x cols` floats, leading dimension `ld_in`) read one warp per row at a time, its
+/// lanes along the row, into `out` (`{OUT}` elements, leading dimension `ld_out`); `{EXTRA}`
+/// parameters come before the pointers and `{BODY}` writes the row `dst` from `src`.
+const ROW_COPY: &str = r#"extern "C" __global__ void __launch_bounds__(256) {NAME}(
     const long long rows,
     const long long cols,
     const long long ld_in,
     const long long ld_out,
-    const float* __restrict__ in,
-    float* __restrict__ out)
+{EXTRA}    const float* __restrict__ in,
+    {OUT}* __restrict__ out)
 {
     const long long warps = ((long long)gridDim.x * (long long)blockDim.x) >> 5;
     const int lane = threadIdx.x & 31;
     for (long long r = ((long long)blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
          r < rows; r += warps) {
         const float* src = in + r * ld_in;
-        float* dst = out + r * ld_out;
-        for (long long c = lane; c < ld_out; c += 32) {
+        {OUT}* dst = out + r * ld_out;
+{BODY}    }
+}
+"#;
+
+/// A row-copy builtin's source: its `preamble` (comment and helpers), then [`ROW_COPY`] with
+/// `extra` parameters, `out` elements and the row's `body`.
+fn row_copy(preamble: &str, extra: &str, out: &str, body: &str) -> String {
+    format!(
+        "{preamble}{}",
+        ROW_COPY
+            .replace("{EXTRA}", extra)
+            .replace("{OUT}", out)
+            .replace("{BODY}", body)
+    )
+}
+
+const ROUND_TF32: &str = r#"// popcorn builtin kernel {NAME}: the rows x cols matrix `in` (leading dimension ld_in)
+// rounded to TF32 (cvt.rna.tf32.f32, as the contraction kernels round the operands they
+// stage) into `out` with leading dimension ld_out >= cols, whose columns past cols get 0: one
+// warp per row at a time, its lanes along the row.
+"#;
+
+const ROUND_TF32_ROW: &str = r#"        for (long long c = lane; c < ld_out; c += 32) {
             float v = 0.0f;
             if (c < cols) {
                 unsigned int t;
@@ -1290,8 +1312,6 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
             }
             dst[c] = v;
         }
-    }
-}
 "#;
 
 /// TF32 rounding of a row-major matrix into another buffer, whose leading dimension may be
@@ -1303,7 +1323,10 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 /// long ld_out, const float* in, float* out)`; entry point `pk_round_tf32`. Launch:
 /// [`linear_grid_block`]`(32 * rows)` (a warp per row).
 pub fn round_tf32() -> BuiltinKernel {
-    untyped("pk_round_tf32", ROUND_TF32)
+    untyped(
+        "pk_round_tf32",
+        &row_copy(ROUND_TF32, "", "float", ROUND_TF32_ROW),
+    )
 }
 
 const PACK_HALF: &str = r#"// popcorn builtin kernel {NAME}: the rows x cols float matrix `in` (leading dimension
@@ -1311,28 +1334,14 @@ const PACK_HALF: &str = r#"// popcorn builtin kernel {NAME}: the rows x cols flo
 // pair (the even column in the low half), into `out` with ld_out >= (cols + 1) / 2 words a
 // row, whose halves past cols get 0: the operands of a contraction on 16-bit tensor cores.
 // One warp per row at a time, its lanes along the row.
-extern "C" __global__ void __launch_bounds__(256) {NAME}(
-    const long long rows,
-    const long long cols,
-    const long long ld_in,
-    const long long ld_out,
-    const float* __restrict__ in,
-    unsigned int* __restrict__ out)
-{
-    const long long warps = ((long long)gridDim.x * (long long)blockDim.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    for (long long r = ((long long)blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
-         r < rows; r += warps) {
-        const float* src = in + r * ld_in;
-        unsigned int* dst = out + r * ld_out;
-        for (long long w = lane; w < ld_out; w += 32) {
+"#;
+
+const PACK_HALF_ROW: &str = r#"        for (long long w = lane; w < ld_out; w += 32) {
             const long long c = 2 * w;
             const unsigned int lo = c < cols ? (unsigned int){CONVERT}(src[c]) : 0u;
             const unsigned int hi = c + 1 < cols ? (unsigned int){CONVERT}(src[c + 1]) : 0u;
             dst[w] = lo | (hi << 16);
         }
-    }
-}
 "#;
 
 /// A row-major `float` matrix rounded to `half` (to nearest even, as the kernels that hold a
@@ -1347,7 +1356,7 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 pub fn pack_half(half: kernel_ir::Half) -> BuiltinKernel {
     half_builtin(
         pack_half_name(half),
-        PACK_HALF,
+        &row_copy(PACK_HALF, "", "unsigned int", PACK_HALF_ROW),
         crate::emit::to_half_fn(half),
     )
 }
@@ -1372,22 +1381,9 @@ __device__ __forceinline__ float pk_split_round(float x)
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(t) : "f"(x));
     return __uint_as_float(t);
 }
-extern "C" __global__ void __launch_bounds__(256) {NAME}(
-    const long long rows,
-    const long long cols,
-    const long long ld_in,
-    const long long ld_out,
-    const unsigned int order,
-    const float* __restrict__ in,
-    float* __restrict__ out)
-{
-    const long long warps = ((long long)gridDim.x * (long long)blockDim.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    for (long long r = ((long long)blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
-         r < rows; r += warps) {
-        const float* src = in + r * ld_in;
-        float* dst = out + r * ld_out;
-        for (long long c = lane; c < ld_out; c += 32) {
+"#;
+
+const SPLIT_TF32_ROW: &str = r#"        for (long long c = lane; c < ld_out; c += 32) {
             float v = 0.0f;
             if (c < 3 * cols) {
                 const long long seg = c / cols;
@@ -1399,8 +1395,6 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
             }
             dst[c] = v;
         }
-    }
-}
 "#;
 
 /// The split pairs of a 3xTF32 product ([`crate::splits_tf32_operands`]): each value `x` of a
@@ -1414,7 +1408,11 @@ extern "C" __global__ void __launch_bounds__(256) {NAME}(
 /// `pk_split_tf32`.
 /// Launch: [`linear_grid_block`]`(32 * rows)` (a warp per row).
 pub fn split_tf32() -> BuiltinKernel {
-    untyped("pk_split_tf32", SPLIT_TF32)
+    let order = "    const unsigned int order,\n";
+    untyped(
+        "pk_split_tf32",
+        &row_copy(SPLIT_TF32, order, "float", SPLIT_TF32_ROW),
+    )
 }
 
 /// Every builtin kernel for `dtype` (and the untyped ones), e.g. to compile them all up front.
