@@ -326,6 +326,11 @@ impl ClusterSumsVariant {
         }
     }
 
+    /// Threads per block: [`CLUSTER_SUMS_THREADS`] a warp.
+    pub fn threads_per_block(&self) -> u32 {
+        CLUSTER_SUMS_THREADS * self.warps_per_block()
+    }
+
     /// Bytes of one element of `M`.
     fn m_bytes(&self) -> u64 {
         matrix_elem_bytes(self.dtype, self.held)
@@ -377,19 +382,21 @@ impl ClusterSumsVariant {
     /// (plus the dump row); for the tensor-core kernel, whose sums live in registers, the
     /// staging ring of each warp of its team ([`tensor_cores::team_warp_bytes`]).
     pub fn shared_bytes(&self, clusters: u64) -> u64 {
-        let esz = self.dtype.size_bytes() as u64;
-        let staging = u64::from(self.stages) * self.stage_bytes();
         if self.tensor_core_tiles > 0 {
             return u64::from(self.warps_per_block()) * tensor_cores::team_warp_bytes(self);
         }
-        staging + (clusters + 1) * u64::from(BIN_STRIDE) * esz
+        let esz = self.dtype.size_bytes() as u64;
+        self.ring_bytes() + (clusters + 1) * u64::from(BIN_STRIDE) * esz
+    }
+
+    /// Bytes of one warp's staging ring: `stages` stages.
+    pub(crate) fn ring_bytes(&self) -> u64 {
+        u64::from(self.stages) * self.stage_bytes()
     }
 
     /// The most clusters one pass can hold when a block may use `bytes` of shared memory
     /// (for the tensor-core kernel: its register tiles' clusters where its staging fits).
     pub fn clusters_within(&self, bytes: u64) -> u64 {
-        let esz = self.dtype.size_bytes() as u64;
-        let staging = u64::from(self.stages) * self.stage_bytes();
         if self.tensor_core_tiles > 0 {
             return if self.shared_bytes(0) <= bytes {
                 8 * u64::from(self.tensor_core_tiles)
@@ -397,7 +404,8 @@ impl ClusterSumsVariant {
                 0
             };
         }
-        (bytes.saturating_sub(staging) / (u64::from(BIN_STRIDE) * esz)).saturating_sub(1)
+        let esz = self.dtype.size_bytes() as u64;
+        (bytes.saturating_sub(self.ring_bytes()) / (u64::from(BIN_STRIDE) * esz)).saturating_sub(1)
     }
 
     /// The kernel's entry-point name, e.g. `pk_cluster_sums_f32_t64_s3_a` (`_r2` for strided
@@ -565,7 +573,7 @@ impl ClusterSumsLaunch {
         let grid = u32::try_from(workers.max(1)).unwrap_or(u32::MAX);
         (
             (grid, 1, 1),
-            (CLUSTER_SUMS_THREADS * self.variant.warps_per_block(), 1, 1),
+            (self.variant.threads_per_block(), 1, 1),
             self.shared_bytes,
         )
     }
@@ -823,15 +831,14 @@ const WORKER_RANGE: &str = r#"    const unsigned lane = {LANE};
 "#;
 
 /// [`WORKER_RANGE`] for blocks of `team` warps: a one-warp block's range is its warp's
-/// `[t0, t1)`; a team's is `[b0, b1)`, which `team_shares` (the tensor-core kernel's) then
-/// shares out among its warps as their `[t0, t1)`.
-fn worker_range(team: u32, team_shares: &str) -> String {
+/// `[t0, t1)`; a team's is `[b0, b1)`, which the tensor-core kernel then shares out among its
+/// warps as their `[t0, t1)`.
+fn worker_range(team: u32) -> String {
     if team > 1 {
         WORKER_RANGE
             .replace("{LANE}", "threadIdx.x & 31u")
             .replace("{FIRST}", "b0")
             .replace("{LAST}", "b1")
-            + team_shares
     } else {
         WORKER_RANGE
             .replace("{LANE}", "threadIdx.x")
@@ -1278,7 +1285,7 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Buil
     };
     let name = variant.name();
     let mut source =
-        with_shared_parts(TEMPLATE, functions, &worker_range(1, "")).replace("{FLUSH}", flush);
+        with_shared_parts(TEMPLATE, functions, &worker_range(1)).replace("{FLUSH}", flush);
     for (placeholder, text) in parts {
         source = source.replace(placeholder, text);
     }

@@ -145,22 +145,20 @@ pub fn plan_tensor_core_sums(
             }
         }
     }
-    let team = 1;
     if let Some(tile) = forced {
-        return Some(make(tile, team).and_then(|v| launch_within(v, k, per_block)));
+        return Some(make(tile, 1).and_then(|v| launch_within(v, k, per_block)));
     }
     let candidates = ClusterSumsVariant::fallbacks(ScalarType::F32, Some(held), aligned);
     for warps in [MIN_WARPS_PER_SM_HELD, MIN_WARPS_PER_SM_LARGE_K] {
         let budget = limits.block_budget(warps);
-        if let Some(launch) = candidates.iter().find_map(|v| {
-            launch_within(v.with_tensor_core_tiles(tiles).with_team(team), k, budget).ok()
-        }) {
+        if let Some(launch) = candidates
+            .iter()
+            .find_map(|v| launch_within(v.with_tensor_core_tiles(tiles), k, budget).ok())
+        {
             return Some(Ok(launch));
         }
     }
-    let smallest = candidates
-        .last()
-        .map(|v| v.with_tensor_core_tiles(tiles).with_team(team))?;
+    let smallest = candidates.last().map(|v| v.with_tensor_core_tiles(tiles))?;
     Some(Err(ClusterSumsError::SharedMemory {
         name: smallest.name(),
         needed: smallest.shared_bytes(k),
@@ -193,7 +191,7 @@ impl ClusterSumsVariant {
 /// Shared memory of one warp of the tensor-core kernel: its staging ring, and in a team of two
 /// warps or more at least its `32 x 8 NT` f32 sums, which the ring holds at the end.
 pub fn team_warp_bytes(variant: &ClusterSumsVariant) -> u64 {
-    let staging = u64::from(variant.stages) * variant.stage_bytes();
+    let staging = variant.ring_bytes();
     if variant.warps_per_block() <= 1 {
         return staging;
     }
@@ -510,7 +508,8 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
             .replace("{TEAM_FLUSH}", "")
             .replace("{RING}", "pk_smem")
     };
-    let mut source = with_shared_parts(&template, functions, &worker_range(team, TEAM_SHARES));
+    let shares = if team > 1 { TEAM_SHARES } else { "" };
+    let mut source = with_shared_parts(&template, functions, &(worker_range(team) + shares));
     for (placeholder, text) in parts {
         if placeholder != "{CONSUME}" {
             source = source.replace(placeholder, text);
@@ -527,7 +526,7 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
         .replace("{RA}", &variant.row_alignment().to_string())
         .replace("{RP}", &variant.row_period.to_string())
         .replace("{NT}", &variant.tensor_core_tiles.to_string())
-        .replace("{THREADS}", &(32 * team).to_string())
+        .replace("{THREADS}", &variant.threads_per_block().to_string())
         .replace("{TEAM}", &team.to_string())
         .replace("{WARP_BYTES}", &team_warp_bytes(variant).to_string())
         .replace("{AB}", ab)

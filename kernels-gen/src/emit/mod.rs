@@ -124,52 +124,35 @@ pub struct ContractionVariant {
 }
 
 impl ContractionVariant {
-    /// What `spec`'s kernel makes of the request: nothing for kernels that do not
-    /// [take rounded operands](takes_rounded_operands); the warp-specialised body only with
-    /// both operands rounded.
+    /// What `spec`'s kernel makes of the request: a TF32 contraction on the pipelined template
+    /// ([takes rounded operands](takes_rounded_operands)) takes the operands asked for, and the
+    /// warp-specialised body only with both rounded; one with packed 16-bit or split 3xTF32
+    /// operands never rounds and may take the warp-specialised body; any other nothing.
     fn for_spec(self, spec: &KernelSpec) -> ContractionVariant {
-        if contraction::packs_half_operands(spec).is_some()
-            || contraction::splits_tf32_operands(spec)
-        {
+        match contraction::pipelined_precision(spec) {
             // Packed 16-bit operands or split TF32 pairs: always in rows of a multiple of 16
             // bytes, never rounded by the kernel.
-            return ContractionVariant {
-                rounded: RoundedOperands::NONE,
-                warp_specialised: self.warp_specialised,
-            };
-        }
-        if !takes_rounded_operands(spec) {
-            return ContractionVariant::default();
-        }
-        ContractionVariant {
-            rounded: self.rounded,
-            warp_specialised: self.warp_specialised && self.rounded == RoundedOperands::BOTH,
+            Some(kernel_ir::Precision::Half(_) | kernel_ir::Precision::Tf32x3) => {
+                ContractionVariant {
+                    rounded: RoundedOperands::NONE,
+                    warp_specialised: self.warp_specialised,
+                }
+            }
+            Some(kernel_ir::Precision::Tf32) => ContractionVariant {
+                rounded: self.rounded,
+                warp_specialised: self.warp_specialised && self.rounded == RoundedOperands::BOTH,
+            },
+            _ => ContractionVariant::default(),
         }
     }
 }
 
-/// Whether a launcher packs `spec`'s operands in pairs of 16-bit values (one 32-bit word a
-/// pair, rows of a multiple of 16 bytes, zeros past the depth) and passes the depth and the
-/// operands' leading dimensions in words: a contraction with 16-bit operands
-/// ([`kernel_ir::Precision::Half`]) on the pipelined template. Its kernels (every
-/// [`ContractionVariant`]) read only packed operands; the warp-specialised one takes the packed
-/// copies' tensor maps, described as `float` matrices of words.
-pub fn packs_half_operands(spec: &KernelSpec) -> Option<kernel_ir::Half> {
-    contraction::packs_half_operands(spec)
-}
+pub use contraction::{packs_half_operands, splits_tf32_operands};
 
-/// Whether a launcher gives `spec`'s kernel the split pairs of a 3xTF32 product (rows of
-/// `[h, h, l]` on the left, `[h, l, h]` on the right, `h = tf32(x)`, `l = tf32(x - h)`, three
-/// times the depth, padded to 16 bytes, the depth passed tripled): a
-/// [`kernel_ir::Precision::Tf32x3`] contraction on the pipelined template. Its kernel reads only
-/// such copies, which it takes as TF32 values; it walks one triangle of tiles of a symmetric
-/// spec whose operands are one matrix though the copies differ.
-pub fn splits_tf32_operands(spec: &KernelSpec) -> bool {
-    contraction::splits_tf32_operands(spec)
-}
-
-/// Whether [`emit_variant`] makes a kernel of its own for `spec`: a TF32 contraction on the
-/// pipelined template (`float` operands stored as rows of the depth).
+/// Whether a launcher may round `spec`'s operands to TF32 in memory ([`emit_variant`] with
+/// [`RoundedOperands`]): a TF32 contraction on the pipelined template (`float` operands stored
+/// as rows of the depth). Packed 16-bit and split 3xTF32 products
+/// ([`packs_half_operands`], [`splits_tf32_operands`]) have variants of their own too.
 pub fn takes_rounded_operands(spec: &KernelSpec) -> bool {
     contraction::takes_rounded_operands(spec)
 }

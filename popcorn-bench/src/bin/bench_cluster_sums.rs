@@ -448,8 +448,8 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                         r.launch.variant.stages,
                         if r.launch.variant.aligned { "a" } else { "r" },
                         r.workers,
-                        match r.launch.variant.team {
-                            0 | 1 => String::new(),
+                        match r.launch.variant.warps_per_block() {
+                            1 => String::new(),
                             t => format!("x{t}"),
                         },
                         r.launch.passes()

@@ -81,30 +81,31 @@ pub(crate) fn launch(spec: &KernelSpec) -> LaunchShape {
     }
 }
 
+/// The precision of `spec`'s product where it runs on the pipelined template, else `None`.
+pub(crate) fn pipelined_precision(spec: &KernelSpec) -> Option<Precision> {
+    match spec.form {
+        kernel_ir::Form::Contraction { precision, .. } if is_pipelined(spec) => Some(precision),
+        _ => None,
+    }
+}
+
 /// Whether a launcher may round `spec`'s operands to TF32 in memory and launch
 /// [`emit_variant`](super::emit_variant)'s kernel: a TF32 `float` contraction on the pipelined
 /// template, which otherwise rounds every staged chunk of its operands.
 pub(crate) fn takes_rounded_operands(spec: &KernelSpec) -> bool {
-    matches!(
-        spec.form,
-        kernel_ir::Form::Contraction {
-            precision: Precision::Tf32,
-            ..
-        }
-    ) && is_pipelined(spec)
+    pipelined_precision(spec) == Some(Precision::Tf32)
 }
 
 /// Whether a launcher must pack `spec`'s two operands in pairs of 16-bit values before the
 /// launch (one 32-bit word a pair, rows padded with zeros to a multiple of 16 bytes) and pass
 /// depth and leading dimensions in words: an f32 contraction with 16-bit operands
 /// ([`Precision::Half`]) on the pipelined template, which multiplies them on 16-bit tensor cores
-/// straight from the staged words. The tiled template rounds what it stages instead.
+/// straight from the staged words. The tiled template rounds what it stages instead. Its
+/// kernels (every variant) read only packed operands; the warp-specialised one takes the packed
+/// copies' tensor maps, described as `float` matrices of words.
 pub fn packs_half_operands(spec: &KernelSpec) -> Option<kernel_ir::Half> {
-    match spec.form {
-        kernel_ir::Form::Contraction {
-            precision: Precision::Half(half),
-            ..
-        } if spec.dtype == ScalarType::F32 && is_pipelined(spec) => Some(half),
+    match pipelined_precision(spec) {
+        Some(Precision::Half(half)) => Some(half),
         _ => None,
     }
 }
@@ -117,14 +118,7 @@ pub fn packs_half_operands(spec: &KernelSpec) -> Option<kernel_ir::Half> {
 /// matrix the product stays symmetric, and the kernel walks one triangle of tiles of the two
 /// copies (the fold's `kSplitOperands`). Elsewhere (the tiled template) the product is strict.
 pub fn splits_tf32_operands(spec: &KernelSpec) -> bool {
-    matches!(
-        spec.form,
-        kernel_ir::Form::Contraction {
-            precision: Precision::Tf32x3,
-            ..
-        }
-    ) && spec.dtype == ScalarType::F32
-        && is_pipelined(spec)
+    pipelined_precision(spec) == Some(Precision::Tf32x3)
 }
 
 /// The template text of a contraction kernel.

@@ -123,7 +123,7 @@ pub(crate) fn parts(
         Precision::Tf32x3 => ("pk::MMA_TF32", 3),
     };
     let mut preamble = String::from(PIPELINE);
-    preamble.push_str(&fold_struct(spec, &fold, stores, reductions));
+    preamble.push_str(&fold_struct(spec, &fold, precision, stores, reductions));
     let members: Vec<String> = params(spec).iter().map(param_name).collect();
     let call = if tensor && variant.warp_specialised {
         format!(
@@ -172,7 +172,13 @@ fn param_name(param: &Param) -> String {
 
 /// `struct {name}`: the parameters as members (same names, so the generated expressions read
 /// them unchanged) and the fold's functions.
-fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Reduction]) -> String {
+fn fold_struct(
+    spec: &KernelSpec,
+    name: &str,
+    precision: Precision,
+    stores: &[Expr],
+    reductions: &[Reduction],
+) -> String {
     let t = spec.dtype.c_name();
     let mut s = format!(
         "\n// The generated fold: the kernel's parameters, and what each element of the product\n\
@@ -416,7 +422,7 @@ fn fold_struct(spec: &KernelSpec, name: &str, stores: &[Expr], reductions: &[Red
         spec.stores_a_mirrorable_value(),
         // Only a symmetric spec, whose launcher checks that both operands are one matrix: a
         // spec of mirrored stores may multiply two (Y * X^T), and two split copies cannot tell.
-        super::splits_tf32_operands(spec) && symmetric
+        precision == Precision::Tf32x3 && symmetric
     ));
     if let Some((k, labels, out)) = by_label {
         s.push_str(&format!(

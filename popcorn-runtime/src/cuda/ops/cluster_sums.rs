@@ -23,7 +23,7 @@ use kernels_gen::cluster_sums::tensor_cores::{
     plan_tensor_core_sums, MAX_CLUSTER_TILES, MAX_TEAM, PREFERRED_MAX_CLUSTER_TILES,
 };
 use kernels_gen::cluster_sums::{
-    cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant, CLUSTER_SUMS_THREADS,
+    cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant,
 };
 
 /// One cluster-sums problem in device memory.
@@ -184,26 +184,20 @@ pub(crate) unsafe fn launch_cluster_sums(
     let (team, max_tiles) =
         tensor_core_choice(&tuning, device.tensor_core_sums, device.sums_teams)?;
     let tensor_core_plan = args.held.and_then(|held| {
-        let k = args.k as u64;
-        plan_tensor_core_sums(k, held, aligned, tuning.tile, team, max_tiles, limits).or_else(
-            || {
-                // Forced tensor cores where a team does not fit: one warp a block.
-                let forced = tuning.tensor_cores == Some(true);
-                forced
-                    .then(|| {
-                        plan_tensor_core_sums(
-                            k,
-                            held,
-                            aligned,
-                            tuning.tile,
-                            Some(1),
-                            max_tiles,
-                            limits,
-                        )
-                    })
-                    .flatten()
-            },
-        )
+        let plan = |team| {
+            plan_tensor_core_sums(
+                args.k as u64,
+                held,
+                aligned,
+                tuning.tile,
+                team,
+                max_tiles,
+                limits,
+            )
+        };
+        // Forced tensor cores where the launcher's team does not fit: one warp a block.
+        let forced = tuning.tensor_cores == Some(true) && team.is_none();
+        plan(team).or_else(|| forced.then(|| plan(Some(1))).flatten())
     });
     let mut plan = match tensor_core_plan {
         Some(plan) => plan,
@@ -246,7 +240,7 @@ pub(crate) unsafe fn launch_cluster_sums(
         .map_err(|e| driver_error("cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)", e))?;
     let occupancy = function
         .occupancy_max_active_blocks_per_multiprocessor(
-            CLUSTER_SUMS_THREADS * plan.variant.warps_per_block(),
+            plan.variant.threads_per_block(),
             shared as usize,
             None,
         )
