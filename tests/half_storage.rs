@@ -294,11 +294,6 @@ fn tensors_of_another_element_type_are_refused_by_name() {
     assert!(e.to_string().contains("f32 plan"), "{e}");
 }
 
-/// The digits, z-scored by the fits below.
-fn digits_zscored() -> (usize, usize, Vec<f64>) {
-    popcorn_test_support::digits()
-}
-
 /// Labels after `iterations` iterations on z-scored digits (k = 10) on `device`.
 fn labels_after(
     kernel: Kernel,
@@ -307,7 +302,7 @@ fn labels_after(
     iterations: usize,
     device: DeviceSpec,
 ) -> Result<Vec<u32>, popcorn::kkmeans::FitError> {
-    let (n, d, x) = digits_zscored();
+    let (n, d, x) = popcorn_test_support::digits();
     KernelKMeans::new(10)
         .kernel(kernel)
         .zscore(true)

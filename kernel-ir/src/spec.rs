@@ -118,6 +118,28 @@ impl Precision {
         }
     }
 
+    /// The precision three settings ask for: 16-bit operands (`half`) before 3xTF32, before
+    /// TF32, else strict.
+    pub fn from_settings(half: Option<Half>, tf32x3: bool, tf32: bool) -> Precision {
+        match (half, tf32x3, tf32) {
+            (Some(half), _, _) => Precision::Half(half),
+            (None, true, _) => Precision::Tf32x3,
+            (None, false, true) => Precision::Tf32,
+            (None, false, false) => Precision::Strict,
+        }
+    }
+
+    /// The depth a pipelined kernel of this precision walks for a product `depth` deep: 16-bit
+    /// operands in words of two values, 3xTF32 split pairs three times as deep, the others as
+    /// they are.
+    pub fn kernel_depth(self, depth: usize) -> usize {
+        match self {
+            Precision::Half(_) => depth.div_ceil(2),
+            Precision::Tf32x3 => 3 * depth,
+            Precision::Strict | Precision::Tf32 => depth,
+        }
+    }
+
     /// The name plans print: `strict`, `tf32`, `bf16`, `fp16` or `3xtf32`.
     pub fn name(self) -> &'static str {
         match self {

@@ -521,13 +521,7 @@ impl KernelKMeans {
 
     /// The products' precision these settings ask for ([`KernelKMeans::precision`]).
     pub fn product_precision(&self) -> ProductPrecision {
-        match (self.half_products, self.tf32x3, self.tf32) {
-            (Some(Half::Bf16), _, _) => ProductPrecision::Bf16,
-            (Some(Half::F16), _, _) => ProductPrecision::Fp16,
-            (None, true, _) => ProductPrecision::Tf32x3,
-            (None, false, true) => ProductPrecision::Tf32,
-            (None, false, false) => ProductPrecision::Strict,
-        }
+        kernel_ir::Precision::from_settings(self.half_products, self.tf32x3, self.tf32).into()
     }
 
     /// Holds the stored kernel matrix in 16 bits (`Some(Half::Bf16)` or `Some(Half::F16)`),

@@ -2,7 +2,7 @@
 //! operands.
 
 use super::{FitError, Kernel};
-use kernel_ir::Half;
+use kernel_ir::{Half, Precision};
 use serde::Serialize;
 
 /// How the kernel's products multiply their f32 operands on a GPU
@@ -25,14 +25,33 @@ pub enum ProductPrecision {
 }
 
 impl ProductPrecision {
-    /// The name the CLI takes and reports print: `strict`, `tf32`, `bf16`, `fp16` or `3xtf32`.
+    /// The name the CLI takes and reports print: `strict`, `tf32`, `bf16`, `fp16` or `3xtf32`
+    /// (the plans' name of the same precision).
     pub fn name(self) -> &'static str {
-        match self {
-            ProductPrecision::Strict => "strict",
-            ProductPrecision::Tf32 => "tf32",
-            ProductPrecision::Bf16 => "bf16",
-            ProductPrecision::Fp16 => "fp16",
-            ProductPrecision::Tf32x3 => "3xtf32",
+        Precision::from(self).name()
+    }
+}
+
+impl From<ProductPrecision> for Precision {
+    fn from(p: ProductPrecision) -> Precision {
+        match p {
+            ProductPrecision::Strict => Precision::Strict,
+            ProductPrecision::Tf32 => Precision::Tf32,
+            ProductPrecision::Bf16 => Precision::Half(Half::Bf16),
+            ProductPrecision::Fp16 => Precision::Half(Half::F16),
+            ProductPrecision::Tf32x3 => Precision::Tf32x3,
+        }
+    }
+}
+
+impl From<Precision> for ProductPrecision {
+    fn from(p: Precision) -> ProductPrecision {
+        match p {
+            Precision::Strict => ProductPrecision::Strict,
+            Precision::Tf32 => ProductPrecision::Tf32,
+            Precision::Half(Half::Bf16) => ProductPrecision::Bf16,
+            Precision::Half(Half::F16) => ProductPrecision::Fp16,
+            Precision::Tf32x3 => ProductPrecision::Tf32x3,
         }
     }
 }
@@ -61,9 +80,6 @@ impl std::str::FromStr for ProductPrecision {
         }
     }
 }
-
-/// The largest finite fp16 value.
-const FP16_MAX: f64 = 65504.0;
 
 /// Checks that the operands of fp16 products stay within fp16's range: the points
 /// (`x`, as the fit computes with them) or, for the features algorithm, the kernel's features
@@ -97,14 +113,15 @@ pub(crate) fn check_fp16_range(
         }
         _ => largest,
     };
-    if operand > FP16_MAX {
+    let limit = Half::F16.max_finite();
+    if operand > limit {
         let what = if features {
             "the kernel's features reach"
         } else {
             "the points reach"
         };
         return Err(FitError::Input(format!(
-            "fp16 products: {what} {operand:.6e} in magnitude and fp16 holds at most 65504; \
+            "fp16 products: {what} {operand:.6e} in magnitude and fp16 holds at most {limit:.0}; \
              z-score the points (zscore), scale them, or use bf16 products (the range of f32)"
         )));
     }

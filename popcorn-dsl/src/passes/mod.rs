@@ -172,11 +172,11 @@ impl PlannerConfig {
 
     /// The precision of a generated contraction's product in this configuration.
     pub fn contraction_precision(&self) -> kernel_ir::Precision {
-        match (self.dtype, self.half_products, self.tf32x3, self.tf32) {
-            (DType::F32, Some(half), _, _) => kernel_ir::Precision::Half(half),
-            (DType::F32, None, true, _) => kernel_ir::Precision::Tf32x3,
-            (DType::F32, None, false, true) => kernel_ir::Precision::Tf32,
-            _ => kernel_ir::Precision::Strict,
+        match self.dtype {
+            DType::F32 => {
+                kernel_ir::Precision::from_settings(self.half_products, self.tf32x3, self.tf32)
+            }
+            DType::F64 => kernel_ir::Precision::Strict,
         }
     }
 

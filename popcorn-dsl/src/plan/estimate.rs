@@ -76,12 +76,7 @@ impl Plan {
                             // same kernels) at their own rates; the kernel counts 16-bit depth
                             // in pairs.
                             let tf32 = precision.on_tensor_cores() && self.dtype == DType::F32;
-                            let half = matches!(precision, Precision::Half(_));
-                            let kernel_depth = match precision {
-                                _ if half => f.depth.div_ceil(2),
-                                Precision::Tf32x3 => 3 * f.depth,
-                                _ => f.depth,
-                            };
+                            let kernel_depth = precision.kernel_depth(f.depth);
                             let product = 2.0 * f.rows as f64 * f.cols as f64 * f.depth as f64;
                             // A kernel matrix of one matrix with itself, mirrored: one
                             // triangle of the product (and the diagonal's tiles).

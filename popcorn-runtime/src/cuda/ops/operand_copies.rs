@@ -253,7 +253,7 @@ fn pack_half<'a, B: BufferInfo + DeviceAddress>(
 ) -> Result<RoundedCopies<'a>, RuntimeError> {
     let ops @ ((a_addr, a_rows, cols), (b_addr, b_rows, _)) = operands(f, inputs)?;
     let same = a_addr == b_addr && a_rows == b_rows;
-    let words = cols.div_ceil(2);
+    let words = kernel_ir::Precision::Half(half).kernel_depth(cols);
     let ld = padded_ld(words);
     let CopySpace {
         scratch,
