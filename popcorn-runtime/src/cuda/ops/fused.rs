@@ -53,6 +53,7 @@ pub(crate) fn run(
         shape
     };
     let name = kernels_gen::variant_entry(&f.name, &f.spec, variant);
+    let params = kernels_gen::params(&f.spec);
     if copies.copy != 0 {
         let Form::Contraction { a, b, .. } = &f.spec.form else {
             return Err(invalid(format!("kernel {name} is not a contraction")));
@@ -61,7 +62,7 @@ pub(crate) fn run(
         // own packed copy), each with its own (padded) leading dimension; packed operands come
         // with the depth in words.
         let operands = (*a, *b);
-        for (param, arg) in kernels_gen::params(&f.spec).iter().zip(args.iter_mut()) {
+        for (param, arg) in params.iter().zip(args.iter_mut()) {
             match param {
                 Param::InputPtr(k) if copies.replaces(*k, operands) => {
                     *arg = KernelArg::Ptr(copies.operand(*k, operands).0)
@@ -79,7 +80,7 @@ pub(crate) fn run(
     let (rows, cols) = match &share {
         Some(view) => {
             let offsets = share_offsets(f, inputs, &copies, view)?;
-            for (param, arg) in kernels_gen::params(&f.spec).iter().zip(args.iter_mut()) {
+            for (param, arg) in params.iter().zip(args.iter_mut()) {
                 match param {
                     Param::Rows => *arg = KernelArg::size(view.rows.len())?,
                     Param::Cols => *arg = KernelArg::size(f.cols - view.first_col())?,

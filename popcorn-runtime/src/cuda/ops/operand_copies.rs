@@ -147,8 +147,8 @@ struct CopySpace<'a> {
     scratch: MutexGuard<'a, GrowBuffer>,
     /// `B`'s copy.
     copy: u64,
-    /// `A`'s own copy (address, leading dimension) where it has one.
-    a_copy: Option<(u64, usize)>,
+    /// Where `A`'s own copy starts, after `B`'s (room was made for it unless `shared`).
+    a_at: u64,
 }
 
 /// Room in the lane's scratch for `B`'s copy and, unless `shared` (one copy standing for
@@ -178,11 +178,10 @@ fn scratch_for_copies<'a>(
     let total = b_bytes.checked_add(a_bytes).ok_or_else(too_large)?;
     let mut scratch = cx.lane_scratch()?;
     let copy = scratch.ensure(cx.stream, total.max(16), what)?;
-    let a_copy = (!shared).then_some((copy + b_bytes as u64, ld));
     Ok(CopySpace {
         scratch,
         copy,
-        a_copy,
+        a_at: copy + b_bytes as u64,
     })
 }
 
@@ -222,9 +221,9 @@ fn split_tf32<'a, B: BufferInfo + DeviceAddress>(
     let CopySpace {
         scratch,
         copy,
-        a_copy,
+        a_at,
     } = scratch_for_copies(cx, f, ops, false, ld, "3xTF32 split contraction operands")?;
-    let a_copy = a_copy.ok_or_else(|| invalid("a split product without A's copy"))?;
+    let a_copy = (a_at, ld);
     let builtins = cx.device.builtins(cx.stream);
     // SAFETY: each operand is a dense f32 input of `rows x cols` elements, contiguous (as the
     // step's arguments say); the scratch holds `b_rows x ld` floats for `B` and, after them,
@@ -258,8 +257,9 @@ fn pack_half<'a, B: BufferInfo + DeviceAddress>(
     let CopySpace {
         scratch,
         copy,
-        a_copy,
+        a_at,
     } = scratch_for_copies(cx, f, ops, same, ld, "16-bit packed contraction operands")?;
+    let a_copy = (!same).then_some((a_at, ld));
     let builtins = cx.device.builtins(cx.stream);
     // SAFETY: each operand is a dense f32 input of `rows x cols` elements, contiguous (as the
     // step's arguments say); the scratch holds `b_rows x ld` words for `B` and, after them,
@@ -298,21 +298,20 @@ fn round<'a, B: BufferInfo + DeviceAddress>(
     {
         return Ok(RoundedCopies::none());
     }
-    let (a_addr, a_rows, a_cols) = operand(f, inputs, *a)?;
-    let (b_addr, b_rows, b_cols) = operand(f, inputs, *b)?;
+    let a_op @ (a_addr, a_rows, a_cols) = operand(f, inputs, *a)?;
+    let b_op @ (b_addr, b_rows, b_cols) = operand(f, inputs, *b)?;
     let same = a_addr == b_addr && (a_rows, a_cols) == (b_rows, b_cols);
     let ld = padded_ld(b_cols);
-    let bytes = b_rows
-        .checked_mul(ld)
-        .and_then(|e| e.checked_mul(4))
-        .ok_or_else(|| {
-            invalid(format!(
-                "operand {b} of contraction {} is too large",
-                f.name
-            ))
-        })?;
-    let mut scratch = cx.lane_scratch()?;
-    let copy = scratch.ensure(cx.stream, bytes, "TF32-rounded contraction operand")?;
+    // Room for B's copy alone: A is read rounded from it where they are one matrix, else as
+    // it is.
+    let CopySpace { scratch, copy, .. } = scratch_for_copies(
+        cx,
+        f,
+        (a_op, b_op),
+        true,
+        ld,
+        "TF32-rounded contraction operand",
+    )?;
     // SAFETY: `B` is a dense f32 input of `b_rows x b_cols` elements, contiguous (as the step's
     // arguments say), and the scratch holds `b_rows x ld` floats, both on this lane's stream.
     unsafe {
