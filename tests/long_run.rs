@@ -12,7 +12,7 @@
 
 mod common;
 
-use popcorn::kkmeans::{Algorithm, Init, Kernel, KernelKMeans, Points};
+use popcorn::kkmeans::{Algorithm, Init, KernelKMeans, Points};
 use popcorn::{Context, DType, DeviceSpec};
 use popcorn_test_support::{random_values, SplitMix64};
 
@@ -34,15 +34,7 @@ fn device_free(device: DeviceSpec) -> Option<usize> {
 
 /// Fit number `i`: its shape, kernel, initialisation, algorithm and element type.
 fn fit(device: DeviceSpec, i: usize) {
-    let kernels = [
-        Kernel::Linear,
-        Kernel::POLYNOMIAL_DEFAULT,
-        Kernel::Gaussian { gamma: None },
-        Kernel::Sigmoid {
-            gamma: None,
-            coef0: 0.0,
-        },
-    ];
+    let kernels = common::every_kernel();
     let mut rng = SplitMix64::new(i as u64);
     let n = 20 + rng.below(480);
     let d = 1 + rng.below(20);
