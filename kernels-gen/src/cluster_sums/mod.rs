@@ -15,8 +15,11 @@
 //! - **Staging.** The rows are streamed in tiles of `32 x tile_cols` through a ring of
 //!   `stages` shared-memory buffers filled with 16-byte `cp.async` copies; the labels of the
 //!   tile travel with it (4-byte copies, so they need no alignment). Each lane reads its row of
-//!   the tile with 16-byte shared loads; rows are padded by 16 bytes so those loads are free of
-//!   bank conflicts. Two row modes (`TW = tile_cols`):
+//!   the tile with 16-byte shared loads. Staged rows are not padded (a padded row, 16 bytes
+//!   longer, made every warp-wide copy straddle a 128-byte line of shared memory and the
+//!   staging 5% slower, BENCHMARKS.md run 50); instead chunk `q` of tile row `r` is stored as
+//!   chunk `q ^ swizzle(r)` of its row, so that eight lanes reading the same chunk of eight
+//!   consecutive rows meet eight different groups of banks. Two row modes (`TW = tile_cols`):
 //!   - *aligned* (`m` 16-byte aligned and `ld` a multiple of 16 bytes): row group `g` is the 32
 //!     consecutive rows from `32 g`, and column tile `t` the columns `[t TW, (t + 1) TW)`, which
 //!     start on a 16-byte boundary in every row;
@@ -372,9 +375,10 @@ impl ClusterSumsVariant {
         (cols + lead).div_ceil(u64::from(self.tile_cols))
     }
 
-    /// Bytes of one stage: the padded `32 x tile_cols` tile and its labels.
+    /// Bytes of one stage: the `32 x tile_cols` tile (rows unpadded, their 16-byte chunks
+    /// swizzled) and its labels.
     pub fn stage_bytes(&self) -> u64 {
-        let row = u64::from(self.tile_cols + self.vector_elems()) * self.m_bytes();
+        let row = u64::from(self.tile_cols) * self.m_bytes();
         ROWS_PER_GROUP * row + u64::from(self.tile_cols) * 4
     }
 
@@ -678,10 +682,9 @@ typedef {LT} lvec;
 constexpr int TW = {TW};
 constexpr int STAGES = {STAGES};
 constexpr int VE = {VE};
-constexpr int TWP = TW + VE;
 constexpr int CPR = TW / VE;
 constexpr int RSTEP = 32 / CPR;
-constexpr int TILE_BYTES = 32 * TWP * (int)sizeof(mval);
+constexpr int TILE_BYTES = 32 * TW * (int)sizeof(mval);
 constexpr int STAGE_BYTES = TILE_BYTES + TW * 4;
 constexpr unsigned BIN_BYTES = 33u * (unsigned)sizeof(real);
 
@@ -721,19 +724,19 @@ __device__ __forceinline__ void label_offsets(unsigned int* lab, int jn, unsigne
     __syncwarp();
 }
 
-// Sums one staged tile into the lane's bins: `row` is the lane's row in the stage, `lab` the
-// tile's bin offsets (label_offsets).
-__device__ __forceinline__ void consume(const mval* row, const unsigned int* lab,
+// Sums one staged tile into the lane's bins: `row` is the lane's row in the stage (its chunks
+// swizzled by `sw`, swizzle(lane)), `lab` the tile's bin offsets (label_offsets).
+__device__ __forceinline__ void consume(const mval* row, unsigned sw, const unsigned int* lab,
     unsigned char* bins_lane, real*& cur, real& base, real& acc)
 {
-    vec v = load_vec(row);
+    vec v = load_vec(row + sw * (unsigned)VE);
     lvec l = *reinterpret_cast<const lvec*>(lab);
 #pragma unroll
     for (int q = 0; q < TW / VE; ++q) {
         vec vn = v;
         lvec ln = l;
         if (q + 1 < TW / VE) {
-            vn = load_vec(row + (q + 1) * VE);
+            vn = load_vec(row + (((unsigned)(q + 1) ^ sw) * (unsigned)VE));
             ln = *reinterpret_cast<const lvec*>(lab + (q + 1) * VE);
         }
 {PUSHES}
@@ -776,6 +779,7 @@ extern "C" __global__ void __launch_bounds__(32) {NAME}(
     long long ct = (long long)(t0 - (unsigned long long)g * ucts);
     bool whole_start = ct == 0;
     unsigned row_off = row_offset(lane, {GROUP_ROW}, ld, moff);
+    const unsigned sw = swizzle(lane);
     real* dump = reinterpret_cast<real*>(bins_lane + ukb * BIN_BYTES);
     real* cur = dump;
     real base = (real)0;
@@ -930,18 +934,26 @@ __device__ __forceinline__ unsigned chunk_bytes(long long cols, long long col)
     return avail >= VE ? 16u : (avail > 0 ? (unsigned)avail * (unsigned)sizeof(mval) : 0u);
 }
 
-"#;
-
-/// Labels, tile loading, row placement and shared loads of aligned rows. (Its `slot`, the
-/// identity, is unused: it is kept so that the aligned kernels' source stays the measured one,
-/// byte for byte.)
-const ALIGNED: &str = r#"// Shared-memory position of tile row r.
-__device__ __forceinline__ unsigned slot(unsigned r)
+// Staged rows are not padded: each warp-wide copy of a tile row fills whole 128-byte lines of
+// shared memory, which the copies need to stream at the read ceiling. Instead, chunk q of tile
+// row r is stored as chunk q ^ swizzle(r) of its row, so that eight lanes reading the same chunk
+// of eight consecutive rows (16 bytes each) meet eight different groups of banks. The swizzle
+// repeats every 16 rows.
+__device__ __forceinline__ unsigned swizzle(unsigned r)
 {
-    return r;
+    return CPR >= 8 ? (r & 7u) : ((r / (8u / (unsigned)CPR)) & (unsigned)(CPR - 1));
 }
 
-// Queues the labels of the tile at column c0 (zero-filled past the matrix).
+// Byte offset in a stage of chunk q of tile row r.
+__device__ __forceinline__ unsigned chunk_at(unsigned r, unsigned q)
+{
+    return (r * (unsigned)TW + (q ^ swizzle(r)) * (unsigned)VE) * (unsigned)sizeof(mval);
+}
+
+"#;
+
+/// Labels, tile loading, row placement and shared loads of aligned rows.
+const ALIGNED: &str = r#"// Queues the labels of the tile at column c0 (zero-filled past the matrix).
 __device__ __forceinline__ void load_labels(unsigned stage, const unsigned int* __restrict__ labels,
     long long cols, long long c0, unsigned lane)
 {
@@ -976,12 +988,11 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     const long long row0 = r0 + (long long)rf;
     const mval* p = m + row0 * ld + c0 + (long long)(q * VE);
     const long long step = (long long)RSTEP * ld;
-    const unsigned dst = stage + (rf * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(mval);
     if (r0 + 32 <= rows && c0 + TW <= cols) {
         // Interior tile: every chunk is whole.
 #pragma unroll
         for (int i = 0; i < CPR; ++i) {
-            copy16_full(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(mval)), p);
+            copy16_full(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), p);
             p += step;
         }
         return;
@@ -993,14 +1004,14 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     for (int i = 0; i < CPR; ++i) {
         // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
         const unsigned bytes = i * RSTEP < nv ? colbytes : 0u;
-        copy16(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(mval)), bytes != 0u ? p : m, bytes);
+        copy16(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), bytes != 0u ? p : m, bytes);
         p += step;
     }
 }
 
 __device__ __forceinline__ unsigned row_offset(unsigned lane, long long r0, long long ld, unsigned moff)
 {
-    return lane * (unsigned)TWP;
+    return lane * (unsigned)TW;
 }
 
 __device__ __forceinline__ vec load_vec(const mval* p)
@@ -1042,7 +1053,7 @@ const ALIGNED_PARTS: [(&str, &str); 5] = [
         "{CONSUME}",
         "const long long left = cols - ct * TW;
         label_offsets(lab, left >= TW ? TW : (int)left, uclo, ukb, lane);
-        consume(row, lab, bins_lane, cur, base, acc);",
+        consume(row, sw, lab, bins_lane, cur, base, acc);",
     ),
 ];
 
@@ -1119,12 +1130,11 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     const long long row0 = r0 + (long long)(rf * (unsigned)RP);
     const mval* p = m + row0 * ld + c0 + (long long)(q * VE);
     const long long step = (long long)(RSTEP * RP) * ld;
-    const unsigned dst = stage + (rf * (unsigned)TWP + q * (unsigned)VE) * (unsigned)sizeof(mval);
     if (r0 + (long long)(31 * RP) < rows && c0 + TW <= cols) {
         // Interior tile: all 32 rows exist and every chunk is whole.
 #pragma unroll
         for (int i = 0; i < CPR; ++i) {
-            copy16_full(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(mval)), p);
+            copy16_full(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), p);
             p += step;
         }
         return;
@@ -1137,7 +1147,7 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     for (int i = 0; i < CPR; ++i) {
         // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
         const unsigned bytes = i * RSTEP < nv ? colbytes : 0u;
-        copy16(dst + (unsigned)(i * RSTEP * TWP * (int)sizeof(mval)), bytes != 0u ? p : m, bytes);
+        copy16(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), bytes != 0u ? p : m, bytes);
         p += step;
     }
 }
@@ -1154,10 +1164,10 @@ __device__ __forceinline__ void queue_tile(unsigned stage, const mval* __restric
     load_labels(stage, labels, cols, c0, lane);
 }
 
-// Lane r's row starts at r * TWP in every stage (the copy has taken care of the shift).
+// Lane r's row starts at r * TW in every stage (the copy has taken care of the shift).
 __device__ __forceinline__ unsigned row_offset(unsigned lane, long long, long long, unsigned)
 {
-    return lane * (unsigned)TWP;
+    return lane * (unsigned)TW;
 }
 
 __device__ __forceinline__ vec load_vec(const mval* p)
@@ -1200,7 +1210,7 @@ const STRIDED_PARTS: [(&str, &str); 5] = [
         "{CONSUME}",
         "// Columns outside the matrix carry the label OUTSIDE: every tile is summed unmasked.
         label_offsets(lab, TW, uclo, ukb, lane);
-        consume(row, lab, bins_lane, cur, base, acc);",
+        consume(row, sw, lab, bins_lane, cur, base, acc);",
     ),
 ];
 
@@ -1480,8 +1490,12 @@ mod tests {
             .contains("label_offsets(lab, TW, uclo, ukb, lane);"));
         assert!(k.source.contains("if (col >= 0 && col < cols) {"));
         assert!(k.source.contains("\"r\"(OUTSIDE)"));
-        // The shifted mode's row permutation and scalar shared loads are gone.
+        // The shifted mode's row permutation and scalar shared loads are gone; the staged
+        // chunks are swizzled instead.
         assert!(!k.source.contains("slot("));
+        assert!(k
+            .source
+            .contains("copy16_full(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), p);"));
         assert!(!k.source.contains("v.x = p[0];"));
         let f = ClusterSumsVariant::new(ScalarType::F32, None, 64, 2, false).unwrap();
         let k = cluster_sums(&f);
@@ -1522,8 +1536,8 @@ mod tests {
             assert!(k.source.contains("#define PK_HALF_CONVERSIONS"));
             let s = ClusterSumsVariant::preferred(ScalarType::F32, Some(half), false);
             assert_eq!(s.row_alignment(), 64, "tiles start on 128-byte boundaries");
-            // A stage: 32 padded rows of 264 two-byte elements and the tile's 256 labels.
-            assert_eq!(v.stage_bytes(), 32 * 264 * 2 + 256 * 4);
+            // A stage: 32 rows of 256 two-byte elements and the tile's 256 labels.
+            assert_eq!(v.stage_bytes(), 32 * 256 * 2 + 256 * 4);
         }
         assert!(ClusterSumsVariant::new(ScalarType::F32, Some(Half::Bf16), 100, 2, true).is_err());
     }
@@ -1646,19 +1660,19 @@ mod tests {
 
     #[test]
     fn shared_memory_sizes_by_hand() {
-        // f32, 64 columns: rows of 68 floats (272 bytes) x 32 + 256 bytes of labels.
+        // f32, 64 columns: rows of 64 floats (256 bytes, unpadded) x 32 + 256 bytes of labels.
         let v = ClusterSumsVariant::new(ScalarType::F32, None, 64, 3, true).unwrap();
-        assert_eq!(v.stage_bytes(), 32 * 272 + 256);
+        assert_eq!(v.stage_bytes(), 32 * 256 + 256);
         // k = 10: 11 bins of 33 floats.
-        assert_eq!(v.shared_bytes(10), 3 * 8960 + 11 * 33 * 4);
+        assert_eq!(v.shared_bytes(10), 3 * 8448 + 11 * 33 * 4);
         assert_eq!(v.clusters_within(v.shared_bytes(10)), 10);
         assert_eq!(v.clusters_within(v.shared_bytes(10) + 131), 10);
         assert_eq!(v.clusters_within(v.shared_bytes(10) + 132), 11);
         assert_eq!(v.clusters_within(100), 0);
-        // f64, 32 columns: rows of 34 doubles (272 bytes) x 32 + 128 bytes of labels.
+        // f64, 32 columns: rows of 32 doubles (256 bytes) x 32 + 128 bytes of labels.
         let d = ClusterSumsVariant::new(ScalarType::F64, None, 32, 2, false).unwrap();
-        assert_eq!(d.stage_bytes(), 32 * 272 + 128);
-        assert_eq!(d.shared_bytes(1), 2 * 8832 + 2 * 33 * 8);
+        assert_eq!(d.stage_bytes(), 32 * 256 + 128);
+        assert_eq!(d.shared_bytes(1), 2 * 8320 + 2 * 33 * 8);
     }
 
     #[test]
@@ -1674,10 +1688,10 @@ mod tests {
             assert!(h.blocks_per_sm(u64::from(l.shared_bytes)) >= MIN_WARPS_PER_SM);
             assert_eq!(l.pass_range(0), (0, k));
         }
-        // k = 100 on the H100: 2 stages of 32 x 132 floats + 512 bytes of labels, 101 x 33
+        // k = 100 on the H100: 2 stages of 32 x 128 floats + 512 bytes of labels, 101 x 33
         // floats of bins: 4 warps per SM.
         let l = plan_cluster_sums(100, ScalarType::F32, None, true, None, &h).unwrap();
-        assert_eq!(l.shared_bytes, 2 * (32 * 132 * 4 + 512) + 101 * 132);
+        assert_eq!(l.shared_bytes, 2 * (32 * 128 * 4 + 512) + 101 * 132);
         assert_eq!(h.blocks_per_sm(u64::from(l.shared_bytes)), 4);
         // k = 200: the 512-byte rows leave room for 169 clusters at 4 warps per SM, so the
         // planner falls back to 256-byte rows in three stages.
@@ -1713,10 +1727,10 @@ mod tests {
         let l = plan_cluster_sums(100, ScalarType::F32, None, true, Some(v), &h).unwrap();
         assert_eq!(l.variant, v);
         assert_eq!(l.passes(), 1);
-        // 3 stages of 32 x 132 floats + 512 bytes of labels, 101 x 33 floats of bins.
+        // 3 stages of 32 x 128 floats + 512 bytes of labels, 101 x 33 floats of bins.
         assert_eq!(
             u64::from(l.shared_bytes),
-            3 * (32 * 132 * 4 + 512) + 101 * 132
+            3 * (32 * 128 * 4 + 512) + 101 * 132
         );
         assert_eq!(h.blocks_per_sm(u64::from(l.shared_bytes)), 3);
     }

@@ -23,6 +23,10 @@
 //!   accumulator fragments of the warp's 32 rows (two 16-row tiles) by `8 NT` clusters
 //!   (`NT = tensor_core_tiles`): element `(16 mt + g + 8 h, 8 nt + 2 t + e)` in
 //!   `acc[mt][nt][2 h + e]`, in f32.
+//! - **Operand loads.** The ring's rows are unpadded with swizzled 16-byte chunks (see
+//!   [`super`]); a lane's `ldmatrix` row address for product step `kk` is its row's start plus
+//!   chunk `2 kk ^ ((lane >> 4) ^ swizzle(r))`, conflict-free for each group of eight rows, and
+//!   the same swizzle serves the second 16-row tile (it repeats every 16 rows).
 //! - **Selection.** For the 16 columns of a product step a lane needs the labels of columns
 //!   `2 t, 2 t + 1, 2 t + 8, 2 t + 9` (two 8-byte shared loads) against its cluster column `g`:
 //!   the label `L` selects tile `nt` when `L - c_lo - g = 8 nt`. The hits of two columns form a
@@ -214,10 +218,9 @@ typedef uint4 vec;
 constexpr int TW = {TW};
 constexpr int STAGES = {STAGES};
 constexpr int VE = 8;
-constexpr int TWP = TW + VE;
 constexpr int CPR = TW / VE;
 constexpr int RSTEP = 32 / CPR;
-constexpr int TILE_BYTES = 32 * TWP * (int)sizeof(mval);
+constexpr int TILE_BYTES = 32 * TW * (int)sizeof(mval);
 constexpr int STAGE_BYTES = TILE_BYTES + TW * 4;
 constexpr int NT = {NT};
 // 1.0 in the held format, in the low half of a word.
@@ -260,19 +263,22 @@ __device__ __forceinline__ void clear_lead(unsigned (&a)[4], unsigned c, unsigne
     a[3] &= hi;
 }
 
-// Adds one staged tile times its selection into acc. a_addr: this lane's ldmatrix row in the
-// stage (tile row (lane & 7) + 8 ((lane >> 3) & 1), column 8 (lane >> 4)); lab: the stage's
-// labels; base: c_lo + g; t: lane % 4. LEAD: the tile's first `lead` columns lie before column
-// 0 (the first tile of a strided row group).
+// Adds one staged tile times its selection into acc. a_row: the start in the stage of this
+// lane's ldmatrix row (tile row r = (lane & 7) + 8 ((lane >> 3) & 1), and r + 16 for the second
+// product row tile, whose swizzle is the same); a_x: (lane >> 4) ^ swizzle(r), so that the
+// lane's chunk of product step kk, chunk 2 kk + (lane >> 4), lies at chunk 2 kk ^ a_x; lab: the
+// stage's labels; base: c_lo + g; t: lane % 4. LEAD: the tile's first `lead` columns lie before
+// column 0 (the first tile of a strided row group).
 template <bool LEAD>
-__device__ __forceinline__ void consume(unsigned a_addr, const unsigned int* lab, unsigned base,
-    unsigned t, unsigned lead, float (&acc)[2][NT][4])
+__device__ __forceinline__ void consume(unsigned a_row, unsigned a_x, const unsigned int* lab,
+    unsigned base, unsigned t, unsigned lead, float (&acc)[2][NT][4])
 {
 #pragma unroll
     for (int kk = 0; kk < TW / 16; ++kk) {
         unsigned a0[4], a1[4];
-        ldsm_x4(a_addr + (unsigned)(kk * 32), a0);
-        ldsm_x4(a_addr + (unsigned)(16 * TWP * (int)sizeof(mval) + kk * 32), a1);
+        const unsigned a_addr = a_row + ((2u * (unsigned)kk ^ a_x) << 4);
+        ldsm_x4(a_addr, a0);
+        ldsm_x4(a_addr + (unsigned)(16 * TW * (int)sizeof(mval)), a1);
         if (LEAD) {
             clear_lead(a0, (unsigned)(16 * kk) + 2u * t, lead);
             clear_lead(a1, (unsigned)(16 * kk) + 2u * t, lead);
@@ -348,8 +354,9 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {NAME}(
     // Element offset of m inside its 16-byte block (0 for aligned rows).
     const unsigned moff = (unsigned)((unsigned long long)m / sizeof(mval)) & (unsigned)(VE - 1);
     const unsigned sbase = (unsigned)__cvta_generic_to_shared({RING});
-    const unsigned a_off = (((lane & 7u) + 8u * ((lane >> 3) & 1u)) * (unsigned)TWP + 8u * (lane >> 4))
-        * (unsigned)sizeof(mval);
+    const unsigned a_r = (lane & 7u) + 8u * ((lane >> 3) & 1u);
+    const unsigned a_off = a_r * (unsigned)TW * (unsigned)sizeof(mval);
+    const unsigned a_x = (lane >> 4) ^ swizzle(a_r);
     const unsigned base = (unsigned)c_lo + (lane >> 2);
     const unsigned t4 = lane & 3u;
     float acc[2][NT][4];
@@ -459,14 +466,14 @@ const TEAM_FLUSH: &str = r#"    __syncthreads();
 "#;
 
 /// Aligned rows: every tile starts at or after column 0 (columns past the matrix are zeros).
-const ALIGNED_CONSUME: &str = "consume<false>(st + a_off, lab, base, t4, 0u, acc);";
+const ALIGNED_CONSUME: &str = "consume<false>(st + a_off, a_x, lab, base, t4, 0u, acc);";
 
 /// Strided rows: the first tile of a row group starts `row_shift` columns before column 0.
 const STRIDED_CONSUME: &str = "if (ct == 0) {
             const unsigned m_elem = (unsigned)((unsigned long long)m / sizeof(mval));
-            consume<true>(st + a_off, lab, base, t4, row_shift(group_row(g), ld, m_elem), acc);
+            consume<true>(st + a_off, a_x, lab, base, t4, row_shift(group_row(g), ld, m_elem), acc);
         } else {
-            consume<false>(st + a_off, lab, base, t4, 0u, acc);
+            consume<false>(st + a_off, a_x, lab, base, t4, 0u, acc);
         }";
 
 /// The tensor-core cluster-sums kernel of `variant` (`tensor_core_tiles > 0`, `M` held in 16
@@ -611,7 +618,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             (eight.variant.team, eight.shared_bytes),
-            (8, 8 * 2 * (32 * 136 * 2 + 512))
+            (8, 8 * 2 * (32 * 128 * 2 + 512))
         );
     }
 
