@@ -17,8 +17,14 @@
 //                 elements before it updated takes that element's new value from a register
 //                 instead. Which one (the nearest) is worked out once a tile for the whole warp,
 //                 from the tile's labels, and kept in the top bits of the bin's offset.
+// Ways of staging (the names' last words): "pad", rows padded by 16 bytes (the kernels' layout
+// until run 50); "swz", rows unpadded with their 16-byte chunks swizzled (chunk q of tile row r
+// at q ^ (r & 7): the kernels' layout since); neither: unpadded and unswizzled (bank conflicts
+// on the reads); "labels": the tile's labels copied with it; "bulk": one cp.async.bulk a row
+// completing on an mbarrier a stage. s2, s3: stages; wW: one-warp blocks an SM (the shared
+// memory is padded so that exactly W fit).
 // Before timing, every way is checked on a small matrix against sums in double precision, for
-// random labels, labels in long runs, and one cluster.
+// random labels, labels in long runs, one cluster, and labels outside the clusters.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -41,7 +47,9 @@ constexpr int STAGE_BYTES = TILE_BYTES + TW * 4;  // the tile, then its 128 labe
 // Staging knobs: the labels copied with each tile (else not at all: regs only), rows padded to
 // TWP (else TW), and the copies made by the bulk-copy engine (one cp.async.bulk of 512 bytes a
 // row, lane r row r, completion counted on an mbarrier a stage) instead of 16-byte cp.async.
-enum Staging { LABELS = 1, PAD = 2, BULK = 4 };
+// SWZ: rows unpadded, chunk q of tile row r stored as chunk q ^ (r & 7) (the kernels' layout
+// since run 50).
+enum Staging { LABELS = 1, PAD = 2, BULK = 4, SWZ = 8 };
 constexpr int DEFAULT_STAGING = LABELS | PAD;
 constexpr unsigned BIN_BYTES = 33u * 4u;
 constexpr unsigned CODE_SHIFT = 29;               // fwd: distance to the nearest same bin
@@ -159,7 +167,7 @@ __device__ __forceinline__ unsigned field(const uint4& u, int e)
 // stores they would otherwise wait behind): element j's bin is loaded at element j - D, whose
 // offsets vector was read one vector earlier still.
 template <int D>
-__device__ __forceinline__ void consume_fwd(const float* row, const unsigned* lab,
+__device__ __forceinline__ void consume_fwd(const float* row, unsigned sw, const unsigned* lab,
                                             unsigned char* bins_lane)
 {
     static_assert(D % 4 == 0, "D a multiple of four");
@@ -177,7 +185,7 @@ __device__ __forceinline__ void consume_fwd(const float* row, const unsigned* la
 #pragma unroll
     for (int q = 0; q < TW / 4; ++q) {
         if (q + G + 1 < TW / 4) win[(q + G + 1) % W] = lab4[q + G + 1];
-        const float4 v4 = *reinterpret_cast<const float4*>(row + 4 * q);
+        const float4 v4 = *reinterpret_cast<const float4*>(row + 4 * ((unsigned)q ^ sw));
         const float v[4] = {v4.x, v4.y, v4.z, v4.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
@@ -199,13 +207,13 @@ __device__ __forceinline__ void consume_fwd(const float* row, const unsigned* la
     }
 }
 
-__device__ __forceinline__ void consume_push(const float* row, const unsigned* lab,
+__device__ __forceinline__ void consume_push(const float* row, unsigned sw, const unsigned* lab,
                                              unsigned char* bins_lane, float*& cur, float& base,
                                              float& acc)
 {
 #pragma unroll
     for (int q = 0; q < TW / 4; ++q) {
-        const float4 v = *reinterpret_cast<const float4*>(row + 4 * q);
+        const float4 v = *reinterpret_cast<const float4*>(row + 4 * ((unsigned)q ^ sw));
         const uint4 l = *reinterpret_cast<const uint4*>(lab + 4 * q);
         push(v.x, reinterpret_cast<float*>(bins_lane + l.x), cur, base, acc);
         push(v.y, reinterpret_cast<float*>(bins_lane + l.y), cur, base, acc);
@@ -234,6 +242,8 @@ __global__ void __launch_bounds__(32) sums(const float* __restrict__ m, long lon
     constexpr bool HAS_LABELS = (STAGING & LABELS) != 0;
     constexpr bool IS_BULK = (STAGING & BULK) != 0;
     constexpr int ROW = (STAGING & PAD) != 0 ? TWP : TW;  // a staged row's floats
+    constexpr bool IS_SWZ = (STAGING & SWZ) != 0;
+    const unsigned sw = IS_SWZ ? (lane & 7u) : 0u;
     // The stages' mbarriers (bulk copies) follow the bins, 8-byte aligned.
     const unsigned bars = base_addr + ((STAGES * STAGE_BYTES + (kb + 1) * BIN_BYTES + 7u) & ~7u);
     if (IS_BULK) {
@@ -258,7 +268,8 @@ __global__ void __launch_bounds__(32) sums(const float* __restrict__ m, long lon
                 const unsigned q = lane % 32u;  // 32 chunks of 16 bytes a row
 #pragma unroll
                 for (int r = 0; r < 32; ++r) {
-                    copy16(st + (r * ROW + 4 * q) * 4, m + (32 * g + r) * n + ct * TW + 4 * q);
+                    const unsigned qs = IS_SWZ ? (q ^ (unsigned)(r & 7)) : q;
+                    copy16(st + (r * ROW + 4 * qs) * 4, m + (32 * g + r) * n + ct * TW + 4 * q);
                 }
                 if (HAS_LABELS) {
 #pragma unroll
@@ -293,7 +304,7 @@ __global__ void __launch_bounds__(32) sums(const float* __restrict__ m, long lon
         if constexpr (MODE == REGS) {
 #pragma unroll 8
             for (int i = 0; i < TW / 4; ++i) {
-                const float4 v = *reinterpret_cast<const float4*>(row + 4 * i);
+                const float4 v = *reinterpret_cast<const float4*>(row + 4 * ((unsigned)i ^ sw));
                 reg += v.x + v.y + v.z + v.w;
             }
             if (spin > 0) {
@@ -304,9 +315,9 @@ __global__ void __launch_bounds__(32) sums(const float* __restrict__ m, long lon
         } else {
             label_offsets<MODE, D>(lab, kb, lane);
             if constexpr (MODE == PUSH) {
-                consume_push(row, lab, bins_lane, cur, base, acc);
+                consume_push(row, sw, lab, bins_lane, cur, base, acc);
             } else {
-                consume_fwd<D>(row, lab, bins_lane);
+                consume_fwd<D>(row, sw, lab, bins_lane);
             }
         }
         const long long g = t / tpg;
@@ -418,14 +429,13 @@ int main(int argc, char** argv)
     CHECK(cudaGetDeviceProperties(&prop, 0));
     const int sms = prop.multiProcessorCount;
     std::vector<Variant> variants = {
-        variant<PUSH, 2, 1>("push s2"),
-        variant<PUSH, 2, 1, LABELS | PAD | BULK>("push bulk s2"),
-        variant<PUSH, 3, 1, LABELS | PAD | BULK>("push bulk s3"),
-        variant<FWD, 2, 4>("fwd4 s2"),
-        variant<FWD, 2, 8>("fwd8 s2"),
-        variant<FWD, 2, 4, LABELS | PAD | BULK>("fwd4 bulk s2"),
-        variant<FWD, 3, 4, LABELS | PAD | BULK>("fwd4 bulk s3"),
-        variant<FWD, 3, 8, LABELS | PAD | BULK>("fwd8 bulk s3"),
+        variant<PUSH, 2, 1>("push s2 pad"),
+        variant<PUSH, 2, 1, LABELS | SWZ>("push s2 swz"),
+        variant<PUSH, 3, 1, LABELS | SWZ>("push s3 swz"),
+        variant<FWD, 2, 4>("fwd4 s2 pad"),
+        variant<FWD, 2, 4, LABELS | SWZ>("fwd4 s2 swz"),
+        variant<FWD, 3, 4, LABELS | SWZ>("fwd4 s3 swz"),
+        variant<FWD, 2, 8, LABELS | SWZ>("fwd8 s2 swz"),
     };
     float* out = nullptr;
     CHECK(cudaMalloc(&out, (size_t)sms * 16 * 32 * sizeof(float)));
@@ -504,10 +514,10 @@ int main(int argc, char** argv)
         variant<REGS, 2, 1>("regs s2 labels pad"),
         variant<REGS, 2, 1, PAD>("regs s2 pad"),
         variant<REGS, 2, 1, 0>("regs s2"),
-        variant<REGS, 3, 1>("regs s3 labels pad"),
+        variant<REGS, 2, 1, LABELS | SWZ>("regs s2 labels swz"),
+        variant<REGS, 3, 1, LABELS | SWZ>("regs s3 labels swz"),
         variant<REGS, 2, 1, LABELS | PAD | BULK>("regs bulk s2 labels pad"),
         variant<REGS, 3, 1, LABELS | PAD | BULK>("regs bulk s3 labels pad"),
-        variant<REGS, 4, 1, LABELS | PAD | BULK>("regs bulk s4 labels pad"),
     };
     for (const Variant& v : stagings) {
         for (int asked : {4, 6}) {
@@ -522,8 +532,8 @@ int main(int argc, char** argv)
         char name[64];
         std::snprintf(name, sizeof name, "regs s2 labels pad w4 spin %lld", spin);
         report(name, median_ms([&] { launch(stagings[0], sms, 4, m, n, labels, 1, s, spin, out); }, reps));
-        std::snprintf(name, sizeof name, "regs bulk s3 w4 spin %lld", spin);
-        report(name, median_ms([&] { launch(stagings[5], sms, 4, m, n, labels, 1, s, spin, out); }, reps));
+        std::snprintf(name, sizeof name, "regs s2 labels swz w4 spin %lld", spin);
+        report(name, median_ms([&] { launch(stagings[3], sms, 4, m, n, labels, 1, s, spin, out); }, reps));
     }
     for (unsigned k : {10u, 50u, 100u}) {
         const std::vector<unsigned> hl = make_labels(n, k, 0, k);
