@@ -26,36 +26,7 @@
 //                   tiles c, c + C, ...: at any moment they read C adjacent tiles of the same
 //                   rows, C x TB contiguous bytes of each.
 // Each figure is the median of `reps` timed runs (CUDA events) after one warm-up.
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-
-#define CHECK(x)                                                                         \
-    do {                                                                                 \
-        cudaError_t e_ = (x);                                                            \
-        if (e_ != cudaSuccess) {                                                         \
-            std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_));         \
-            std::exit(1);                                                                \
-        }                                                                                \
-    } while (0)
-
-__global__ void sequential(const float4* __restrict__ m, long long pieces, float* out)
-{
-    float s = 0.f;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + 3 * stride < pieces; i += 4 * stride) {
-        float4 a = m[i], b = m[i + stride], c = m[i + 2 * stride], d = m[i + 3 * stride];
-        s += a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w + c.x + c.y + c.z + c.w + d.x + d.y +
-             d.z + d.w;
-    }
-    for (; i < pieces; i += stride) {
-        float4 a = m[i];
-        s += a.x + a.y + a.z + a.w;
-    }
-    out[(long long)blockIdx.x * blockDim.x + threadIdx.x] = s;
-}
+#include "probe_common.cuh"
 
 // A 16-byte load as inline PTX. (ptxas 13.0 still interleaves such loads with the sums that
 // use them: about four of them a lane in flight, as with plain loads.)
@@ -241,28 +212,6 @@ __global__ void shared_groups(const float* __restrict__ m, long long n, float* o
         for (long long t = c; t < tiles_per_group; t += C)
             s += read_tile<TB>(m, n, 32 * g, t * cols_per_tile, lane);
     out[(long long)blockIdx.x * blockDim.x + threadIdx.x] = s;
-}
-
-template <class Launch>
-float median_ms(Launch launch, int reps)
-{
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    launch();  // warm-up
-    CHECK(cudaGetLastError());
-    std::vector<float> t;
-    for (int r = 0; r < reps; ++r) {
-        CHECK(cudaEventRecord(a));
-        launch();
-        CHECK(cudaEventRecord(b));
-        CHECK(cudaEventSynchronize(b));
-        float ms = 0.f;
-        CHECK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
 }
 
 int main(int argc, char** argv)

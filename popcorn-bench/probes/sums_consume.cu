@@ -25,20 +25,9 @@
 // memory is padded so that exactly W fit).
 // Before timing, every way is checked on a small matrix against sums in double precision, for
 // random labels, labels in long runs, one cluster, and labels outside the clusters.
-#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 
-#define CHECK(x)                                                                         \
-    do {                                                                                 \
-        cudaError_t e_ = (x);                                                            \
-        if (e_ != cudaSuccess) {                                                         \
-            std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_));         \
-            std::exit(1);                                                                \
-        }                                                                                \
-    } while (0)
+#include "probe_common.cuh"
 
 constexpr int TW = 128;          // columns a tile
 constexpr int TWP = TW + 4;      // a staged row, padded (conflict-free 16-byte reads)
@@ -56,23 +45,6 @@ constexpr unsigned CODE_SHIFT = 29;               // fwd: distance to the neares
 constexpr unsigned OFFSET_MASK = (1u << CODE_SHIFT) - 1u;
 
 enum Mode { REGS = 0, PUSH = 1, FWD = 2 };
-
-__global__ void sequential(const float4* __restrict__ m, long long pieces, float* out)
-{
-    float s = 0.f;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + 3 * stride < pieces; i += 4 * stride) {
-        float4 a = m[i], b = m[i + stride], c = m[i + 2 * stride], d = m[i + 3 * stride];
-        s += a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w + c.x + c.y + c.z + c.w + d.x + d.y +
-             d.z + d.w;
-    }
-    for (; i < pieces; i += stride) {
-        float4 a = m[i];
-        s += a.x + a.y + a.z + a.w;
-    }
-    out[(long long)blockIdx.x * blockDim.x + threadIdx.x] = s;
-}
 
 __global__ void fill(float* m, long long count, unsigned seed)
 {
@@ -376,31 +348,6 @@ static void launch(const Variant& v, int sms, int warps, const float* m, long lo
     const size_t bytes = std::max(smem_bytes(v.stages, kb), (size_t)(233472 / warps - 1024 - 16));
     CHECK(cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     v.kernel<<<sms * warps, 32, bytes>>>(m, n, labels, kb, s, spin, out);
-}
-
-template <class Launch>
-float median_ms(Launch run, int reps)
-{
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    run();
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
-    std::vector<float> t;
-    for (int r = 0; r < reps; ++r) {
-        CHECK(cudaEventRecord(a));
-        run();
-        CHECK(cudaEventRecord(b));
-        CHECK(cudaEventSynchronize(b));
-        float ms = 0.f;
-        CHECK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms);
-    }
-    CHECK(cudaEventDestroy(a));
-    CHECK(cudaEventDestroy(b));
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
 }
 
 static std::vector<unsigned> make_labels(long long n, unsigned k, int kind, unsigned seed)
