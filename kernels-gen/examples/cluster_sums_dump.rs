@@ -4,7 +4,7 @@
 //! `cargo run -p kernels-gen --example cluster_sums_dump -- <folder>`
 
 use kernel_ir::{Half, ScalarType};
-use kernels_gen::cluster_sums::{cluster_sums, ClusterSumsVariant};
+use kernels_gen::cluster_sums::{cluster_sums, ClusterSumsVariant, BLOCK_BYTES, LINE_BYTES};
 use std::path::PathBuf;
 
 fn main() -> std::io::Result<()> {
@@ -16,7 +16,7 @@ fn main() -> std::io::Result<()> {
     std::fs::create_dir_all(&dir)?;
     // f32 and f64 matrices, and f32 sums of a matrix held in bf16 (the bins kernel and the
     // tensor-core kernel with 2, 8 and 13 tiles of 8 clusters, one warp a block and teams of
-    // four).
+    // four); strided variants on 128-byte lines and on 512-byte blocks.
     let kinds = [
         (ScalarType::F32, None, 0),
         (ScalarType::F64, None, 0),
@@ -36,9 +36,14 @@ fn main() -> std::io::Result<()> {
                         continue;
                     };
                     let teams: &[u32] = if tiles > 0 { &[1, 4] } else { &[1] };
-                    for &team in teams {
-                        let k = cluster_sums(&v.with_tensor_core_tiles(tiles).with_team(team));
-                        std::fs::write(dir.join(format!("{}.cu", k.name)), &k.source)?;
+                    // Strided tiles on 128-byte lines and on 512-byte blocks (the same source
+                    // for tile rows of 128 bytes or less, written twice).
+                    for blocks in [LINE_BYTES, BLOCK_BYTES] {
+                        for &team in teams {
+                            let v = v.with_blocks(blocks).with_tensor_core_tiles(tiles);
+                            let k = cluster_sums(&v.with_team(team));
+                            std::fs::write(dir.join(format!("{}.cu", k.name)), &k.source)?;
+                        }
                     }
                 }
             }

@@ -140,6 +140,20 @@ pub const MIN_WARPS_PER_SM_LARGE_K: u32 = 2;
 /// Tile widths a variant may use, in bytes per row (16-byte multiples, powers of two).
 const TILE_ROW_BYTES: [u32; 4] = [64, 128, 256, 512];
 
+/// The strided mode's tile starts by default: 128-byte lines ([`ClusterSumsVariant::block_bytes`]).
+pub const LINE_BYTES: u32 = 128;
+
+/// The strided mode's tile starts for large matrices whose rows are not on such blocks: a
+/// warp's copies of a 512-byte tile row then read one aligned 512-byte block, which streams
+/// at the read ceiling, where rows on 128-byte lines read 3-6% slower (BENCHMARKS.md, run 50).
+pub const BLOCK_BYTES: u32 = 512;
+
+/// Row groups per super group of `32 RP` rows a matrix needs, at least, before its strided
+/// rows take [`BLOCK_BYTES`] blocks: with fewer, the last super group's short row groups (as
+/// many as `RP`, which grows fourfold from 128-byte lines to 512-byte blocks for an odd `ld`)
+/// would cost more than the blocks save.
+const MIN_SUPER_GROUPS_FOR_BLOCKS: u64 = 16;
+
 /// Why a cluster-sums variant or launch cannot be made.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterSumsError {
@@ -203,6 +217,9 @@ pub struct ClusterSumsVariant {
     /// the team's sums in a fixed order at the end ([`tensor_cores`]). More than 1 only where
     /// every worker lies inside one row group ([`ClusterSumsLaunch::workers_per_sm`]).
     pub team: u32,
+    /// Strided mode: tiles start on blocks of `min(tile row bytes, block_bytes)` bytes,
+    /// [`LINE_BYTES`] or [`BLOCK_BYTES`] ([`Self::with_blocks`], [`Self::layout`]).
+    pub block_bytes: u32,
 }
 
 impl ClusterSumsVariant {
@@ -248,11 +265,56 @@ impl ClusterSumsVariant {
             row_period: 1,
             tensor_core_tiles: 0,
             team: 1,
+            block_bytes: LINE_BYTES,
         };
         if !aligned {
             v.row_period = v.row_alignment();
         }
         v
+    }
+
+    /// This variant with strided tiles on blocks of `bytes` bytes ([`LINE_BYTES`] or
+    /// [`BLOCK_BYTES`]), its strided rows a whole block (`RA` rows) apart until
+    /// [`Self::with_leading_dimension`] narrows them. The aligned mode does not change.
+    pub fn with_blocks(self, bytes: u32) -> Self {
+        if self.aligned {
+            return self;
+        }
+        let mut v = ClusterSumsVariant {
+            block_bytes: bytes,
+            ..self
+        };
+        v.row_period = v.row_alignment();
+        v
+    }
+
+    /// How a matrix at `m_addr` with leading dimension `ld` (elements) and `rows` rows is best
+    /// summed: `(aligned, block_bytes)`. Rows on [`BLOCK_BYTES`] blocks take the aligned mode;
+    /// so do smaller matrices whose rows are on 128-byte lines
+    /// ([`Self::prefers_aligned`]); other large matrices take strided tiles on
+    /// [`BLOCK_BYTES`] blocks (at least [`MIN_SUPER_GROUPS_FOR_BLOCKS`] super groups of rows);
+    /// the rest strided tiles on 128-byte lines.
+    pub fn layout(
+        dtype: ScalarType,
+        held: Option<Half>,
+        m_addr: u64,
+        ld: u64,
+        rows: u64,
+    ) -> (bool, u32) {
+        let esz = matrix_elem_bytes(dtype, held);
+        let block = u64::from(BLOCK_BYTES);
+        if m_addr.is_multiple_of(block) && (ld * esz).is_multiple_of(block) {
+            return (true, LINE_BYTES);
+        }
+        let ra = block / esz;
+        let period = ra / gcd(ld % ra, ra);
+        if rows >= MIN_SUPER_GROUPS_FOR_BLOCKS * ROWS_PER_GROUP * period {
+            return (false, BLOCK_BYTES);
+        }
+        (
+            ClusterSumsVariant::prefers_aligned(dtype, held, m_addr, ld),
+            LINE_BYTES,
+        )
     }
 
     /// This variant for a matrix with leading dimension `ld` (elements): in the strided mode,
@@ -266,13 +328,8 @@ impl ClusterSumsVariant {
             return self;
         }
         let ra = u64::from(self.row_alignment());
-        let mut a = ld % ra;
-        let mut b = ra;
-        while a != 0 {
-            (a, b) = (b % a, a);
-        }
         ClusterSumsVariant {
-            row_period: (ra / b) as u32,
+            row_period: (ra / gcd(ld % ra, ra)) as u32,
             ..self
         }
     }
@@ -348,18 +405,21 @@ impl ClusterSumsVariant {
     /// on `min(tile row bytes, 128)`-byte boundaries, so a warp's copies read whole 128-byte
     /// lines (whole 64-byte halves for 64-byte tile rows).
     pub fn row_alignment(&self) -> u32 {
-        self.tile_cols.min(128 / self.m_bytes() as u32)
+        self.tile_cols.min(self.block_bytes / self.m_bytes() as u32)
     }
 
     /// Row groups (32 rows each at most, one per lane) of a matrix with `rows` rows: `rows / 32`
-    /// rounded up for aligned rows; for strided rows `RP` ([`Self::row_period`]) per super
-    /// group of `32 * RP` rows, so the last ones may hold few rows or none.
+    /// rounded up for aligned rows; for strided rows `RP` ([`Self::row_period`]) per whole
+    /// super group of `32 * RP` rows, and of the last, partial one the row groups that hold a
+    /// row (its first `min(RP, rows left)`: row group `s` of it starts at its row `s`), so no
+    /// row group is empty.
     pub fn row_groups(&self, rows: u64) -> u64 {
         if self.aligned {
             rows.div_ceil(ROWS_PER_GROUP)
         } else {
             let rp = u64::from(self.row_period.max(1));
-            rows.div_ceil(ROWS_PER_GROUP * rp) * rp
+            let span = ROWS_PER_GROUP * rp;
+            rows / span * rp + (rows % span).min(rp)
         }
     }
 
@@ -422,8 +482,10 @@ impl ClusterSumsVariant {
         };
         let rows = if self.aligned {
             "a".to_string()
-        } else {
+        } else if self.block_bytes == LINE_BYTES {
             format!("r{}", self.row_period)
+        } else {
+            format!("r{}b{}", self.row_period, self.block_bytes)
         };
         let mma = match self.tensor_core_tiles {
             0 => String::new(),
@@ -438,6 +500,14 @@ impl ClusterSumsVariant {
             self.tile_cols, self.stages
         )
     }
+}
+
+/// The greatest common divisor of `a` and `b` (`b > 0`).
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while a != 0 {
+        (a, b) = (b % a, a);
+    }
+    b
 }
 
 /// Bytes of one element of `M` held in `held` (16 bits) or else in `dtype`.
@@ -1058,17 +1128,17 @@ const ALIGNED_PARTS: [(&str, &str); 5] = [
 ];
 
 /// Row groups, tile loading, labels and shared loads of strided rows.
-const STRIDED: &str = r#"// Strided rows. RA elements (RA * sizeof(mval) = min(TW * sizeof(mval), 128) bytes) is the
+const STRIDED: &str = r#"// Strided rows. RA elements (RA * sizeof(mval) = min(TW * sizeof(mval), 128 or 512) bytes) is the
 // alignment of tile starts; RP (a power of two, at most RA) is the period of the rows' shifts
 // past such boundaries. Row group g is phase g % RP of super group g / RP (32 * RP consecutive
 // rows): tile row r (lane r's row) is row group_row(g) + RP * r. All its rows start the same
 // number sh < RA of elements past an RA-element boundary (row_shift), so its column tile ct
 // covers the columns [ct * TW - sh, (ct + 1) * TW - sh), which start on such a boundary in
-// every one of its rows: they are copied and laid out as aligned rows are, and each 16-byte
-// copy of a warp reads whole 128-byte lines. Columns < 0 (fewer than RA, in tile 0: they lie in
-// earlier rows, or in the RA-element block that holds m[0]) and columns >= cols get the label
+// every one of its rows: they are copied and laid out as aligned rows are, and a warp's copy
+// of a tile row reads whole aligned blocks. Columns < 0 (fewer than RA, in tile 0: they lie in
+// the row before, and in row 0 are zero-filled, not read) and columns >= cols get the label
 // OUTSIDE, which no cluster range holds, so they go to the dump row and no tile needs a column
-// bound.
+// bound. Only row groups that hold a row are enumerated.
 constexpr int RA = {RA};
 constexpr int RP = {RP};
 
@@ -1130,8 +1200,8 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     const long long row0 = r0 + (long long)(rf * (unsigned)RP);
     const mval* p = m + row0 * ld + c0 + (long long)(q * VE);
     const long long step = (long long)(RSTEP * RP) * ld;
-    if (r0 + (long long)(31 * RP) < rows && c0 + TW <= cols) {
-        // Interior tile: all 32 rows exist and every chunk is whole.
+    if (r0 + (long long)(31 * RP) < rows && c0 + TW <= cols && (c0 >= 0 || r0 > 0)) {
+        // Interior tile: all 32 rows exist, every chunk is whole, and none lies before m.
 #pragma unroll
         for (int i = 0; i < CPR; ++i) {
             copy16_full(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), p);
@@ -1143,10 +1213,13 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     // The lane's copy i is of row row0 + RP * i * RSTEP: it exists when i * RSTEP < nv.
     const long long vr = rows - row0;
     const int nv = vr <= 0 ? 0 : (vr >= 32 * RP ? 32 : (int)((vr + RP - 1) / RP));
+    // Row 0's chunks before column 0 would lie before m, outside its allocation where m starts
+    // it off an RA-element block: they are zero-filled instead of read.
+    const bool before_m = row0 == 0 && c0 + (long long)(q * VE) < 0;
 #pragma unroll
     for (int i = 0; i < CPR; ++i) {
         // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
-        const unsigned bytes = i * RSTEP < nv ? colbytes : 0u;
+        const unsigned bytes = i * RSTEP < nv && !(i == 0 && before_m) ? colbytes : 0u;
         copy16(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), bytes != 0u ? p : m, bytes);
         p += step;
     }
@@ -1200,7 +1273,10 @@ __device__ __forceinline__ void flush(const real* bins, real* __restrict__ s, lo
 /// `(placeholder, text)` pairs.
 const STRIDED_PARTS: [(&str, &str); 5] = [
     ("{COL_TILES}", "(cols + (RA - 1) + (TW - 1)) / TW"),
-    ("{ROW_GROUPS}", "(rows + 32 * RP - 1) / (32 * RP) * RP"),
+    (
+        "{ROW_GROUPS}",
+        "rows / (32 * RP) * RP + (rows % (32 * RP) < RP ? rows % (32 * RP) : RP)",
+    ),
     (
         "{QUEUE_TILE}",
         "queue_tile(st, m, labels, rows, cols, ld, lg, lct, lane);",
@@ -1456,12 +1532,12 @@ mod tests {
         // Tiles start on 128-byte boundaries: 16 doubles.
         assert!(k.source.contains("constexpr int RA = 16;"));
         assert_eq!(e.row_alignment(), 16);
-        // Row groups of a super group of 32 * RP rows (RP = RA for any leading dimension),
-        // RA - 1 more columns per row group.
+        // Row groups of a super group of 32 * RP rows (RP = RA for any leading dimension), the
+        // last super group's only where they hold a row, RA - 1 more columns per row group.
         assert!(k.source.contains("constexpr int RP = 16;"));
-        assert!(k
-            .source
-            .contains("(unsigned long long)((rows + 32 * RP - 1) / (32 * RP) * RP) * ucts"));
+        assert!(k.source.contains(
+            "(unsigned long long)(rows / (32 * RP) * RP + (rows % (32 * RP) < RP ? rows % (32 * RP) : RP)) * ucts"
+        ));
         assert!(k
             .source
             .contains("const long long cts = (cols + (RA - 1) + (TW - 1)) / TW;"));
@@ -1548,19 +1624,22 @@ mod tests {
         // row group, all rows of a row group share their shift, tile starts lie on RA-element
         // boundaries, and a row group's tiles cover its columns 0 .. cols, starting fewer than
         // RA columns before column 0.
-        for base in all_variants().into_iter().filter(|v| !v.aligned) {
+        let strided = all_variants().into_iter().filter(|v| !v.aligned);
+        for base in strided.flat_map(|v| [v, v.with_blocks(BLOCK_BYTES)]) {
             let ra = u64::from(base.row_alignment());
             let tw = u64::from(base.tile_cols);
             assert_eq!(tw % ra, 0);
-            assert_eq!(ra * base.m_bytes(), (tw * base.m_bytes()).min(128));
+            assert_eq!(
+                ra * base.m_bytes(),
+                (tw * base.m_bytes()).min(u64::from(base.block_bytes))
+            );
             for ld in [1u64, 3, 6, 33, 78823, 1002, 50_000, 70_000, 1024, 4, 12] {
                 let v = base.with_leading_dimension(ld);
                 let rp = u64::from(v.row_period);
                 assert!(rp.is_power_of_two() && rp <= ra, "{v:?} ld {ld}");
                 let base_row = |g: u64| (g / rp) * ROWS_PER_GROUP * rp + g % rp;
-                for rows in [1u64, 5, 127, 128, 129, 1023, 1024, 1025, 3000] {
+                for rows in [1u64, 5, 127, 128, 129, 1023, 1024, 1025, 3000, 5000] {
                     let groups = v.row_groups(rows);
-                    assert_eq!(groups % rp, 0);
                     let mut seen = vec![0u32; rows as usize];
                     for g in 0..groups {
                         for r in 0..ROWS_PER_GROUP {
@@ -1571,8 +1650,9 @@ mod tests {
                         }
                     }
                     assert!(seen.iter().all(|&n| n == 1), "{v:?} rows {rows}");
-                    // Row groups hold rows except (some of) the last RP.
-                    assert!(base_row(groups - rp) < rows, "{v:?} rows {rows}");
+                    // Every row group holds a row (the last one too), and the next would not.
+                    assert!(base_row(groups - 1) < rows, "{v:?} rows {rows}");
+                    assert!(base_row(groups) >= rows, "{v:?} rows {rows}");
                 }
                 for a in [0u64, 1, 2, 3, 5, 17, 31, 1_000_003] {
                     for cols in [1u64, 2, 3, tw - 1, tw, tw + 1, 2 * tw - 3, 1000] {
@@ -1603,6 +1683,45 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn large_matrices_off_512_byte_blocks_take_blocks() {
+        let f32_layout =
+            |m, ld, rows| ClusterSumsVariant::layout(ScalarType::F32, None, m, ld, rows);
+        // Rows on 512-byte blocks: aligned, whatever the size.
+        assert_eq!(f32_layout(0, 78_848, 78_823), (true, LINE_BYTES));
+        assert_eq!(f32_layout(0, 128, 5), (true, LINE_BYTES));
+        // acoustic: an odd ld needs rows 128 apart on blocks, so 16 super groups of 4096 rows.
+        assert_eq!(f32_layout(0, 78_823, 78_823), (false, BLOCK_BYTES));
+        assert_eq!(f32_layout(0, 78_823, 65_535), (false, LINE_BYTES));
+        assert_eq!(f32_layout(0, 78_823, 65_536), (false, BLOCK_BYTES));
+        // mnist, cifar10, ledgar: rows on 128-byte lines (60000) or 64-byte steps: periods 4
+        // and 8 on blocks.
+        assert_eq!(f32_layout(0, 60_000, 60_000), (false, BLOCK_BYTES));
+        assert_eq!(f32_layout(0, 50_000, 50_000), (false, BLOCK_BYTES));
+        assert_eq!(f32_layout(0, 70_000, 70_000), (false, BLOCK_BYTES));
+        // Small matrices keep the old rule: aligned on 128-byte lines, else strided on lines
+        // (letter: 10500 rows, period 32 on blocks, fewer than 16 super groups of 1024).
+        assert_eq!(f32_layout(0, 60_000, 1_000), (true, LINE_BYTES));
+        assert_eq!(f32_layout(0, 10_500, 10_500), (false, LINE_BYTES));
+        assert_eq!(f32_layout(4, 128, 100), (false, LINE_BYTES));
+        // A 16-bit letter on tensor cores (256-element blocks, period 64): lines.
+        assert_eq!(
+            ClusterSumsVariant::layout(ScalarType::F32, Some(Half::Bf16), 0, 10_500, 10_500),
+            (false, LINE_BYTES)
+        );
+        // Blocks change a strided variant only, and reset its period to a whole block.
+        let s = ClusterSumsVariant::preferred(ScalarType::F32, None, false);
+        assert_eq!(s.row_alignment(), 32);
+        let b = s.with_blocks(BLOCK_BYTES);
+        assert_eq!((b.row_alignment(), b.row_period), (128, 128));
+        assert_eq!(b.with_leading_dimension(60_000).row_period, 4);
+        let a = ClusterSumsVariant::preferred(ScalarType::F32, None, true);
+        assert_eq!(a.with_blocks(BLOCK_BYTES), a);
+        // Narrow tiles: RA is the whole tile row either way (64 bytes: 16 floats).
+        let t = ClusterSumsVariant::new(ScalarType::F32, None, 16, 2, false).unwrap();
+        assert_eq!(t.with_blocks(BLOCK_BYTES).row_alignment(), 16);
     }
 
     #[test]
@@ -1770,27 +1889,39 @@ mod tests {
         assert_eq!(a.workers(6400, 6400, 399, 132), 200);
         assert_eq!(a.workers(6400, 128, 660, 132), 200);
         // Strided rows, f32 tiles of 128 columns: RA = 32 row groups per super group of 1024
-        // rows, empty ones included.
+        // rows; of a partial last super group only those that hold a row (row group s of it
+        // starts at its row s).
         let f = plan_cluster_sums(7, ScalarType::F32, None, false, None, &h).unwrap();
         assert_eq!(f.variant.tile_cols, 128);
-        assert_eq!(f.variant.row_groups(1), 32);
+        assert_eq!(f.variant.row_groups(1), 1);
+        assert_eq!(f.variant.row_groups(31), 31);
         assert_eq!(f.variant.row_groups(1024), 32);
-        assert_eq!(f.variant.row_groups(1025), 64);
+        assert_eq!(f.variant.row_groups(1025), 33);
         assert_eq!(f.variant.row_groups(78_823), 77 * 32);
-        assert_eq!(f.workers(1, 1, 660, 132), 32);
-        assert_eq!(f.workers(1025, 5, 660, 132), 64);
+        assert_eq!(f.workers(1, 1, 660, 132), 1);
+        assert_eq!(f.workers(1025, 5, 660, 132), 33);
         assert_eq!(f.workers(129, 5, 3, 132), 3);
         assert_eq!(f.workers(78_823, 78_823, 660, 132), 528);
         assert_eq!(f.workers(129, 0, 660, 132), 0);
-        assert!(!f.needs_zeroed_output(1025, 64));
-        assert!(f.needs_zeroed_output(1025, 63));
+        assert!(!f.needs_zeroed_output(1025, 33));
+        assert!(f.needs_zeroed_output(1025, 32));
         assert!(f.needs_zeroed_output(100, 3));
         // f64 tiles of 64 columns: RA = 16, super groups of 512 rows.
         let d = plan_cluster_sums(7, ScalarType::F64, None, false, None, &h).unwrap();
-        assert_eq!(d.variant.row_groups(1), 16);
-        assert_eq!(d.variant.row_groups(513), 32);
-        assert_eq!(d.workers(513, 3, 660, 132), 32);
-        assert!(!d.needs_zeroed_output(513, 32));
+        assert_eq!(d.variant.row_groups(1), 1);
+        assert_eq!(d.variant.row_groups(513), 17);
+        assert_eq!(d.workers(513, 3, 660, 132), 17);
+        assert!(!d.needs_zeroed_output(513, 17));
+        // On 512-byte blocks an odd leading dimension needs rows 128 apart (f32), super
+        // groups of 4096 rows: acoustic's 78,823 rows in 19 whole ones and 128 row groups of
+        // 7 or 8 rows.
+        let b = f
+            .variant
+            .with_blocks(BLOCK_BYTES)
+            .with_leading_dimension(78_823);
+        assert_eq!((b.row_alignment(), b.row_period), (128, 128));
+        assert_eq!(b.row_groups(78_823), 20 * 128);
+        assert_eq!(b.name(), "pk_cluster_sums_f32_t128_s2_r128b512");
         // Column tiles: strided rows need RA - 1 columns more.
         assert_eq!(a.variant.column_tiles(128), 1);
         assert_eq!(f.variant.column_tiles(97), 1);

@@ -96,6 +96,11 @@ struct Cli {
     /// The largest k the forced tiles are timed for.
     #[arg(long, default_value_t = 100)]
     tile_max_k: usize,
+    /// The automatic kernel also with strided tiles on blocks of these many bytes (128 or
+    /// 512), beside the size's choice (matrices whose rows are on 512-byte blocks stay
+    /// aligned).
+    #[arg(long, value_delimiter = ',')]
+    blocks: Vec<u32>,
     /// Strided rows this many rows apart, beside the automatic period.
     #[arg(long, value_delimiter = ',')]
     periods: Vec<u32>,
@@ -482,6 +487,20 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                     unsafe { raw.cluster_sums(&cs, tuning) }.map(|_| ())
                 })?;
                 row(&mut table, &format!("kernel rows {p} apart"), ms);
+            }
+            for &bytes in &cli.blocks {
+                let tuning = ClusterSumsTuning {
+                    block_bytes: Some(bytes),
+                    ..ClusterSumsTuning::default()
+                };
+                let mut report = None;
+                let ms = time_ms(&ctx, cli.reps, || {
+                    // SAFETY: see above.
+                    report = unsafe { raw.cluster_sums(&cs, tuning) }?;
+                    Ok(())
+                })?;
+                let name = report.map_or(String::new(), |r| r.launch.variant.name());
+                row(&mut table, &format!("kernel blocks {bytes} {name}"), ms);
             }
             if let (Some((ldp, padded)), None) = (&padded, held) {
                 let padded_args = ClusterSumsArgs {

@@ -23,7 +23,7 @@ use kernels_gen::cluster_sums::tensor_cores::{
     plan_tensor_core_sums, MAX_CLUSTER_TILES, MAX_TEAM, PREFERRED_MAX_CLUSTER_TILES,
 };
 use kernels_gen::cluster_sums::{
-    cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant,
+    cluster_sums, plan_cluster_sums, ClusterSumsLaunch, ClusterSumsVariant, BLOCK_BYTES, LINE_BYTES,
 };
 
 /// One cluster-sums problem in device memory.
@@ -72,6 +72,10 @@ pub struct ClusterSumsTuning {
     /// with `max_workers` or `warps_per_sm`, or where `POPCORN_NO_SUMS_TEAMS` is set). Not
     /// used by the bins kernel, but checked: 1 to 8, and 1 with `max_workers`.
     pub team: Option<u32>,
+    /// Strided tiles on blocks of this many bytes (`LINE_BYTES` or `BLOCK_BYTES`) instead of
+    /// the size's choice ([`ClusterSumsVariant::layout`]); a matrix whose rows are on 512-byte
+    /// blocks stays aligned.
+    pub block_bytes: Option<u32>,
 }
 
 /// What a launch did (for benchmarks and logs).
@@ -171,8 +175,22 @@ pub(crate) unsafe fn launch_cluster_sums(
             args.m
         )));
     }
-    let aligned =
-        ClusterSumsVariant::prefers_aligned(args.dtype, args.held, args.m, args.ld as u64);
+    let (aligned, block_bytes) = ClusterSumsVariant::layout(
+        args.dtype,
+        args.held,
+        args.m,
+        args.ld as u64,
+        args.rows as u64,
+    );
+    let block_bytes = match tuning.block_bytes {
+        None => block_bytes,
+        Some(b) if b == LINE_BYTES || b == BLOCK_BYTES => b,
+        Some(b) => {
+            return Err(invalid(format!(
+                "cluster sums: strided tiles on {b}-byte blocks; use {LINE_BYTES} or {BLOCK_BYTES}"
+            )))
+        }
+    };
     let forced = match tuning.tile {
         Some((tile_cols, stages)) => Some(
             ClusterSumsVariant::new(args.dtype, args.held, tile_cols, stages, aligned)
@@ -211,7 +229,10 @@ pub(crate) unsafe fn launch_cluster_sums(
         ),
     }
     .map_err(|e| RuntimeError::Device(e.to_string()))?;
-    plan.variant = plan.variant.with_leading_dimension(args.ld as u64);
+    plan.variant = plan
+        .variant
+        .with_blocks(block_bytes)
+        .with_leading_dimension(args.ld as u64);
     if let (Some(p), false) = (tuning.row_period, plan.variant.aligned) {
         if !p.is_multiple_of(plan.variant.row_period) || p > plan.variant.row_alignment() {
             return Err(invalid(format!(
@@ -447,6 +468,8 @@ mod tests {
         tensor_cores: Option<bool>,
         /// Warps per block of the tensor-core kernel (a team), or the device's choice.
         team: Option<u32>,
+        /// Strided tiles on blocks of this many bytes, or the size's choice.
+        blocks: Option<u32>,
     }
 
     fn case(dtype: ScalarType, rows: usize, cols: usize, k: usize) -> Case {
@@ -463,6 +486,7 @@ mod tests {
             workers: None,
             tensor_cores: None,
             team: None,
+            blocks: None,
         }
     }
 
@@ -557,6 +581,7 @@ mod tests {
                     warps_per_sm: None,
                     tensor_cores: c.tensor_cores,
                     team: c.team,
+                    block_bytes: c.blocks,
                 },
             )
         }
@@ -577,6 +602,7 @@ mod tests {
                     warps_per_sm: None,
                     tensor_cores: c.tensor_cores,
                     team: c.team,
+                    block_bytes: c.blocks,
                 },
             )
         }
@@ -620,11 +646,16 @@ mod tests {
             );
         }
         let report = report.unwrap_or_else(|| panic!("{what}: nothing was launched"));
-        assert_eq!(
-            report.launch.variant.aligned,
-            ClusterSumsVariant::prefers_aligned(c.dtype, c.held, args.m, c.ld as u64),
-            "{what}: row mode"
-        );
+        let (aligned, blocks) =
+            ClusterSumsVariant::layout(c.dtype, c.held, args.m, c.ld as u64, c.rows as u64);
+        assert_eq!(report.launch.variant.aligned, aligned, "{what}: row mode");
+        if !aligned {
+            assert_eq!(
+                report.launch.variant.block_bytes,
+                c.blocks.unwrap_or(blocks),
+                "{what}: blocks"
+            );
+        }
         if let Some(cap) = c.workers {
             assert!(report.workers <= cap, "{what}: {report:?}");
         }
@@ -964,6 +995,7 @@ mod tests {
                             c.ld = ld;
                             c.offset = offset;
                             c.extra = if seed % 2 == 0 { 3 } else { 0 };
+                            c.blocks = Some(LINE_BYTES);
                             let r = check(&b, &c, seed);
                             assert!(!r.launch.variant.aligned, "{r:?}");
                             periods.insert(r.launch.variant.row_period as usize);
@@ -974,6 +1006,76 @@ mod tests {
             let every: std::collections::BTreeSet<usize> =
                 (0..=ra.trailing_zeros()).map(|e| 1 << e).collect();
             assert_eq!(periods, every, "{dtype:?}");
+        }
+    }
+
+    /// The strided mode on 512-byte blocks (RA = 128 f32 or 64 f64 elements, the preferred
+    /// tiles' whole rows), forced on small matrices: M at offsets up to RA - 1 (row 0's chunks
+    /// before it zero-filled, not read), leading dimensions giving every period from 1 to RA
+    /// (checked), rows that leave a partial last super group (only its row groups that hold
+    /// a row are enumerated: 4097 rows, one whole super group of 4096 at period 128 and one
+    /// row group of one row), cols around the tile width; and a matrix held in bf16 on tensor
+    /// cores (tiles of 256 bytes, RA = 128) and on the bins kernel.
+    #[test]
+    fn strided_rows_on_512_byte_blocks() {
+        let Some(b) = gpu() else { return };
+        let mut seed = 3000;
+        for dtype in [ScalarType::F32, ScalarType::F64] {
+            let esz = dtype.size_bytes();
+            let ra = 512 / esz;
+            let mut periods = std::collections::BTreeSet::new();
+            for offset in [0, 1, 3, ra / 2 + 1, ra - 1] {
+                for rows in [1, 129, 4097] {
+                    for cols in [37, ra + 1, 300] {
+                        for e in 0..=ra.trailing_zeros() {
+                            // ld mod RA = RA / 2^e (0 for e = 0): period 2^e.
+                            let ld = cols.div_ceil(ra) * ra + (ra >> e) % ra;
+                            let on_blocks = ClusterSumsVariant::layout(
+                                dtype,
+                                None,
+                                (offset * esz) as u64,
+                                ld as u64,
+                                rows as u64,
+                            )
+                            .0;
+                            if on_blocks {
+                                continue;
+                            }
+                            seed += 1;
+                            let k = [1, 7, 100][(seed as usize / 3) % 3];
+                            let mut c = case(dtype, rows, cols, k);
+                            c.ld = ld;
+                            c.offset = offset;
+                            c.extra = if seed % 2 == 0 { 3 } else { 0 };
+                            c.blocks = Some(BLOCK_BYTES);
+                            let r = check(&b, &c, seed);
+                            assert!(!r.launch.variant.aligned, "{r:?}");
+                            assert_eq!(r.launch.variant.row_alignment() as usize, ra);
+                            periods.insert(r.launch.variant.row_period as usize);
+                        }
+                    }
+                }
+            }
+            let every: std::collections::BTreeSet<usize> =
+                (0..=ra.trailing_zeros()).map(|e| 1 << e).collect();
+            assert_eq!(periods, every, "{dtype:?}");
+        }
+        for tensor_cores in [true, false] {
+            for (rows, cols, ld, offset) in
+                [(4097, 300, 301, 0), (129, 515, 515, 3), (1000, 37, 64, 5)]
+            {
+                seed += 1;
+                let mut c = case(ScalarType::F32, rows, cols, 50);
+                c.held = Some(Half::Bf16);
+                c.ld = ld;
+                c.offset = offset;
+                c.extra = 2;
+                c.tensor_cores = Some(tensor_cores);
+                c.blocks = Some(BLOCK_BYTES);
+                let r = check(&b, &c, seed);
+                assert!(!r.launch.variant.aligned, "{r:?}");
+                assert_eq!(r.launch.variant.block_bytes, BLOCK_BYTES);
+            }
         }
     }
 
