@@ -1213,9 +1213,10 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     // The lane's copy i is of row row0 + RP * i * RSTEP: it exists when i * RSTEP < nv.
     const long long vr = rows - row0;
     const int nv = vr <= 0 ? 0 : (vr >= 32 * RP ? 32 : (int)((vr + RP - 1) / RP));
-    // Row 0's chunks before column 0 would lie before m, outside its allocation where m starts
-    // it off an RA-element block: they are zero-filled instead of read.
-    const bool before_m = row0 == 0 && c0 + (long long)(q * VE) < 0;
+    // Row 0's chunks wholly before column 0 would lie before m's 16-byte block, outside its
+    // allocation where m starts it off an RA-element block: they are zero-filled instead of
+    // read. (A chunk that holds column 0 lies in m[0]'s own 16-byte block and is read.)
+    const bool before_m = row0 == 0 && c0 + (long long)((q + 1u) * VE) <= 0;
 #pragma unroll
     for (int i = 0; i < CPR; ++i) {
         // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
