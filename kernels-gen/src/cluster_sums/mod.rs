@@ -306,7 +306,10 @@ impl ClusterSumsVariant {
         if m_addr.is_multiple_of(block) && (ld * esz).is_multiple_of(block) {
             return (true, LINE_BYTES);
         }
-        let ra = block / esz;
+        // The period of the kernels' tiles on blocks: RA is a whole tile row, 128 elements for
+        // f32 bins and 16-bit tensor-core tiles, 64 for f64 (wider 16-bit bins tiles have
+        // longer periods, but few more short row groups).
+        let ra = (block / esz).min(128);
         let period = ra / gcd(ld % ra, ra);
         if rows >= MIN_SUPER_GROUPS_FOR_BLOCKS * ROWS_PER_GROUP * period {
             return (false, BLOCK_BYTES);
@@ -1707,11 +1710,13 @@ mod tests {
         assert_eq!(f32_layout(0, 60_000, 1_000), (true, LINE_BYTES));
         assert_eq!(f32_layout(0, 10_500, 10_500), (false, LINE_BYTES));
         assert_eq!(f32_layout(4, 128, 100), (false, LINE_BYTES));
-        // A 16-bit letter on tensor cores (256-element blocks, period 64): lines.
-        assert_eq!(
-            ClusterSumsVariant::layout(ScalarType::F32, Some(Half::Bf16), 0, 10_500, 10_500),
-            (false, LINE_BYTES)
-        );
+        // 16-bit matrices: tensor-core tiles of 128 columns, 128-element blocks. letter (period
+        // 32, fewer than 16 super groups): lines; acoustic (period 128, 19 super groups): blocks.
+        let bf16_layout =
+            |ld, rows| ClusterSumsVariant::layout(ScalarType::F32, Some(Half::Bf16), 0, ld, rows);
+        assert_eq!(bf16_layout(10_500, 10_500), (false, LINE_BYTES));
+        assert_eq!(bf16_layout(78_823, 78_823), (false, BLOCK_BYTES));
+        assert_eq!(bf16_layout(78_848, 78_823), (true, LINE_BYTES));
         // Blocks change a strided variant only, and reset its period to a whole block.
         let s = ClusterSumsVariant::preferred(ScalarType::F32, None, false);
         assert_eq!(s.row_alignment(), 32);
