@@ -35,10 +35,12 @@
 //!     hold few rows or none). All rows of a row group have the same shift `sh`, so its column tile
 //!     `t` covers the columns `[t TW - sh, (t + 1) TW - sh)`, which start on an `RA`-element
 //!     boundary in every one of its rows: they are copied and laid out as aligned rows are (and
-//!     a warp's copies read whole 128-byte lines), with `ceil((cols + RA - 1) / TW)` tiles per
-//!     row group. The fewer than `RA` columns before column 0 (tile 0) lie in earlier rows or
-//!     in the `RA`-element block that holds `m[0]`, so copying them is safe; they and the
-//!     columns past `cols` (zero-filled) get the label `0xffffffff` (a plain shared store
+//!     a warp's copies of a tile row read whole aligned blocks), with
+//!     `ceil((cols + RA - 1) / TW)` tiles per row group. The fewer than `RA` columns before
+//!     column 0 (tile 0) lie in earlier rows, so copying them is safe, except for chunks that
+//!     lie wholly before `m` (in row 0, or in the first rows when `ld < RA`), which are
+//!     zero-filled instead; they and the columns past `cols` (zero-filled) get the label
+//!     `0xffffffff` (a plain shared store
 //!     instead of a copy), which no cluster range holds, so they go to the dump row (below) and
 //!     every tile is summed without a column bound.
 //!
@@ -106,13 +108,13 @@
 //! dynamic-shared-memory limit first when that exceeds 48 KiB). When
 //! [`ClusterSumsLaunch::needs_zeroed_output`] is true, `S` must be zeroed before the first pass.
 //! Requirements: `ld >= cols`; `m` aligned to its element size, and for an aligned variant to
-//! 16 bytes with `ld` a multiple of 16 bytes (the host takes it only for rows on 128-byte
-//! lines, [`ClusterSumsVariant::prefers_aligned`]); `rows,
+//! 16 bytes with `ld` a multiple of 16 bytes (the host takes it for rows on 512-byte blocks,
+//! and for smaller matrices on 128-byte lines, [`ClusterSumsVariant::layout`]); `rows,
 //! cols >= 1` (for `cols == 0` the host writes zeros); `k < 2^32` (labels are `u32`, and the
 //! strided mode's label `0xffffffff` must lie outside every cluster range). Reads stay inside
-//! the 16-byte blocks (aligned mode) or the `RA`-element blocks, at most 128 bytes (strided
-//! mode), that hold `M`'s elements, so they never leave `M`'s allocation (allocations start on
-//! 256-byte boundaries).
+//! the 16-byte blocks that hold `M`'s elements or lie between them (both modes; the strided
+//! mode zero-fills the chunks of a row's lead that lie wholly before `m`), so they never leave
+//! `M`'s allocation.
 
 pub mod tensor_cores;
 
@@ -294,17 +296,31 @@ impl ClusterSumsVariant {
     /// ([`Self::prefers_aligned`]); other large matrices take strided tiles on
     /// [`BLOCK_BYTES`] blocks (at least [`MIN_SUPER_GROUPS_FOR_BLOCKS`] super groups of rows);
     /// the rest strided tiles on 128-byte lines.
+    /// `blocks` forces the block size: [`LINE_BYTES`] gives the choice of the 128-byte rule
+    /// alone (aligned on 128-byte lines, else strided on lines), [`BLOCK_BYTES`] strided tiles on
+    /// blocks unless the rows are on blocks (aligned); any other size is treated as `None`.
     pub fn layout(
         dtype: ScalarType,
         held: Option<Half>,
         m_addr: u64,
         ld: u64,
         rows: u64,
+        blocks: Option<u32>,
     ) -> (bool, u32) {
         let esz = matrix_elem_bytes(dtype, held);
         let block = u64::from(BLOCK_BYTES);
+        let lines = (
+            ClusterSumsVariant::prefers_aligned(dtype, held, m_addr, ld),
+            LINE_BYTES,
+        );
+        if blocks == Some(LINE_BYTES) {
+            return lines;
+        }
         if m_addr.is_multiple_of(block) && (ld * esz).is_multiple_of(block) {
             return (true, LINE_BYTES);
+        }
+        if blocks == Some(BLOCK_BYTES) {
+            return (false, BLOCK_BYTES);
         }
         // The period of the kernels' tiles on blocks: RA is a whole tile row, 128 elements for
         // f32 bins and 16-bit tensor-core tiles, 64 for f64 (wider 16-bit bins tiles have
@@ -314,10 +330,7 @@ impl ClusterSumsVariant {
         if rows >= MIN_SUPER_GROUPS_FOR_BLOCKS * ROWS_PER_GROUP * period {
             return (false, BLOCK_BYTES);
         }
-        (
-            ClusterSumsVariant::prefers_aligned(dtype, held, m_addr, ld),
-            LINE_BYTES,
-        )
+        lines
     }
 
     /// This variant for a matrix with leading dimension `ld` (elements): in the strided mode,
@@ -1139,7 +1152,7 @@ const STRIDED: &str = r#"// Strided rows. RA elements (RA * sizeof(mval) = min(T
 // covers the columns [ct * TW - sh, (ct + 1) * TW - sh), which start on such a boundary in
 // every one of its rows: they are copied and laid out as aligned rows are, and a warp's copy
 // of a tile row reads whole aligned blocks. Columns < 0 (fewer than RA, in tile 0: they lie in
-// the row before, and in row 0 are zero-filled, not read) and columns >= cols get the label
+// earlier rows, and where wholly before m are zero-filled, not read) and columns >= cols get the label
 // OUTSIDE, which no cluster range holds, so they go to the dump row and no tile needs a column
 // bound. Only row groups that hold a row are enumerated.
 constexpr int RA = {RA};
@@ -1194,7 +1207,8 @@ __device__ __forceinline__ void load_labels(unsigned stage, const unsigned int* 
 
 // Queues tile rows r (rows r0 + RP * r) from column c0, which starts on an RA-element boundary
 // in each of them: lane copies chunk q = lane % CPR of tile rows lane / CPR + i * RSTEP. A chunk
-// that starts before column 0 is read whole; chunks past cols are zero-filled.
+// that starts before column 0 is read whole (it lies in the rows before) unless it lies wholly
+// before m; chunks past cols are zero-filled.
 __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict__ m,
     long long rows, long long cols, long long ld, long long r0, long long c0, unsigned lane)
 {
@@ -1203,8 +1217,8 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     const long long row0 = r0 + (long long)(rf * (unsigned)RP);
     const mval* p = m + row0 * ld + c0 + (long long)(q * VE);
     const long long step = (long long)(RSTEP * RP) * ld;
-    if (r0 + (long long)(31 * RP) < rows && c0 + TW <= cols && (c0 >= 0 || r0 > 0)) {
-        // Interior tile: all 32 rows exist, every chunk is whole, and none lies before m.
+    if (r0 + (long long)(31 * RP) < rows && c0 + TW <= cols && r0 * ld + c0 >= 0) {
+        // Interior tile: all 32 rows exist, every chunk is whole, and none starts before m.
 #pragma unroll
         for (int i = 0; i < CPR; ++i) {
             copy16_full(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), p);
@@ -1216,14 +1230,16 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     // The lane's copy i is of row row0 + RP * i * RSTEP: it exists when i * RSTEP < nv.
     const long long vr = rows - row0;
     const int nv = vr <= 0 ? 0 : (vr >= 32 * RP ? 32 : (int)((vr + RP - 1) / RP));
-    // Row 0's chunks wholly before column 0 would lie before m's 16-byte block, outside its
-    // allocation where m starts it off an RA-element block: they are zero-filled instead of
-    // read. (A chunk that holds column 0 lies in m[0]'s own 16-byte block and is read.)
-    const bool before_m = row0 == 0 && c0 + (long long)((q + 1u) * VE) <= 0;
+    // Chunks wholly before m (a row's lead columns reach back past m[0] in the first rows when
+    // ld is below RA) would lie outside its allocation where m starts it off an RA-element
+    // block: they are zero-filled instead of read. (A chunk that holds m[0] lies in its own
+    // 16-byte block and is read.)
+    const long long lead = c0 + (long long)((q + 1u) * VE);
 #pragma unroll
     for (int i = 0; i < CPR; ++i) {
         // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
-        const unsigned bytes = i * RSTEP < nv && !(i == 0 && before_m) ? colbytes : 0u;
+        const bool before_m = (row0 + (long long)(i * RSTEP * RP)) * ld + lead <= 0;
+        const unsigned bytes = i * RSTEP < nv && !before_m ? colbytes : 0u;
         copy16(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), bytes != 0u ? p : m, bytes);
         p += step;
     }
@@ -1576,6 +1592,10 @@ mod tests {
         assert!(k
             .source
             .contains("copy16_full(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), p);"));
+        // Chunks wholly before m, in whatever row, are zero-filled.
+        assert!(k.source.contains(
+            "const bool before_m = (row0 + (long long)(i * RSTEP * RP)) * ld + lead <= 0;"
+        ));
         assert!(!k.source.contains("v.x = p[0];"));
         let f = ClusterSumsVariant::new(ScalarType::F32, None, 64, 2, false).unwrap();
         let k = cluster_sums(&f);
@@ -1674,9 +1694,22 @@ mod tests {
                             let c0 = -(sh as i64);
                             assert_eq!((a as i64 + (b * ld) as i64 + c0).rem_euclid(ra as i64), 0);
                             assert!(c0 > -(ra as i64));
-                            // The column before the first tile's start lies at or after the
-                            // RA-element block holding m[0] (element a).
-                            assert!(a as i64 + (b * ld) as i64 + c0 >= (a - a % ra) as i64);
+                            // Of the first tile's chunks (VE elements each), every one that
+                            // is read (not wholly before m: the kernel's before_m) of every
+                            // row of the row group starts at or after the 16-byte block
+                            // holding m[0] (element a): no read leaves M's allocation.
+                            // (Only the lead's chunks of the first rows can reach back.)
+                            let ve = 16 / base.m_bytes() as i64;
+                            for r in 0..3 {
+                                let row = (b + rp * r) as i64;
+                                for q in 0..(ra as i64 / ve) {
+                                    let start = row * ld as i64 + c0 + q * ve;
+                                    if start + ve > 0 {
+                                        let at = a as i64 + start;
+                                        assert!(at >= (a as i64) - (a as i64) % ve, "{v:?}");
+                                    }
+                                }
+                            }
                             let end = cts as i64 * tw as i64 - sh as i64;
                             assert!(end >= cols as i64, "{v:?} cols {cols} sh {sh}");
                             // The last tile starts before cols + RA - 1 (no tile is wasted
@@ -1692,7 +1725,7 @@ mod tests {
     #[test]
     fn large_matrices_off_512_byte_blocks_take_blocks() {
         let f32_layout =
-            |m, ld, rows| ClusterSumsVariant::layout(ScalarType::F32, None, m, ld, rows);
+            |m, ld, rows| ClusterSumsVariant::layout(ScalarType::F32, None, m, ld, rows, None);
         // Rows on 512-byte blocks: aligned, whatever the size.
         assert_eq!(f32_layout(0, 78_848, 78_823), (true, LINE_BYTES));
         assert_eq!(f32_layout(0, 128, 5), (true, LINE_BYTES));
@@ -1712,11 +1745,21 @@ mod tests {
         assert_eq!(f32_layout(4, 128, 100), (false, LINE_BYTES));
         // 16-bit matrices: tensor-core tiles of 128 columns, 128-element blocks. letter (period
         // 32, fewer than 16 super groups): lines; acoustic (period 128, 19 super groups): blocks.
-        let bf16_layout =
-            |ld, rows| ClusterSumsVariant::layout(ScalarType::F32, Some(Half::Bf16), 0, ld, rows);
+        let bf16_layout = |ld, rows| {
+            ClusterSumsVariant::layout(ScalarType::F32, Some(Half::Bf16), 0, ld, rows, None)
+        };
         assert_eq!(bf16_layout(10_500, 10_500), (false, LINE_BYTES));
         assert_eq!(bf16_layout(78_823, 78_823), (false, BLOCK_BYTES));
         assert_eq!(bf16_layout(78_848, 78_823), (true, LINE_BYTES));
+        // Forced sizes: lines give the 128-byte rule alone (mnist's rows on lines: aligned);
+        // blocks give strided blocks unless the rows are on blocks.
+        let forced = |m, ld, rows, b| {
+            ClusterSumsVariant::layout(ScalarType::F32, None, m, ld, rows, Some(b))
+        };
+        assert_eq!(forced(0, 60_000, 60_000, LINE_BYTES), (true, LINE_BYTES));
+        assert_eq!(forced(0, 78_823, 78_823, LINE_BYTES), (false, LINE_BYTES));
+        assert_eq!(forced(0, 10_500, 10_500, BLOCK_BYTES), (false, BLOCK_BYTES));
+        assert_eq!(forced(0, 78_848, 5, BLOCK_BYTES), (true, LINE_BYTES));
         // Blocks change a strided variant only, and reset its period to a whole block.
         let s = ClusterSumsVariant::preferred(ScalarType::F32, None, false);
         assert_eq!(s.row_alignment(), 32);
