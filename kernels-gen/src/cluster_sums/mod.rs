@@ -31,18 +31,19 @@
 //!     ([`ClusterSumsVariant::row_period`]: 32 for an odd `ld` in f32, 2 for `ld = 50000`, 1
 //!     when only `a` is off a boundary), so the rows are grouped by it: a *super group* of
 //!     `32 RP` consecutive rows from `b` is split into `RP` row groups, row group `s` holding the
-//!     rows `b + s + RP r` (`r = 0 .. 31`, those `< rows`; the last row groups of the matrix may
-//!     hold few rows or none). All rows of a row group have the same shift `sh`, so its column tile
-//!     `t` covers the columns `[t TW - sh, (t + 1) TW - sh)`, which start on an `RA`-element
-//!     boundary in every one of its rows: they are copied and laid out as aligned rows are (and
-//!     a warp's copies of a tile row read whole aligned blocks), with
-//!     `ceil((cols + RA - 1) / TW)` tiles per row group. The fewer than `RA` columns before
-//!     column 0 (tile 0) lie in earlier rows, so copying them is safe, except for chunks that
-//!     lie wholly before `m` (in row 0, or in the first rows when `ld < RA`), which are
-//!     zero-filled instead; they and the columns past `cols` (zero-filled) get the label
-//!     `0xffffffff` (a plain shared store
-//!     instead of a copy), which no cluster range holds, so they go to the dump row (below) and
-//!     every tile is summed without a column bound.
+//!     rows `b + s + RP r` (`r = 0 .. 31`, those `< rows`; of the last, partial super group
+//!     only the row groups that hold a row are enumerated). All rows of a row group have the
+//!     same shift `sh`, so its column tile `t` covers the columns `[t TW - sh, (t + 1) TW - sh)`,
+//!     which start on an `RA`-element boundary in every one of its rows: they are copied and
+//!     laid out as aligned rows are (and a warp's copies of a tile row read whole aligned
+//!     blocks), with `ceil((cols + RA - 1) / TW)` tiles per row group. The fewer than `RA`
+//!     columns before column 0 (tile 0) lie in earlier rows or in the `RA`-element block that
+//!     holds `m[0]`, so copying them is safe where that block lies in `M`'s allocation (`RA`
+//!     elements at most 256 bytes); with 512-byte blocks, the chunks that lie wholly before `m`
+//!     (in row 0, or in the first rows when `ld < RA`) are zero-filled instead (the kernel's
+//!     `LEAD_GUARD`). They and the columns past `cols` (zero-filled) get the label `0xffffffff`
+//!     (a plain shared store instead of a copy), which no cluster range holds, so they go to
+//!     the dump row (below) and every tile is summed without a column bound.
 //!
 //!   The copy addresses are strength-reduced (one pointer step per copy), so staging costs a
 //!   few instructions per 16 bytes.
@@ -112,9 +113,11 @@
 //! and for smaller matrices on 128-byte lines, [`ClusterSumsVariant::layout`]); `rows,
 //! cols >= 1` (for `cols == 0` the host writes zeros); `k < 2^32` (labels are `u32`, and the
 //! strided mode's label `0xffffffff` must lie outside every cluster range). Reads stay inside
-//! the 16-byte blocks that hold `M`'s elements or lie between them (both modes; the strided
-//! mode zero-fills the chunks of a row's lead that lie wholly before `m`), so they never leave
-//! `M`'s allocation.
+//! the 16-byte blocks that hold `M`'s elements or lie between them (aligned mode), or in the
+//! `RA`-element block that holds `m[0]` and after it (strided mode, where `RA` elements span at
+//! most 256 bytes; with 512-byte blocks the chunks of a row's lead that lie wholly before `m`
+//! are zero-filled), so they never leave `M`'s allocation (allocations start on 256-byte
+//! boundaries).
 
 pub mod tensor_cores;
 
@@ -515,6 +518,23 @@ impl ClusterSumsVariant {
             "pk_cluster_sums_{ty}{mma}_t{}_s{}_{rows}{team}",
             self.tile_cols, self.stages
         )
+    }
+}
+
+/// Bytes that device allocations (and so `M`'s) are aligned to, at least.
+const ALLOCATION_ALIGNMENT_BYTES: u64 = 256;
+
+/// The strided kernels' `LEAD_GUARD`: whether an `RA`-element block spans more than
+/// [`ALLOCATION_ALIGNMENT_BYTES`] (512-byte tile rows on 512-byte blocks), so that a row's lead
+/// (the columns before column 0 that its first tile reads) may lie before `M`'s allocation and
+/// its chunks wholly before `m` are zero-filled. Otherwise the lead lies in the `RA`-element
+/// block that holds `m[0]` and is read, with no test (the test costs letter's f32 sums 8%
+/// where a worker sums a whole row group: BENCHMARKS.md, run 52).
+fn lead_guard(variant: &ClusterSumsVariant) -> &'static str {
+    if u64::from(variant.row_alignment()) * variant.m_bytes() > ALLOCATION_ALIGNMENT_BYTES {
+        "true"
+    } else {
+        "false"
     }
 }
 
@@ -1157,6 +1177,10 @@ const STRIDED: &str = r#"// Strided rows. RA elements (RA * sizeof(mval) = min(T
 // bound. Only row groups that hold a row are enumerated.
 constexpr int RA = {RA};
 constexpr int RP = {RP};
+// Whether a row's lead may reach before M's allocation: RA elements span more than the 256 bytes
+// allocations are aligned to (512-byte blocks). Then chunks wholly before m are zero-filled;
+// otherwise the lead lies in the RA-element block that holds m[0] and is read whole.
+constexpr bool LEAD_GUARD = {LEAD_GUARD};
 
 // A label outside every cluster range [c_lo, c_lo + kb) (the host keeps k below 2^32).
 constexpr unsigned OUTSIDE = 0xffffffffu;
@@ -1217,7 +1241,7 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     const long long row0 = r0 + (long long)(rf * (unsigned)RP);
     const mval* p = m + row0 * ld + c0 + (long long)(q * VE);
     const long long step = (long long)(RSTEP * RP) * ld;
-    if (r0 + (long long)(31 * RP) < rows && c0 + TW <= cols && r0 * ld + c0 >= 0) {
+    if (r0 + (long long)(31 * RP) < rows && c0 + TW <= cols && (!LEAD_GUARD || r0 * ld + c0 >= 0)) {
         // Interior tile: all 32 rows exist, every chunk is whole, and none starts before m.
 #pragma unroll
         for (int i = 0; i < CPR; ++i) {
@@ -1230,15 +1254,16 @@ __device__ __forceinline__ void load_tile(unsigned stage, const mval* __restrict
     // The lane's copy i is of row row0 + RP * i * RSTEP: it exists when i * RSTEP < nv.
     const long long vr = rows - row0;
     const int nv = vr <= 0 ? 0 : (vr >= 32 * RP ? 32 : (int)((vr + RP - 1) / RP));
-    // Chunks wholly before m (a row's lead columns reach back past m[0] in the first rows when
-    // ld is below RA) would lie outside its allocation where m starts it off an RA-element
-    // block: they are zero-filled instead of read. (A chunk that holds m[0] lies in its own
-    // 16-byte block and is read.)
+    // With LEAD_GUARD, chunks wholly before m (a row's lead columns reach back past m[0] in the
+    // first rows, in more rows than row 0 when ld is below RA) would lie outside its allocation
+    // where m starts it off an RA-element block: they are zero-filled instead of read. (A chunk
+    // that holds m[0] lies in its own 16-byte block and is read.)
     const long long lead = c0 + (long long)((q + 1u) * VE);
 #pragma unroll
     for (int i = 0; i < CPR; ++i) {
         // A chunk with no bytes inside the matrix reads nothing; it gets m as a safe address.
-        const bool before_m = (row0 + (long long)(i * RSTEP * RP)) * ld + lead <= 0;
+        const bool before_m =
+            LEAD_GUARD && (row0 + (long long)(i * RSTEP * RP)) * ld + lead <= 0;
         const unsigned bytes = i * RSTEP < nv && !before_m ? colbytes : 0u;
         copy16(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), bytes != 0u ? p : m, bytes);
         p += step;
@@ -1405,6 +1430,7 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Buil
         .replace("{STAGES}", &variant.stages.to_string())
         .replace("{RA}", &variant.row_alignment().to_string())
         .replace("{RP}", &variant.row_period.to_string())
+        .replace("{LEAD_GUARD}", lead_guard(variant))
         .replace("{VE}", &ve.to_string())
         .replace("{VT}", vt)
         .replace("{LT}", lt);
@@ -1592,10 +1618,22 @@ mod tests {
         assert!(k
             .source
             .contains("copy16_full(stage + chunk_at(rf + (unsigned)(i * RSTEP), q), p);"));
-        // Chunks wholly before m, in whatever row, are zero-filled.
-        assert!(k.source.contains(
-            "const bool before_m = (row0 + (long long)(i * RSTEP * RP)) * ld + lead <= 0;"
-        ));
+        // Chunks wholly before m, in whatever row, are zero-filled where an RA-element block
+        // spans more than 256 bytes (LEAD_GUARD); these tiles start on 128-byte lines.
+        assert!(k
+            .source
+            .contains("LEAD_GUARD && (row0 + (long long)(i * RSTEP * RP)) * ld + lead <= 0;"));
+        assert!(k.source.contains("constexpr bool LEAD_GUARD = false;"));
+        // On 512-byte blocks: 32 doubles (256 bytes) need no guard, 128 floats do.
+        let on_blocks = cluster_sums(&e.with_blocks(BLOCK_BYTES));
+        assert!(on_blocks
+            .source
+            .contains("constexpr bool LEAD_GUARD = false;"));
+        let wide = ClusterSumsVariant::new(ScalarType::F32, None, 128, 2, false).unwrap();
+        let on_blocks = cluster_sums(&wide.with_blocks(BLOCK_BYTES));
+        assert!(on_blocks
+            .source
+            .contains("constexpr bool LEAD_GUARD = true;"));
         assert!(!k.source.contains("v.x = p[0];"));
         let f = ClusterSumsVariant::new(ScalarType::F32, None, 64, 2, false).unwrap();
         let k = cluster_sums(&f);
@@ -1695,18 +1733,23 @@ mod tests {
                             assert_eq!((a as i64 + (b * ld) as i64 + c0).rem_euclid(ra as i64), 0);
                             assert!(c0 > -(ra as i64));
                             // Of the first tile's chunks (VE elements each), every one that
-                            // is read (not wholly before m: the kernel's before_m) of every
-                            // row of the row group starts at or after the 16-byte block
-                            // holding m[0] (element a): no read leaves M's allocation.
-                            // (Only the lead's chunks of the first rows can reach back.)
+                            // is read of every row of the row group starts at or after the
+                            // RA-element block holding m[0] (element a), and with LEAD_GUARD
+                            // (chunks wholly before m not read: the kernel's before_m) at or
+                            // after the 16-byte block holding it. An allocation starts on a
+                            // 256-byte boundary, so no read leaves M's allocation. (Only the
+                            // lead's chunks of the first rows can reach back.)
                             let ve = 16 / base.m_bytes() as i64;
+                            let guard = lead_guard(&v) == "true";
+                            assert_eq!(guard, ra * base.m_bytes() > ALLOCATION_ALIGNMENT_BYTES);
+                            let lowest = if guard { ve } else { ra as i64 };
                             for r in 0..3 {
                                 let row = (b + rp * r) as i64;
                                 for q in 0..(ra as i64 / ve) {
                                     let start = row * ld as i64 + c0 + q * ve;
-                                    if start + ve > 0 {
+                                    if !guard || start + ve > 0 {
                                         let at = a as i64 + start;
-                                        assert!(at >= (a as i64) - (a as i64) % ve, "{v:?}");
+                                        assert!(at >= (a as i64) - (a as i64) % lowest, "{v:?}");
                                     }
                                 }
                             }

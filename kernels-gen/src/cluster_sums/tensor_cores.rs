@@ -532,6 +532,7 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
         .replace("{STAGES}", &variant.stages.to_string())
         .replace("{RA}", &variant.row_alignment().to_string())
         .replace("{RP}", &variant.row_period.to_string())
+        .replace("{LEAD_GUARD}", super::lead_guard(variant))
         .replace("{NT}", &variant.tensor_core_tiles.to_string())
         .replace("{THREADS}", &variant.threads_per_block().to_string())
         .replace("{TEAM}", &team.to_string())
