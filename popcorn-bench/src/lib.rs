@@ -11,9 +11,12 @@
 //! - the `bench_ranks` binary: Kernel K-means iterations on one GPU against several (the
 //!   speed-up of a partitioned plan), alternating.
 //!
+//! - [`read`]: the read floor, a streaming read of the buffer a step reads.
+//!
 //! The first two reach the GPU through the CUDA backend's explicitly unsafe raw API
 //! ([`popcorn_runtime::cuda::raw`]) where they run kernels of their own.
 #![warn(missing_docs)]
 
 pub mod naive;
+pub mod read;
 pub mod stats;

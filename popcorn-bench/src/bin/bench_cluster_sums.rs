@@ -59,27 +59,6 @@ extern "C" __global__ void pk_bench_fill_random16(const long long len, unsigned 
 }
 "#;
 
-/// Reads an array with 16-byte loads and (almost) never writes: the bandwidth of reading alone.
-const READ_ALL: &str = r#"
-extern "C" __global__ void pk_bench_read_all(const long long len4, const float4* __restrict__ in, float* __restrict__ out)
-{
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    float acc = 0.0f;
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + 3 * stride < len4; i += 4 * stride) {
-        const float4 a = in[i], b = in[i + stride], c = in[i + 2 * stride], d = in[i + 3 * stride];
-        acc += a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w + c.x + c.y + c.z + c.w + d.x + d.y + d.z + d.w;
-    }
-    for (; i < len4; i += stride) {
-        const float4 a = in[i];
-        acc += a.x + a.y + a.z + a.w;
-    }
-    if (acc == -1.0f) {
-        out[0] = acc;
-    }
-}
-"#;
-
 /// The cluster-sums micro-benchmark.
 #[derive(Parser)]
 #[command(about = "Times popcorn's cluster-sums kernel against the K-read floor and cuSPARSE")]
@@ -191,10 +170,7 @@ fn time_ms(
 
 /// The device address of a dense or index tensor of the GPU context.
 fn address(t: &Tensor) -> Result<u64, RuntimeError> {
-    t.cuda_buffers()
-        .and_then(|b| b.first())
-        .map(|b| b.device_ptr())
-        .ok_or_else(|| RuntimeError::Device("the tensor is not on the GPU".into()))
+    Ok(popcorn_bench::read::device_buffer(t)?.0)
 }
 
 /// Fills `len` floats at `ptr` with random values.
@@ -259,7 +235,7 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
         ..PlannerConfig::default()
     });
     let fill_kernel = raw.kernel("pk_bench_fill_random", || FILL_RANDOM.to_string())?;
-    let read_kernel = raw.kernel("pk_bench_read_all", || READ_ALL.to_string())?;
+    let streaming_read = popcorn_bench::read::StreamingRead::new(&ctx, backend.raw())?;
     let fill16_kernel = raw.kernel("pk_bench_fill_random16", || FILL_RANDOM.to_string())?;
     let mut table = String::new();
     let mut printed = 0;
@@ -291,19 +267,7 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
         let floor = copy_ms * bytes as f64 / (2 * half) as f64;
         let copy_bw = (2 * half) as f64 / copy_ms / 1e6;
         fill(&raw, &fill_kernel, src, n * n)?;
-        let scratch = ctx.col(&[0.0])?;
-        let scratch_ptr = address(&scratch)?;
-        let blocks = raw.multiprocessors() * 8;
-        let read_ms = time_ms(&ctx, cli.reps, || {
-            let mut a = [
-                KernelArg::size(n * n / 4)?,
-                KernelArg::Ptr(src),
-                KernelArg::Ptr(scratch_ptr),
-            ];
-            // SAFETY: the read kernel takes (len4, float4*, float*) and reads `n * n / 4`
-            // float4s of K, writing at most one float of the scratch.
-            unsafe { raw.launch(&read_kernel, ((blocks, 1, 1), (512, 1, 1), 0), &mut a) }
-        })?;
+        let read_ms = time_ms(&ctx, cli.reps, || streaming_read.queue(&kmat))?;
         let _ = writeln!(
             table,
             "{n:>6} {:>5} {:<22} {floor:>9.3} {copy_bw:>8.0} {:>7.3} {:>9}",

@@ -85,7 +85,8 @@ pub struct Cli {
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_half)]
     pub kernel_storage: Vec<Half>,
 
-    /// Skip measuring the copy bandwidth and SGEMM throughput (the floors then use none)
+    /// Skip measuring the copy and read bandwidths, the read of each K and the SGEMM
+    /// throughput (no floors then)
     #[arg(long)]
     pub no_ceilings: bool,
 

@@ -261,8 +261,7 @@ fn shape_runs(
     run.upload_ms = upload_ms;
     let n = points.n;
     let sgemm = ceilings.map(|c| c.sgemm_tflop_s);
-    let floor_ms = ceilings.map(|c| 4.0 * (n as f64).powi(2) / (c.copy_gb_s * 1e9) * 1e3);
-    run.floor_ms = floor_ms;
+    run.copy_floor_ms = ceilings.map(|c| 4.0 * (n as f64).powi(2) / (c.copy_gb_s * 1e9) * 1e3);
     let ks: Vec<usize> = cli.ks.iter().copied().filter(|k| *k <= n).collect();
     for k in cli.ks.iter().filter(|k| **k > n) {
         run.notes.push(format!(
@@ -287,6 +286,19 @@ fn shape_runs(
     let kernel_ms = kt.median_ms;
     let strict_ms = kt.median_ms;
     run.popcorn_kernel = Some(kt);
+    // The floor of an iteration (with the ceilings): one streaming read of K itself on a GPU;
+    // on the CPU, K's bytes at the read ceiling.
+    if ceilings.is_some() {
+        run.k_read = measure::read_of(ctx, &kmat, cli.reps)?;
+    }
+    let floor_ms = match &run.k_read {
+        Some(r) => Some(r.median_ms),
+        None => ceilings.map(|c| 4.0 * (n as f64).powi(2) / (c.read_gb_s * 1e9) * 1e3),
+    };
+    run.floor_ms = floor_ms;
+    if let Some(r) = &run.k_read {
+        say!("  read of K: {:.3} ms ({:.0} GB/s)", r.median_ms, r.gb_s);
+    }
     if cli.tf32 {
         tf32_runs(cli, ctx, points, &x, strict_ms, sgemm, run)?;
     }
