@@ -427,41 +427,35 @@ fn run(cli: &Cli) -> Result<String, RuntimeError> {
                 };
                 row(&mut table, &what, ms);
             }
-            for &w in &cli.workers {
-                let tuning = ClusterSumsTuning {
-                    max_workers: Some(w),
-                    ..ClusterSumsTuning::default()
-                };
+            // The kernel with one launch choice forced: its time and its last report.
+            let forced = |tuning: ClusterSumsTuning| {
                 let mut report = None;
                 let ms = time_ms(&ctx, cli.reps, || {
                     // SAFETY: see above.
                     report = unsafe { raw.cluster_sums(&cs, tuning) }?;
                     Ok(())
+                })?;
+                Ok::<_, RuntimeError>((ms, report))
+            };
+            for &w in &cli.workers {
+                let (ms, report) = forced(ClusterSumsTuning {
+                    max_workers: Some(w),
+                    ..ClusterSumsTuning::default()
                 })?;
                 let got = report.map_or(0, |r| r.workers);
                 row(&mut table, &format!("kernel {got} workers"), ms);
             }
             for &p in &cli.periods {
-                let tuning = ClusterSumsTuning {
+                let (ms, _) = forced(ClusterSumsTuning {
                     row_period: Some(p),
                     ..ClusterSumsTuning::default()
-                };
-                let ms = time_ms(&ctx, cli.reps, || {
-                    // SAFETY: see above.
-                    unsafe { raw.cluster_sums(&cs, tuning) }.map(|_| ())
                 })?;
                 row(&mut table, &format!("kernel rows {p} apart"), ms);
             }
             for &bytes in &cli.blocks {
-                let tuning = ClusterSumsTuning {
+                let (ms, report) = forced(ClusterSumsTuning {
                     block_bytes: Some(bytes),
                     ..ClusterSumsTuning::default()
-                };
-                let mut report = None;
-                let ms = time_ms(&ctx, cli.reps, || {
-                    // SAFETY: see above.
-                    report = unsafe { raw.cluster_sums(&cs, tuning) }?;
-                    Ok(())
                 })?;
                 let name = report.map_or(String::new(), |r| r.launch.variant.name());
                 row(&mut table, &format!("kernel blocks {bytes} {name}"), ms);
