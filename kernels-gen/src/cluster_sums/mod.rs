@@ -157,7 +157,7 @@ pub const BLOCK_BYTES: u32 = 512;
 /// rows take [`BLOCK_BYTES`] blocks: with fewer, the last super group's short row groups (as
 /// many as `RP`, which grows fourfold from 128-byte lines to 512-byte blocks for an odd `ld`)
 /// would cost more than the blocks save.
-const MIN_SUPER_GROUPS_FOR_BLOCKS: u64 = 16;
+pub const MIN_SUPER_GROUPS_FOR_BLOCKS: u64 = 16;
 
 /// Why a cluster-sums variant or launch cannot be made.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
