@@ -1,8 +1,8 @@
 //! The read floor: a streaming read of a device tensor, the fastest way found to read memory
 //! (16-byte loads, four in flight a thread, eight blocks of 512 threads per multiprocessor),
 //! timed on the very buffer a step reads (K), so the floor is the bytes of that buffer over
-//! the rate the device reads them at (BENCHMARKS.md, runs 50 and 52: 3080-3090 GB/s on an H100
-//! for K of 10-25 GB, where popcorn's own `sum` over 2 GiB measures 2900-3000).
+//! the rate the device reads them at. It reads faster than popcorn's own `sum` over a smaller
+//! buffer, the bench's read ceiling (BENCHMARKS.md, run 52).
 
 use popcorn::{Context, RuntimeError, Tensor};
 use popcorn_runtime::cuda::raw::{KernelArg, RawCuda, RawKernel};

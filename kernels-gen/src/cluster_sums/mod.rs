@@ -150,7 +150,7 @@ pub const LINE_BYTES: u32 = 128;
 
 /// The strided mode's tile starts for large matrices whose rows are not on such blocks: a
 /// warp's copies of a 512-byte tile row then read one aligned 512-byte block, which streams
-/// at the read ceiling, where rows on 128-byte lines read 3-6% slower (BENCHMARKS.md, run 50).
+/// at the read ceiling, where rows on 128-byte lines read slower (BENCHMARKS.md, runs 50 to 52).
 pub const BLOCK_BYTES: u32 = 512;
 
 /// Row groups per super group of `32 RP` rows a matrix needs, at least, before its strided
@@ -528,8 +528,8 @@ const ALLOCATION_ALIGNMENT_BYTES: u64 = 256;
 /// [`ALLOCATION_ALIGNMENT_BYTES`] (512-byte tile rows on 512-byte blocks), so that a row's lead
 /// (the columns before column 0 that its first tile reads) may lie before `M`'s allocation and
 /// its chunks wholly before `m` are zero-filled. Otherwise the lead lies in the `RA`-element
-/// block that holds `m[0]` and is read, with no test (the test costs letter's f32 sums 8%
-/// where a worker sums a whole row group: BENCHMARKS.md, run 52).
+/// block that holds `m[0]` and is read, with no test (the test slows small matrices whose
+/// workers each sum a whole row group: BENCHMARKS.md, run 52).
 fn lead_guard(variant: &ClusterSumsVariant) -> &'static str {
     if u64::from(variant.row_alignment()) * variant.m_bytes() > ALLOCATION_ALIGNMENT_BYTES {
         "true"
