@@ -427,6 +427,16 @@ impl ClusterSumsVariant {
         self.tile_cols.min(self.block_bytes / self.m_bytes() as u32)
     }
 
+    /// The strided kernels' `LEAD_GUARD`: whether an `RA`-element block spans more than
+    /// [`ALLOCATION_ALIGNMENT_BYTES`] (512-byte tile rows on 512-byte blocks), so that a row's
+    /// lead (the columns before column 0 that its first tile reads) may lie before `M`'s
+    /// allocation and its chunks wholly before `m` are zero-filled. Otherwise the lead lies in
+    /// the `RA`-element block that holds `m[0]` and is read, with no test (the test slows small
+    /// matrices whose workers each sum a whole row group: BENCHMARKS.md, run 52).
+    fn guards_lead(&self) -> bool {
+        u64::from(self.row_alignment()) * self.m_bytes() > ALLOCATION_ALIGNMENT_BYTES
+    }
+
     /// Row groups (32 rows each at most, one per lane) of a matrix with `rows` rows: `rows / 32`
     /// rounded up for aligned rows; for strided rows `RP` ([`Self::row_period`]) per whole
     /// super group of `32 * RP` rows, and of the last, partial one the row groups that hold a
@@ -524,18 +534,14 @@ impl ClusterSumsVariant {
 /// Bytes that device allocations (and so `M`'s) are aligned to, at least.
 const ALLOCATION_ALIGNMENT_BYTES: u64 = 256;
 
-/// The strided kernels' `LEAD_GUARD`: whether an `RA`-element block spans more than
-/// [`ALLOCATION_ALIGNMENT_BYTES`] (512-byte tile rows on 512-byte blocks), so that a row's lead
-/// (the columns before column 0 that its first tile reads) may lie before `M`'s allocation and
-/// its chunks wholly before `m` are zero-filled. Otherwise the lead lies in the `RA`-element
-/// block that holds `m[0]` and is read, with no test (the test slows small matrices whose
-/// workers each sum a whole row group: BENCHMARKS.md, run 52).
-fn lead_guard(variant: &ClusterSumsVariant) -> &'static str {
-    if u64::from(variant.row_alignment()) * variant.m_bytes() > ALLOCATION_ALIGNMENT_BYTES {
-        "true"
-    } else {
-        "false"
-    }
+/// `source` with the row mode's constants of `variant` filled in (`{RA}`, `{RP}` and
+/// `{LEAD_GUARD}`, [`ClusterSumsVariant::guards_lead`]): shared by the bins kernel and the
+/// tensor-core kernel.
+fn with_row_mode_constants(source: String, variant: &ClusterSumsVariant) -> String {
+    source
+        .replace("{RA}", &variant.row_alignment().to_string())
+        .replace("{RP}", &variant.row_period.to_string())
+        .replace("{LEAD_GUARD}", &variant.guards_lead().to_string())
 }
 
 /// The greatest common divisor of `a` and `b` (`b > 0`).
@@ -1428,12 +1434,10 @@ pub fn cluster_sums(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Buil
         .replace("{MT}", mt)
         .replace("{TW}", &variant.tile_cols.to_string())
         .replace("{STAGES}", &variant.stages.to_string())
-        .replace("{RA}", &variant.row_alignment().to_string())
-        .replace("{RP}", &variant.row_period.to_string())
-        .replace("{LEAD_GUARD}", lead_guard(variant))
         .replace("{VE}", &ve.to_string())
         .replace("{VT}", vt)
         .replace("{LT}", lt);
+    let source = with_row_mode_constants(source, variant);
     let source = match variant.held {
         Some(_) => source.replacen(
             "namespace ",
@@ -1740,7 +1744,7 @@ mod tests {
                             // 256-byte boundary, so no read leaves M's allocation. (Only the
                             // lead's chunks of the first rows can reach back.)
                             let ve = 16 / base.m_bytes() as i64;
-                            let guard = lead_guard(&v) == "true";
+                            let guard = v.guards_lead();
                             assert_eq!(guard, ra * base.m_bytes() > ALLOCATION_ALIGNMENT_BYTES);
                             let lowest = if guard { ve } else { ra as i64 };
                             for r in 0..3 {

@@ -530,15 +530,13 @@ pub(super) fn source(variant: &ClusterSumsVariant) -> crate::builtin_kernel::Bui
         .replace("{NAME}", &name)
         .replace("{TW}", &variant.tile_cols.to_string())
         .replace("{STAGES}", &variant.stages.to_string())
-        .replace("{RA}", &variant.row_alignment().to_string())
-        .replace("{RP}", &variant.row_period.to_string())
-        .replace("{LEAD_GUARD}", super::lead_guard(variant))
         .replace("{NT}", &variant.tensor_core_tiles.to_string())
         .replace("{THREADS}", &variant.threads_per_block().to_string())
         .replace("{TEAM}", &team.to_string())
         .replace("{WARP_BYTES}", &team_warp_bytes(variant).to_string())
         .replace("{AB}", ab)
         .replace("{ONE}", one);
+    let source = super::with_row_mode_constants(source, variant);
     crate::builtin_kernel::BuiltinKernel { name, source }
 }
 
