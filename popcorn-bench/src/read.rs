@@ -45,7 +45,9 @@ pub fn device_buffer(t: &Tensor) -> Result<(u64, usize), RuntimeError> {
 pub struct StreamingRead<'a> {
     raw: RawCuda<'a>,
     kernel: RawKernel,
-    scratch: Tensor,
+    /// The one float the kernel may write, and its address.
+    _scratch: Tensor,
+    out: u64,
 }
 
 impl<'a> StreamingRead<'a> {
@@ -53,26 +55,27 @@ impl<'a> StreamingRead<'a> {
     pub fn new(ctx: &Context, raw: RawCuda<'a>) -> Result<StreamingRead<'a>, RuntimeError> {
         let kernel = raw.kernel("pk_bench_read_all", || READ_ALL.to_string())?;
         let scratch = ctx.col(&[0.0])?;
+        let (out, _) = device_buffer(&scratch)?;
         Ok(StreamingRead {
             raw,
             kernel,
-            scratch,
+            _scratch: scratch,
+            out,
         })
     }
 
-    /// Queues one read of the whole first buffer of `t` (its 16-byte words; at most 15 bytes
-    /// at the end are not read).
-    pub fn queue(&self, t: &Tensor) -> Result<(), RuntimeError> {
-        let (ptr, bytes) = device_buffer(t)?;
-        let (out, _) = device_buffer(&self.scratch)?;
+    /// Queues one read of the `bytes` bytes at `ptr` (its 16-byte words; at most 15 bytes at
+    /// the end are not read).
+    fn launch(&self, ptr: u64, bytes: usize) -> Result<(), RuntimeError> {
         let blocks = self.raw.multiprocessors() * BLOCKS_PER_SM;
         let mut args = [
             KernelArg::size(bytes / 16)?,
             KernelArg::Ptr(ptr),
-            KernelArg::Ptr(out),
+            KernelArg::Ptr(self.out),
         ];
         // SAFETY: the read kernel takes (len4, float4*, float*): it reads `bytes / 16` float4s
-        // from `ptr`, inside the buffer's `bytes`, and writes at most one float to the scratch.
+        // from `ptr`, inside the buffer of `bytes` bytes there (every caller passes one of
+        // device_buffer's), and writes at most one float to the scratch, which `self` holds.
         unsafe {
             self.raw.launch(
                 &self.kernel,
@@ -82,17 +85,20 @@ impl<'a> StreamingRead<'a> {
         }
     }
 
-    /// Milliseconds of `reps` reads of `t` (CUDA events), after two warm-ups.
+    /// Milliseconds of `reps` reads of the whole first buffer of `t` (CUDA events; only the
+    /// launch between them), after two warm-ups, and the bytes read.
     pub fn time_ms(
         &self,
         ctx: &Context,
         t: &Tensor,
         reps: usize,
-    ) -> Result<Vec<f64>, RuntimeError> {
-        self.queue(t)?;
-        self.queue(t)?;
-        (0..reps.max(1))
-            .map(|_| ctx.time(|| self.queue(t)).map(|((), ms)| ms))
-            .collect()
+    ) -> Result<(Vec<f64>, usize), RuntimeError> {
+        let (ptr, bytes) = device_buffer(t)?;
+        self.launch(ptr, bytes)?;
+        self.launch(ptr, bytes)?;
+        let ms = (0..reps.max(1))
+            .map(|_| ctx.time(|| self.launch(ptr, bytes)).map(|((), ms)| ms))
+            .collect::<Result<_, _>>()?;
+        Ok((ms, bytes))
     }
 }

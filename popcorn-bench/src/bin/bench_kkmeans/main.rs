@@ -261,7 +261,9 @@ fn shape_runs(
     run.upload_ms = upload_ms;
     let n = points.n;
     let sgemm = ceilings.map(|c| c.sgemm_tflop_s);
-    run.copy_floor_ms = ceilings.map(|c| 4.0 * (n as f64).powi(2) / (c.copy_gb_s * 1e9) * 1e3);
+    // Milliseconds of moving K's bytes (4 n^2) at `gb_s`.
+    let k_bytes_at = |gb_s: f64| 4.0 * (n as f64).powi(2) / (gb_s * 1e9) * 1e3;
+    run.copy_floor_ms = ceilings.map(|c| k_bytes_at(c.copy_gb_s));
     let ks: Vec<usize> = cli.ks.iter().copied().filter(|k| *k <= n).collect();
     for k in cli.ks.iter().filter(|k| **k > n) {
         run.notes.push(format!(
@@ -293,7 +295,7 @@ fn shape_runs(
     }
     let floor_ms = match &run.k_read {
         Some(r) => Some(r.median_ms),
-        None => ceilings.map(|c| 4.0 * (n as f64).powi(2) / (c.read_gb_s * 1e9) * 1e3),
+        None => ceilings.map(|c| k_bytes_at(c.read_gb_s)),
     };
     run.floor_ms = floor_ms;
     if let Some(r) = &run.k_read {

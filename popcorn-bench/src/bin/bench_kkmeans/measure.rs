@@ -130,8 +130,7 @@ pub fn read_of(ctx: &Context, kmat: &Tensor, reps: usize) -> Result<Option<KRead
         return Ok(None);
     };
     let read = popcorn_bench::read::StreamingRead::new(ctx, backend.raw())?;
-    let (_, bytes) = popcorn_bench::read::device_buffer(kmat)?;
-    let ms = read.time_ms(ctx, kmat, reps.max(5))?;
+    let (ms, bytes) = read.time_ms(ctx, kmat, reps.max(5))?;
     let median_ms = median(&ms);
     Ok(Some(KRead {
         bytes,
@@ -229,7 +228,7 @@ pub struct Iterations {
     pub iteration_ms: Vec<f64>,
     /// Median of those.
     pub iteration_median_ms: f64,
-    /// That over the K-read floor (popcorn only).
+    /// That over the K-read floor.
     pub iteration_over_floor: Option<f64>,
     /// Median milliseconds of the distance step (popcorn: selection and E = -2 K V^T alone,
     /// run as its own program; naive: kernel 1, the row sums).
